@@ -1,0 +1,89 @@
+"""What every benchmark shares: a broker, child processes, statistics, the JSON line.
+
+Benchmarks run against a real Mosquitto: ``--broker URL`` (or ``MESH_BROKER_URL``) if given,
+else one started here from the repository's mosquitto.conf, so that the broker settings
+(TCP_NODELAY, queue limits) are the project's own. Progress goes to stderr; the last line on
+stdout is the JSON result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from mesh.localbroker import running_broker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def emit(result: dict[str, object]) -> None:
+    """Print the result as the last line on stdout."""
+    print(json.dumps(result, sort_keys=False), flush=True)
+
+
+def base_arguments(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--broker", default=os.environ.get("MESH_BROKER_URL"),
+                        help="MQTT broker URL (default: start Mosquitto from mosquitto.conf)")
+    return parser
+
+
+@contextlib.contextmanager
+def broker_url(explicit: str | None) -> Iterator[str]:
+    if explicit:
+        yield explicit
+        return
+    with running_broker(prefer="binary") as broker:
+        progress(f"started Mosquitto from mosquitto.conf at {broker.url}")
+        yield broker.url
+
+
+@contextlib.contextmanager
+def child(args: Sequence[str], ready_line: str = "ready", timeout: float = 30.0) -> Iterator[subprocess.Popen[str]]:
+    """Run ``python args...`` and wait for it to print ``ready_line``; stop it afterwards."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        assert proc.stdout is not None
+        while True:
+            line = proc.stdout.readline()
+            if line.strip() == ready_line:
+                break
+            if not line and proc.poll() is not None:
+                raise RuntimeError(f"{args} exited with {proc.returncode} before it was ready")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{args} was not ready within {timeout:g} s")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def median_us(samples_s: Sequence[float]) -> float:
+    return round(statistics.median(samples_s) * 1e6, 1)
+
+
+def p99_us(samples_s: Sequence[float]) -> float:
+    ordered = sorted(samples_s)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e6, 1)
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 3) if denominator else float("inf")

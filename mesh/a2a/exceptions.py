@@ -1,0 +1,218 @@
+"""JSON-RPC errors as exceptions.
+
+Runtime code raises the exception of the error it means and the layer that answers the
+request turns it into the reply::
+
+    raise TaskNotFound(f"no task {task_id!r}", data={"taskId": task_id})
+    ...
+    except RpcError as exc:
+        reply(exc.to_response(request_id))
+
+Every exception carries its error model in ``.error`` (see :mod:`mesh.a2a.errors`) and, when
+it was known where the error arose, the JSON-RPC ``request_id``. Going the other way, a client
+holding an error response raises ``RpcError.from_error(response.error)``, which picks the
+matching subclass::
+
+    ProtocolError (mesh.errors)
+    └── RpcError                           any code (e.g. -32000), error model JSONRPCError
+        ├── InvalidJSON                    -32700
+        ├── InvalidRequest                 -32600
+        ├── MethodNotFound                 -32601
+        ├── InvalidParams                  -32602
+        ├── InternalFailure                -32603
+        ├── TaskNotFound                   -32001
+        ├── TaskNotCancelable              -32002
+        ├── PushNotificationNotSupported   -32003
+        ├── UnsupportedOperation           -32004
+        ├── ContentTypeNotSupported        -32005
+        ├── InvalidAgentResponse           -32006
+        └── AuthenticatedExtendedCardNotConfigured  -32007
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from ..errors import ProtocolError
+from . import errors as e
+from .jsonrpc import JSONRPCErrorResponse, RequestId
+
+_UNSET: Any = object()
+
+
+class RpcError(ProtocolError):
+    """A JSON-RPC error as an exception; ``.error`` is the error object sent on the wire."""
+
+    error_type: ClassVar[type[e.JSONRPCError]] = e.JSONRPCError
+
+    error: e.JSONRPCError
+    request_id: RequestId
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        data: Any = None,
+        request_id: RequestId = None,
+        code: int | None = None,
+    ) -> None:
+        """Build the error object; ``code`` is only for the generic :class:`RpcError`."""
+        if self.error_type is e.JSONRPCError:
+            if code is None or message is None:
+                raise TypeError(
+                    "RpcError needs code= and a message; for an A2A code raise its subclass "
+                    "(e.g. TaskNotFound) instead"
+                )
+            error: e.JSONRPCError = e.JSONRPCError(code=code, message=message, data=data)
+        else:
+            if code is not None:
+                raise TypeError(f"{type(self).__name__} always has code {self.fixed_code()}")
+            fields: dict[str, Any] = {"data": data}
+            if message is not None:
+                fields["message"] = message
+            error = self.error_type(**fields)
+        self._set(error, request_id)
+
+    def _set(self, error: e.JSONRPCError, request_id: RequestId) -> None:
+        super().__init__(f"{error.message} (JSON-RPC error {error.code})")
+        self.error = error
+        self.request_id = request_id
+
+    @classmethod
+    def fixed_code(cls) -> int | None:
+        """The fixed code of this exception class (``None`` for the generic one)."""
+        default = cls.error_type.model_fields["code"].default
+        return default if isinstance(default, int) else None
+
+    @property
+    def code(self) -> int:
+        """The JSON-RPC error code."""
+        return self.error.code
+
+    @property
+    def data(self) -> Any:
+        """The error's ``data`` member (``None`` when absent)."""
+        return self.error.data
+
+    @staticmethod
+    def from_error(error: e.JSONRPCError, *, request_id: RequestId = None) -> RpcError:
+        """The exception for an error object, as the subclass matching its code."""
+        cls = EXCEPTION_TYPES.get(error.code, RpcError)
+        if not isinstance(error, cls.error_type):  # a generic object with a known code
+            error = cls.error_type.model_validate(error.model_dump(by_alias=True))
+        exc = cls.__new__(cls)
+        exc._set(error, request_id)
+        return exc
+
+    @classmethod
+    def from_response(cls, response: JSONRPCErrorResponse) -> RpcError:
+        """The exception for a received error response."""
+        return cls.from_error(response.error, request_id=response.id)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle (process pools) by error object, not by the formatted message.
+        return (_restore, (self.error.to_wire_dict(), self.request_id))
+
+    def to_response(self, request_id: RequestId = _UNSET) -> JSONRPCErrorResponse:
+        """The error response answering the request (default: the id this error carries)."""
+        rid = self.request_id if request_id is _UNSET else request_id
+        return JSONRPCErrorResponse(id=rid, error=self.error)
+
+
+def _restore(error: dict[str, Any], request_id: RequestId) -> RpcError:
+    return RpcError.from_error(e.JSONRPCError.model_validate(error), request_id=request_id)
+
+
+class InvalidJSON(RpcError):
+    """-32700: the payload is not valid UTF-8 JSON."""
+
+    error_type = e.JSONParseError
+
+
+class InvalidRequest(RpcError):
+    """-32600: the payload is not a valid JSON-RPC 2.0 request."""
+
+    error_type = e.InvalidRequestError
+
+
+class MethodNotFound(RpcError):
+    """-32601: the method is not served."""
+
+    error_type = e.MethodNotFoundError
+
+
+class InvalidParams(RpcError):
+    """-32602: the params do not validate; ``data["errors"]`` lists every bad field."""
+
+    error_type = e.InvalidParamsError
+
+
+class InternalFailure(RpcError):
+    """-32603: the server failed while handling a valid request."""
+
+    error_type = e.InternalError
+
+
+class TaskNotFound(RpcError):
+    """-32001: no task with that id."""
+
+    error_type = e.TaskNotFoundError
+
+
+class TaskNotCancelable(RpcError):
+    """-32002: the task cannot be canceled in its current state."""
+
+    error_type = e.TaskNotCancelableError
+
+
+class PushNotificationNotSupported(RpcError):
+    """-32003: the agent does not do push notifications."""
+
+    error_type = e.PushNotificationNotSupportedError
+
+
+class UnsupportedOperation(RpcError):
+    """-32004: the agent does not support the operation."""
+
+    error_type = e.UnsupportedOperationError
+
+
+class ContentTypeNotSupported(RpcError):
+    """-32005: incompatible content types."""
+
+    error_type = e.ContentTypeNotSupportedError
+
+
+class InvalidAgentResponse(RpcError):
+    """-32006: an agent's answer is not a valid A2A response."""
+
+    error_type = e.InvalidAgentResponseError
+
+
+class AuthenticatedExtendedCardNotConfigured(RpcError):
+    """-32007: the agent has no authenticated extended card."""
+
+    error_type = e.AuthenticatedExtendedCardNotConfiguredError
+
+
+_SUBCLASSES: tuple[type[RpcError], ...] = (
+    InvalidJSON,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    InternalFailure,
+    TaskNotFound,
+    TaskNotCancelable,
+    PushNotificationNotSupported,
+    UnsupportedOperation,
+    ContentTypeNotSupported,
+    InvalidAgentResponse,
+    AuthenticatedExtendedCardNotConfigured,
+)
+
+#: The exception class of every code the protocol defines.
+EXCEPTION_TYPES: Mapping[int, type[RpcError]] = MappingProxyType(
+    {cls.error_type.model_fields["code"].default: cls for cls in _SUBCLASSES}
+)

@@ -1,0 +1,208 @@
+"""Parsing payloads off the wire: requests (agents), responses and results (clients).
+
+:func:`parse_request` runs once per request on the hot path: one JSON decode, one dict lookup
+of the method, one ``model_validate`` of the params. Every failure raises the
+:class:`~mesh.a2a.exceptions.RpcError` subclass of the JSON-RPC code to answer with, carrying
+the request id whenever it could be read, so the caller replies with ``exc.to_response()``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from pydantic import TypeAdapter, ValidationError
+
+from .exceptions import (
+    InvalidAgentResponse,
+    InvalidJSON,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+)
+from .jsonrpc import (
+    METHOD_ALIASES,
+    METHOD_PARAMS,
+    JSONRPCErrorResponse,
+    JSONRPCResponse,
+    JSONRPCSuccessResponse,
+    Method,
+    RequestId,
+    RequestParams,
+)
+from .messages import Message
+from .tasks import Result, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from .validation import format_validation_error, short_repr, validation_error_details
+
+R = TypeVar("R", Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# Strict JSON: NaN / Infinity are Python extensions other peers cannot read.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+# Canonical names and aliases alike, resolved with one lookup.
+_DISPATCH: dict[str, tuple[Method, type[RequestParams]]] = {
+    **{str(m): (m, model) for m, model in METHOD_PARAMS.items()},
+    **{alias: (m, METHOD_PARAMS[m]) for alias, m in METHOD_ALIASES.items()},
+}
+_SUPPORTED = ", ".join([*METHOD_PARAMS, *(f"{a} (= {m})" for a, m in METHOD_ALIASES.items())])
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def decode_json(payload: bytes | bytearray | memoryview | str) -> Any:
+    """Decode one strict UTF-8 JSON document; raises ``ValueError`` (incl. Unicode errors)."""
+    text = payload if isinstance(payload, str) else str(payload, "utf-8")
+    try:
+        return _DECODER.decode(text)
+    except RecursionError as exc:  # absurdly deep nesting
+        raise ValueError("JSON nested too deeply") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    """A valid request: canonical method, JSON-RPC id and the params as their typed model."""
+
+    method: Method
+    id: RequestId
+    params: RequestParams
+    #: The method name as received (a SAM alias such as ``agent/sendMessage``, or canonical).
+    requested_method: str
+
+
+def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedRequest:
+    """Parse and validate one JSON-RPC request payload.
+
+    Raises :class:`InvalidJSON` (-32700), :class:`InvalidRequest` (-32600),
+    :class:`MethodNotFound` (-32601) or :class:`InvalidParams` (-32602, with the path and reason
+    of every bad field in its message and in ``data["errors"]``).
+    """
+    try:
+        doc = decode_json(payload)
+    except ValueError as exc:
+        raise InvalidJSON(f"Invalid JSON payload: {exc}") from None
+    if type(doc) is not dict:
+        raise InvalidRequest(f"a request must be a JSON object, got {_json_type(doc)}")
+
+    request_id = doc.get("id")
+    if request_id is not None and type(request_id) not in (str, int):
+        raise InvalidRequest(
+            f"id must be a string, an integer or null, got {_json_type(request_id)} "
+            f"{short_repr(request_id)}"
+        )
+    if doc.get("jsonrpc") != "2.0":
+        got = short_repr(doc["jsonrpc"]) if "jsonrpc" in doc else "nothing"
+        raise InvalidRequest(f'jsonrpc must be "2.0", got {got}', request_id=request_id)
+    name = doc.get("method")
+    if type(name) is not str:
+        raise InvalidRequest(
+            f"method must be a string, got {_json_type(name) if 'method' in doc else 'nothing'}",
+            request_id=request_id,
+        )
+
+    entry = _DISPATCH.get(name)
+    if entry is None:
+        raise MethodNotFound(
+            f"method {short_repr(name)} is not supported; supported methods: {_SUPPORTED}",
+            data={"method": name[:200], "supported": [*METHOD_PARAMS, *METHOD_ALIASES]},
+            request_id=request_id,
+        )
+    method, params_model = entry
+
+    params = doc.get("params")
+    if type(params) is not dict:
+        if params is not None and type(params) is not list:
+            # JSON-RPC 2.0: params, if present, MUST be a structured value.
+            raise InvalidRequest(
+                f"params must be an object, got {_json_type(params)}", request_id=request_id
+            )
+        # Missing, null or by-position: every A2A method takes named params.
+        reason = f"must be an object of named params, got {_json_type(params)}"
+        if "params" not in doc:
+            reason = "required: an object of named params"
+        error = {"path": "params", "reason": reason, "type": "params"}
+        raise InvalidParams(
+            f"invalid params for {method}: params: {reason}",
+            data={"method": str(method), "errors": [error]},
+            request_id=request_id,
+        )
+    try:
+        model = params_model.model_validate(params)
+    except ValidationError as exc:
+        raise InvalidParams(
+            f"invalid params for {method}: {format_validation_error(exc, prefix='params')}",
+            data={"method": str(method), "errors": validation_error_details(exc, prefix="params")},
+            request_id=request_id,
+        ) from None
+    return ParsedRequest(method, request_id, model, name)
+
+
+def parse_response(payload: bytes | bytearray | memoryview | str) -> JSONRPCResponse:
+    """Parse a JSON-RPC response payload; a malformed one raises :class:`InvalidAgentResponse`.
+
+    The ``result`` of a success response is left as decoded JSON: read it with
+    :func:`parse_result` (tasks, messages, events) or the model the method returns.
+    """
+    try:
+        doc = decode_json(payload)
+    except ValueError as exc:
+        raise InvalidAgentResponse(f"the response is not valid JSON: {exc}") from None
+    if type(doc) is not dict:
+        raise InvalidAgentResponse(f"a response must be a JSON object, got {_json_type(doc)}")
+    rid = doc.get("id")
+    request_id = rid if type(rid) in (str, int) else None
+    has_result, has_error = "result" in doc, "error" in doc
+    if has_result == has_error:
+        raise InvalidAgentResponse(
+            "a response must have exactly one of result or error", request_id=request_id
+        )
+    model = JSONRPCErrorResponse if has_error else JSONRPCSuccessResponse
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidAgentResponse(
+            f"invalid response: {format_validation_error(exc)}",
+            data={"errors": validation_error_details(exc)},
+            request_id=request_id,
+        ) from None
+
+
+_RESULT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Result)
+
+
+@overload
+def parse_result(result: Any) -> Result: ...
+@overload
+def parse_result(result: Any, expected: type[R]) -> R: ...
+def parse_result(result: Any, expected: type[Any] | None = None) -> Any:
+    """Read a ``result`` (or stream event) as Task, Message, status- or artifact-update by ``kind``.
+
+    With ``expected`` (e.g. ``Task``) anything else is an error too. Raises
+    :class:`InvalidAgentResponse` naming the bad field (``result.status.state: ...``).
+    """
+    try:
+        value = _RESULT_ADAPTER.validate_python(result)
+    except ValidationError as exc:
+        raise InvalidAgentResponse(
+            f"invalid result: {format_validation_error(exc, prefix='result')}",
+            data={"errors": validation_error_details(exc, prefix="result")},
+        ) from None
+    if expected is not None and not isinstance(value, expected):
+        wanted = expected.model_fields["kind"].default
+        raise InvalidAgentResponse(
+            f"result.kind: expected {wanted!r}, got {value.kind!r}",
+            data={
+                "errors": [
+                    {"path": "result.kind", "reason": f"expected {wanted!r}", "type": "kind"}
+                ]
+            },
+        )
+    return value

@@ -1,0 +1,99 @@
+"""Where and how to connect: broker settings parsed from a URL.
+
+Accepted forms::
+
+    mqtt://host[:port]                 plain TCP, port 1883 by default
+    mqtt://user:password@host:port     with credentials (percent-encode special characters)
+    mqtts://host[:port]                TLS, port 8883 by default; CA / client cert via options
+
+The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
+(:func:`resolve_broker_url`), defaulting to ``mqtt://localhost:1883``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from urllib.parse import unquote, urlsplit
+
+from mesh.errors import ConfigError
+
+DEFAULT_BROKER_URL = "mqtt://localhost:1883"
+BROKER_URL_ENV = "MESH_BROKER_URL"
+
+_DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
+_TLS_SCHEMES = {"mqtts", "ssl"}
+
+
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    """TLS material for ``mqtts://``; all optional (system CAs are used by default)."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    # Skips hostname verification only; for test brokers with self-signed certificates.
+    insecure: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """Everything the transport needs to reach a broker."""
+
+    host: str = "localhost"
+    port: int = 1883
+    username: str | None = None
+    password: str | None = None
+    tls: TlsOptions | None = None
+    keepalive_s: int = 30
+    connect_timeout_s: float = 10.0
+    # 0 = the session ends with the connection; >0 keeps subscriptions and queued QoS 1
+    # messages on the broker across a reconnect (needs a stable client id).
+    session_expiry_s: int = 0
+    reconnect_min_delay_s: float = 0.1
+    reconnect_max_delay_s: float = 10.0
+
+    @classmethod
+    def from_url(cls, url: str, *, tls: TlsOptions | None = None, **overrides: object) -> BrokerSettings:
+        """Parse ``mqtt://`` / ``mqtts://`` URLs; raise :class:`ConfigError` naming the problem."""
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise ConfigError(
+                f"broker URL {url!r}: unsupported scheme {parts.scheme!r}; "
+                "use mqtt://host:1883 or mqtts://host:8883"
+            )
+        if not parts.hostname:
+            raise ConfigError(f"broker URL {url!r} has no host; write it as mqtt://host:port")
+        try:
+            port = parts.port or _DEFAULT_PORTS[scheme]
+        except ValueError as exc:
+            raise ConfigError(f"broker URL {url!r}: bad port ({exc}); use a number 1-65535") from exc
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ConfigError(
+                f"broker URL {url!r}: unexpected path or query; only mqtt[s]://[user:pass@]host[:port] is accepted"
+            )
+        if scheme in _TLS_SCHEMES:
+            tls = tls or TlsOptions()
+        elif tls is not None:
+            raise ConfigError(f"broker URL {url!r}: TLS options given for a plain mqtt:// URL; use mqtts://")
+        settings = cls(
+            host=parts.hostname,
+            port=port,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            tls=tls,
+        )
+        return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]
+
+    @property
+    def url(self) -> str:
+        """The URL without credentials, safe to log and to put in agent cards."""
+        scheme = "mqtts" if self.tls else "mqtt"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}"
+
+
+def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:
+    """Pick the broker URL: ``--broker``, then ``MESH_BROKER_URL``, then the config file."""
+    return explicit or os.environ.get(BROKER_URL_ENV) or configured or DEFAULT_BROKER_URL

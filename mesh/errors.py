@@ -1,0 +1,99 @@
+"""Exceptions raised by the mesh core.
+
+Every exception the ``mesh`` package raises on purpose derives from :class:`MeshError`::
+
+    MeshError
+    ├── TransportError              talking to the broker failed
+    │   ├── ConnectError            could not connect (refused, DNS, TLS, CONNACK reason)
+    │   ├── NotConnectedError       the operation needs a live connection and none came in time
+    │   ├── PublishError            the broker refused a publish (carries the reason code)
+    │   │   ├── NotAuthorizedError  PUBACK 0x87 or CONNACK "not authorized"
+    │   │   ├── PacketTooLargeError larger than the broker's Maximum Packet Size
+    │   │   └── QuotaExceededError  PUBACK 0x97
+    │   ├── SubscribeError          SUBACK refused a filter
+    │   ├── PublishTimeoutError     no PUBACK in time
+    │   └── RequestTimeoutError     no reply to a request in time
+    ├── ProtocolError               a message broke the A2A / JSON-RPC contract
+    │   └── IllegalTransitionError  a task state change the state machine forbids
+    └── ConfigError                 a configuration file or value is wrong
+
+Messages name the bad value and say what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class MeshError(Exception):
+    """Root of every error the mesh raises on purpose."""
+
+
+class TransportError(MeshError):
+    """Talking to the MQTT broker failed."""
+
+
+class ConnectError(TransportError):
+    """The connection to the broker could not be made."""
+
+
+class NotConnectedError(TransportError):
+    """The operation needs a live broker connection and none was available in time."""
+
+
+class PublishError(TransportError):
+    """The broker refused a publish; ``reason`` is the MQTT v5 reason string."""
+
+    def __init__(self, message: str, *, topic: str, reason: str, reason_code: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.reason = reason
+        self.reason_code = reason_code
+
+
+class NotAuthorizedError(PublishError):
+    """The broker's ACL refused the publish (reason code 0x87)."""
+
+
+class PacketTooLargeError(PublishError):
+    """The message is larger than the broker accepts (reason code 0x95)."""
+
+
+class QuotaExceededError(PublishError):
+    """The broker's quota refused the publish (reason code 0x97)."""
+
+
+class SubscribeError(TransportError):
+    """The broker refused a subscription."""
+
+    def __init__(self, message: str, *, topic_filter: str, reason: str) -> None:
+        super().__init__(message)
+        self.topic_filter = topic_filter
+        self.reason = reason
+
+
+class PublishTimeoutError(TransportError, TimeoutError):
+    """The broker did not acknowledge a QoS 1 publish in time."""
+
+
+class RequestTimeoutError(TransportError, TimeoutError):
+    """No reply arrived for a request before its timeout."""
+
+
+class ProtocolError(MeshError):
+    """A message broke the A2A / JSON-RPC contract."""
+
+
+class IllegalTransitionError(ProtocolError, ValueError):
+    """A task state change that the A2A task state machine does not allow."""
+
+    def __init__(self, current: str, new: str, allowed: frozenset[str]) -> None:
+        allowed_text = ", ".join(sorted(allowed)) or "none (terminal state)"
+        super().__init__(
+            f"illegal task transition {current!r} -> {new!r}; from {current!r} the allowed "
+            f"next states are: {allowed_text}"
+        )
+        self.current = current
+        self.new = new
+
+
+class ConfigError(MeshError, ValueError):
+    """A configuration file or value is wrong; the message names where and how to fix it."""

@@ -1,0 +1,80 @@
+"""Shared fixtures: a real Mosquitto for the session and a random namespace per test.
+
+The broker comes from ``MESH_TEST_BROKER_URL`` if set; else a testcontainers Mosquitto when a
+Docker engine answers; else the local ``mosquitto`` binary on a free port. Both started
+brokers use the repository's mosquitto.conf. With none of these the run stops and says how
+to get a broker.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import pytest
+
+from mesh.broker import BrokerSettings
+from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, running_broker
+from mesh.transport import MqttTransport
+
+TransportFactory = Callable[..., Awaitable[MqttTransport]]
+
+
+@pytest.fixture(scope="session")
+def broker_url() -> Iterator[str]:
+    url = os.environ.get("MESH_TEST_BROKER_URL")
+    if url:
+        yield url
+        return
+    try:
+        with running_broker(prefer="container") as broker:
+            yield broker.url
+    except BrokerUnavailableError as exc:
+        pytest.exit(f"integration tests need an MQTT broker: {exc}", returncode=3)
+
+
+@pytest.fixture
+def broker_settings(broker_url: str) -> BrokerSettings:
+    return BrokerSettings.from_url(broker_url)
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A namespace no other test uses, so tests never see each other's messages."""
+    return f"test/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def make_transport(broker_settings: BrokerSettings) -> AsyncIterator[TransportFactory]:
+    """Connected transports to the session broker, closed after the test."""
+    made: list[MqttTransport] = []
+
+    async def make(settings: BrokerSettings | None = None, **kwargs: object) -> MqttTransport:
+        transport = MqttTransport(settings or broker_settings, **kwargs)  # type: ignore[arg-type]
+        await transport.connect()
+        made.append(transport)
+        return transport
+
+    yield make
+    for transport in made:
+        await transport.close()
+
+
+@pytest.fixture
+def make_broker() -> Iterator[Callable[..., LocalBroker]]:
+    """Brokers of the test's own (extra config lines appended), which it may stop and restart."""
+    started: list[LocalBroker] = []
+
+    def make(extra_config: str = "") -> LocalBroker:
+        try:
+            broker = LocalBroker(default_config_path(), extra_config=extra_config)
+        except BrokerUnavailableError as exc:
+            pytest.skip(f"needs the mosquitto binary to run a broker of its own: {exc}")
+        broker.start()
+        started.append(broker)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.stop()

@@ -1,0 +1,48 @@
+"""Test helpers that wait on events, never on sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from mesh.transport import InboundMessage
+
+
+class Inbox:
+    """A subscription handler that records messages and lets a test await them."""
+
+    def __init__(self) -> None:
+        self.messages: list[InboundMessage] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, message: InboundMessage) -> None:
+        self.messages.append(message)
+        self._changed.set()
+
+    async def wait_for(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
+        """Wait until at least ``count`` messages arrived; return them all."""
+        await wait_until(lambda: len(self.messages) >= count, self._changed, timeout,
+                         lambda: f"expected {count} messages, got {len(self.messages)}")
+        return self.messages
+
+    @property
+    def payloads(self) -> list[bytes]:
+        return [m.payload for m in self.messages]
+
+
+async def wait_until(
+    condition: Callable[[], bool],
+    changed: asyncio.Event,
+    timeout: float,
+    describe: Callable[[], str] = lambda: "condition not met",
+) -> None:
+    """Re-check ``condition`` each time ``changed`` fires, up to ``timeout`` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                changed.clear()
+                if condition():
+                    return
+                await changed.wait()
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout:g} s: {describe()}") from None

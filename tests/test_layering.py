@@ -1,0 +1,59 @@
+"""The import rules of DESIGN "Layout", checked on the source of every module.
+
+- ``topics`` <- ``mesh`` <- ``agents``, ``gateways``: a package never imports one to its right;
+  ``agents`` and ``gateways`` never import each other (gateways send tasks with mesh's client).
+- paho-mqtt is imported only by ``mesh/transport/``.
+- The web framework (starlette, uvicorn, fastapi) only by ``gateways/http/``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("topics", "mesh", "agents", "gateways")
+FORBIDDEN = {
+    "topics": {"mesh", "agents", "gateways"},
+    "mesh": {"agents", "gateways"},
+    "agents": {"gateways"},
+    "gateways": {"agents"},
+}
+WEB = {"starlette", "uvicorn", "fastapi", "sse_starlette"}
+
+
+def modules() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_follow_the_layers(path: Path) -> None:
+    relative = path.relative_to(ROOT)
+    package = relative.parts[0]
+    roots = imported_roots(path)
+    assert not roots & FORBIDDEN[package], f"{relative} imports {sorted(roots & FORBIDDEN[package])}"
+    if package == "topics":
+        third_party = {r for r in roots if r not in sys.stdlib_module_names and r != "topics"}
+        assert not third_party, f"{relative}: topics must stay pure, imports {sorted(third_party)}"
+    if "paho" in roots:
+        assert relative.parts[:2] == ("mesh", "transport"), f"{relative} imports paho outside mesh/transport"
+    if roots & WEB:
+        assert relative.parts[:2] == ("gateways", "http"), f"{relative} imports a web framework"
+
+
+def test_every_package_is_checked() -> None:
+    checked = {p.relative_to(ROOT).parts[0] for p in modules()}
+    assert checked == set(PACKAGES)

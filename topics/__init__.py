@@ -1,0 +1,123 @@
+"""Topics of the agent mesh: build, validate, match and translate them.
+
+Pure standard-library code with no I/O. The SAM helper names
+(``get_agent_request_topic``, ``extract_task_id_from_topic``...) are kept so SAM
+code ports directly; subscription helpers return MQTT filters, and
+:func:`solace_to_mqtt` turns Solace subscriptions into exact MQTT equivalents.
+
+Every error raised here is a :class:`TopicError`, itself a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from .builders import (
+    A2A_BASE,
+    AGENT_CARD_TOPIC,
+    AGENT_CARDS_TOPIC,
+    AGENT_REQUEST_TOPIC,
+    AGENT_RESPONSE_TOPIC,
+    AGENT_STATUS_TOPIC,
+    CLIENT_RESPONSE_TOPIC,
+    CLIENT_STATUS_TOPIC,
+    GATEWAY_CARD_TOPIC,
+    GATEWAY_CARDS_TOPIC,
+    GATEWAY_RESPONSE_TOPIC,
+    GATEWAY_STATUS_TOPIC,
+    CardKind,
+    DiscoveryTopic,
+    get_a2a_base_topic,
+    get_agent_discovery_topic,
+    get_agent_request_topic,
+    get_agent_response_subscription_topic,
+    get_agent_response_topic,
+    get_agent_status_subscription_topic,
+    get_client_response_topic,
+    get_client_status_subscription_topic,
+    get_client_status_topic,
+    get_discovery_subscription_topic,
+    get_gateway_discovery_topic,
+    get_gateway_response_subscription_topic,
+    get_gateway_response_topic,
+    get_gateway_status_subscription_topic,
+    get_gateway_status_topic,
+    get_peer_agent_status_topic,
+    parse_discovery_topic,
+)
+from .errors import (
+    InvalidFilterError,
+    InvalidIdentifierError,
+    InvalidNamespaceError,
+    InvalidTopicError,
+    TemplateError,
+    TopicError,
+    UnsupportedWildcardError,
+)
+from .matching import shared_subscription, split_shared_subscription, topic_matches
+from .solace import extract_task_id_from_topic, solace_to_mqtt
+from .templates import TopicTemplate
+from .validation import (
+    MAX_TOPIC_BYTES,
+    validate_filter,
+    validate_identifier,
+    validate_namespace,
+    validate_publish_topic,
+    validate_share_group,
+)
+
+__all__ = [
+    # builders: SAM helper names
+    "get_a2a_base_topic",
+    "get_agent_discovery_topic",
+    "get_agent_request_topic",
+    "get_agent_response_subscription_topic",
+    "get_agent_response_topic",
+    "get_agent_status_subscription_topic",
+    "get_client_response_topic",
+    "get_client_status_subscription_topic",
+    "get_client_status_topic",
+    "get_discovery_subscription_topic",
+    "get_gateway_discovery_topic",
+    "get_gateway_response_subscription_topic",
+    "get_gateway_response_topic",
+    "get_gateway_status_subscription_topic",
+    "get_gateway_status_topic",
+    "get_peer_agent_status_topic",
+    "extract_task_id_from_topic",
+    # builders: templates and parsing
+    "A2A_BASE",
+    "AGENT_CARD_TOPIC",
+    "AGENT_CARDS_TOPIC",
+    "AGENT_REQUEST_TOPIC",
+    "AGENT_RESPONSE_TOPIC",
+    "AGENT_STATUS_TOPIC",
+    "CLIENT_RESPONSE_TOPIC",
+    "CLIENT_STATUS_TOPIC",
+    "GATEWAY_CARD_TOPIC",
+    "GATEWAY_CARDS_TOPIC",
+    "GATEWAY_RESPONSE_TOPIC",
+    "GATEWAY_STATUS_TOPIC",
+    "CardKind",
+    "DiscoveryTopic",
+    "TopicTemplate",
+    "parse_discovery_topic",
+    # matching and Solace
+    "shared_subscription",
+    "solace_to_mqtt",
+    "split_shared_subscription",
+    "topic_matches",
+    # validation
+    "MAX_TOPIC_BYTES",
+    "validate_filter",
+    "validate_identifier",
+    "validate_namespace",
+    "validate_publish_topic",
+    "validate_share_group",
+    # errors
+    "InvalidFilterError",
+    "InvalidIdentifierError",
+    "InvalidNamespaceError",
+    "InvalidTopicError",
+    "TemplateError",
+    "TopicError",
+    "UnsupportedWildcardError",
+]
