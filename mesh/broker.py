@@ -57,6 +57,7 @@ class BrokerSettings:
     def from_url(cls, url: str, *, tls: TlsOptions | None = None, **overrides: object) -> BrokerSettings:
         """Parse ``mqtt://`` / ``mqtts://`` URLs; raise :class:`ConfigError` naming the problem."""
         parts = urlsplit(url)
+        url = redact_url(url)  # error messages below must not carry the password
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
             raise ConfigError(
@@ -92,6 +93,15 @@ class BrokerSettings:
         scheme = "mqtts" if self.tls else "mqtt"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{host}:{self.port}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
 
 
 def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:

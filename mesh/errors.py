@@ -15,6 +15,7 @@ Every exception the ``mesh`` package raises on purpose derives from :class:`Mesh
     │   └── RequestTimeoutError     no reply to a request in time
     ├── ProtocolError               a message broke the A2A / JSON-RPC contract
     │   └── IllegalTransitionError  a task state change the state machine forbids
+    ├── AgentNotFoundError          no card of the agent on the mesh (lists those that are)
     └── ConfigError                 a configuration file or value is wrong
 
 Messages name the bad value and say what to do about it.
@@ -93,6 +94,19 @@ class IllegalTransitionError(ProtocolError, ValueError):
         )
         self.current = current
         self.new = new
+
+
+class AgentNotFoundError(MeshError, LookupError):
+    """The agent has no card on the mesh; ``available`` names the agents that do."""
+
+    def __init__(self, agent: str, available: list[str], *, waited_s: float, namespace: str) -> None:
+        listing = ", ".join(sorted(available)) if available else "none"
+        super().__init__(
+            f"unknown agent {agent!r}: no card in namespace {namespace!r} within {waited_s:g} s; "
+            f"agents on the mesh: {listing}"
+        )
+        self.agent = agent
+        self.available = available
 
 
 class ConfigError(MeshError, ValueError):

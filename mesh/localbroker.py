@@ -107,8 +107,13 @@ class LocalBroker:
 
     def start(self, timeout: float = 10.0) -> None:
         log = self.log_file.open("ab")
+        # A session of its own: Ctrl-C in the terminal must not kill the broker before the
+        # components using it have shut down cleanly; whoever started it stops it.
         self._process = subprocess.Popen(
-            [self.executable, "-c", str(self.config_file)], stdout=log, stderr=subprocess.STDOUT
+            [self.executable, "-c", str(self.config_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -149,7 +154,7 @@ class LocalBroker:
 class ContainerBroker:
     """Mosquitto in a Docker container through testcontainers (pinned image)."""
 
-    def __init__(self, config_path: Path) -> None:
+    def __init__(self, config_path: Path, *, port: int | None = None) -> None:
         try:
             from docker.errors import DockerException
             from testcontainers.community.mqtt import MosquittoContainer
@@ -162,6 +167,8 @@ class ContainerBroker:
             raise BrokerUnavailableError(f"no Docker engine (no DOCKER_HOST, no /var/run/docker.sock); {INSTALL_HINT}")
         try:
             self._container = MosquittoContainer(CONTAINER_IMAGE)
+            if port is not None:
+                self._container.with_bind_ports(1883, port)
         except DockerException as exc:
             _collect_leaked_sockets()
             raise BrokerUnavailableError(f"no Docker engine answers ({exc}); {INSTALL_HINT}") from exc
@@ -182,12 +189,15 @@ class ContainerBroker:
 
 
 @contextlib.contextmanager
-def running_broker(config_path: Path | None = None, *, prefer: str = "binary") -> Iterator[RunningBroker]:
+def running_broker(
+    config_path: Path | None = None, *, prefer: str = "binary", port: int | None = None
+) -> Iterator[RunningBroker]:
     """Start a broker from ``config_path``, trying the binary or the container first.
 
     ``prefer="binary"`` (``mesh up``) falls back to a container; ``prefer="container"``
-    (the tests, per DESIGN) falls back to the binary. Raises :class:`BrokerUnavailableError`
-    saying how to get a broker when neither works.
+    (the tests, per DESIGN) falls back to the binary. ``port`` fixes the host port (else a
+    free one). Raises :class:`BrokerUnavailableError` saying how to get a broker when neither
+    works.
     """
     config_path = config_path or default_config_path()
     makers = [_start_binary, _start_container]
@@ -196,7 +206,7 @@ def running_broker(config_path: Path | None = None, *, prefer: str = "binary") -
     reasons = []
     for make in makers:
         try:
-            broker = make(config_path)
+            broker = make(config_path, port)
         except BrokerUnavailableError as exc:
             reasons.append(str(exc))
             continue
@@ -208,16 +218,16 @@ def running_broker(config_path: Path | None = None, *, prefer: str = "binary") -
     raise BrokerUnavailableError("could not start a Mosquitto broker: " + " | ".join(reasons))
 
 
-def _start_binary(config_path: Path) -> RunningBroker:
-    broker = LocalBroker(config_path)
+def _start_binary(config_path: Path, port: int | None) -> RunningBroker:
+    broker = LocalBroker(config_path, port=port)
     broker.start()
     return broker
 
 
-def _start_container(config_path: Path) -> RunningBroker:
+def _start_container(config_path: Path, port: int | None) -> RunningBroker:
     if os.environ.get("MESH_NO_DOCKER"):
         raise BrokerUnavailableError("containers disabled by MESH_NO_DOCKER")
-    broker = ContainerBroker(config_path)
+    broker = ContainerBroker(config_path, port=port)
     broker.start()
     return broker
 

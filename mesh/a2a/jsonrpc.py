@@ -6,6 +6,7 @@ The method table is what :func:`mesh.a2a.parse.parse_request` dispatches on: the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
@@ -122,6 +123,15 @@ class JSONRPCErrorResponse(A2AModel):
 
 #: Either kind of response.
 JSONRPCResponse: TypeAlias = JSONRPCSuccessResponse | JSONRPCErrorResponse
+
+
+def success_response_bytes(request_id: RequestId, result_json: bytes) -> bytes:
+    """``{"jsonrpc":"2.0","id":...,"result":...}`` around an already serialized result.
+
+    One event goes to every stream of a task, each under its own request id: the result is
+    serialized once and only the envelope differs.
+    """
+    return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (json.dumps(request_id).encode(), result_json)
 
 
 class TypedRequest(A2AModel):

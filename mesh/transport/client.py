@@ -302,6 +302,36 @@ class MqttTransport:
                 f"no PUBACK for the message to {topic!r} within {timeout:g} s ({state} to {self.settings.url})"
             ) from None
 
+    def publish_nowait(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        retain: bool = False,
+        properties: MessageProperties | None = None,
+    ) -> asyncio.Future[None]:
+        """Queue a QoS 1 publish without waiting; the returned future resolves on its PUBACK.
+
+        Messages are handed to the broker in call order, behind any publish still waiting
+        for room in the in-flight window, so a stream of events keeps its order while its
+        publishes overlap. A failure lands in the future (logged if nobody reads it).
+        """
+        data = payload.encode() if isinstance(payload, str) else payload
+        validate_publish_topic(topic)
+        self._check_size(topic, data, properties)
+        if self._window.try_acquire():
+            ack = self._send_qos1(topic, data, retain, properties)
+        else:
+            ack = asyncio.ensure_future(self._publish_when_room(topic, data, retain, properties))
+        ack.add_done_callback(_log_unread_failure)
+        return ack
+
+    async def _publish_when_room(
+        self, topic: str, data: bytes, retain: bool, properties: MessageProperties | None
+    ) -> None:
+        await self._window.acquire()
+        await self._send_qos1(topic, data, retain, properties)
+
     def _send_qos1(
         self, topic: str, data: bytes, retain: bool, properties: MessageProperties | None
     ) -> asyncio.Future[None]:
@@ -432,34 +462,56 @@ class MqttTransport:
         Raises :class:`RequestTimeoutError` when no reply arrives in ``timeout`` seconds,
         or the broker's refusal of the request as a :class:`PublishError`.
         """
-        if self.reply_topic is None:
-            raise TransportError("request() needs a reply_topic; pass reply_topic= to MqttTransport")
-        await self._ensure_reply_subscription()
         correlation = (correlation_id or uuid.uuid4().hex).encode()
-        if correlation in self._replies:
-            raise ValueError(f"a request with correlation id {correlation!r} is already waiting")
-        props = dataclasses.replace(properties) if properties is not None else MessageProperties()
-        props.reply_to = self.reply_topic
-        props.correlation_data = correlation
-        if props.message_expiry_s is None:
-            props.message_expiry_s = max(1, int(timeout + 0.999))
-        data = payload.encode() if isinstance(payload, str) else payload
-        validate_publish_topic(topic)
-        self._check_size(topic, data, props)
-        reply: asyncio.Future[InboundMessage] = self._require_loop().create_future()
-        self._replies[correlation] = reply
+        reply = await self.open_request(
+            topic, payload, properties=properties, correlation=correlation, expiry_s=timeout
+        )
         try:
-            async with asyncio.timeout(timeout):
-                await self._window.acquire()
-                ack = self._send_qos1(topic, data, False, props)
-                ack.add_done_callback(lambda done: _fail_with(reply, done))
-                return await reply
+            return await asyncio.wait_for(reply, timeout)
         except TimeoutError:
             raise RequestTimeoutError(
                 f"no reply to request {correlation.decode()!r} sent to {topic!r} within {timeout:g} s"
             ) from None
         finally:
+            self.close_request(correlation)
+
+    async def open_request(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        correlation: bytes,
+        properties: MessageProperties | None = None,
+        expiry_s: float | None = None,
+    ) -> asyncio.Future[InboundMessage]:
+        """Send a request and return the future of its reply, for callers that wait their own way.
+
+        The future also fails with the broker's refusal of the request. Always call
+        :meth:`close_request` when done with it.
+        """
+        if self.reply_topic is None:
+            raise TransportError("request() needs a reply_topic; pass reply_topic= to MqttTransport")
+        await self._ensure_reply_subscription()
+        if correlation in self._replies:
+            raise ValueError(f"a request with correlation id {correlation!r} is already waiting")
+        props = dataclasses.replace(properties) if properties is not None else MessageProperties()
+        props.reply_to = self.reply_topic
+        props.correlation_data = correlation
+        if props.message_expiry_s is None and expiry_s is not None:
+            props.message_expiry_s = max(1, int(expiry_s + 0.999))
+        reply: asyncio.Future[InboundMessage] = self._require_loop().create_future()
+        self._replies[correlation] = reply
+        try:
+            ack = self.publish_nowait(topic, payload, properties=props)
+        except BaseException:
             self._replies.pop(correlation, None)
+            raise
+        ack.add_done_callback(lambda done: _fail_with(reply, done))
+        return reply
+
+    def close_request(self, correlation: bytes) -> None:
+        """Forget a request: a reply arriving later is ignored."""
+        self._replies.pop(correlation, None)
 
     async def _ensure_reply_subscription(self) -> None:
         if self._reply_subscription is None:
@@ -783,6 +835,12 @@ class MqttTransport:
                 self._loop.call_soon_threadsafe(callback, *args)
 
         return wrapper
+
+
+def _log_unread_failure(ack: asyncio.Future[None]) -> None:
+    # Fire-and-forget publishes: report the broker's refusal instead of losing it.
+    if not ack.cancelled() and ack.exception() is not None:
+        log.warning("queued publish failed: %s", ack.exception())
 
 
 def _fail_with(reply: asyncio.Future[InboundMessage], ack: asyncio.Future[None]) -> None:

@@ -16,6 +16,15 @@ class InflightWindow:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed: BaseException | None = None
 
+    def try_acquire(self) -> bool:
+        """Take a slot now if one is free and nobody is queued ahead; never waits."""
+        if self._closed is not None:
+            raise self._closed
+        if self.used < self.size and not self._waiters:
+            self.used += 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         if self._closed is not None:
             raise self._closed

@@ -187,6 +187,19 @@ async def test_a_burst_of_10000_qos1_messages_arrives_whole(
     assert count == 10_000
 
 
+async def test_queued_publishes_keep_their_order_through_a_small_window(
+    make_transport: TransportFactory, namespace: str
+) -> None:
+    publisher = await make_transport(max_inflight=2)  # most of them wait for room
+    subscriber = await make_transport()
+    inbox = Inbox()
+    await subscriber.subscribe(f"{namespace}/ordered", inbox)
+    acks = [publisher.publish_nowait(f"{namespace}/ordered", str(i).encode()) for i in range(300)]
+    await asyncio.gather(*acks)
+    await inbox.wait_for(300)
+    assert inbox.payloads == [str(i).encode() for i in range(300)]
+
+
 async def test_broker_restart_resumes_subscriptions_and_delivers_qos1(
     make_broker: Callable[..., LocalBroker], namespace: str
 ) -> None:

@@ -1,0 +1,240 @@
+"""The ``agents:`` section of a mesh config file: entries -> agent services.
+
+One entry::
+
+    - class: agents.builtin.echo:EchoAgent   # required: 'module:Class', an Agent subclass
+      name: echo                             # optional: overrides the class attribute
+      description: Repeats what it is told   # optional; likewise version
+      config: {greeting: hi}                 # optional: keyword arguments for the constructor
+      card_interval_s: 5                     # optional: any AgentSettings field
+      limits: {max_parts: 50}
+
+Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
+:func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
+``<file>: <key path>: <problem>; <fix>`` form.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from agents.agent import Agent
+from agents.settings import AgentSettings
+from mesh.component import BuildContext, Component
+from mesh.errors import ConfigError
+from mesh.config import KeyPart, check_keys, config_error, suggest, validation_error_text
+from topics import validate_identifier
+
+__all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_agent_entry"]
+
+ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
+_CARD_KEYS = ("name", "description", "version")
+AGENT_KEYS = ("class", *_CARD_KEYS, "config")
+"""Keys of an entry besides the :class:`AgentSettings` fields."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One parsed entry: the agent instance and how the runtime should serve it."""
+
+    agent: Agent
+    settings: AgentSettings
+
+
+def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
+    """The ``mesh.sections`` factory for ``agents:``: one :class:`AgentService` per entry."""
+    specs = [parse_agent_entry(entry, ctx, index) for index, entry in enumerate(entries)]
+    _check_unique_names(specs, ctx)
+    # Imported here: the service pulls in the transport, which parsing does not need.
+    from agents.service import AgentService
+
+    return [
+        AgentService(spec.agent, broker=ctx.broker, namespace=ctx.namespace, settings=spec.settings)
+        for spec in specs
+    ]
+
+
+def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
+    """Check one entry, import its class, build the agent and its settings."""
+    here: tuple[KeyPart, ...] = (ctx.section, index)
+    if not isinstance(entry, Mapping):
+        raise config_error(
+            ctx.source, here, f"expected a mapping, got {entry!r}",
+            f"write the entry as a mapping with at least '{ENTRY_EXAMPLE}'",
+        )
+    check_keys(entry, [*AGENT_KEYS, *AgentSettings.model_fields], source=ctx.source, path=here)
+    agent_class = _agent_class(entry.get("class"), ctx, here)
+    options = _options(entry.get("config"), ctx, here)
+    card = _card_fields(entry, agent_class, ctx, here)
+    settings = _settings(entry, ctx, here)
+    return AgentSpec(agent=_construct(agent_class, card, options, ctx, here), settings=settings)
+
+
+def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> type[Agent]:
+    where = (*here, "class")
+    form = f"name the agent class as 'module:Class', e.g. '{ENTRY_EXAMPLE}'"
+    if spec is None:
+        raise config_error(ctx.source, where, "required key is missing", f"add it: {form}")
+    module_name, colon, attribute = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if not (colon and module_name.strip() and attribute.strip()):
+        raise config_error(ctx.source, where, f"{spec!r} is not of the form 'module:Class'", form)
+    module_name, attribute = module_name.strip(), attribute.strip()
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise config_error(ctx.source, where, *_import_problem(module_name, exc)) from exc
+    found: Any = module
+    for name in attribute.split("."):  # 'module:Outer.Inner' reaches nested classes
+        if not hasattr(found, name):
+            public = [n for n in dir(module) if inspect.isclass(getattr(module, n)) and not n.startswith("_")]
+            close = suggest(name, public)
+            hint = f"did you mean {module_name}:{close}? " if close else ""
+            raise config_error(
+                ctx.source, where, f"module {module_name!r} has no attribute {attribute!r}",
+                f"{hint}check the class name after the ':'",
+            )
+        found = getattr(found, name)
+    if not (inspect.isclass(found) and issubclass(found, Agent)) or found is Agent:
+        what = f"class {found.__name__}" if inspect.isclass(found) else f"a {type(found).__name__}"
+        what = "the base class itself" if found is Agent else what
+        raise config_error(
+            ctx.source, where, f"{spec!r} is {what}, not a subclass of agents.Agent",
+            "point it at your own subclass of agents.Agent (class MyAgent(Agent): ...)",
+        )
+    return found
+
+
+def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:
+    missing = exc.name or ""
+    if not isinstance(exc, ModuleNotFoundError) or not missing:
+        return (
+            f"module {module_name!r} failed to import: {exc}",
+            "fix that import, or install versions of its dependencies that provide what it imports",
+        )
+    if module_name == missing or module_name.startswith(missing + "."):
+        return (
+            f"cannot import module {module_name!r} ({exc})",
+            "check the spelling, install the package that provides it, or add its directory to PYTHONPATH",
+        )
+    # The module exists; something it imports does not.
+    return (
+        f"module {module_name!r} failed to import: {exc}",
+        f"install the package that provides {missing!r} (pip install {missing.split('.')[0]})",
+    )
+
+
+def _options(config: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> dict[str, Any]:
+    where = (*here, "config")
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise config_error(
+            ctx.source, where, f"expected a mapping of constructor options, got {config!r}",
+            "write it as config: {option: value, ...}",
+        )
+    for key in config:
+        if not isinstance(key, str) or not key.isidentifier():
+            raise config_error(
+                ctx.source, (*where, key), f"option name {key!r} is not a Python identifier",
+                "option names become keyword arguments: use letters, digits and '_'",
+            )
+        if key in _CARD_KEYS:
+            raise config_error(
+                ctx.source, (*where, key), f"{key!r} is not a constructor option here",
+                f"move it out of config: write '{key}:' at the entry level",
+            )
+    return dict(config)
+
+
+def _card_fields(
+    entry: Mapping[str, Any], agent_class: type[Agent], ctx: BuildContext, here: tuple[KeyPart, ...]
+) -> dict[str, str]:
+    card = {key: entry[key] for key in _CARD_KEYS if entry.get(key) is not None}
+    for key, value in card.items():
+        if not isinstance(value, str):
+            raise config_error(
+                ctx.source, (*here, key), f"expected a string, got {value!r}", f"quote it: {key}: '{value}'"
+            )
+    # Checked here, not left to Agent.__init__, to say which key is wrong.
+    name = card.get("name") or agent_class.name
+    try:
+        validate_identifier(name, "agent name")
+    except ValueError as exc:
+        problem, _, rule = str(exc).partition(": ")
+        if "name" in card:
+            raise config_error(ctx.source, (*here, "name"), problem, rule) from None
+        raise config_error(
+            ctx.source, (*here, "class"),
+            f"no valid agent name: the class attribute {agent_class.__name__}.name is {name!r}",
+            f"add 'name: my-agent' to the entry ({rule})",
+        ) from None
+    return card
+
+
+def _settings(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> AgentSettings:
+    values = {key: value for key, value in entry.items() if key in AgentSettings.model_fields}
+    try:
+        return AgentSettings.model_validate(values)
+    except ValidationError as exc:
+        text = validation_error_text(exc, source=ctx.source, prefix=here, model=AgentSettings)
+        raise ConfigError(text) from exc
+
+
+def _construct(
+    agent_class: type[Agent],
+    card: dict[str, str],
+    options: dict[str, Any],
+    ctx: BuildContext,
+    here: tuple[KeyPart, ...],
+) -> Agent:
+    where = (*here, "config")
+    try:
+        inspect.signature(agent_class).bind(**card, **options)
+    except TypeError as exc:
+        accepted = [
+            p.name for p in inspect.signature(agent_class).parameters.values()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _CARD_KEYS
+        ]
+        unknown = [key for key in options if key not in accepted]
+        close = suggest(unknown[0], accepted) if unknown else None
+        hint = f"did you mean {close!r}? " if close else ""
+        raise config_error(
+            ctx.source, where, f"the options do not fit {agent_class.__name__}'s constructor: {exc}",
+            f"{hint}its options are: {', '.join(accepted) or 'none'}",
+        ) from exc
+    try:
+        return agent_class(**card, **options)
+    except TypeError as exc:
+        raise config_error(
+            ctx.source, where, f"{agent_class.__name__}({_call_text(card, options)}) raised TypeError: {exc}",
+            "check the options against the class's constructor",
+        ) from exc
+    except ValueError as exc:
+        raise config_error(
+            ctx.source, where if options else here, f"{agent_class.__name__} refused its options: {exc}",
+            "correct the value it names",
+        ) from exc
+
+
+def _call_text(card: Mapping[str, Any], options: Mapping[str, Any]) -> str:
+    # Names only: option values may be secrets substituted from the environment.
+    return ", ".join(f"{key}=..." for key in {**card, **options})
+
+
+def _check_unique_names(specs: Sequence[AgentSpec], ctx: BuildContext) -> None:
+    first_index: dict[str, int] = {}
+    for index, spec in enumerate(specs):
+        name = spec.agent.name
+        if name in first_index:
+            raise config_error(
+                ctx.source, (ctx.section, index, "name"),
+                f"agent name {name!r} is already used by {ctx.section}[{first_index[name]}]",
+                "give each agent a unique name: with 'name:' one class can run under several names",
+            )
+        first_index[name] = index

@@ -1,0 +1,206 @@
+"""Running a handler: from a message to status and artifact events and a final state.
+
+A task runs in *segments*: from a new message (or the reply that resumes an
+``input-required`` task) until it is terminal or interrupted again. Each segment runs the
+handler in an asyncio task of its own, so ``tasks/cancel`` can cancel exactly that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from agents.agent import Agent
+from agents.context import TaskContext
+from agents.tasks import TaskRecord
+from agents.updates import (
+    DataArtifact,
+    FileArtifact,
+    InputRequired,
+    Reply,
+    Status,
+    TaskFailed,
+    TextArtifact,
+)
+from mesh.a2a import (
+    Message,
+    Part,
+    Role,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+    TextPart,
+    new_id,
+)
+
+log = logging.getLogger("agents.tasks")
+
+EventSink = Callable[[TaskRecord, TaskStatusUpdateEvent | TaskArtifactUpdateEvent], None]
+
+# How long a canceled handler may take to unwind before the task is marked canceled anyway.
+CANCEL_GRACE_S = 5.0
+
+
+class TaskRunner:
+    """Drives one agent's handler for every task segment."""
+
+    def __init__(self, agent: Agent, on_event: EventSink, *, max_concurrent: int) -> None:
+        self.agent = agent
+        self._on_event = on_event
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._segments: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ transitions
+
+    def transition(self, record: TaskRecord, state: TaskState, parts: list[Part] | None = None) -> None:
+        """Move ``record`` to ``state`` with an agent message made of ``parts``, and emit it."""
+        message = None
+        if parts:
+            message = Message(
+                message_id=new_id(), role=Role.agent, parts=parts, task_id=record.id, context_id=record.context_id
+            )
+        previous = record.state
+        event = record.set_status(state, message)
+        if state is not previous:
+            log.info("%s: task %s %s -> %s", self.agent.name, record.id, previous.value, state.value)
+        self._on_event(record, event)
+
+    # ------------------------------------------------------------------ segments
+
+    def launch(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
+        """Start a segment for ``message`` (a new task, or the reply to an interrupted one)."""
+        record.settled.clear()
+        segment = asyncio.get_running_loop().create_task(self._run_segment(record, message, ctx))
+        self._segments.add(segment)
+        segment.add_done_callback(self._segments.discard)
+
+    async def _run_segment(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
+        async with self._slots:
+            if record.is_terminal:
+                return  # canceled while it waited for a slot
+            self.transition(record, TaskState.working)
+            drive = asyncio.get_running_loop().create_task(self._drive(record, message, ctx))
+            record.drive = drive
+            try:
+                await drive
+            except asyncio.CancelledError:
+                if not drive.cancelled() or _being_cancelled():
+                    raise
+                self._end(record, TaskState.canceled, record.cancel_reason)
+            except TaskFailed as failure:
+                record.generator = None
+                if not record.is_terminal:
+                    self.transition(record, TaskState.failed, failure.to_parts())
+            except Exception as exc:  # the handler's own failure ends the task, not the agent
+                log.warning("%s: task %s failed: %s: %s", self.agent.name, record.id, type(exc).__name__, exc,
+                            exc_info=exc)
+                record.generator = None
+                self._end(record, TaskState.failed, f"{type(exc).__name__}: {exc}")
+            finally:
+                record.drive = None
+
+    async def _drive(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
+        generator = record.generator
+        sending: Message | None = None
+        if generator is None:
+            result = self.agent.handle(message, ctx)
+            if not inspect.isasyncgen(result):
+                self._finish(record, await result)  # type: ignore[misc]
+                return
+            record.generator = generator = result
+        else:
+            sending = message  # resumes ``reply = yield InputRequired(...)``
+        while True:
+            try:
+                update = await generator.asend(sending)
+            except StopAsyncIteration:
+                record.generator = None
+                self.transition(record, TaskState.completed)
+                return
+            sending = None
+            if isinstance(update, InputRequired):
+                self._finish(record, update)  # the generator stays suspended until the reply
+                return
+            if isinstance(update, Reply | Message):
+                record.generator = None
+                await _close(generator)
+                self._finish(record, update)
+                return
+            self._apply(record, update)
+
+    def _apply(self, record: TaskRecord, update: Any) -> None:
+        if isinstance(update, str):
+            update = Status(update)
+        if isinstance(update, Status):
+            self.transition(record, TaskState.working, update.to_parts())
+        elif isinstance(update, TextArtifact | DataArtifact | FileArtifact):
+            self._on_event(record, record.add_artifact(update))
+        else:
+            raise TypeError(
+                f"{type(self.agent).__name__}.handle yielded {update!r}; yield a str, Status, TextArtifact, "
+                "DataArtifact, FileArtifact, Reply or InputRequired"
+            )
+
+    def _finish(self, record: TaskRecord, result: Any) -> None:
+        """End the segment with what a handler returned (or yielded last)."""
+        if result is None:
+            self.transition(record, TaskState.completed)
+        elif isinstance(result, str):
+            self.transition(record, TaskState.completed, [TextPart(text=result)])
+        elif isinstance(result, Message):
+            self.transition(record, TaskState.completed, list(result.parts))
+        elif isinstance(result, Reply):
+            self.transition(record, TaskState.completed, result.to_parts())
+        elif isinstance(result, InputRequired):
+            self.transition(record, TaskState.input_required, result.to_parts())
+        else:
+            raise TypeError(
+                f"{type(self.agent).__name__}.handle returned {result!r}; return a str, Message, Reply, "
+                "InputRequired or None"
+            )
+
+    def _end(self, record: TaskRecord, state: TaskState, text: str) -> None:
+        if not record.is_terminal:
+            self.transition(record, state, [TextPart(text=text)])
+
+    # ------------------------------------------------------------------ cancellation
+
+    async def cancel(self, record: TaskRecord, reason: str = "canceled") -> None:
+        """Cancel the task wherever it is: running, waiting for a slot, or waiting for input."""
+        if record.is_terminal:
+            return
+        record.cancel_reason = reason
+        record.cancelled.set()
+        drive = record.drive
+        if drive is not None and not drive.done():
+            drive.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(record.settled.wait(), CANCEL_GRACE_S)
+            if record.is_terminal:
+                return
+            log.warning("%s: task %s ignored cancellation for %.0f s", self.agent.name, record.id, CANCEL_GRACE_S)
+        generator, record.generator = record.generator, None
+        if generator is not None:
+            await _close(generator)
+        self._end(record, TaskState.canceled, record.cancel_reason)
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Wait for running segments to end (after their tasks were canceled)."""
+        if self._segments:
+            await asyncio.wait(list(self._segments), timeout=timeout)
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _close(generator: AsyncGenerator[Any, Any]) -> None:
+    try:
+        await generator.aclose()
+    except Exception:  # a handler's cleanup failing must not mask the outcome
+        log.exception("closing a handler generator failed")

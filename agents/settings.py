@@ -1,0 +1,49 @@
+"""How the runtime serves an agent: limits, presence, retention, delegation.
+
+The field names are the YAML keys of an agent entry (see :mod:`agents.config`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Settings):
+    """Request size limits; the defaults are the JAF A2A spec's."""
+
+    max_message_bytes: int = Field(1_000_000, gt=0, description="whole JSON-RPC payload")
+    max_parts: int = Field(100, gt=0, description="parts in one message")
+    max_text_part_bytes: int = Field(100_000, gt=0, description="UTF-8 bytes of one text part")
+    max_data_part_bytes: int = Field(1_000_000, gt=0, description="JSON bytes of one data part")
+
+
+class DelegationSettings(_Settings):
+    """Calls this agent makes to other agents."""
+
+    max_call_depth: int = Field(10, ge=0, description="refuse a call deeper than this chain length")
+    allow_cycles: bool = Field(False, description="allow A -> B -> A in one call chain")
+    timeout_s: float = Field(600.0, gt=0, description="idle time before a sub-task is canceled")
+    allow: tuple[str, ...] = Field(("*",), description="fnmatch patterns of peers it may call")
+    deny: tuple[str, ...] = Field((), description="fnmatch patterns of peers it may not call")
+
+
+class AgentSettings(_Settings):
+    """Runtime options of one agent."""
+
+    card_interval_s: float = Field(10.0, gt=0, description="republish the card this often")
+    card_expiry_intervals: int = Field(3, ge=1, description="card Message Expiry, in intervals")
+    shared_subscription: bool = Field(False, description="replicas share requests via $share/<agent>/")
+    push_notifications: bool = Field(True, description="serve the pushNotificationConfig methods")
+    allow_private_push_urls: bool = Field(False, description="allow push URLs on loopback/private networks")
+    push_timeout_s: float = Field(5.0, gt=0, description="timeout of one push POST")
+    max_concurrent_tasks: int = Field(1000, gt=0, description="handlers running at once; more wait")
+    task_retention_s: float = Field(3600.0, gt=0, description="keep finished tasks this long for tasks/get")
+    max_retained_tasks: int = Field(10_000, gt=0, description="finished tasks kept at most")
+    context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
+    input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
+    limits: Limits = Field(default_factory=Limits)
+    delegation: DelegationSettings = Field(default_factory=DelegationSettings)

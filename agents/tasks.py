@@ -1,0 +1,195 @@
+"""Tasks in memory: their state machine, their streams, and how long they are kept."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.updates import ArtifactUpdate
+from mesh.a2a import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Artifact,
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    check_transition,
+)
+from mesh.a2a.helpers import utc_timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A stream subscribed to a task: events go to ``topic`` as responses to ``request_id``."""
+
+    topic: str
+    request_id: str | int | None
+    correlation: bytes | None
+
+
+@dataclass(eq=False)
+class TaskRecord:
+    """One task: the A2A ``Task`` plus what the runtime needs to drive it."""
+
+    task: Task
+    listeners: list[Listener] = field(default_factory=list)
+    # A generator handler waiting in input-required for the next message.
+    generator: AsyncGenerator[Any, Any] | None = None
+    # The handler's asyncio task while it runs; cancelled by tasks/cancel.
+    drive: asyncio.Task[None] | None = None
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_reason: str = "canceled"
+    # Set whenever the task is terminal or interrupted: what blocking requests wait for.
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    finished_at: float | None = None
+    input_timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def new(cls, task_id: str, context_id: str) -> TaskRecord:
+        status = TaskStatus(state=TaskState.submitted, timestamp=utc_timestamp())
+        return cls(task=Task(id=task_id, context_id=context_id, status=status, history=[], artifacts=[]))
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    @property
+    def context_id(self) -> str:
+        return self.task.context_id
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def add_message(self, message: Message) -> None:
+        assert self.task.history is not None
+        self.task.history.append(message)
+
+    def set_status(self, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
+        """Move to ``state`` (checked against the state machine) and return the event."""
+        check_transition(self.state, state)
+        self.task.status = TaskStatus(state=state, message=message, timestamp=utc_timestamp())
+        if message is not None:
+            self.add_message(message)
+        final = state in TERMINAL_STATES or state in INTERRUPTED_STATES
+        if final:
+            self.settled.set()
+        if state in TERMINAL_STATES:
+            self.finished_at = time.monotonic()
+        return TaskStatusUpdateEvent(
+            task_id=self.id, context_id=self.context_id, status=self.task.status, final=final
+        )
+
+    def add_artifact(self, update: ArtifactUpdate) -> TaskArtifactUpdateEvent:
+        """Record an artifact (or append a chunk to an earlier one) and return the event."""
+        assert self.task.artifacts is not None
+        parts = update.to_parts()
+        artifact_id = update.artifact_id or uuid.uuid4().hex
+        existing = next((a for a in self.task.artifacts if a.artifact_id == artifact_id), None)
+        if update.append and existing is not None:
+            existing.parts.extend(parts)
+        else:
+            self.task.artifacts.append(
+                Artifact(
+                    artifact_id=artifact_id,
+                    name=update.name,
+                    description=update.description,
+                    parts=list(parts),
+                    metadata=update.metadata,
+                )
+            )
+        chunk = Artifact(
+            artifact_id=artifact_id,
+            name=update.name,
+            description=update.description,
+            parts=parts,
+            metadata=update.metadata,
+        )
+        return TaskArtifactUpdateEvent(
+            task_id=self.id,
+            context_id=self.context_id,
+            artifact=chunk,
+            append=update.append or None,
+            last_chunk=update.last_chunk,
+        )
+
+    def snapshot(self, history_length: int | None = None) -> Task:
+        """A copy of the task as it is now; ``history_length`` keeps the last N messages."""
+        history = list(self.task.history or [])
+        if history_length is not None:
+            history = history[-history_length:] if history_length else []
+        return self.task.model_copy(update={"history": history, "artifacts": list(self.task.artifacts or [])})
+
+
+class TaskStore:
+    """Tasks by id; finished ones are kept for a while (for tasks/get), then forgotten."""
+
+    def __init__(self, *, retention_s: float, max_finished: int) -> None:
+        self.retention_s = retention_s
+        self.max_finished = max_finished
+        self._tasks: dict[str, TaskRecord] = {}
+        self._finished: OrderedDict[str, float] = OrderedDict()
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self._tasks
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        return self._tasks.get(task_id)
+
+    def add(self, record: TaskRecord) -> None:
+        self._tasks[record.id] = record
+
+    def active(self) -> Iterator[TaskRecord]:
+        return (r for r in list(self._tasks.values()) if not r.is_terminal)
+
+    def finished(self, record: TaskRecord) -> list[str]:
+        """Note that ``record`` ended; return the ids of tasks forgotten to make room."""
+        self._finished[record.id] = time.monotonic()
+        dropped = []
+        horizon = time.monotonic() - self.retention_s
+        while self._finished:
+            oldest_id, ended = next(iter(self._finished.items()))
+            if ended > horizon and len(self._finished) <= self.max_finished:
+                break
+            self._finished.popitem(last=False)
+            self._tasks.pop(oldest_id, None)
+            dropped.append(oldest_id)
+        return dropped
+
+
+class ContextHistory:
+    """The last messages of each ``contextId`` (user messages and agent replies)."""
+
+    def __init__(self, *, per_context: int, max_contexts: int = 10_000) -> None:
+        self.per_context = per_context
+        self.max_contexts = max_contexts
+        self._contexts: OrderedDict[str, deque[Message]] = OrderedDict()
+
+    def messages(self, context_id: str) -> list[Message]:
+        found = self._contexts.get(context_id)
+        return list(found) if found is not None else []
+
+    def append(self, context_id: str, message: Message) -> None:
+        found = self._contexts.get(context_id)
+        if found is None:
+            found = self._contexts[context_id] = deque(maxlen=self.per_context)
+            if len(self._contexts) > self.max_contexts:
+                self._contexts.popitem(last=False)
+        else:
+            self._contexts.move_to_end(context_id)
+        found.append(message)

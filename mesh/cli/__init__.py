@@ -1,0 +1,46 @@
+"""The ``mesh`` command.
+
+Exit codes: 0 success; 1 the task did not complete (failed, canceled, rejected); 2 bad
+arguments or configuration; 3 broker unreachable; 4 unknown agent; 5 timeout; 6 the agent
+answered with a JSON-RPC error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from mesh.cli import client_commands, run_commands
+from mesh.cli.common import EXIT_INTERRUPTED, describe, exit_code_for, fail
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mesh",
+        description="Run AI agents on an MQTT v5 broker and talk to them (A2A over MQTT).",
+        epilog="Exit codes: 0 ok, 1 task not completed, 2 usage, 3 broker, 4 unknown agent, 5 timeout, 6 agent error.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run_commands.register(subparsers)
+    client_commands.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(args.handler(args))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        code = exit_code_for(exc)
+        if code is None:
+            raise
+        fail(describe(exc))
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

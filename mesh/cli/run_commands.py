@@ -1,0 +1,153 @@
+"""``mesh run FILE...`` and ``mesh up``: start components and serve until Ctrl-C / SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mesh.broker import BrokerSettings, redact_url, resolve_broker_url
+from mesh.cli.common import (
+    EXIT_OK,
+    NAMESPACE_ENV,
+    add_connection_options,
+    broker_settings,
+    configure_logging,
+)
+from mesh.component import Component
+from mesh.config import LOG_LEVELS, build_many, configured_broker, load_many
+from mesh.errors import ConfigError, ConnectError
+from mesh.localbroker import port_answers, running_broker
+
+log = logging.getLogger("mesh.run")
+
+UP_GROUP = "mesh.up"  # entry points naming the config files `mesh up` runs
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = subparsers.add_parser(
+        "run",
+        help="run the agents and gateways described in config files",
+        description="Run every agent and gateway of the given YAML files in this process until Ctrl-C.",
+    )
+    run.add_argument("files", nargs="+", type=Path, metavar="FILE", help="mesh config file (YAML)")
+    run.add_argument("--log-level", choices=LOG_LEVELS, help="override the files' log_level")
+    add_connection_options(run, namespace=False)
+    run.set_defaults(handler=_run)
+
+    up = subparsers.add_parser(
+        "up",
+        help="start a local Mosquitto if needed, the example agents and the HTTP gateway",
+        description=(
+            "Use the broker at --broker / $MESH_BROKER_URL (default mqtt://localhost:1883), or start Mosquitto "
+            "from mosquitto.conf when none answers there, then run the example agents and the HTTP gateway "
+            "until Ctrl-C."
+        ),
+    )
+    up.add_argument("--config", action="append", type=Path, default=[], metavar="FILE",
+                    help="also run the components of FILE (repeatable)")
+    up.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    add_connection_options(up)
+    up.set_defaults(handler=_up)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    configs = load_many(args.files)
+    if not any(entries for config in configs for entries in config.sections.values()):
+        names = ", ".join(str(f) for f in args.files)
+        raise ConfigError(f"{names}: nothing to run; add an 'agents:' or 'gateways:' section")
+    configure_logging(args.log_level or configs[0].log_level)
+    broker = broker_settings(args, configured_broker(configs))
+    return await serve(build_many(configs, broker))
+
+
+async def _up(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
+    environ = {**os.environ, NAMESPACE_ENV: args.namespace}
+    configs = load_many([*up_configs(), *args.config], environ=environ)
+    async with broker_for_up(settings) as started_here:
+        components = build_many(configs, settings)
+        return await serve(components, banner=lambda: up_banner(settings, args.namespace, components, started_here))
+
+
+def up_configs() -> list[Path]:
+    """The config files registered under the ``mesh.up`` entry-point group."""
+    paths = [Path(ep.load()) for ep in sorted(entry_points(group=UP_GROUP), key=lambda ep: ep.name)]
+    if not paths:
+        raise ConfigError("no example configs are registered (mesh.up entry points); reinstall the package")
+    return paths
+
+
+@contextlib.asynccontextmanager
+async def broker_for_up(settings: BrokerSettings) -> AsyncIterator[str | None]:
+    """Yield None if a broker answers at ``settings``; else start Mosquitto there and yield how."""
+    if await asyncio.to_thread(port_answers, settings.host, settings.port):
+        yield None
+        return
+    if settings.host not in _LOCAL_HOSTS:
+        raise ConnectError(
+            f"no MQTT broker answers at {settings.url}, and mesh up only starts one on this machine; "
+            "start that broker, or pass --broker mqtt://localhost:1883"
+        )
+    log.info("no broker answers at %s; starting Mosquitto from mosquitto.conf", settings.url)
+    with running_broker(prefer="binary", port=settings.port) as broker:
+        how = f"started here from mosquitto.conf ({type(broker).__name__})"
+        log_file = getattr(broker, "log_file", None)
+        if log_file is not None:
+            how += f", log {log_file}"
+        yield how
+
+
+async def serve(components: Sequence[Component], *, banner: Callable[[], str] | None = None) -> int:
+    """Start every component, wait for SIGINT/SIGTERM, then stop them all cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    started: list[Component] = []
+    try:
+        results = await asyncio.gather(*(c.start() for c in components), return_exceptions=True)
+        started = [c for c, r in zip(components, results, strict=True) if not isinstance(r, BaseException)]
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
+        log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
+        if banner is not None:
+            print(banner(), flush=True)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)  # a second Ctrl-C interrupts a stuck shutdown
+        await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
+    return EXIT_OK
+
+
+def up_banner(settings: BrokerSettings, namespace: str, components: Sequence[Component], started_here: str | None) -> str:
+    agents = [c.name for c in components if c.kind == "agent"]
+    gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
+    first = agents[0] if agents else "echo"
+    broker_line = redact_url(settings.url) + (f" ({started_here})" if started_here else "")
+    lines = [
+        "mesh up: ready",
+        f"  broker     {broker_line}",
+        f"  namespace  {namespace}",
+        f"  agents     {', '.join(agents) or 'none'}",
+    ]
+    if gateways:
+        lines.append(f"  gateways   {', '.join(gateways)}")
+    lines += [f"try:  mesh send {first} hi", "Ctrl-C stops everything."]
+    if urlsplit(settings.url).port != 1883 or settings.host not in _LOCAL_HOSTS:
+        lines[-2] += f" --broker {settings.url}"
+    if namespace != "mesh":
+        lines[-2] += f" --namespace {namespace}"
+    return "\n".join(lines)

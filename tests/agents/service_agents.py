@@ -1,0 +1,117 @@
+"""Agents the service tests run on the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents import (
+    Agent,
+    DataArtifact,
+    FileArtifact,
+    InputRequired,
+    Reply,
+    Status,
+    TaskContext,
+    TextArtifact,
+    Update,
+)
+from mesh.a2a import AgentSkill, Message, get_text_from_message
+
+
+class Echo(Agent):
+    name = "echo"
+    description = "echoes"
+    skills = (AgentSkill(id="echo", name="Echo", description="echo", tags=["echo"]),)
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        return get_text_from_message(message)
+
+
+class Streamer(Agent):
+    """Emits ``n`` progress steps with artifacts; waits on ``gate`` between steps if set."""
+
+    name = "streamer"
+
+    def __init__(self, *, steps: int = 3, **options: Any) -> None:
+        super().__init__(**options)
+        self.steps = steps
+        self.gate: asyncio.Event | None = None
+        self.started = asyncio.Event()
+        self.cancelled_seen = asyncio.Event()
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        self.started.set()
+        try:
+            for i in range(self.steps):
+                yield Status(f"step {i}")
+                yield TextArtifact("log", f"line {i}\n", artifact_id="log", append=i > 0)
+                if self.gate is not None:
+                    await self.gate.wait()
+                    self.gate.clear()
+            yield DataArtifact("summary", {"steps": self.steps})
+            yield FileArtifact("blob.bin", content=b"\x00\x01", mime_type="application/octet-stream")
+            yield Reply("done")
+        except asyncio.CancelledError:
+            self.cancelled_seen.set()
+            raise
+
+
+class Blocker(Agent):
+    """Works until canceled; ``started`` fires when a task is running."""
+
+    name = "blocker"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.started = asyncio.Event()
+        self.cancellations = 0
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancellations += 1
+            assert ctx.is_cancelled
+            raise
+        return "never"
+
+
+class Asker(Agent):
+    """Generator style: asks for a name, then greets."""
+
+    name = "asker"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        answer = yield InputRequired("What is your name?")
+        yield Reply(f"Hello, {get_text_from_message(answer)}!")
+
+
+class TwoStep(Agent):
+    """Plain-coroutine style: asks once, then answers using the context history."""
+
+    name = "twostep"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str | InputRequired:
+        if not ctx.history:
+            return InputRequired("Which colour?")
+        return f"{get_text_from_message(message)} after {len(ctx.history)} earlier messages"
+
+
+class Broken(Agent):
+    name = "broken"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        raise RuntimeError(f"cannot handle {get_text_from_message(message)!r}")
+
+
+class Whoami(Agent):
+    """Reports what it knows about the caller."""
+
+    name = "whoami"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> Reply:
+        return Reply(data={"user": ctx.user_id, "config": ctx.user_config, "depth": ctx.call_depth,
+                           "metadata": ctx.metadata, "history": len(ctx.history)})
