@@ -83,13 +83,15 @@ class TaskRunner:
             if record.is_terminal:
                 return  # canceled while it waited for a slot
             self.transition(record, TaskState.working)
-            drive = asyncio.get_running_loop().create_task(self._drive(record, message, ctx))
-            record.drive = drive
+            # The handler runs in this task, so tasks/cancel cancels exactly this task.
+            this = asyncio.current_task()
+            record.drive = this
             try:
-                await drive
+                await self._drive(record, message, ctx)
             except asyncio.CancelledError:
-                if not drive.cancelled() or _being_cancelled():
-                    raise
+                if not record.cancelled.is_set() or this is None:
+                    raise  # not a tasks/cancel: the loop itself is going away
+                this.uncancel()
                 self._end(record, TaskState.canceled, record.cancel_reason)
             except TaskFailed as failure:
                 record.generator = None
@@ -192,11 +194,6 @@ class TaskRunner:
         """Wait for running segments to end (after their tasks were canceled)."""
         if self._segments:
             await asyncio.wait(list(self._segments), timeout=timeout)
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 async def _close(generator: AsyncGenerator[Any, Any]) -> None:

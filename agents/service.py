@@ -4,6 +4,11 @@ Requests arrive on ``{ns}/a2a/v1/agent/request/{agent}``. Answers go to the requ
 ``replyTo`` (else the client response topic of its ``clientId``; else they are logged and
 dropped), streaming events to its ``a2aStatusTopic``, each with the request's Correlation Data.
 Every accepted request ends in an answer: a final Task, or a JSON-RPC error.
+
+Requests are handled synchronously in the transport's callback, and answers are handed to
+the transport in order with ``publish_nowait``: a blocking ``message/send`` registers a
+callback that publishes the Task when it settles, rather than a coroutine waiting for it.
+Only methods that must wait (cancel, push-URL checks) run as tasks.
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ class AgentService:
             interval_s=self.settings.card_interval_s,
             expiry_intervals=self.settings.card_expiry_intervals,
         )
-        self._methods: dict[Method, Callable[[ParsedRequest, MessageProperties, Route], Awaitable[None]]] = {
+        self._methods: dict[Method, Callable[[ParsedRequest, MessageProperties, Route], Awaitable[None] | None]] = {
             Method.message_send: self._message_send,
             Method.message_stream: self._message_stream,
             Method.tasks_get: self._tasks_get,
@@ -133,6 +138,7 @@ class AgentService:
             Method.push_config_delete: self._push_delete,
         }
         self._requests: set[asyncio.Task[Any]] = set()
+        self._answers: set[asyncio.Future[None]] = set()
         self._stopping = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -162,6 +168,8 @@ class AgentService:
         await self.runner.wait_idle(_STOP_GRACE_S)
         if self._requests:
             await asyncio.wait(list(self._requests), timeout=_STOP_GRACE_S)
+        if self._answers:  # the answers to the canceled tasks are on their way: let them land
+            await asyncio.wait(list(self._answers), timeout=_STOP_GRACE_S)
         await self.presence.stop()
         await self.notifier.aclose()
         await self.transport.close()
@@ -170,21 +178,12 @@ class AgentService:
 
     # ------------------------------------------------------------------ requests
 
-    async def _on_request(self, message: InboundMessage) -> None:
-        this = asyncio.current_task()
-        assert this is not None
-        self._requests.add(this)
-        try:
-            await self._serve(message)
-        finally:
-            self._requests.discard(this)
-
-    async def _serve(self, message: InboundMessage) -> None:
+    def _on_request(self, message: InboundMessage) -> None:
         props = message.properties
         route = self._route(props)
         limit = self.settings.limits.max_message_bytes
         if len(message.payload) > limit:
-            await self._send_error(
+            self._send_error(
                 route,
                 InvalidRequest(
                     f"the request is {len(message.payload)} bytes; agent {self.name!r} accepts at most {limit} "
@@ -196,18 +195,34 @@ class AgentService:
         try:
             request = parse_request(message.payload)
         except RpcError as exc:
-            await self._send_error(route, exc)
+            self._send_error(route, exc)
             return
         route = Route(route.topic, route.correlation, request.id)
         try:
             if self._stopping:
                 raise InternalFailure(f"agent {self.name!r} is shutting down; send the request again later")
-            await self._methods[request.method](request, props, route)
+            pending = self._methods[request.method](request, props, route)
         except RpcError as exc:
-            await self._send_error(route, exc)
+            self._send_error(route, exc)
+            return
         except Exception as exc:
             log.exception("%s: %s failed", self.name, request.method)
-            await self._send_error(route, InternalFailure(f"{type(exc).__name__}: {exc}"))
+            self._send_error(route, InternalFailure(f"{type(exc).__name__}: {exc}"))
+            return
+        if pending is not None:
+            task = asyncio.get_running_loop().create_task(self._finish(request, route, pending))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+
+    async def _finish(self, request: ParsedRequest, route: Route, pending: Awaitable[None]) -> None:
+        """The rest of a method that had to wait, with the same error answers."""
+        try:
+            await pending
+        except RpcError as exc:
+            self._send_error(route, exc)
+        except Exception as exc:
+            log.exception("%s: %s failed", self.name, request.method)
+            self._send_error(route, InternalFailure(f"{type(exc).__name__}: {exc}"))
 
     def _route(self, props: MessageProperties) -> Route:
         topic = props.reply_to
@@ -222,21 +237,27 @@ class AgentService:
 
     # ------------------------------------------------------------------ answers
 
-    async def _send(self, route: Route, payload: bytes) -> None:
+    def _send(self, route: Route, payload: bytes) -> None:
         if route.topic is None:
             log.warning("%s: request %r had no replyTo and no clientId; its answer is dropped", self.name, route.request_id)
             return
         try:
-            await self.transport.publish(route.topic, payload, properties=_reply_properties(route.correlation))
-        except TransportError as exc:
-            log.warning("%s: could not answer request %r on %s: %s", self.name, route.request_id, route.topic, exc)
+            ack = self.transport.publish_nowait(route.topic, payload, properties=_reply_properties(route.correlation))
+        except (TransportError, ValueError) as exc:
+            log.warning("%s: could not answer request %r on %r: %s", self.name, route.request_id, route.topic, exc)
+            return
+        self._answers.add(ack)
+        ack.add_done_callback(self._answers.discard)
 
-    async def _send_result(self, route: Route, result_json: bytes) -> None:
-        await self._send(route, success_response_bytes(route.request_id, result_json))
+    def _send_result(self, route: Route, result_json: bytes) -> None:
+        self._send(route, success_response_bytes(route.request_id, result_json))
 
-    async def _send_error(self, route: Route, error: RpcError) -> None:
+    def _send_task(self, route: Route, record: TaskRecord, history_length: int | None = None) -> None:
+        self._send_result(route, record.snapshot(history_length).to_json_bytes())
+
+    def _send_error(self, route: Route, error: RpcError) -> None:
         request_id = error.request_id if error.request_id is not None else route.request_id
-        await self._send(route, error.to_response(request_id).to_json_bytes())
+        self._send(route, error.to_response(request_id).to_json_bytes())
 
     # ------------------------------------------------------------------ events
 
@@ -254,6 +275,9 @@ class AgentService:
             record.listeners.clear()
             if event.status.message is not None:  # the agent's answer joins the conversation
                 self.contexts.append(record.context_id, event.status.message)
+            callbacks, record.on_settle = record.on_settle, []
+            for callback in callbacks:
+                callback()
         configs = self.push_configs.configs_for(record.id)
         if configs:
             self.notifier.notify(record.snapshot(), configs)
@@ -323,42 +347,63 @@ class AgentService:
                 pass
         return uuid.uuid4().hex
 
-    async def _start(self, request: ParsedRequest, props: MessageProperties) -> TaskRecord:
-        record, ctx = self._accept(request, props)
+    def _message_send(self, request: ParsedRequest, props: MessageProperties, route: Route) -> Awaitable[None] | None:
         params = request.params
         assert isinstance(params, MessageSendParams)
         config = params.configuration
         if config is not None and config.push_notification_config is not None:
-            await self._register_push(record, config.push_notification_config)
-        return self._launch(record, params.message, ctx)
+            return self._after_push_check(config.push_notification_config.url, self._message_send_now, request, props, route)
+        self._message_send_now(request, props, route)
+        return None
 
-    def _launch(self, record: TaskRecord, message: Message, ctx: TaskContext) -> TaskRecord:
-        self.runner.launch(record, message, ctx)
-        return record
-
-    async def _message_send(self, request: ParsedRequest, props: MessageProperties, route: Route) -> None:
+    def _message_send_now(self, request: ParsedRequest, props: MessageProperties, route: Route) -> None:
         params = request.params
         assert isinstance(params, MessageSendParams)
         config = params.configuration
         history_length = config.history_length if config is not None else None
-        record = await self._start(request, props)
-        if config is None or config.blocking is not False:
-            await record.settled.wait()
-        await self._send_result(route, record.snapshot(history_length).to_json_bytes())
+        record, ctx = self._accept(request, props)
+        if config is not None and config.push_notification_config is not None:
+            self.push_configs.set(record.id, config.push_notification_config)
+        if config is not None and config.blocking is False:
+            self._send_task(route, record, history_length)  # submitted, before the handler runs
+        else:
+            record.on_settle.append(lambda: self._send_task(route, record, history_length))
+        self.runner.launch(record, params.message, ctx)
 
-    async def _message_stream(self, request: ParsedRequest, props: MessageProperties, route: Route) -> None:
+    def _message_stream(self, request: ParsedRequest, props: MessageProperties, route: Route) -> Awaitable[None] | None:
         if not self.agent.streaming:
             raise UnsupportedOperation(f"agent {self.name!r} does not stream; use message/send")
-        record, ctx = self._accept(request, props)
         params = request.params
         assert isinstance(params, MessageSendParams)
-        record.listeners.append(self._listener(record, props, route))
         config = params.configuration
         if config is not None and config.push_notification_config is not None:
-            await self._register_push(record, config.push_notification_config)
-        self._launch(record, params.message, ctx)
-        await record.settled.wait()
-        await self._send_result(route, record.snapshot().to_json_bytes())
+            return self._after_push_check(config.push_notification_config.url, self._message_stream_now, request, props, route)
+        self._message_stream_now(request, props, route)
+        return None
+
+    def _message_stream_now(self, request: ParsedRequest, props: MessageProperties, route: Route) -> None:
+        params = request.params
+        assert isinstance(params, MessageSendParams)
+        record, ctx = self._accept(request, props)
+        config = params.configuration
+        if config is not None and config.push_notification_config is not None:
+            self.push_configs.set(record.id, config.push_notification_config)
+        record.listeners.append(self._listener(record, props, route))
+        record.on_settle.append(lambda: self._send_task(route, record))
+        self.runner.launch(record, params.message, ctx)
+
+    async def _after_push_check(
+        self,
+        url: str,
+        then: Callable[[ParsedRequest, MessageProperties, Route], None],
+        request: ParsedRequest,
+        props: MessageProperties,
+        route: Route,
+    ) -> None:
+        """Check a push URL (a DNS lookup, off the loop) before accepting the message."""
+        self._require_push()
+        await check_push_url(url, allow_private=self.settings.allow_private_push_urls)
+        then(request, props, route)
 
     def _listener(self, record: TaskRecord, props: MessageProperties, route: Route) -> Listener:
         topic = props.status_topic
@@ -392,24 +437,24 @@ class AgentService:
             raise TaskNotFound(f"agent {self.name!r} has no task {task_id!r}", data={"taskId": task_id})
         return record
 
-    async def _tasks_get(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
+    def _tasks_get(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
         params = request.params
         assert isinstance(params, TaskQueryParams)
-        record = self._task(params.id)
-        await self._send_result(route, record.snapshot(params.history_length).to_json_bytes())
+        self._send_task(route, self._task(params.id), params.history_length)
 
-    async def _tasks_cancel(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
+    def _tasks_cancel(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> Awaitable[None]:
         params = request.params
         assert isinstance(params, TaskIdParams)
         record = self._task(params.id)
         if record.is_terminal:
-            raise TaskNotCancelable(
-                f"task {record.id!r} is already {record.state.value}", data={"taskId": record.id}
-            )
-        await self.runner.cancel(record)
-        await self._send_result(route, record.snapshot().to_json_bytes())
+            raise TaskNotCancelable(f"task {record.id!r} is already {record.state.value}", data={"taskId": record.id})
+        return self._cancel(record, route)
 
-    async def _tasks_resubscribe(self, request: ParsedRequest, props: MessageProperties, route: Route) -> None:
+    async def _cancel(self, record: TaskRecord, route: Route) -> None:
+        await self.runner.cancel(record)  # waits for the handler to unwind
+        self._send_task(route, record)
+
+    def _tasks_resubscribe(self, request: ParsedRequest, props: MessageProperties, route: Route) -> None:
         params = request.params
         assert isinstance(params, TaskIdParams)
         record = self._task(params.id)
@@ -426,11 +471,10 @@ class AgentService:
             properties=_reply_properties(listener.correlation),
         )
         if record.state in INTERRUPTED_STATES:
-            await self._send_result(route, record.snapshot().to_json_bytes())
+            self._send_task(route, record)
             return
         record.listeners.append(listener)
-        await record.settled.wait()
-        await self._send_result(route, record.snapshot().to_json_bytes())
+        record.on_settle.append(lambda: self._send_task(route, record))
 
     # ------------------------------------------------------------------ push notification config
 
@@ -438,42 +482,40 @@ class AgentService:
         if not self.settings.push_notifications:
             raise PushNotificationNotSupported(f"agent {self.name!r} does not send push notifications")
 
-    async def _register_push(self, record: TaskRecord, config: Any) -> TaskPushNotificationConfig:
-        self._require_push()
-        await check_push_url(config.url, allow_private=self.settings.allow_private_push_urls)
-        return self.push_configs.set(record.id, config)
-
-    async def _push_set(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
+    def _push_set(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> Awaitable[None]:
         params = request.params
         assert isinstance(params, TaskPushNotificationConfig)
         self._require_push()
         record = self._task(params.task_id)
-        stored = await self._register_push(record, params.push_notification_config)
-        await self._send_result(route, stored.to_json_bytes())
+        return self._push_set_checked(record, params, route)
 
-    async def _push_get(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
+    async def _push_set_checked(self, record: TaskRecord, params: TaskPushNotificationConfig, route: Route) -> None:
+        config = params.push_notification_config
+        await check_push_url(config.url, allow_private=self.settings.allow_private_push_urls)
+        self._send_result(route, self.push_configs.set(record.id, config).to_json_bytes())
+
+    def _push_get(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
         params = request.params
         assert isinstance(params, GetTaskPushNotificationConfigParams)
         self._require_push()
         record = self._task(params.id)
-        found = self.push_configs.get(record.id, params.push_notification_config_id)
-        await self._send_result(route, found.to_json_bytes())
+        self._send_result(route, self.push_configs.get(record.id, params.push_notification_config_id).to_json_bytes())
 
-    async def _push_list(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
+    def _push_list(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
         params = request.params
         assert isinstance(params, ListTaskPushNotificationConfigParams)
         self._require_push()
         record = self._task(params.id)
         listed = b"[" + b",".join(c.to_json_bytes() for c in self.push_configs.list(record.id)) + b"]"
-        await self._send_result(route, listed)
+        self._send_result(route, listed)
 
-    async def _push_delete(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
+    def _push_delete(self, request: ParsedRequest, _props: MessageProperties, route: Route) -> None:
         params = request.params
         assert isinstance(params, DeleteTaskPushNotificationConfigParams)
         self._require_push()
         record = self._task(params.id)
         self.push_configs.delete(record.id, params.push_notification_config_id)
-        await self._send_result(route, b"null")
+        self._send_result(route, b"null")
 
 
 def _reply_properties(correlation: bytes | None) -> MessageProperties:

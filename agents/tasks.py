@@ -6,7 +6,7 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,8 @@ class TaskRecord:
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     finished_at: float | None = None
     input_timer: asyncio.TimerHandle | None = None
+    # Called once, the next time the task settles: how blocking requests get their answer.
+    on_settle: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
     def new(cls, task_id: str, context_id: str) -> TaskRecord:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Sequence
 
 from mesh.cli import client_commands, run_commands
@@ -41,6 +40,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         fail(describe(exc))
         return code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

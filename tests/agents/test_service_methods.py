@@ -216,3 +216,33 @@ async def test_sam_alias_methods_are_served(serve: Serve, client: MeshClient) ->
         correlation_id="sam-1",
     )
     assert b'"state":"completed"' in reply.payload and b"via SAM" in reply.payload
+
+
+async def test_a_task_left_input_required_is_canceled_after_the_input_timeout(
+    serve: Serve, client: MeshClient
+) -> None:
+    from agents import AgentSettings
+
+    service = await serve(Asker(), AgentSettings(input_timeout_s=0.2))
+    asked = await client.send("asker", "hi")
+    assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
+    record = service.tasks.get(asked.id)
+    assert record is not None
+    await asyncio.wait_for(record.cancelled.wait(), 5)
+    task = await client.get_task("asker", asked.id)
+    assert task.status.state is TaskState.canceled
+    assert reply_text(task) == "no input within 0.2 s"
+
+
+async def test_replicas_share_the_requests_of_one_agent_name(
+    serve: Serve, client: MeshClient
+) -> None:
+    from agents import AgentSettings
+
+    shared = AgentSettings(shared_subscription=True)
+    first = await serve(Echo(), shared)
+    second = await serve(Echo(), shared)
+    tasks = await asyncio.gather(*(client.send("echo", f"n{i}") for i in range(40)))
+    assert sorted(reply_text(t) for t in tasks) == sorted(f"n{i}" for i in range(40))
+    served = (len(first.tasks), len(second.tasks))
+    assert sum(served) == 40 and min(served) > 0  # each request went to exactly one replica

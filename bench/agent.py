@@ -1,0 +1,154 @@
+"""message/send to an echo agent: through the mesh, and behind the a2a-sdk HTTP server.
+
+Both echo agents run in processes of their own; this process is the client of both.
+
+- mesh: ``MeshClient.send`` -> Mosquitto -> ``AgentService(EchoAgent)`` -> the Task back;
+- a2a-sdk: JSON-RPC POSTs to the a2a-sdk server on uvicorn (bench/a2a_http_echo.py), in its
+  native A2A 1.0 (``SendMessage``) and in 0.3 (``message/send``), from a minimal keep-alive
+  HTTP/1.1 client (bench/http_client.py; httpx alone added ~0.8 ms per request, which would
+  have flattered the mesh); the faster of the two versions is the figure compared against.
+
+Measures the sequential round trip (median) and throughput with 16 requests in flight.
+Last line on stdout::
+
+    {"mesh_rtt_us": ..., "a2a_http_rtt_us": ..., "rtt_ratio": ..., "mesh_rps": ..., "a2a_http_rps": ..., "rps_ratio": ...}
+
+Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio  # noqa: E402
+from bench.http_client import HttpPool  # noqa: E402
+from mesh.client import MeshClient  # noqa: E402
+from mesh.localbroker import free_port  # noqa: E402
+
+CONCURRENCY = 16
+TEXT = "Analyze the quarterly sales data and summarise the top three trends."
+HERE = Path(__file__).resolve().parent
+
+
+async def measure(call: Callable[[], Awaitable[None]], requests: int, concurrent_requests: int) -> dict[str, float]:
+    for _ in range(200):  # warm-up
+        await call()
+    samples = []
+    for _ in range(requests):
+        start = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - start)
+    remaining = concurrent_requests
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await call()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    elapsed = time.perf_counter() - start
+    return {"rtt_us": median_us(samples), "p99_us": p99_us(samples), "rps": round(concurrent_requests / elapsed)}
+
+
+async def mesh_side(url: str, namespace: str, requests: int, concurrent_requests: int) -> dict[str, float]:
+    async with MeshClient.connect(url, namespace) as client:
+        await client.wait_for_agent("echo", timeout=10)
+
+        async def call() -> None:
+            task = await client.send("echo", TEXT)
+            assert task.status.state.value == "completed"  # type: ignore[union-attr]
+
+        return await measure(call, requests, concurrent_requests)
+
+
+def http_payload(version: str) -> tuple[dict[str, object], dict[str, str]]:
+    message_id = uuid.uuid4().hex
+    if version == "1.0":
+        return ({"jsonrpc": "2.0", "id": message_id, "method": "SendMessage",
+                 "params": {"message": {"role": "ROLE_USER", "messageId": message_id, "parts": [{"text": TEXT}]}}},
+                {"A2A-Version": "1.0"})
+    return ({"jsonrpc": "2.0", "id": message_id, "method": "message/send",
+             "params": {"message": {"kind": "message", "role": "user", "messageId": message_id,
+                                    "parts": [{"kind": "text", "text": TEXT}]}}}, {})
+
+
+async def http_side(port: int, version: str, requests: int, concurrent_requests: int) -> dict[str, float]:
+    async with HttpPool("127.0.0.1", port, size=CONCURRENCY) as pool:
+
+        async def call() -> None:
+            body, headers = http_payload(version)
+            status, response = await pool.post_json("/", body, headers)
+            result = response["result"]
+            state = (result.get("task") or result)["status"]["state"]
+            assert status == 200 and state in ("completed", "TASK_STATE_COMPLETED"), response
+
+        return await measure(call, requests, concurrent_requests)
+
+
+def main() -> None:
+    parser = base_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the round trip")
+    parser.add_argument("--concurrent-requests", type=int, default=6000,
+                        help=f"requests for the throughput run ({CONCURRENCY} in flight)")
+    parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_echo:
+        asyncio.run(serve_echo(args.broker, args.namespace))
+        return
+
+    port = free_port()
+    script = str(Path(__file__).resolve())
+    with broker_url(args.broker) as url, \
+            child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]), \
+            child([str(HERE / "a2a_http_echo.py"), str(port)]):
+        results = {}
+        for version in ("1.0", "0.3"):
+            progress(f"a2a-sdk HTTP ({version}): {args.requests} sequential, then {args.concurrent_requests} "
+                     f"with {CONCURRENCY} in flight")
+            results[version] = asyncio.run(http_side(port, version, args.requests, args.concurrent_requests))
+            progress(f"a2a-sdk {version}: {results[version]}")
+        progress(f"mesh: {args.requests} sequential, then {args.concurrent_requests} with {CONCURRENCY} in flight")
+        mesh = asyncio.run(mesh_side(url, args.namespace, args.requests, args.concurrent_requests))
+        progress(f"mesh: {mesh}")
+    best_rtt = min(r["rtt_us"] for r in results.values())
+    best_rps = max(r["rps"] for r in results.values())
+    emit({
+        "mesh_rtt_us": mesh["rtt_us"],
+        "a2a_http_rtt_us": best_rtt,
+        "rtt_ratio": ratio(mesh["rtt_us"], best_rtt),
+        "mesh_rps": mesh["rps"],
+        "a2a_http_rps": best_rps,
+        "rps_ratio": ratio(mesh["rps"], best_rps),
+        "mesh_p99_us": mesh["p99_us"],
+        "a2a_http_1_0": results["1.0"],
+        "a2a_http_0_3": results["0.3"],
+        "concurrency": CONCURRENCY,
+        "requests": args.requests,
+        "concurrent_requests": args.concurrent_requests,
+    })
+
+
+async def serve_echo(url: str, namespace: str) -> None:
+    from agents.builtin.echo import EchoAgent
+    from agents.service import AgentService
+    from mesh.broker import BrokerSettings
+
+    service = AgentService(EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace)
+    await service.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

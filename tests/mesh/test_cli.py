@@ -1,0 +1,120 @@
+"""The ``mesh`` command, run in subprocesses against the real broker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import textwrap
+from pathlib import Path
+
+from mesh.localbroker import free_port, port_answers
+from tests.mesh.cli_process import mesh, start_mesh
+
+
+def agents_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "agents.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) -> None:
+    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url)
+    try:
+        banner = await up.wait_for_line("mesh up: ready", stream="stdout")
+        assert banner
+        assert any("echo, calculator, countdown" in line for line in up.stdout_lines)
+        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+        hi = await mesh("send", "echo", "hi", **env)
+        assert (hi.code, hi.stdout) == (0, "hi\n")
+        calc = await mesh("send", "calculator", "what is (1/3) * 3 + 2^3?", **env)
+        assert (calc.code, calc.stdout.strip()) == (0, "9")
+        streamed = await mesh("send", "countdown", "1", "--stream", **env)
+        assert streamed.code == 0
+        assert "[working] 1..." in streamed.stdout and "[completed] Liftoff! Counted down from 1." in streamed.stdout
+        await up.wait_for_line("countdown: task")  # one log line per task transition
+    finally:
+        code = await up.stop(signal.SIGINT)
+    assert code == 0, up.output
+    assert any("agent echo stopped" in line for line in up.stderr_lines)
+
+
+async def test_up_starts_mosquitto_when_no_broker_answers(namespace: str) -> None:
+    port = free_port()
+    url = f"mqtt://localhost:{port}"
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace)
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        assert any("started here from mosquitto.conf" in line for line in up.stdout_lines)
+        sent = await mesh("send", "echo", "from a fresh broker", "--broker", url, "--namespace", namespace)
+        assert (sent.code, sent.stdout) == (0, "from a fresh broker\n")
+    finally:
+        assert await up.stop() == 0, up.output
+    assert not port_answers("127.0.0.1", port)  # the broker it started is gone
+
+
+async def test_run_serves_the_agents_of_a_file_and_stops_on_sigterm(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    config = agents_file(
+        tmp_path,
+        f"""
+        namespace: {namespace}
+        broker: {broker_url}
+        agents:
+          - class: tests.agents.service_agents:Echo
+            name: parrot
+          - class: tests.agents.service_agents:Blocker
+        """,
+    )
+    run = await start_mesh("run", str(config))
+    try:
+        await run.wait_for_line("running agent parrot, agent blocker")
+        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+        sent = await mesh("send", "parrot", "polly", "--json", **env)
+        assert sent.code == 0
+        task = json.loads(sent.stdout)
+        assert task["status"]["state"] == "completed" and task["kind"] == "task"
+
+        got = await mesh("task", "get", "parrot", task["id"], "--history", "1", **env)
+        assert got.code == 0 and "state    completed" in got.stdout and "message  polly" in got.stdout
+
+        slow = await mesh("send", "blocker", "forever", "--timeout", "0.5", **env)
+        assert slow.code == 5 and "no reply" in slow.stderr
+    finally:
+        code = await run.stop(signal.SIGTERM)
+    assert code == 0, run.output
+
+
+async def test_errors_exit_with_their_code_and_a_message(broker_url: str, namespace: str, tmp_path: Path) -> None:
+    nobody = f"mqtt://127.0.0.1:{free_port()}"
+    unreachable = await mesh("send", "echo", "hi", "--broker", nobody)
+    assert unreachable.code == 3 and f"cannot connect to the MQTT broker at {nobody}" in unreachable.stderr
+
+    env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+    unknown = await mesh("send", "ghost", "hi", "--wait", "0.3", **env)
+    assert unknown.code == 4 and "unknown agent 'ghost'" in unknown.stderr
+
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("agents:\n  - class: [unclosed\n")
+    config_error = await mesh("run", str(bad_yaml))
+    assert config_error.code == 2 and "bad.yaml" in config_error.stderr and "line" in config_error.stderr
+
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("namespace: x\n")
+    nothing = await mesh("run", str(empty))
+    assert nothing.code == 2 and "nothing to run" in nothing.stderr
+
+
+async def test_task_errors_and_failed_tasks(broker_url: str, namespace: str) -> None:
+    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url)
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+        failed = await mesh("send", "calculator", "2 +", **env)
+        assert failed.code == 1 and "cannot evaluate '2 +'" in failed.stdout and "ended failed" in failed.stderr
+        missing = await mesh("task", "get", "echo", "no-such-task", **env)
+        assert missing.code == 6 and "error -32001" in missing.stderr and "no-such-task" in missing.stderr
+        canceled = await mesh("task", "cancel", "echo", "no-such-task", **env)
+        assert canceled.code == 6
+    finally:
+        assert await up.stop() == 0
