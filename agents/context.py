@@ -1,15 +1,18 @@
-"""What a handler knows about the task it works on."""
+"""What a handler knows about the task it works on, and how it reaches other agents."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mesh.a2a import Message
+from agents.errors import DelegationError
+from mesh.a2a import AgentCard, Message, Task
 
 if TYPE_CHECKING:
     from agents.delegation import Delegator
+    from agents.updates import Update
 
 
 @dataclass(eq=False)
@@ -18,6 +21,7 @@ class TaskContext:
 
     ``history`` holds the earlier messages of the same ``context_id`` (user messages and the
     agent's replies), oldest first, not including the message being handled.
+    ``call_chain`` lists the agents the request came through when it was delegated.
     """
 
     task_id: str
@@ -29,10 +33,40 @@ class TaskContext:
     auth_token: str | None = field(default=None, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)
     call_depth: int = 0
+    call_chain: list[str] = field(default_factory=list)
     # Set when the task is canceled; the handler's await is interrupted as well.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     delegator: Delegator | None = field(default=None, repr=False)
+    # Emits a progress update (Status or an artifact) now, as if the handler had yielded it.
+    emit: Callable[[Update], None] | None = field(default=None, repr=False)
 
     @property
     def is_cancelled(self) -> bool:
         return self.cancelled.is_set()
+
+    async def delegate(
+        self,
+        agent: str,
+        message: str | Message,
+        *,
+        stream: bool = False,
+        timeout: float | None = None,
+        forward: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> Task:
+        """Hand work to another agent and return its final Task (see :mod:`agents.delegation`).
+
+        ``forward=True`` passes the peer's status and artifact events on as this task's own.
+        Raises a :class:`~agents.errors.DelegationError` subclass when there is no usable answer.
+        """
+        if self.delegator is None:
+            raise DelegationError("this task context cannot delegate (no delegator attached)", peer=agent)
+        return await self.delegator.delegate(
+            self, agent, message, stream=stream, timeout=timeout, forward=forward, metadata=metadata
+        )
+
+    def peers(self) -> list[AgentCard]:
+        """The cards of the other agents on the mesh now, by name."""
+        if self.delegator is None:
+            return []
+        return [e.card for e in self.delegator.registry.agents() if e.name != self.agent_name]

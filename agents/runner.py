@@ -21,6 +21,7 @@ from agents.updates import (
     DataArtifact,
     FileArtifact,
     InputRequired,
+    PartsArtifact,
     Reply,
     Status,
     TaskFailed,
@@ -56,12 +57,23 @@ class TaskRunner:
 
     # ------------------------------------------------------------------ transitions
 
-    def transition(self, record: TaskRecord, state: TaskState, parts: list[Part] | None = None) -> None:
+    def transition(
+        self,
+        record: TaskRecord,
+        state: TaskState,
+        parts: list[Part] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         """Move ``record`` to ``state`` with an agent message made of ``parts``, and emit it."""
         message = None
         if parts:
             message = Message(
-                message_id=new_id(), role=Role.agent, parts=parts, task_id=record.id, context_id=record.context_id
+                message_id=new_id(),
+                role=Role.agent,
+                parts=parts,
+                task_id=record.id,
+                context_id=record.context_id,
+                metadata=metadata,
             )
         previous = record.state
         event = record.set_status(state, message)
@@ -83,6 +95,7 @@ class TaskRunner:
             if record.is_terminal:
                 return  # canceled while it waited for a slot
             self.transition(record, TaskState.working)
+            ctx.emit = lambda update: self.apply(record, update) if record.state is TaskState.working else None
             # The handler runs in this task, so tasks/cancel cancels exactly this task.
             this = asyncio.current_task()
             record.drive = this
@@ -132,14 +145,15 @@ class TaskRunner:
                 await _close(generator)
                 self._finish(record, update)
                 return
-            self._apply(record, update)
+            self.apply(record, update)
 
-    def _apply(self, record: TaskRecord, update: Any) -> None:
+    def apply(self, record: TaskRecord, update: Any) -> None:
+        """Emit a progress update (status or artifact) of a working task."""
         if isinstance(update, str):
             update = Status(update)
         if isinstance(update, Status):
-            self.transition(record, TaskState.working, update.to_parts())
-        elif isinstance(update, TextArtifact | DataArtifact | FileArtifact):
+            self.transition(record, TaskState.working, update.to_parts(), update.metadata)
+        elif isinstance(update, TextArtifact | DataArtifact | FileArtifact | PartsArtifact):
             self._on_event(record, record.add_artifact(update))
         else:
             raise TypeError(

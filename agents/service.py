@@ -23,6 +23,7 @@ from typing import Any
 
 from agents.agent import Agent
 from agents.context import TaskContext
+from agents.delegation import Delegator
 from agents.push import PushConfigStore, PushNotifier, check_push_url
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings, Limits
@@ -58,6 +59,7 @@ from mesh.a2a import (
 from mesh.broker import BrokerSettings
 from mesh.errors import TransportError
 from mesh.presence import CardPresence, presence_will
+from mesh.registry import DiscoveryRegistry
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
 from topics import (
@@ -119,6 +121,8 @@ class AgentService:
             allow_private=self.settings.allow_private_push_urls, timeout_s=self.settings.push_timeout_s
         )
         self.runner = TaskRunner(agent, self._on_event, max_concurrent=self.settings.max_concurrent_tasks)
+        self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=self.settings.discovery_ttl_s)
+        self.delegator = Delegator(self.name, self.namespace, self.transport, self.registry, self.settings.delegation)
         self.presence = CardPresence(
             self.transport,
             self.card_topic,
@@ -150,6 +154,8 @@ class AgentService:
         """Connect, subscribe to the request topic and announce the card."""
         await self.agent.setup()
         await self.transport.connect()
+        await self.registry.start()
+        await self.delegator.start()
         topic_filter = self.request_topic
         if self.settings.shared_subscription:
             topic_filter = shared_subscription(self.name, self.request_topic)
@@ -171,6 +177,7 @@ class AgentService:
         if self._answers:  # the answers to the canceled tasks are on their way: let them land
             await asyncio.wait(list(self._answers), timeout=_STOP_GRACE_S)
         await self.presence.stop()
+        await self.registry.stop()
         await self.notifier.aclose()
         await self.transport.close()
         await self.agent.teardown()
@@ -305,6 +312,7 @@ class AgentService:
         assert isinstance(params, MessageSendParams)
         message = params.message
         self._check_limits(message, self.settings.limits)
+        self._check_call_chain(props)
         if message.task_id:
             record = self._task(message.task_id)
             if record.state not in INTERRUPTED_STATES:
@@ -332,11 +340,31 @@ class AgentService:
             auth_token=props.auth_token,
             metadata=params.metadata or {},
             call_depth=props.call_depth or 0,
+            call_chain=list(props.call_chain or ()),
             cancelled=record.cancelled,
+            delegator=self.delegator,
         )
         record.add_message(message)
         self.contexts.append(record.context_id, message)
         return record, ctx
+
+    def _check_call_chain(self, props: MessageProperties) -> None:
+        """Refuse a delegated request that came too deep or in a cycle (whoever sent it)."""
+        delegation = self.settings.delegation
+        depth = props.call_depth or 0
+        if depth > delegation.max_call_depth:
+            raise InvalidRequest(
+                f"call depth {depth} exceeds agent {self.name!r}'s maximum of {delegation.max_call_depth} "
+                "(delegation.max_call_depth)",
+                data={"callDepth": depth, "maxCallDepth": delegation.max_call_depth},
+            )
+        chain = props.call_chain or []
+        if self.name in chain and not delegation.allow_cycles:
+            raise InvalidRequest(
+                f"the call chain {' -> '.join([*chain, self.name])} is a cycle; agent {self.name!r} "
+                "refuses it (delegation.allow_cycles is false)",
+                data={"callChain": chain},
+            )
 
     def _new_task_id(self, request_id: str | int | None) -> str:
         # SAM's convention: the request id names the task, so the sender knows it up front.
@@ -364,6 +392,10 @@ class AgentService:
         record, ctx = self._accept(request, props)
         if config is not None and config.push_notification_config is not None:
             self.push_configs.set(record.id, config.push_notification_config)
+        if props.status_topic is not None:
+            # As in SAM, a status topic on message/send gets the events too: a delegating
+            # agent resets its idle timeout on them.
+            record.listeners.append(self._listener(record, props, route))
         if config is not None and config.blocking is False:
             self._send_task(route, record, history_length)  # submitted, before the handler runs
         else:

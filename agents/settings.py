@@ -36,6 +36,7 @@ class AgentSettings(_Settings):
 
     card_interval_s: float = Field(10.0, gt=0, description="republish the card this often")
     card_expiry_intervals: int = Field(3, ge=1, description="card Message Expiry, in intervals")
+    discovery_ttl_s: float = Field(60.0, gt=0, description="forget a peer's card not refreshed this long")
     shared_subscription: bool = Field(False, description="replicas share requests via $share/<agent>/")
     push_notifications: bool = Field(True, description="serve the pushNotificationConfig methods")
     allow_private_push_urls: bool = Field(False, description="allow push URLs on loopback/private networks")

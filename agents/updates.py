@@ -35,13 +35,18 @@ def _parts(text: str | None, data: dict[str, Any] | None, parts: Sequence[Part])
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """Progress while working: a status-update whose message carries ``text`` and/or ``data``."""
+    """Progress while working: a status-update whose message carries ``text``, ``data`` or ``parts``.
+
+    ``metadata`` goes on the status message (e.g. ``forwardedFrom`` on a peer's forwarded event).
+    """
 
     text: str | None = None
     data: dict[str, Any] | None = None
+    parts: Sequence[Part] = ()
+    metadata: dict[str, Any] | None = None
 
     def to_parts(self) -> list[Part]:
-        return _parts(self.text, self.data, ())
+        return _parts(self.text, self.data, self.parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,17 @@ class DataArtifact(_ArtifactOptions):
 
 
 @dataclass(frozen=True, slots=True)
+class PartsArtifact(_ArtifactOptions):
+    """An artifact made of any parts (e.g. a peer's artifact passed on as it came)."""
+
+    name: str | None
+    parts: Sequence[Part]
+
+    def to_parts(self) -> list[Part]:
+        return list(self.parts)
+
+
+@dataclass(frozen=True, slots=True)
 class FileArtifact(_ArtifactOptions):
     """A file artifact, inline (``content=`` bytes, base64 on the wire) or by ``uri=``."""
 
@@ -148,5 +164,5 @@ class TaskFailed(Exception):
         return _parts(self.text, self.data, ())
 
 
-ArtifactUpdate = TextArtifact | DataArtifact | FileArtifact
-Update = Status | Reply | InputRequired | TextArtifact | DataArtifact | FileArtifact
+ArtifactUpdate = TextArtifact | DataArtifact | FileArtifact | PartsArtifact
+Update = Status | Reply | InputRequired | TextArtifact | DataArtifact | FileArtifact | PartsArtifact

@@ -46,16 +46,15 @@ from mesh.a2a import (
 )
 from mesh.a2a.base import A2AModel
 from mesh.broker import BrokerSettings
-from mesh.errors import AgentNotFoundError, RequestTimeoutError
+from mesh.errors import RequestTimeoutError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, MqttTransport
 from topics import (
-    AGENT_CARD_TOPIC,
     get_agent_request_topic,
     get_client_response_topic,
     get_client_status_subscription_topic,
     get_client_status_topic,
-    parse_discovery_topic,
     validate_identifier,
     validate_namespace,
 )
@@ -111,28 +110,12 @@ class MeshClient:
 
     async def wait_for_agent(self, agent: str, timeout: float = 2.0) -> AgentCard:
         """The agent's card once it is on the mesh; :class:`AgentNotFoundError` after ``timeout``."""
-        validate_identifier(agent, "agent name")
-        seen: dict[str, AgentCard] = {}
-        found = asyncio.Event()
-
-        def on_card(message: InboundMessage) -> None:
-            parsed = parse_discovery_topic(self.namespace, message.topic)
-            if parsed is None or parsed.name is None or not message.payload:
-                return
-            with contextlib.suppress(ValueError):
-                seen[parsed.name] = AgentCard.model_validate_json(message.payload)
-                if parsed.name == agent:
-                    found.set()
-
-        topic_filter = AGENT_CARD_TOPIC.filter(namespace=self.namespace)
-        subscription = await self.transport.subscribe(topic_filter, on_card)
+        registry = DiscoveryRegistry(self.transport, self.namespace)
+        await registry.start()
         try:
-            await asyncio.wait_for(found.wait(), timeout)
-        except TimeoutError:
-            raise AgentNotFoundError(agent, list(seen), waited_s=timeout, namespace=self.namespace) from None
+            return (await registry.wait_for(agent, timeout)).card
         finally:
-            await self.transport.unsubscribe(subscription)
-        return seen[agent]
+            await registry.stop()
 
     # ------------------------------------------------------------------ message/send and message/stream
 

@@ -4,7 +4,8 @@ On the wire the mesh uses two kinds of MQTT v5 properties (DESIGN, "Messages on 
 
 - user properties, string pairs named as in Solace Agent Mesh: ``clientId``, ``userId``,
   ``replyTo``, ``a2aStatusTopic``, ``a2aUserConfig`` (JSON), ``authToken``, ``callDepth``,
-  ``timestamp`` (ms) and ``traceparent``;
+  ``timestamp`` (ms) and ``traceparent``; plus ``a2aCallChain`` (JSON list of the agents a
+  delegated request passed through), with which agents refuse call cycles;
 - native v5 fields: Response Topic, Correlation Data, Content Type, Payload Format Indicator
   and Message Expiry Interval.
 
@@ -27,6 +28,7 @@ AUTH_TOKEN = "authToken"
 CALL_DEPTH = "callDepth"
 TIMESTAMP = "timestamp"
 TRACEPARENT = "traceparent"
+CALL_CHAIN = "a2aCallChain"
 
 JSON_CONTENT_TYPE = "application/json"
 
@@ -49,6 +51,7 @@ class MessageProperties:
     call_depth: int | None = None
     timestamp_ms: int | None = None
     traceparent: str | None = None
+    call_chain: list[str] | None = None
     extra: list[tuple[str, str]] = field(default_factory=list)
 
     correlation_data: bytes | None = None
@@ -77,6 +80,8 @@ class MessageProperties:
             pairs.append((TIMESTAMP, str(self.timestamp_ms)))
         if self.traceparent is not None:
             pairs.append((TRACEPARENT, self.traceparent))
+        if self.call_chain is not None:
+            pairs.append((CALL_CHAIN, json.dumps(self.call_chain, separators=(",", ":"))))
         pairs.extend(self.extra)
         return pairs
 
@@ -137,6 +142,17 @@ def _set_user_config(props: MessageProperties, value: str) -> bool:
     return True
 
 
+def _set_call_chain(props: MessageProperties, value: str) -> bool:
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return False
+    if not isinstance(decoded, list) or not all(isinstance(name, str) for name in decoded):
+        return False
+    props.call_chain = decoded
+    return True
+
+
 def _set_int(attr: str) -> Any:
     def setter(props: MessageProperties, value: str) -> bool:
         try:
@@ -158,4 +174,5 @@ _READERS: dict[str, Any] = {
     CALL_DEPTH: _set_int("call_depth"),
     TIMESTAMP: _set_int("timestamp_ms"),
     TRACEPARENT: _set_str("traceparent"),
+    CALL_CHAIN: _set_call_chain,
 }

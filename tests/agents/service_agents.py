@@ -115,3 +115,51 @@ class Whoami(Agent):
     async def handle(self, message: Message, ctx: TaskContext) -> Reply:
         return Reply(data={"user": ctx.user_id, "config": ctx.user_config, "depth": ctx.call_depth,
                            "metadata": ctx.metadata, "history": len(ctx.history)})
+
+
+class Relay(Agent):
+    """Delegates the text to ``next_agent`` and answers with what it got back."""
+
+    name = "relay"
+
+    def __init__(self, *, next_agent: str, forward: bool = False, stream: bool = False,
+                 timeout: float | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.next_agent, self.forward, self.stream, self.timeout = next_agent, forward, stream, timeout
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        task = await ctx.delegate(self.next_agent, get_text_from_message(message), forward=self.forward,
+                                  stream=self.stream, timeout=self.timeout)
+        answer = get_text_from_message(task.status.message) if task.status.message else ""
+        return f"{self.name}<{answer}>"
+
+
+class FanOut(Agent):
+    """Delegates to every peer in ``peers`` at once and joins the answers."""
+
+    name = "fanout"
+
+    def __init__(self, *, peers: list[str], **options: Any) -> None:
+        super().__init__(**options)
+        self.peers = peers
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        text = get_text_from_message(message)
+        tasks = await asyncio.gather(*(ctx.delegate(peer, f"{text} to {peer}") for peer in self.peers))
+        return " | ".join(get_text_from_message(t.status.message) for t in tasks if t.status.message)
+
+
+class Ticker(Agent):
+    """Emits a status every ``every_s`` for ``ticks`` times, then answers."""
+
+    name = "ticker"
+
+    def __init__(self, *, ticks: int = 5, every_s: float = 0.1, **options: Any) -> None:
+        super().__init__(**options)
+        self.ticks, self.every_s = ticks, every_s
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        for i in range(self.ticks):
+            yield Status(f"tick {i}")
+            await asyncio.sleep(self.every_s)
+        yield Reply("ticked")

@@ -38,6 +38,7 @@ def full_properties() -> MessageProperties:
         call_depth=3,
         timestamp_ms=1_774_524_781_150,
         traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        call_chain=["orchestrator", "researcher"],
         extra=[("hop", "a1"), ("hop", "b2"), ("custom", "x")],
         correlation_data=b"task-1",
         content_type="application/json",
@@ -66,6 +67,7 @@ async def test_every_property_and_correlation_data_survive_the_broker(
     assert got.auth_token == sent.auth_token
     assert got.call_depth == 3 and got.timestamp_ms == sent.timestamp_ms
     assert got.traceparent == sent.traceparent
+    assert got.call_chain == ["orchestrator", "researcher"]
     assert got.extra == [("hop", "a1"), ("hop", "b2"), ("custom", "x")]  # order and repeats kept
     assert got.correlation_data == b"task-1"
     assert got.content_type == "application/json" and got.payload_format_utf8

@@ -129,7 +129,7 @@ def test_feff_in_a_string_is_accepted() -> None:
 def test_mesh_properties_round_trip_through_the_wire_format() -> None:
     sent = MessageProperties(client_id="c", user_id="u", reply_to="r/t", status_topic="s/t",
                              user_config={"a": [1]}, auth_token="tok", call_depth=2, timestamp_ms=5,
-                             traceparent="00-x", extra=[("k", "v"), ("k", "w")], correlation_data=b"\x00id",
+                             traceparent="00-x", call_chain=["a", "b"], extra=[("k", "v"), ("k", "w")], correlation_data=b"\x00id",
                              content_type="application/json", payload_format_utf8=True, message_expiry_s=9)
     packed = to_paho(sent).pack()  # type: ignore[union-attr]
     received = FastProperties(PacketTypes.PUBLISH)
