@@ -2,8 +2,8 @@
 
 A sub-task goes to the peer's request topic with ``replyTo`` =
 ``{ns}/a2a/v1/agent/response/{self}/{sub_task_id}`` and ``a2aStatusTopic`` =
-``{ns}/a2a/v1/agent/status/{self}/{sub_task_id}``; the delegator subscribes to both families
-once. The caller's ``userId``, ``a2aUserConfig``, ``authToken`` and ``contextId`` travel with
+``{ns}/a2a/v1/agent/status/{self}/{sub_task_id}``; a :class:`mesh.calls.CallRouter`
+subscribes to both families once and routes the answers. The caller's ``userId``, ``a2aUserConfig``, ``authToken`` and ``contextId`` travel with
 the sub-task, ``callDepth`` grows by one and ``a2aCallChain`` records who passed it on, so an
 agent can refuse chains that are too deep or that loop back to it.
 
@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents.errors import (
@@ -49,18 +49,13 @@ from mesh.a2a import (
     parse_response,
     parse_result,
 )
+from mesh.calls import Call, CallRouter
 from mesh.client import request_bytes
 from mesh.errors import AgentNotFoundError, MeshError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.registry import DiscoveryRegistry
-from mesh.transport import InboundMessage, MqttTransport
-from topics import (
-    get_agent_request_topic,
-    get_agent_response_subscription_topic,
-    get_agent_response_topic,
-    get_agent_status_subscription_topic,
-    get_peer_agent_status_topic,
-)
+from mesh.transport import MqttTransport
+from topics import get_agent_request_topic
 
 if TYPE_CHECKING:
     from agents.context import TaskContext
@@ -73,10 +68,16 @@ _FAILED_STATES = frozenset({TaskState.failed, TaskState.rejected, TaskState.canc
 @dataclass(eq=False)
 class _SubTask:
     peer: str
-    sub_task_id: str
+    call: Call
+    # The peer's own id for its task: our request id unless its events say otherwise.
     peer_task_id: str
     forward: Callable[[Any], None] | None
-    inbox: asyncio.Queue[tuple[str, bytes]] = field(default_factory=asyncio.Queue)
+    # Whether an event of the peer has told us its task id yet.
+    peer_task_known: bool = False
+
+    @property
+    def sub_task_id(self) -> str:
+        return self.call.key
 
 
 class Delegator:
@@ -98,16 +99,11 @@ class Delegator:
         self.registry = registry
         self.settings = settings
         self.discovery_wait_s = discovery_wait_s
-        self._pending: dict[str, _SubTask] = {}
+        self.router = CallRouter(transport, namespace, agent_name, role="agent")
 
     async def start(self) -> None:
         """Subscribe to this agent's response and status topics."""
-        await self.transport.subscribe(
-            get_agent_response_subscription_topic(self.namespace, self.agent_name), self._on_response
-        )
-        await self.transport.subscribe(
-            get_agent_status_subscription_topic(self.namespace, self.agent_name), self._on_status
-        )
+        await self.router.start()
 
     # ------------------------------------------------------------------ the call
 
@@ -129,17 +125,15 @@ class Delegator:
         sub_task_id = f"a2a_subtask_{uuid.uuid4().hex}"
         idle_s = timeout if timeout is not None else self.settings.timeout_s
         forwarder = _forwarder(ctx, peer) if forward else None
-        pending = _SubTask(peer, sub_task_id, sub_task_id, forwarder)
-        self._pending[sub_task_id] = pending
-        try:
-            await self._send(ctx, pending, message, chain, stream, idle_s, metadata)
-            return await self._wait(pending, idle_s)
-        except asyncio.CancelledError:
-            # The delegating task was canceled: cancel the work it started, down the chain.
-            self._cancel_peer(pending)
-            raise
-        finally:
-            del self._pending[sub_task_id]
+        with self.router.open(sub_task_id) as call:
+            pending = _SubTask(peer, call, sub_task_id, forwarder)
+            try:
+                await self._send(ctx, pending, message, chain, stream, idle_s, metadata)
+                return await self._wait(pending, idle_s)
+            except asyncio.CancelledError:
+                # The delegating task was canceled: cancel the work it started, down the chain.
+                self._cancel_peer(pending)
+                raise
 
     def _check_call(self, peer: str, chain: list[str], depth: int) -> None:
         settings = self.settings
@@ -196,8 +190,8 @@ class Delegator:
             call_depth=ctx.call_depth + 1,
             call_chain=chain,
             timestamp_ms=int(time.time() * 1000),
-            reply_to=get_agent_response_topic(self.namespace, self.agent_name, pending.sub_task_id),
-            status_topic=get_peer_agent_status_topic(self.namespace, self.agent_name, pending.sub_task_id),
+            reply_to=pending.call.reply_topic,
+            status_topic=pending.call.status_topic,
             correlation_data=pending.sub_task_id.encode(),
             content_type=JSON_CONTENT_TYPE,
             payload_format_utf8=True,
@@ -210,10 +204,12 @@ class Delegator:
     async def _wait(self, pending: _SubTask, idle_s: float) -> Task:
         while True:
             try:
-                kind, payload = await asyncio.wait_for(pending.inbox.get(), idle_s)
+                kind, payload = await pending.call.next(idle_s)
             except TimeoutError:
                 self._cancel_peer(pending)
                 raise DelegationTimeoutError(pending.peer, pending.peer_task_id, idle_s) from None
+            if kind == "event" and pending.forward is None and pending.peer_task_known:
+                continue  # it only restarts the idle timer: not worth parsing
             try:
                 response = parse_response(payload)
                 if isinstance(response, JSONRPCErrorResponse):
@@ -223,7 +219,7 @@ class Delegator:
                 raise PeerFailedError(pending.peer, error=exc) from None
             if kind == "event":
                 if isinstance(result, TaskStatusUpdateEvent | TaskArtifactUpdateEvent):
-                    pending.peer_task_id = result.task_id
+                    pending.peer_task_id, pending.peer_task_known = result.task_id, True
                     if pending.forward is not None:
                         pending.forward(result)
                 continue
@@ -236,10 +232,10 @@ class Delegator:
 
     def _cancel_peer(self, pending: _SubTask) -> None:
         """Ask the peer to cancel its task; its answer is not waited for."""
-        cancel_id = f"{pending.sub_task_id}-cancel"
+        cancel_id = f"{pending.sub_task_id}-cancel"  # nobody waits for it: the router drops it
         props = MessageProperties(
             client_id=self.agent_name,
-            reply_to=get_agent_response_topic(self.namespace, self.agent_name, cancel_id),
+            reply_to=self.router.topics(cancel_id)[0],
             correlation_data=cancel_id.encode(),
             content_type=JSON_CONTENT_TYPE,
             payload_format_utf8=True,
@@ -254,20 +250,6 @@ class Delegator:
             log.warning("%s: could not cancel task %s on %s: %s", self.agent_name, pending.peer_task_id, pending.peer, exc)
             return
         log.info("%s: canceling sub-task %s on %s", self.agent_name, pending.peer_task_id, pending.peer)
-
-    # ------------------------------------------------------------------ routing
-
-    def _on_response(self, message: InboundMessage) -> None:
-        self._route(message, "reply")
-
-    def _on_status(self, message: InboundMessage) -> None:
-        self._route(message, "event")
-
-    def _route(self, message: InboundMessage, kind: str) -> None:
-        pending = self._pending.get(message.topic.rsplit("/", 1)[-1])
-        if pending is not None:
-            pending.inbox.put_nowait((kind, message.payload))
-
 
 def _allowed(name: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in allow) and not any(fnmatch.fnmatchcase(name, p) for p in deny)

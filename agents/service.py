@@ -14,7 +14,6 @@ Only methods that must wait (cancel, push-URL checks) run as tasks.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -26,18 +25,16 @@ from agents.context import TaskContext
 from agents.delegation import Delegator
 from agents.push import PushConfigStore, PushNotifier, check_push_url
 from agents.runner import TaskRunner
-from agents.settings import AgentSettings, Limits
+from agents.settings import AgentSettings
 from agents.tasks import ContextHistory, Listener, TaskRecord, TaskStore
 from mesh.a2a import (
     INTERRUPTED_STATES,
-    DataPart,
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
     InternalFailure,
     InvalidParams,
     InvalidRequest,
     ListTaskPushNotificationConfigParams,
-    Message,
     MessageSendParams,
     Method,
     ParsedRequest,
@@ -51,13 +48,13 @@ from mesh.a2a import (
     TaskQueryParams,
     TaskState,
     TaskStatusUpdateEvent,
-    TextPart,
     UnsupportedOperation,
     parse_request,
     success_response_bytes,
 )
 from mesh.broker import BrokerSettings
 from mesh.errors import TransportError
+from mesh.limits import check_message_limits
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
@@ -273,6 +270,8 @@ class AgentService:
         if record.listeners:
             result_json = event.to_json_bytes()
             for listener in record.listeners:
+                if not listener.wants(event):
+                    continue
                 self.transport.publish_nowait(
                     listener.topic,
                     success_response_bytes(listener.request_id, result_json),
@@ -311,7 +310,7 @@ class AgentService:
         params = request.params
         assert isinstance(params, MessageSendParams)
         message = params.message
-        self._check_limits(message, self.settings.limits)
+        check_message_limits(message, self.settings.limits)
         self._check_call_chain(props)
         if message.task_id:
             record = self._task(message.task_id)
@@ -394,8 +393,8 @@ class AgentService:
             self.push_configs.set(record.id, config.push_notification_config)
         if props.status_topic is not None:
             # As in SAM, a status topic on message/send gets the events too: a delegating
-            # agent resets its idle timeout on them.
-            record.listeners.append(self._listener(record, props, route))
+            # agent resets its idle timeout on them. The Task answer closes it.
+            record.listeners.append(self._listener(record, props, route, progress_only=True))
         if config is not None and config.blocking is False:
             self._send_task(route, record, history_length)  # submitted, before the handler runs
         else:
@@ -437,29 +436,15 @@ class AgentService:
         await check_push_url(url, allow_private=self.settings.allow_private_push_urls)
         then(request, props, route)
 
-    def _listener(self, record: TaskRecord, props: MessageProperties, route: Route) -> Listener:
+    def _listener(
+        self, record: TaskRecord, props: MessageProperties, route: Route, *, progress_only: bool = False
+    ) -> Listener:
         topic = props.status_topic
         if topic is None:
             if not props.client_id:
                 raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
             topic = get_client_status_topic(self.namespace, props.client_id, record.id)
-        return Listener(topic, route.request_id, route.correlation)
-
-    @staticmethod
-    def _check_limits(message: Message, limits: Limits) -> None:
-        if len(message.parts) > limits.max_parts:
-            raise _too_big("params.message.parts", f"{len(message.parts)} parts", limits.max_parts, "max_parts")
-        for index, part in enumerate(message.parts):
-            if isinstance(part, TextPart):
-                size = len(part.text.encode())
-                if size > limits.max_text_part_bytes:
-                    path = f"params.message.parts.{index}.text"
-                    raise _too_big(path, f"{size} bytes", limits.max_text_part_bytes, "max_text_part_bytes")
-            elif isinstance(part, DataPart):
-                size = len(json.dumps(part.data, separators=(",", ":")))
-                if size > limits.max_data_part_bytes:
-                    path = f"params.message.parts.{index}.data"
-                    raise _too_big(path, f"{size} bytes", limits.max_data_part_bytes, "max_data_part_bytes")
+        return Listener(topic, route.request_id, route.correlation, progress_only)
 
     # ------------------------------------------------------------------ tasks/*
 
@@ -552,10 +537,3 @@ class AgentService:
 
 def _reply_properties(correlation: bytes | None) -> MessageProperties:
     return MessageProperties(correlation_data=correlation, content_type=JSON_CONTENT_TYPE, payload_format_utf8=True)
-
-
-def _too_big(path: str, size: str, limit: int, setting: str) -> InvalidParams:
-    return InvalidParams(
-        f"{path}: {size}; the limit is {limit} (limits.{setting}); send large content as a file by URI",
-        data={"errors": [{"path": path, "reason": f"{size} exceeds {limit}", "type": "too_large"}]},
-    )

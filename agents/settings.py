@@ -7,18 +7,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mesh.limits import MessageLimits
+
 
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Limits(_Settings):
-    """Request size limits; the defaults are the JAF A2A spec's."""
-
-    max_message_bytes: int = Field(1_000_000, gt=0, description="whole JSON-RPC payload")
-    max_parts: int = Field(100, gt=0, description="parts in one message")
-    max_text_part_bytes: int = Field(100_000, gt=0, description="UTF-8 bytes of one text part")
-    max_data_part_bytes: int = Field(1_000_000, gt=0, description="JSON bytes of one data part")
+# Request size limits (the JAF spec's defaults), shared with the gateways.
+Limits = MessageLimits
 
 
 class DelegationSettings(_Settings):

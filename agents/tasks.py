@@ -28,11 +28,22 @@ from mesh.a2a.helpers import utc_timestamp
 
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """A stream subscribed to a task: events go to ``topic`` as responses to ``request_id``."""
+    """A stream subscribed to a task: events go to ``topic`` as responses to ``request_id``.
+
+    ``progress_only`` is for the status topic of a ``message/send``: it gets the events that
+    say something (status messages, artifacts) but not bare state changes, nor the closing
+    status-update, which the Task answer repeats at once.
+    """
 
     topic: str
     request_id: str | int | None
     correlation: bytes | None
+    progress_only: bool = False
+
+    def wants(self, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
+        if not self.progress_only or isinstance(event, TaskArtifactUpdateEvent):
+            return True
+        return not event.final and event.status.message is not None
 
 
 @dataclass(eq=False)

@@ -151,13 +151,26 @@ def validation_error_text(
     for error in exc.errors(include_url=False):
         loc = tuple(error["loc"])
         path = key_path(*prefix, *loc)
-        problem, fix = _explain(error, _model_at(model, loc[:-1]), loc[-1] if loc else "")
+        owner = _model_at(model, loc[:-1])
+        hidden = _hides_input(model, owner) or any(isinstance(p, str) and _SECRET_KEY.search(p) for p in loc)
+        problem, fix = _explain(error, owner, loc[-1] if loc else "", hidden)
         lines.append(str(config_error(source, path, problem, fix)))
     return "\n".join(lines)
 
 
-def _explain(error: Any, owner: type[BaseModel] | None, key: KeyPart) -> tuple[str, str]:
+# Keys whose values are secrets: a config error never repeats what they hold.
+_SECRET_KEY = re.compile(r"(?i)(token|secret|password|passwd|credential|api_?key|keys|users|auth)")
+
+
+def _hides_input(*models: type[BaseModel] | None) -> bool:
+    return any(m is not None and m.model_config.get("hide_input_in_errors") for m in models)
+
+
+def _explain(error: Any, owner: type[BaseModel] | None, key: KeyPart, hidden: bool) -> tuple[str, str]:
     kind, value = error["type"], error.get("input")
+    if hidden or isinstance(value, dict | list | tuple):
+        # Secrets may sit anywhere inside a mapping; name the shape, never the content.
+        value = _Redacted(_type_name(value))
     fields = owner.model_fields if owner is not None else {}
     info = fields.get(key) if isinstance(key, str) else None
     if kind == "extra_forbidden":
@@ -195,6 +208,13 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+class _Redacted(str):
+    """What a config error shows instead of a value it must not repeat."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _shown(value: object) -> str:

@@ -25,6 +25,12 @@ class Inbox:
                          lambda: f"expected {count} messages, got {len(self.messages)}")
         return self.messages
 
+    async def wait_until_topic(self, topic: str, timeout: float = 5.0) -> list[InboundMessage]:
+        """Wait until a message on ``topic`` arrived; return every message so far."""
+        await wait_until(lambda: any(m.topic == topic for m in self.messages), self._changed, timeout,
+                         lambda: f"nothing on {topic} among {len(self.messages)} messages")
+        return self.messages
+
     @property
     def payloads(self) -> list[bytes]:
         return [m.payload for m in self.messages]

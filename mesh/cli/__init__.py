@@ -11,7 +11,7 @@ import argparse
 import asyncio
 from collections.abc import Sequence
 
-from mesh.cli import client_commands, run_commands
+from mesh.cli import client_commands, discovery_commands, run_commands
 from mesh.cli.common import EXIT_INTERRUPTED, describe, exit_code_for, fail
 
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_commands.register(subparsers)
     client_commands.register(subparsers)
+    discovery_commands.register(subparsers)
     return parser
 
 

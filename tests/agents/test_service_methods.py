@@ -246,3 +246,33 @@ async def test_replicas_share_the_requests_of_one_agent_name(
     assert sorted(reply_text(t) for t in tasks) == sorted(f"n{i}" for i in range(40))
     served = (len(first.tasks), len(second.tasks))
     assert sum(served) == 40 and min(served) > 0  # each request went to exactly one replica
+
+
+async def test_a_send_with_a_status_topic_gets_only_the_progress(
+    serve: Serve, client: MeshClient, make_transport: object, namespace: str
+) -> None:
+    import json
+
+    from mesh.a2a import MessageSendParams, TextPart, create_user_message
+    from mesh.client import request_bytes
+    from mesh.properties import MessageProperties
+    from tests.support import Inbox
+
+    await serve(Streamer(steps=2))
+    watcher = await make_transport()  # type: ignore[operator]
+    events = Inbox()
+    await watcher.subscribe(f"{namespace}/progress/+", events)
+    payload = request_bytes("message/send", "p-1", MessageSendParams(message=create_user_message([TextPart(text="go")])))
+    reply = await client.transport.request(
+        f"{namespace}/a2a/v1/agent/request/streamer", payload, timeout=5, correlation_id="p-1",
+        properties=MessageProperties(status_topic=f"{namespace}/progress/p-1"),
+    )
+    assert json.loads(reply.payload)["result"]["status"]["state"] == "completed"
+    # Everything the agent sent before its answer reaches the watcher before this marker.
+    await watcher.publish(f"{namespace}/progress/marker", b"{}")
+    await events.wait_until_topic(f"{namespace}/progress/marker")
+    kinds = []
+    for message in events.messages[:-1]:
+        result = json.loads(message.payload)["result"]
+        kinds.append(result["kind"] if result["kind"] == "artifact-update" else result["status"]["message"]["parts"][0]["text"])
+    assert kinds == ["step 0", "artifact-update", "step 1", "artifact-update", "artifact-update", "artifact-update"]

@@ -499,3 +499,40 @@ def test_check_keys() -> None:
     assert str(caught.value) == (
         "f.yaml: gateways[0].prot: unknown key 'prot'; did you mean 'port'? allowed keys: kind, port"
     )
+
+
+def test_validation_errors_never_repeat_secrets() -> None:
+    from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+    from mesh.config import validation_error_text
+
+    class Auth(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        mode: str
+        tokens: list[str]
+
+        @field_validator("tokens")
+        @classmethod
+        def distinct(cls, tokens: list[str]) -> list[str]:
+            if len(set(tokens)) != len(tokens):
+                raise ValueError("tokens holds the same secret twice")
+            return tokens
+
+    class Edge(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        auth: Auth
+        password: int = 0
+
+    cases = [
+        {"auth": {"mode": "bearer", "tokens": ["s3cret-tok", "s3cret-tok"]}},  # the whole mapping is the input
+        {"auth": {"mode": 1, "tokens": ["s3cret-tok"]}, "password": "hunter2-not-int"},  # a secret-named key
+    ]
+    for case in cases:
+        try:
+            Edge.model_validate(case)
+        except ValidationError as exc:
+            text = validation_error_text(exc, source="gw.yaml", prefix=("gateways", 0), model=Edge)
+        else:
+            raise AssertionError("expected a validation error")
+        assert "gw.yaml: gateways[0]" in text
+        assert "s3cret" not in text and "hunter2" not in text, text

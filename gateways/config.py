@@ -1,0 +1,52 @@
+"""The ``gateways:`` section of a mesh config file (the ``mesh.sections`` entry point).
+
+Each entry names its ``kind``; ``http`` is the A2A-over-HTTP gateway
+(:class:`gateways.http.settings.HttpGatewaySettings` lists its keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from mesh.component import BuildContext, Component
+from mesh.config import config_error, key_path, validation_error_text
+from mesh.errors import ConfigError
+
+KINDS = ("http",)
+
+
+def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
+    """One component per entry; errors name the file, the entry's key and the fix."""
+    from gateways.http.server import HttpGateway
+    from gateways.http.settings import HttpGatewaySettings
+
+    built: list[Component] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        here = (ctx.section, index)
+        if not isinstance(entry, Mapping):
+            raise config_error(ctx.source, here, "expected a mapping", "write the entry as 'kind: http' and its keys")
+        kind = entry.get("kind")
+        if kind not in KINDS:
+            raise config_error(
+                ctx.source, key_path(*here, "kind"), f"unknown gateway kind {kind!r}", f"use one of: {', '.join(KINDS)}"
+            )
+        try:
+            settings = HttpGatewaySettings.model_validate(entry)
+        except ValidationError as exc:
+            raise ConfigError(
+                validation_error_text(exc, source=ctx.source, prefix=here, model=HttpGatewaySettings)
+            ) from exc
+        if settings.id in seen:
+            raise config_error(
+                ctx.source,
+                key_path(*here, "id"),
+                f"gateway id {settings.id!r} is also used by {key_path(ctx.section, seen[settings.id])}",
+                "give each gateway its own id",
+            )
+        seen[settings.id] = index
+        built.append(HttpGateway(settings, broker=ctx.broker, namespace=ctx.namespace))
+    return built

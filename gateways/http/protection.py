@@ -1,0 +1,367 @@
+"""Edge protections of the HTTP A2A gateway: their errors and their configuration.
+
+The JAF A2A spec asks an HTTP server for authentication, rate limiting, concurrency and size
+limits and request timeouts. This module holds what they share: the JSON-RPC errors they
+raise and the pydantic models of the ``edge:`` configuration. The behaviour is framework-free
+and lives next door: :mod:`gateways.http.auth` (``Authenticator``) and
+:mod:`gateways.http.limits` (``RateLimiter``, ``ConcurrencyLimits``,
+``check_message_limits``, ``check_body_size``, ``request_timeout``).
+
+Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other errors
+(-32003 is also "push notifications not supported"), so every error raised here carries
+``data.errorType`` to tell them apart, plus the HTTP status and headers to answer with::
+
+    RpcError (mesh.a2a.exceptions)
+    └── EdgeError                 refused at the edge, before the mesh sees the request
+        code    errorType               HTTP  raised by
+        -32000  AgentNotFound            404  agent_not_found()
+        -32003  RateLimited              429  rate_limited()        (+ Retry-After)
+        -32004  AuthenticationRequired   401  auth_required()       (+ WWW-Authenticate)
+        -32005  PermissionDenied         403  permission_denied()
+        -32006  Timeout                  504  timeout_error()
+        -32007  ResourceExhausted   429/503  resource_exhausted()  (429: the caller's own quota
+                                                                     is full; 503: the gateway's)
+        -32600  PayloadTooLarge          413  payload_too_large()
+        -32600  InvalidHeader            400  invalid_header()
+
+Errors the mesh answers (an agent's InvalidParams, TaskNotFound...) are ordinary JSON-RPC
+errors and keep HTTP 200; only refusals at the edge use the HTTP statuses above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from mesh.a2a.errors import JSONRPCError
+from mesh.a2a.exceptions import RpcError
+from mesh.a2a.jsonrpc import RequestId
+from mesh.limits import MessageLimits
+from topics import validate_identifier
+
+# ---------------------------------------------------------------------------------- errors
+
+
+class EdgeError(RpcError):
+    """A request refused at the HTTP edge: a JAF error with its HTTP status and headers.
+
+    ``data["errorType"]`` names the error (JAF codes collide with A2A ones); ``http_status``
+    and ``headers`` are what the HTTP response should carry besides the JSON-RPC error body.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int,
+        error_type: str,
+        http_status: int,
+        details: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        request_id: RequestId = None,
+    ) -> None:
+        super().__init__(message, code=code, data={"errorType": error_type, **(details or {})}, request_id=request_id)
+        self.http_status = http_status
+        self.headers: Mapping[str, str] = MappingProxyType(dict(headers or {}))
+
+    @property
+    def error_type_name(self) -> str:
+        """JAF's ``errorType``: ``"RateLimited"``, ``"AuthenticationRequired"``..."""
+        return str(self.data["errorType"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # RpcError pickles by code, which would turn -32003 into PushNotificationNotSupported.
+        return (_restore, (self.error.to_wire_dict(), self.request_id, self.http_status, dict(self.headers)))
+
+
+def _restore(error: dict[str, Any], request_id: RequestId, status: int, headers: dict[str, str]) -> EdgeError:
+    model = JSONRPCError.model_validate(error)
+    exc = EdgeError.__new__(EdgeError)
+    exc._set(model, request_id)
+    exc.http_status, exc.headers = status, MappingProxyType(headers)
+    return exc
+
+
+def agent_not_found(name: str, available: list[str]) -> EdgeError:
+    """-32000 / 404: no agent ``name`` on the mesh; ``availableAgents`` lists those that are."""
+    listing = ", ".join(sorted(available)) or "none"
+    return EdgeError(
+        f"agent {name!r} is not on the mesh; available agents: {listing}",
+        code=-32000,
+        error_type="AgentNotFound",
+        http_status=404,
+        details={"agentName": name, "availableAgents": sorted(available)},
+    )
+
+
+def rate_limited(limit: int, window: float, retry_after: int, *, headers: Mapping[str, str] | None = None) -> EdgeError:
+    """-32003 / 429: the client sent more than ``limit`` requests per ``window`` seconds."""
+    return EdgeError(
+        f"rate limit exceeded: at most {limit} requests per {window:g} s; retry after {retry_after} s",
+        code=-32003,
+        error_type="RateLimited",
+        http_status=429,
+        details={"limit": limit, "window": window, "retryAfter": retry_after},
+        headers={"Retry-After": str(retry_after), **(headers or {})},
+    )
+
+
+def auth_required(reason: str, *, challenge: str) -> EdgeError:
+    """-32004 / 401: no or wrong credentials; ``challenge`` is the WWW-Authenticate value."""
+    return EdgeError(
+        f"authentication required: {reason}",
+        code=-32004,
+        error_type="AuthenticationRequired",
+        http_status=401,
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+def permission_denied(principal: str, action: str) -> EdgeError:
+    """-32005 / 403: the caller is authenticated but may not do ``action``."""
+    return EdgeError(
+        f"{principal!r} may not {action}; ask the gateway's operator for access",
+        code=-32005,
+        error_type="PermissionDenied",
+        http_status=403,
+        details={"principal": principal, "action": action},
+    )
+
+
+def timeout_error(seconds: float, *, what: str = "the request") -> EdgeError:
+    """-32006 / 504: ``what`` did not finish within ``seconds``."""
+    return EdgeError(
+        f"{what} did not finish within {seconds:g} s; ask for a longer X-A2A-Timeout (milliseconds), "
+        "or use message/stream or poll with tasks/get",
+        code=-32006,
+        error_type="Timeout",
+        http_status=504,
+        details={"timeoutMs": round(seconds * 1000)},
+    )
+
+
+def resource_exhausted(message: str, *, resource: str, limit: int, status: Literal[429, 503] = 429) -> EdgeError:
+    """-32007: a concurrency limit is full; 429 for the caller's own quota, 503 for the gateway's."""
+    return EdgeError(
+        message,
+        code=-32007,
+        error_type="ResourceExhausted",
+        http_status=status,
+        details={"resource": resource, "limit": limit},
+    )
+
+
+def payload_too_large(size: int, limit: int) -> EdgeError:
+    """-32600 / 413: the request body is larger than ``limits.max_message_bytes``."""
+    return EdgeError(
+        f"the request body is {size} bytes; the gateway accepts at most {limit} "
+        "(limits.max_message_bytes); send large content as a file by URI",
+        code=-32600,
+        error_type="PayloadTooLarge",
+        http_status=413,
+        details={"size": size, "limit": limit},
+    )
+
+
+def invalid_header(name: str, value: str, expected: str) -> EdgeError:
+    """-32600 / 400: a request header has a value the gateway cannot use."""
+    shown = value if len(value) <= 40 else value[:37] + "..."
+    return EdgeError(
+        f"header {name}: {shown!r} is not {expected}",
+        code=-32600,
+        error_type="InvalidHeader",
+        http_status=400,
+        details={"header": name, "expected": expected},
+    )
+
+
+def get_header(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of header ``name`` in ``headers``, whatever the case of its key."""
+    value = headers.get(name)
+    if value is not None:
+        return value
+    wanted = name.lower()
+    for key, value in headers.items():
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+class _Config(BaseModel):
+    # hide_input_in_errors: an error's text must not quote a token or password.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+class Credential(_Config):
+    """One bearer token or API key; ``name`` labels the caller (else a fingerprint does).
+
+    In YAML an entry is either the secret alone (``- ${A2A_TOKEN}``) or a mapping
+    (``- {name: ci, secret: ${CI_TOKEN}}``).
+    """
+
+    secret: SecretStr
+    name: str | None = Field(None, description="principal name, e.g. 'ci' (default: a fingerprint)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_secret(cls, value: Any) -> Any:
+        secret = value.get("secret", "") if isinstance(value, Mapping) else value
+        if secret is None or secret == "":
+            raise ValueError("the secret is empty; is its environment variable set?")
+        return {"secret": value} if isinstance(value, str) else value
+
+    @field_validator("secret")
+    @classmethod
+    def _check_secret(cls, secret: SecretStr) -> SecretStr:
+        value = secret.get_secret_value()
+        if not value.strip():
+            raise ValueError("the secret is empty; is its environment variable set?")
+        if value != value.strip():
+            raise ValueError("the secret has leading or trailing whitespace, which no HTTP header value keeps")
+        return secret
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str | None) -> str | None:
+        return None if name is None else validate_identifier(name, "caller name")
+
+
+_MODE_FIELDS = {"bearer": "tokens", "api_key": "keys", "basic": "users"}
+
+
+class AuthConfig(_Config):
+    """Who may call the gateway: ``none``, ``bearer`` tokens, ``api_key`` keys or ``basic`` users."""
+
+    mode: Literal["none", "bearer", "api_key", "basic"] = "none"
+    tokens: list[Credential] = Field(default_factory=list, description="mode bearer: Authorization: Bearer <token>")
+    keys: list[Credential] = Field(default_factory=list, description="mode api_key: X-API-Key: <key>")
+    users: dict[str, SecretStr] = Field(default_factory=dict, description="mode basic: user name -> password")
+    realm: str = Field("a2a", pattern=r'^[^"\\]+$', description="realm of the WWW-Authenticate challenge")
+
+    @field_validator("users")
+    @classmethod
+    def _check_users(cls, users: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for user, password in users.items():
+            if not user or ":" in user:
+                raise ValueError(f"user name {user!r} must be non-empty and hold no ':' (RFC 7617)")
+            if not password.get_secret_value():
+                raise ValueError(f"user {user!r} has an empty password; set it (e.g. ${{A2A_PASSWORD}})")
+        return users
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> AuthConfig:
+        wanted = _MODE_FIELDS.get(self.mode)
+        for mode, field in _MODE_FIELDS.items():
+            if field != wanted and getattr(self, field):
+                raise ValueError(f"{field} is used only with mode {mode!r}, but mode is {self.mode!r}")
+        if wanted is None:
+            return self
+        if not getattr(self, wanted):
+            raise ValueError(f"mode {self.mode!r} needs at least one entry in {wanted}")
+        if wanted != "users":
+            credentials: list[Credential] = getattr(self, wanted)
+            secrets = [c.secret.get_secret_value() for c in credentials]
+            if len(set(secrets)) != len(secrets):
+                raise ValueError(f"{wanted} holds the same secret twice; each caller needs its own")
+            names = [c.name for c in credentials if c.name]
+            if len(set(names)) != len(names):
+                raise ValueError(f"{wanted} holds the same name twice; names identify callers")
+        return self
+
+
+class RateLimitConfig(_Config):
+    """Requests per client: a token bucket of ``burst`` tokens refilled at ``requests``/``window_s``."""
+
+    requests: int = Field(100, gt=0, description="requests allowed per window (X-RateLimit-Limit)")
+    window_s: float = Field(60.0, gt=0, description="window in seconds (X-RateLimit-Window)")
+    burst: int | None = Field(None, gt=0, description="requests allowed at once; default: requests")
+    max_clients: int = Field(10_000, gt=0, description="clients tracked at most; the least recent are forgotten")
+
+
+class ConcurrencyConfig(_Config):
+    """Requests and tasks in flight at once (JAF defaults)."""
+
+    max_requests_per_client: int = Field(10, gt=0, description="requests one client has in flight")
+    max_tasks_per_context: int = Field(5, gt=0, description="unfinished tasks one contextId has on the mesh")
+
+
+# The message size limits are the agents' own (mesh.limits), so the edge refuses exactly what
+# an agent would.
+LimitsConfig = MessageLimits
+
+
+class TimeoutConfig(_Config):
+    """How long the gateway waits for the mesh; a client may ask for another time with X-A2A-Timeout."""
+
+    default_s: float = Field(30.0, gt=0, description="blocking request without X-A2A-Timeout")
+    maximum_s: float = Field(300.0, gt=0, description="longest X-A2A-Timeout honoured for a blocking request")
+    streaming_s: float = Field(600.0, gt=0, description="stream without X-A2A-Timeout, and its longest")
+
+    @model_validator(mode="after")
+    def _check_order(self) -> TimeoutConfig:
+        if self.default_s > self.maximum_s:
+            raise ValueError(f"default_s ({self.default_s:g}) is above maximum_s ({self.maximum_s:g})")
+        return self
+
+
+_DEFAULT_CORS_HEADERS = ["Authorization", "Content-Type", "X-API-Key", "X-A2A-Timeout", "X-A2A-Version"]
+_EXPOSED_HEADERS = [
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+    "X-RateLimit-Window",
+    "Retry-After",
+    "WWW-Authenticate",
+]
+
+
+class CorsConfig(_Config):
+    """Browser access; the field names are Starlette ``CORSMiddleware``'s arguments.
+
+    No origin is allowed by default: list them (``https://app.example.com``) or use ``"*"``.
+    """
+
+    allow_origins: list[str] = Field(default_factory=list)
+    allow_methods: list[str] = Field(default_factory=lambda: ["GET", "POST", "OPTIONS"])
+    allow_headers: list[str] = Field(default_factory=lambda: list(_DEFAULT_CORS_HEADERS))
+    expose_headers: list[str] = Field(default_factory=lambda: list(_EXPOSED_HEADERS))
+    allow_credentials: bool = False
+    max_age: int = Field(600, ge=0, description="seconds a browser may cache a preflight answer")
+
+    @field_validator("allow_origins")
+    @classmethod
+    def _check_origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            scheme, sep, rest = origin.partition("://")
+            if origin != "*" and (not sep or scheme not in ("http", "https") or not rest or "/" in rest):
+                raise ValueError(
+                    f"origin {origin!r} must be '*' or scheme://host[:port] with no path or trailing '/', "
+                    "e.g. 'https://app.example.com'"
+                )
+        return origins
+
+    @model_validator(mode="after")
+    def _check_credentials(self) -> CorsConfig:
+        if self.allow_credentials and "*" in self.allow_origins:
+            raise ValueError("allow_credentials cannot be used with origin '*' (browsers refuse it); list the origins")
+        return self
+
+
+class EdgeConfig(_Config):
+    """Every edge protection of the HTTP gateway, with the JAF A2A spec's defaults.
+
+    ``rate_limit: null`` turns rate limiting off; authentication is off unless ``auth.mode`` is set.
+    """
+
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    rate_limit: RateLimitConfig | None = Field(default_factory=RateLimitConfig)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    cors: CorsConfig = Field(default_factory=CorsConfig)

@@ -1,0 +1,226 @@
+"""JSON-RPC at the HTTP edge: a request of either A2A version in, E2A envelope out, and back.
+
+::
+
+    call = parse_call(body, headers.get("A2A-Version"))   # 0.3 as is, 1.0 translated to 0.3
+    envelope = envelope_for(call, user_id=principal.name)
+    frames = runtime.forward(envelope, agent)            # E2A frames from the mesh
+    answer(call, final_frame)   or   async for chunk in sse(call, frames)
+
+Nothing here knows about Starlette: :mod:`gateways.http.app` does the HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from gateways.e2a import (
+    E2AEnvelope,
+    E2AProvenance,
+    E2AResponse,
+    envelope_from_a2a_send_message,
+    utc_now_iso,
+)
+from gateways.http.a2a_v1 import (
+    V1_METHODS,
+    V1_STREAMING_METHODS,
+    StreamToV1,
+    error_response_v1,
+    negotiate_version,
+    params_from_v1,
+    result_v1,
+)
+from mesh.a2a import (
+    METHOD_PARAMS,
+    InvalidJSON,
+    InvalidParams,
+    InvalidRequest,
+    JSONRPCError,
+    Method,
+    RpcError,
+    parse_request,
+)
+from mesh.a2a.parse import decode_json
+from mesh.a2a.validation import format_validation_error, validation_error_details
+
+Version = Literal["0.3", "1.0"]
+_STREAMING_0_3 = {Method.message_stream, Method.tasks_resubscribe}
+_SSE_NAMES = {"statusUpdate": "status-update", "artifactUpdate": "artifact-update", "task": "task", "message": "message"}
+
+
+@dataclass(slots=True)
+class RpcCall:
+    """One parsed request: its id, the method as sent and as the mesh knows it, 0.3 params."""
+
+    version: Version
+    request_id: str | int | None
+    method: str  # as the client sent it (a 1.0 name or a 0.3 one)
+    mesh_method: Method | None  # None: answered by the gateway itself (1.0 ListTasks...)
+    params: dict[str, Any] = field(default_factory=dict)  # A2A 0.3 JSON, validated
+
+    @property
+    def streaming(self) -> bool:
+        if self.version == "1.0":
+            return self.method in V1_STREAMING_METHODS
+        return self.mesh_method in _STREAMING_0_3
+
+    @property
+    def task_id(self) -> str | None:
+        """The task the request is about, when it names one."""
+        if self.mesh_method in (Method.message_send, Method.message_stream):
+            found = (self.params.get("message") or {}).get("taskId")
+        else:
+            found = self.params.get("id") or self.params.get("taskId")
+        return found if isinstance(found, str) else None
+
+    @property
+    def context_id(self) -> str | None:
+        found = (self.params.get("message") or {}).get("contextId")
+        return found if isinstance(found, str) else None
+
+
+def parse_call(body: bytes, version_header: str | None) -> RpcCall:
+    """Read one JSON-RPC request; raise the right RpcError (with the id when it could be read)."""
+    try:
+        doc = decode_json(body)
+    except ValueError as exc:
+        raise InvalidJSON(f"Invalid JSON payload: {exc}") from None
+    method = doc.get("method") if isinstance(doc, dict) else None
+    request_id = doc.get("id") if isinstance(doc, dict) and type(doc.get("id")) in (str, int) else None
+    try:
+        version = negotiate_version(method if isinstance(method, str) else "", version_header)
+    except RpcError as exc:
+        exc.request_id = request_id
+        raise
+    if version == "0.3":
+        parsed = parse_request(body)
+        return RpcCall("0.3", parsed.id, parsed.requested_method, parsed.method, parsed.params.to_wire_dict())
+    if not isinstance(doc, dict) or doc.get("jsonrpc") != "2.0" or not isinstance(method, str):
+        raise InvalidRequest('a request is an object with "jsonrpc": "2.0" and a string "method"', request_id=request_id)
+    try:
+        if V1_METHODS.get(method, ...) is None:  # answered by the gateway (ListTasks...)
+            return RpcCall("1.0", request_id, method, None, doc.get("params") or {})
+        mesh_method, params = params_from_v1(method, doc.get("params"))
+        return RpcCall("1.0", request_id, method, mesh_method, _validated(mesh_method, params))
+    except RpcError as exc:
+        exc.request_id = request_id
+        raise
+
+
+def _validated(method: Method, params: dict[str, Any]) -> dict[str, Any]:
+    """The 0.3 params as the mesh's models read them (what 0.3 requests get from parse_request)."""
+    try:
+        return METHOD_PARAMS[method].model_validate(params).to_wire_dict()
+    except ValidationError as exc:
+        raise InvalidParams(
+            f"invalid params for {method}: {format_validation_error(exc, prefix='params')}",
+            data={"method": str(method), "errors": validation_error_details(exc, prefix="params")},
+        ) from None
+
+
+def envelope_for(call: RpcCall, *, user_id: str | None, channel: str = "http") -> E2AEnvelope:
+    """The E2A envelope of a request: every request the gateway takes in is one."""
+    details = {"kind": "a2a_jsonrpc", "a2a_version": call.version, "jsonrpc_method": call.method}
+    if call.mesh_method in (Method.message_send, Method.message_stream):
+        message = call.params["message"]
+        envelope = envelope_from_a2a_send_message(
+            task_id=message.get("taskId"),
+            context_id=message.get("contextId"),
+            message_body=message,
+            metadata=call.params.get("metadata"),
+            configuration=call.params.get("configuration"),
+            channel=channel,
+            converter="gateways.http.rpc:envelope_for",
+            extra_provenance_details=details,
+        )
+    else:
+        envelope = E2AEnvelope(
+            method=str(call.mesh_method),
+            params=dict(call.params),
+            channel=channel,
+            provenance=E2AProvenance(
+                source_protocol="a2a", converter="gateways.http.rpc:envelope_for",
+                converted_at=utc_now_iso(), details=details,
+            ),
+        )
+    envelope.request_id = uuid.uuid4().hex
+    envelope.jsonrpc_id = call.request_id
+    envelope.user_id = user_id
+    envelope.is_stream = call.streaming
+    envelope.ensure_timestamp()
+    return envelope
+
+
+# ---------------------------------------------------------------- answers
+
+
+def result_of(frame: E2AResponse) -> Any:
+    """The A2A 0.3 result of a final frame; an error frame raises its RpcError."""
+    body = frame.body
+    if frame.response_kind == "e2a.error":
+        raise error_of(frame)
+    if frame.response_kind == "e2a.complete":
+        return body.get("result")
+    return body
+
+
+def error_of(frame: E2AResponse) -> RpcError:
+    body = frame.body
+    details = body.get("details")
+    code = body.get("code") if isinstance(body.get("code"), int) else -32603
+    error = JSONRPCError(code=code, message=str(body.get("message", "")), data=details or None)
+    return RpcError.from_error(error)
+
+
+def answer(call: RpcCall, frame: E2AResponse) -> dict[str, Any]:
+    """The JSON-RPC response to a unary request, in the caller's A2A version."""
+    try:
+        result = result_of(frame)
+    except RpcError as exc:
+        return error_response(call.version, call.request_id, exc)
+    if call.version == "1.0":
+        result = result_v1(call.method, result)
+    return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
+
+
+def error_response(version: Version, request_id: str | int | None, error: RpcError) -> dict[str, Any]:
+    if version == "1.0":
+        return error_response_v1(request_id, error)
+    response: dict[str, Any] = error.to_response(request_id).to_wire_dict()
+    return response
+
+
+async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
+    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response."""
+    v1 = StreamToV1() if call.version == "1.0" else None
+    try:
+        async for frame in frames:
+            if frame.response_kind == "e2a.error":
+                yield _sse_event("error", error_response(call.version, call.request_id, error_of(frame)))
+                return
+            item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
+            if v1 is None:
+                yield _sse_event(_kind_0_3(item), {"jsonrpc": "2.0", "id": call.request_id, "result": item})
+                continue
+            for response in v1.feed(item):
+                name = _SSE_NAMES.get(next(iter(response)), "message")
+                yield _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": response})
+            if v1.closed:
+                return
+    finally:
+        # A client that left, or a 1.0 stream closed early: release the mesh call now.
+        await frames.aclose()  # type: ignore[attr-defined]
+
+
+def _kind_0_3(item: Any) -> str:
+    return str(item.get("kind", "message")) if isinstance(item, dict) else "message"
+
+
+def _sse_event(name: str, data: dict[str, Any]) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (name.encode(), json.dumps(data, separators=(",", ":")).encode())

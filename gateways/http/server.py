@@ -1,0 +1,85 @@
+"""The HTTP gateway as a component: its mesh runtime plus a uvicorn server in the same loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+
+import uvicorn
+
+from gateways.e2a import ResponseLog
+from gateways.http.app import build_app
+from gateways.http.cards import gateway_card
+from gateways.http.settings import HttpGatewaySettings
+from gateways.runtime import GatewayRuntime
+from mesh.broker import BrokerSettings
+
+log = logging.getLogger("gateways.http")
+
+
+class HttpGateway:
+    """A2A over HTTP for every agent of a namespace (a :class:`mesh.component.Component`)."""
+
+    kind = "gateway"
+
+    def __init__(self, settings: HttpGatewaySettings, *, broker: BrokerSettings, namespace: str) -> None:
+        self.settings = settings
+        self.name = settings.id
+        self._socket = _bind(settings.host, settings.port)  # bound now: the port is known up front
+        self.port = int(self._socket.getsockname()[1])
+        self.public_url = (settings.public_url or f"http://{_url_host(settings.host)}:{self.port}").rstrip("/")
+        response_log = ResponseLog(Path(settings.response_log)) if settings.response_log else None
+        self.runtime = GatewayRuntime(
+            settings.id,
+            broker=broker,
+            namespace=namespace,
+            card=lambda: gateway_card(settings.id, namespace, self.public_url).to_json_bytes(),
+            idle_timeout_s=settings.idle_timeout_s,
+            card_interval_s=settings.card_interval_s,
+            discovery_ttl_s=settings.discovery_ttl_s,
+            response_log=response_log,
+        )
+        self.app = build_app(self)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._serving: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Connect to the mesh, then take HTTP requests."""
+        await self.runtime.start()
+        self._serving = asyncio.get_running_loop().create_task(self._server.serve(sockets=[self._socket]))
+        while not self._server.started:
+            if self._serving.done():
+                self._serving.result()  # raises why it could not serve
+            await asyncio.sleep(0.01)
+        log.info("gateway %s serving A2A on %s (namespace %s)", self.name, self.public_url, self.runtime.namespace)
+
+    async def stop(self) -> None:
+        """Stop taking HTTP requests (open streams end), then leave the mesh."""
+        self._server.should_exit = True
+        if self._serving is not None:
+            await self._serving
+        self._socket.close()
+        await self.runtime.stop()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"the HTTP gateway cannot listen on {host}:{port}: {exc}; choose another port") from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host

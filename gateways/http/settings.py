@@ -1,0 +1,75 @@
+"""How an HTTP gateway is configured: one entry of a config file's ``gateways:`` section.
+
+```yaml
+gateways:
+  - kind: http
+    id: web                      # gateway id on the mesh (its card topic, its response topics)
+    host: 127.0.0.1
+    port: 8080                   # 0 picks a free port
+    public_url: https://a2a.example.com   # what cards advertise (default http://host:port)
+    default_agent: orchestrator  # served at POST /a2a and /.well-known/agent-card.json
+    auth: {mode: bearer, tokens: [${A2A_TOKEN}]}
+    rate_limit: {requests: 100, window_s: 60, burst: 20}
+    concurrency: {max_requests_per_client: 10, max_tasks_per_context: 5}
+    limits: {max_message_bytes: 1000000, max_parts: 100}
+    timeouts: {default_s: 30, maximum_s: 300, streaming_s: 600}
+    cors: {allow_origins: [https://app.example.com]}
+    response_log: logs/e2a.ndjson   # one redacted E2A response per line
+```
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateways.http.protection import (
+    AuthConfig,
+    ConcurrencyConfig,
+    CorsConfig,
+    EdgeConfig,
+    LimitsConfig,
+    RateLimitConfig,
+    TimeoutConfig,
+)
+from topics import validate_identifier
+
+
+class HttpGatewaySettings(BaseModel):
+    """One HTTP gateway; the edge protections have the JAF A2A spec's defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["http"] = "http"
+    id: str = Field("http", description="the gateway id on the mesh")
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8080, ge=0, le=65535, description="port to listen on; 0 picks a free one")
+    public_url: str | None = Field(None, description="base URL clients use, for the cards (default http://host:port)")
+    default_agent: str | None = Field(None, description="agent behind POST /a2a and the well-known card")
+    idle_timeout_s: float = Field(300.0, gt=0, description="cancel a mesh task silent this long")
+    card_interval_s: float = Field(10.0, gt=0, description="republish the gateway card this often")
+    discovery_ttl_s: float = Field(60.0, gt=0, description="forget an agent card not refreshed this long")
+    response_log: str | None = Field(None, description="NDJSON file of the E2A responses (secrets redacted)")
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    rate_limit: RateLimitConfig | None = Field(default_factory=RateLimitConfig)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    cors: CorsConfig = Field(default_factory=CorsConfig)
+
+    @field_validator("id", "default_agent")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        return None if value is None else validate_identifier(value, "gateway id or agent name")
+
+    @property
+    def edge(self) -> EdgeConfig:
+        return EdgeConfig(
+            auth=self.auth,
+            rate_limit=self.rate_limit,
+            concurrency=self.concurrency,
+            limits=self.limits,
+            timeouts=self.timeouts,
+            cors=self.cors,
+        )

@@ -1,0 +1,308 @@
+"""A gateway on the mesh: its id, topics, card and registry, and how it forwards requests.
+
+Every request a gateway takes in is first an :class:`~gateways.e2a.E2AEnvelope`;
+:meth:`GatewayRuntime.forward` sends it to an agent on the mesh (``replyTo`` =
+``{ns}/a2a/v1/gateway/response/{gateway}/{key}``, ``a2aStatusTopic`` = ``.../gateway/status/...``)
+and yields the answer as :class:`~gateways.e2a.E2AResponse` frames, sequenced by a
+:class:`~gateways.e2a.ResponseSequencer`:
+
+- progress (status and artifact events) as ``a2a.stream_event`` frames;
+- the answer as one final ``a2a.task`` / ``a2a.message`` / ``e2a.complete`` frame;
+- a failure as one final ``e2a.error`` frame whose ``code`` is the JSON-RPC code.
+
+A task silent for ``idle_timeout_s`` (or past the request's deadline) is canceled on the mesh
+and answered with a timeout error, so no client is left waiting on a task nobody works on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
+from mesh.a2a import TERMINAL_STATES, TaskIdParams, TaskState
+from mesh.broker import BrokerSettings
+from mesh.calls import Call, CallRouter
+from mesh.client import request_bytes
+from mesh.errors import MeshError
+from mesh.presence import CardPresence, presence_will
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.registry import DiscoveryRegistry
+from mesh.transport import MqttTransport
+from topics import get_agent_request_topic, get_gateway_discovery_topic, validate_identifier, validate_namespace
+
+log = logging.getLogger("gateways.runtime")
+
+# JAF's codes (they collide with A2A's -32003..-32007: data.errorType tells them apart).
+AGENT_NOT_FOUND = -32000
+TIMEOUT = -32006
+SEND_METHODS = {"session/prompt", "message/send", "message/stream"}
+
+
+@dataclass(slots=True)
+class TaskRoute:
+    """What the gateway remembers of a task it forwarded: which agent has it, its last state."""
+
+    task_id: str
+    agent: str
+    context_id: str | None
+    owner: str | None
+    state: str | None = None
+    task: dict[str, Any] | None = None  # the last Task seen, as A2A 0.3 JSON
+    updated: float = 0.0
+
+
+class GatewayError(MeshError):
+    """A request the gateway refuses before it reaches the mesh; ``code`` is its JSON-RPC code."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data or {}
+
+
+class GatewayRuntime:
+    """The mesh side of a gateway (the HTTP side is in :mod:`gateways.http`)."""
+
+    def __init__(
+        self,
+        gateway_id: str,
+        *,
+        broker: BrokerSettings,
+        namespace: str,
+        card: Callable[[], bytes],
+        idle_timeout_s: float = 300.0,
+        card_interval_s: float = 10.0,
+        discovery_ttl_s: float = 60.0,
+        max_remembered_tasks: int = 10_000,
+        response_log: ResponseLog | None = None,
+    ) -> None:
+        self.gateway_id = validate_identifier(gateway_id, "gateway id")
+        self.namespace = validate_namespace(namespace)
+        self.idle_timeout_s = idle_timeout_s
+        card_topic = get_gateway_discovery_topic(self.namespace, self.gateway_id)
+        self.transport = MqttTransport(
+            broker, client_id=f"{self.gateway_id}-{uuid.uuid4().hex[:8]}", will=presence_will(card_topic)
+        )
+        self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=discovery_ttl_s)
+        self.router = CallRouter(self.transport, self.namespace, self.gateway_id, role="gateway")
+        self.presence = CardPresence(self.transport, card_topic, card, interval_s=card_interval_s)
+        self.response_log = response_log
+        self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
+        self._max_tasks = max_remembered_tasks
+
+    async def start(self) -> None:
+        await self.transport.connect()
+        await self.registry.start()
+        await self.router.start()
+        await self.presence.start()
+
+    async def stop(self) -> None:
+        await self.presence.stop()
+        await self.registry.stop()
+        await self.transport.close()
+        if self.response_log is not None:
+            self.response_log.close()
+
+    # ------------------------------------------------------------------ routing help
+
+    def agent_card(self, name: str) -> Any:
+        """The card of agent ``name``, or the JAF agent-not-found error listing the others."""
+        entry = self.registry.get(name)
+        if entry is None:
+            available = self.registry.agent_names()
+            raise GatewayError(
+                AGENT_NOT_FOUND,
+                f"Agent not found: {name!r} is not on namespace {self.namespace!r}; "
+                f"available agents: {', '.join(available) or 'none'}",
+                {"errorType": "AgentNotFound", "agentName": name, "availableAgents": available},
+            )
+        return entry.card
+
+    def task_route(self, task_id: str) -> TaskRoute | None:
+        return self._tasks.get(task_id)
+
+    def task_routes(self) -> list[TaskRoute]:
+        return list(self._tasks.values())
+
+    # ------------------------------------------------------------------ forwarding
+
+    async def forward(
+        self,
+        envelope: E2AEnvelope,
+        agent: str,
+        *,
+        deadline_s: float | None = None,
+        owner: str | None = None,
+    ) -> AsyncIterator[E2AResponse]:
+        """Send ``envelope`` to ``agent`` and yield the E2A frames of the answer, final last.
+
+        ``deadline_s`` bounds the whole request (the HTTP timeout); the idle timeout bounds the
+        silence between two events. Closing the iterator early (a client that went away)
+        leaves the task running: it can be fetched or resubscribed to later.
+        """
+        sequencer = ResponseSequencer(envelope)
+        method, params = self._mesh_call(envelope)
+        key = f"gw_{uuid.uuid4().hex}"
+        task_id = _task_id_of(method, params) or key
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        with self.router.open(key) as call:
+            try:
+                self.agent_card(agent)
+                await self._publish(envelope, agent, method, params, call)
+                if method in ("message/send", "message/stream") and task_id:
+                    self._remember(task_id, agent, params, owner)
+            except GatewayError as exc:
+                yield self._logged(sequencer.error(exc.code, str(exc), exc.data))
+                return
+            async for frame in self._answers(sequencer, call, agent, task_id, deadline):
+                yield frame
+
+    def _mesh_call(self, envelope: E2AEnvelope) -> tuple[str, dict[str, Any]]:
+        """The mesh method and 0.3 params an envelope stands for."""
+        method = envelope.method or ""
+        params = dict(envelope.params)
+        if method in SEND_METHODS:
+            method = "message/stream" if envelope.is_stream else "message/send"
+            if envelope.a2a_metadata:
+                params["metadata"] = envelope.a2a_metadata
+            if not params.get("configuration"):
+                params.pop("configuration", None)
+        return method, params
+
+    async def _publish(
+        self, envelope: E2AEnvelope, agent: str, method: str, params: dict[str, Any], call: Call
+    ) -> None:
+        props = MessageProperties(
+            client_id=self.gateway_id,
+            user_id=envelope.user_id,
+            reply_to=call.reply_topic,
+            status_topic=call.status_topic,  # events reset the idle timeout, even for message/send
+            correlation_data=call.key.encode(),
+            timestamp_ms=int(time.time() * 1000),
+            content_type=JSON_CONTENT_TYPE,
+            payload_format_utf8=True,
+        )
+        # The client's own credential stays at the edge: agents get the identity as userId.
+        payload = b'{"jsonrpc":"2.0","id":%s,"method":%s,"params":%s}' % (
+            json.dumps(call.key).encode(), json.dumps(method).encode(), json.dumps(params, separators=(",", ":")).encode()
+        )
+        await self.transport.publish(get_agent_request_topic(self.namespace, agent), payload, properties=props)
+
+    async def _answers(
+        self, sequencer: ResponseSequencer, call: Call, agent: str, task_id: str, deadline: float | None
+    ) -> AsyncIterator[E2AResponse]:
+        while True:
+            wait = self.idle_timeout_s
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+            try:
+                kind, payload = await call.next(max(wait, 0.0))
+            except TimeoutError:
+                self._cancel_on_mesh(agent, task_id)
+                timed_out = deadline is not None and time.monotonic() >= deadline
+                reason = "the request's timeout ran out" if timed_out else f"nothing came for {self.idle_timeout_s:g} s"
+                yield self._logged(sequencer.error(
+                    TIMEOUT,
+                    f"Timeout: agent {agent!r} did not finish task {task_id!r} ({reason}); the task was canceled",
+                    {"errorType": "Timeout", "agentName": agent, "taskId": task_id},
+                ))
+                return
+            try:
+                response = json.loads(payload)
+            except ValueError:
+                log.warning("%s: a non-JSON answer from %s ignored", self.gateway_id, agent)
+                continue
+            if kind == "event":
+                result = response.get("result")
+                if isinstance(result, dict):
+                    task_id = result.get("taskId") or result.get("id") or task_id
+                    self._observe(result)
+                    branch = _BRANCHES.get(result.get("kind"), "status_update")
+                    yield self._logged(sequencer.a2a_stream_event(branch, result))
+                continue
+            yield self._logged(self._final(sequencer, response))
+            return
+
+    def _final(self, sequencer: ResponseSequencer, response: dict[str, Any]) -> E2AResponse:
+        error = response.get("error")
+        if isinstance(error, dict):
+            return sequencer.error(error.get("code", -32603), str(error.get("message", "")), error.get("data"))
+        result = response.get("result")
+        if isinstance(result, dict) and result.get("kind") == "task":
+            self._observe(result)
+            return sequencer.finish("a2a.task", result)
+        if isinstance(result, dict) and result.get("kind") == "message":
+            return sequencer.finish("a2a.message", result)
+        return sequencer.complete(result)
+
+    def _logged(self, frame: E2AResponse) -> E2AResponse:
+        if self.response_log is not None:
+            self.response_log.write(frame)
+        return frame
+
+    def _cancel_on_mesh(self, agent: str, task_id: str) -> None:
+        cancel_id = f"gw_cancel_{uuid.uuid4().hex}"
+        props = MessageProperties(
+            client_id=self.gateway_id,
+            reply_to=self.router.topics(cancel_id)[0],  # nobody waits for it
+            correlation_data=cancel_id.encode(),
+            content_type=JSON_CONTENT_TYPE,
+            payload_format_utf8=True,
+        )
+        try:
+            self.transport.publish_nowait(
+                get_agent_request_topic(self.namespace, agent),
+                request_bytes("tasks/cancel", cancel_id, TaskIdParams(id=task_id)),
+                properties=props,
+            )
+        except (MeshError, ValueError) as exc:
+            log.warning("%s: could not cancel task %s on %s: %s", self.gateway_id, task_id, agent, exc)
+        else:
+            log.info("%s: canceled task %s on %s after a timeout", self.gateway_id, task_id, agent)
+
+    # ------------------------------------------------------------------ task memory
+
+    def _remember(self, task_id: str, agent: str, params: dict[str, Any], owner: str | None) -> None:
+        message = params.get("message") or {}
+        route = self._tasks.get(task_id)
+        if route is None:
+            route = self._tasks[task_id] = TaskRoute(task_id, agent, message.get("contextId"), owner)
+            while len(self._tasks) > self._max_tasks:
+                self._tasks.popitem(last=False)
+        route.updated = time.time()
+
+    def _observe(self, result: dict[str, Any]) -> None:
+        """Keep the latest known state of tasks the gateway forwarded (for ListTasks, routing)."""
+        task_id = result.get("id") if result.get("kind") == "task" else result.get("taskId")
+        route = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        if route is None:
+            return
+        status = result.get("status")
+        if isinstance(status, dict):
+            route.state = status.get("state")
+        if result.get("kind") == "task":
+            route.task = result
+            route.context_id = result.get("contextId", route.context_id)
+        route.updated = time.time()
+
+    def context_busy(self, context_id: str) -> int:
+        """How many tasks of ``context_id`` the gateway knows as still running."""
+        terminal = {s.value for s in TERMINAL_STATES} | {TaskState.input_required.value, TaskState.auth_required.value}
+        return sum(1 for r in self._tasks.values() if r.context_id == context_id and r.state not in terminal)
+
+
+_BRANCHES = {"status-update": "status_update", "artifact-update": "artifact_update", "task": "task", "message": "message"}
+
+
+def _task_id_of(method: str, params: dict[str, Any]) -> str | None:
+    if method in ("message/send", "message/stream"):
+        message = params.get("message") or {}
+        return message.get("taskId")
+    return params.get("id") if isinstance(params.get("id"), str) else None

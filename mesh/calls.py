@@ -1,0 +1,106 @@
+"""Calls whose answers come back on topics of their own (SAM's pattern).
+
+An agent delegating and a gateway forwarding both send a request per task with
+``replyTo = .../{role}/response/{owner}/{key}`` and ``a2aStatusTopic = .../{role}/status/{owner}/{key}``,
+subscribe once to ``.../{role}/response/{owner}/+`` and ``.../{role}/status/{owner}/+``, and route
+what arrives by the last topic level. :class:`CallRouter` does that routing;
+:class:`Call` is one open call, read with :meth:`Call.next`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mesh.transport import InboundMessage, MqttTransport
+from topics import (
+    get_agent_response_subscription_topic,
+    get_agent_response_topic,
+    get_agent_status_subscription_topic,
+    get_gateway_response_subscription_topic,
+    get_gateway_response_topic,
+    get_gateway_status_subscription_topic,
+    get_gateway_status_topic,
+    get_peer_agent_status_topic,
+)
+
+Role = Literal["agent", "gateway"]
+# What arrived: a stream event (status topic) or the final answer (response topic).
+Arrival = tuple[Literal["event", "reply"], bytes]
+
+
+@dataclass(eq=False)
+class Call:
+    """One request in flight; its answer and events arrive in order on :meth:`next`."""
+
+    key: str
+    reply_topic: str
+    status_topic: str
+    _inbox: asyncio.Queue[Arrival] = field(default_factory=asyncio.Queue, repr=False)
+
+    async def next(self, timeout: float) -> Arrival:
+        """The next event or reply; ``TimeoutError`` after ``timeout`` seconds of silence."""
+        return await asyncio.wait_for(self._inbox.get(), timeout)
+
+
+class CallRouter:
+    """Routes answers on one owner's response/status topics to the calls waiting for them."""
+
+    def __init__(self, transport: MqttTransport, namespace: str, owner: str, *, role: Role) -> None:
+        self.transport = transport
+        self.namespace = namespace
+        self.owner = owner
+        self.role = role
+        self._calls: dict[str, Call] = {}
+
+    async def start(self) -> None:
+        """Subscribe to the owner's response and status topics."""
+        if self.role == "agent":
+            responses = get_agent_response_subscription_topic(self.namespace, self.owner)
+            statuses = get_agent_status_subscription_topic(self.namespace, self.owner)
+        else:
+            responses = get_gateway_response_subscription_topic(self.namespace, self.owner)
+            statuses = get_gateway_status_subscription_topic(self.namespace, self.owner)
+        await self.transport.subscribe(responses, self._on_reply)
+        await self.transport.subscribe(statuses, self._on_event)
+
+    def topics(self, key: str) -> tuple[str, str]:
+        """The (replyTo, a2aStatusTopic) of a call with ``key``."""
+        if self.role == "agent":
+            return (
+                get_agent_response_topic(self.namespace, self.owner, key),
+                get_peer_agent_status_topic(self.namespace, self.owner, key),
+            )
+        return (
+            get_gateway_response_topic(self.namespace, self.owner, key),
+            get_gateway_status_topic(self.namespace, self.owner, key),
+        )
+
+    @contextlib.contextmanager
+    def open(self, key: str) -> Iterator[Call]:
+        """Register a call under ``key`` (its topics' last level) for the duration of the block."""
+        if key in self._calls:
+            raise ValueError(f"a call with key {key!r} is already open")
+        call = Call(key, *self.topics(key))
+        self._calls[key] = call
+        try:
+            yield call
+        finally:
+            del self._calls[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._calls
+
+    def _on_reply(self, message: InboundMessage) -> None:
+        self._route(message, "reply")
+
+    def _on_event(self, message: InboundMessage) -> None:
+        self._route(message, "event")
+
+    def _route(self, message: InboundMessage, kind: Literal["event", "reply"]) -> None:
+        call = self._calls.get(message.topic.rsplit("/", 1)[-1])
+        if call is not None:  # late answers to finished calls are dropped
+            call._inbox.put_nowait((kind, message.payload))

@@ -1,0 +1,265 @@
+"""``mesh agents`` and ``mesh watch``: who is on the mesh, and what changes on its discovery topics.
+
+Both read ``{ns}/a2a/v1/discovery/#`` through a :class:`~mesh.registry.DiscoveryRegistry` on a
+plain transport of their own. Output goes to stdout, one flushed line at a time for ``watch``
+(so ``mesh watch --json | jq`` shows events as they happen); diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from mesh.a2a import AgentCard
+from mesh.cli.common import (
+    EXIT_OK,
+    add_connection_options,
+    broker_settings,
+    configure_logging,
+)
+from mesh.registry import DiscoveryRegistry, Entry, RegistryEvent
+from mesh.transport import InboundMessage, MqttTransport
+from topics import validate_namespace
+
+DESCRIPTION_WIDTH = 50
+SKILLS_WIDTH = 40
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    agents = subparsers.add_parser(
+        "agents",
+        help="list the agents on the mesh",
+        description="Collect the agent cards of the namespace for --wait seconds and print them as a table.",
+    )
+    agents.add_argument("--json", action="store_true",
+                        help="print a JSON list of {kind, name, lastSeen, card} objects")
+    agents.add_argument("--wait", type=float, default=1.0, metavar="S",
+                        help="seconds to collect cards (default 1; retained cards come at once)")
+    agents.add_argument("--gateways", "-g", action="store_true", help="list the gateways too")
+    add_connection_options(agents)
+    agents.set_defaults(handler=_agents)
+
+    watch = subparsers.add_parser(
+        "watch",
+        help="print discovery events as they happen, until Ctrl-C",
+        description=(
+            "Print a line per change on the discovery topics (agents and gateways added, updated, removed; "
+            "the cards already there first) until Ctrl-C or SIGTERM."
+        ),
+    )
+    watch.add_argument("--json", action="store_true", help="print NDJSON, one object per event")
+    watch.add_argument("--raw", action="store_true",
+                       help="print every discovery message as it arrives (topic, retain, expiry, user properties)")
+    add_connection_options(watch)
+    watch.set_defaults(handler=_watch)
+
+
+# ---------------------------------------------------------------------- mesh agents
+
+
+async def _agents(args: argparse.Namespace) -> int:
+    namespace = validate_namespace(args.namespace)
+    settings = broker_settings(args)
+    configure_logging("warning")
+    async with MqttTransport(settings) as transport:
+        registry = DiscoveryRegistry(transport, namespace)
+        await registry.start()
+        try:
+            await asyncio.sleep(args.wait)  # retained cards arrive at once; heartbeats within an interval
+        finally:
+            await registry.stop()
+    entries = registry.agents() + (registry.gateways() if args.gateways else [])
+    if not entries:
+        what = "agents or gateways" if args.gateways else "agents"
+        print(f"no {what} on namespace {namespace!r} at {settings.url} (waited {args.wait:g} s)", file=sys.stderr)
+    if args.json:
+        print(json.dumps([entry_json(e) for e in entries], indent=2, ensure_ascii=False))
+    elif entries:
+        print(agents_table(entries, now=time.time(), with_kind=args.gateways))
+    return EXIT_OK
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    return {"kind": entry.kind, "name": entry.name, "lastSeen": iso_utc(entry.last_seen),
+            "card": entry.card.to_wire_dict()}
+
+
+def agents_table(entries: Sequence[Entry], *, now: float, with_kind: bool = False) -> str:
+    """Columns NAME, DESCRIPTION, SKILLS, STREAMING, LAST SEEN (KIND first with ``with_kind``)."""
+    header = ["NAME", "DESCRIPTION", "SKILLS", "STREAMING", "LAST SEEN"]
+    rows = [
+        [e.name, truncate(one_line(e.card.description), DESCRIPTION_WIDTH), skills_text(e.card, SKILLS_WIDTH),
+         "yes" if e.card.capabilities.streaming else "no", age(now - e.last_seen)]
+        for e in entries
+    ]
+    if with_kind:
+        header.insert(0, "KIND")
+        for entry, row in zip(entries, rows, strict=True):
+            row.insert(0, entry.kind)
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
+
+
+def skills_text(card: AgentCard, width: int) -> str:
+    """``id [tag,tag], id`` when that fits in ``width``; else the ids alone, truncated."""
+    if not card.skills:
+        return "-"
+    full = ", ".join(f"{s.id} [{','.join(s.tags)}]" if s.tags else s.id for s in card.skills)
+    if len(full) <= width:
+        return full
+    return truncate(", ".join(s.id for s in card.skills), width)
+
+
+def age(seconds: float) -> str:
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit} ago"
+    return f"{s}s ago"
+
+
+# ---------------------------------------------------------------------- mesh watch
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    namespace = validate_namespace(args.namespace)
+    settings = broker_settings(args)
+    configure_logging("warning")
+    stop = asyncio.Event()
+    out = LineOutput(on_closed=stop.set)
+
+    def print_event(event: RegistryEvent) -> None:
+        out.line(json.dumps(event.to_json_dict(), ensure_ascii=False) if args.json else event_line(event))
+
+    def print_raw(message: InboundMessage) -> None:
+        at = time.time()
+        out.line(json.dumps(raw_json(message, at), ensure_ascii=False) if args.json else raw_line(message, at))
+
+    async with MqttTransport(settings) as transport:
+        registry = DiscoveryRegistry(transport, namespace, raw_listener=print_raw if args.raw else None)
+        if not args.raw:
+            registry.add_listener(print_event)
+        with stopped_by_signals(stop):
+            await registry.start()  # the cards already there come right after, as "added"
+            print(f"watching {namespace!r} at {settings.url}; Ctrl-C stops", file=sys.stderr, flush=True)
+            await stop.wait()
+        await registry.stop()
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set ``stop`` on SIGINT / SIGTERM inside the block; a second Ctrl-C after it interrupts."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+class LineOutput:
+    """Prints lines to stdout as they come, flushed; calls ``on_closed`` once the reader is gone."""
+
+    def __init__(self, on_closed: Callable[[], None]) -> None:
+        self.on_closed = on_closed
+        self.closed = False
+
+    def line(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:  # `mesh watch | head`: the reader quit, so do we
+            self.closed = True
+            # Point stdout at /dev/null, or Python complains again when it flushes at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            self.on_closed()
+
+
+def event_line(event: RegistryEvent) -> str:
+    """``14:03:07.123  added    agent    echo  Repeats what it is told (skills: echo)``."""
+    head = f"{local_time(event.at)}  {event.type:<7}  {event.kind:<7}  {event.name}"
+    if event.type == "removed" or event.card is None:
+        return f"{head}  ({event.reason})"
+    skills = ", ".join(s.id for s in event.card.skills) or "none"
+    return f"{head}  {truncate(one_line(event.card.description), DESCRIPTION_WIDTH)} (skills: {skills})"
+
+
+def raw_json(message: InboundMessage, at: float) -> dict[str, Any]:
+    """One discovery message as ``mesh watch --raw --json`` prints it."""
+    data: dict[str, Any] = {
+        "time": iso_utc(at),
+        "topic": message.topic,
+        "retain": message.retain,
+        "expiry": message.properties.message_expiry_s,
+        "userProperties": [list(pair) for pair in message.properties.user_properties()],
+        "payloadBytes": len(message.payload),
+    }
+    card = parse_card(message.payload)
+    if card is not None:
+        data["card"] = card.to_wire_dict()
+    return data
+
+
+def raw_line(message: InboundMessage, at: float) -> str:
+    """``time  topic  retain=1  expiry=30s  card echo (612 bytes)  source=x``."""
+    expiry = message.properties.message_expiry_s
+    size = len(message.payload)
+    if not message.payload:
+        summary = "<empty: gone>"
+    elif (card := parse_card(message.payload)) is not None:
+        summary = f"card {card.name} ({size} bytes)"
+    else:
+        summary = f"<not a card: {size} bytes>"
+    fields = [local_time(at), message.topic, f"retain={int(message.retain)}",
+              f"expiry={expiry}s" if expiry is not None else "expiry=-", summary]
+    pairs = message.properties.user_properties()
+    if pairs:
+        fields.append(", ".join(f"{k}={v}" for k, v in pairs))
+    return "  ".join(fields)
+
+
+def parse_card(payload: bytes) -> AgentCard | None:
+    if not payload:
+        return None
+    try:
+        return AgentCard.model_validate_json(payload)
+    except ValidationError:
+        return None
+
+
+# ---------------------------------------------------------------------- formatting
+
+
+def iso_utc(at: float) -> str:
+    """Wall-clock seconds as ISO 8601 UTC to the millisecond, as :class:`RegistryEvent` writes them."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+
+
+def local_time(at: float) -> str:
+    return datetime.fromtimestamp(at).strftime("%H:%M:%S.%f")[:-3]
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
