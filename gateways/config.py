@@ -23,9 +23,9 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
     from gateways.http.server import HttpGateway
     from gateways.http.settings import HttpGatewaySettings
 
-    built: list[Component] = []
+    parsed: list[HttpGatewaySettings] = []
     seen: dict[str, int] = {}
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(entries):  # all checked before any is built
         here = (ctx.section, index)
         if not isinstance(entry, Mapping):
             raise config_error(ctx.source, here, "expected a mapping", "write the entry as 'kind: http' and its keys")
@@ -48,5 +48,5 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
                 "give each gateway its own id",
             )
         seen[settings.id] = index
-        built.append(HttpGateway(settings, broker=ctx.broker, namespace=ctx.namespace))
-    return built
+        parsed.append(settings)
+    return [HttpGateway(settings, broker=ctx.broker, namespace=ctx.namespace) for settings in parsed]

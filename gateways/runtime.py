@@ -16,6 +16,7 @@ and answered with a timeout error, so no client is left waiting on a task nobody
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.a2a import TERMINAL_STATES, TaskIdParams, TaskState
+from mesh.a2a import TaskIdParams
 from mesh.broker import BrokerSettings
 from mesh.calls import Call, CallRouter
 from mesh.client import request_bytes
@@ -161,8 +162,9 @@ class GatewayRuntime:
             except GatewayError as exc:
                 yield self._logged(sequencer.error(exc.code, str(exc), exc.data))
                 return
-            async for frame in self._answers(sequencer, call, agent, task_id, deadline):
-                yield frame
+            async with contextlib.aclosing(self._answers(sequencer, call, agent, task_id, deadline)) as answers:
+                async for frame in answers:
+                    yield frame
 
     def _mesh_call(self, envelope: E2AEnvelope) -> tuple[str, dict[str, Any]]:
         """The mesh method and 0.3 params an envelope stands for."""
@@ -291,11 +293,6 @@ class GatewayRuntime:
             route.task = result
             route.context_id = result.get("contextId", route.context_id)
         route.updated = time.time()
-
-    def context_busy(self, context_id: str) -> int:
-        """How many tasks of ``context_id`` the gateway knows as still running."""
-        terminal = {s.value for s in TERMINAL_STATES} | {TaskState.input_required.value, TaskState.auth_required.value}
-        return sum(1 for r in self._tasks.values() if r.context_id == context_id and r.state not in terminal)
 
 
 _BRANCHES = {"status-update": "status_update", "artifact-update": "artifact_update", "task": "task", "message": "message"}

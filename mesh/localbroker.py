@@ -150,6 +150,11 @@ class LocalBroker:
         self.stop()
         self.start()
 
+    def remove(self) -> None:
+        """Stop it for good and delete its working directory (config, log)."""
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
 
 class ContainerBroker:
     """Mosquitto in a Docker container through testcontainers (pinned image)."""
@@ -221,7 +226,22 @@ def running_broker(
 def _start_binary(config_path: Path, port: int | None) -> RunningBroker:
     broker = LocalBroker(config_path, port=port)
     broker.start()
-    return broker
+    return _Removing(broker)
+
+
+class _Removing:
+    """A LocalBroker whose stop() also deletes its working directory (for running_broker)."""
+
+    def __init__(self, broker: LocalBroker) -> None:
+        self.broker = broker
+        self.host, self.port, self.log_file = broker.host, broker.port, broker.log_file
+
+    @property
+    def url(self) -> str:
+        return self.broker.url
+
+    def stop(self) -> None:
+        self.broker.remove()
 
 
 def _start_container(config_path: Path, port: int | None) -> RunningBroker:

@@ -77,4 +77,4 @@ def make_broker() -> Iterator[Callable[..., LocalBroker]]:
 
     yield make
     for broker in started:
-        broker.stop()
+        broker.remove()

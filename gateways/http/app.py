@@ -24,19 +24,21 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
 from gateways.http.auth import Authenticator, Principal
 from gateways.http.cards import http_card
 from gateways.http.limits import ConcurrencyLimits, RateLimiter, Slot, check_body_size, request_timeout
 from gateways.http.protection import EdgeError, agent_not_found, get_header
-from gateways.http.rpc import RpcCall, answer, envelope_for, error_response, parse_call, sse
+from gateways.http.rpc import RpcCall, Version, answer, envelope_for, error_response, parse_call, sse
 from gateways.runtime import GatewayError
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
 from mesh.limits import check_message_limits
@@ -80,10 +82,17 @@ def build_app(gateway: HttpGateway) -> Starlette:
         Route("/a2a", private(_jsonrpc), methods=["POST"]),
     ]
     cors = gateway.settings.cors
-    middleware = [Middleware(CORSMiddleware, **cors.model_dump())] if cors.allow_origins else []
+    middleware = []
+    if cors.allow_origins:
+        options = cors.model_dump()
+        # A2A 1.0 clients must send A2A-Version: a browser sends only the headers a preflight allowed.
+        if not {VERSION_HEADER.lower(), "*"} & {h.lower() for h in options["allow_headers"]}:
+            options["allow_headers"].append(VERSION_HEADER)
+        middleware.append(Middleware(CORSMiddleware, **options))
     app = Starlette(routes=routes, middleware=middleware)
     app.state.gateway = gateway
     app.state.edge = edge
+    app.state.streams = OpenStreams()
     return app
 
 
@@ -95,11 +104,12 @@ def _public(gateway: HttpGateway, edge: Edge) -> Callable[[Handler], Handler]:
 
     def wrap(handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
+            headers: dict[str, str] = {}
             try:
                 headers = _rate_limit(edge, edge.client_key(request, None))
                 response = await handler(request)
             except EdgeError as exc:
-                return _edge_refusal(request, exc)
+                return _edge_refusal(request, exc, headers)
             response.headers.update(headers)
             return response
 
@@ -113,13 +123,19 @@ def _private(gateway: HttpGateway, edge: Edge) -> Callable[[Handler], Handler]:
 
     def wrap(handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
+            headers: dict[str, str] = {}
             try:
-                principal = edge.authenticator.authenticate(request.headers)
+                try:
+                    principal = edge.authenticator.authenticate(request.headers)
+                except EdgeError:
+                    # Counted against the caller's address: guessing credentials costs requests too.
+                    headers = _rate_limit(edge, edge.client_key(request, None))
+                    raise
                 key = edge.client_key(request, principal)
                 headers = _rate_limit(edge, key)
                 slot = edge.concurrency.requests.acquire(key)
             except EdgeError as exc:
-                return _edge_refusal(request, exc)
+                return _edge_refusal(request, exc, headers)
             request.state.principal = principal
             try:
                 response = await handler(request)
@@ -147,24 +163,101 @@ def _rate_limit(edge: Edge, key: str) -> dict[str, str]:
 
 def _release_when_sent(response: Response, slot: Slot) -> None:
     """Free the client's request slot once the response (a whole SSE stream too) is sent."""
-    if isinstance(response, StreamingResponse):
-        body = response.body_iterator
-
-        async def releasing() -> AsyncIterator[Any]:
-            try:
-                async for chunk in body:
-                    yield chunk
-            finally:
-                slot.release()
-
-        response.body_iterator = releasing()
+    if isinstance(response, EventStream):
+        response.slots.append(slot)
     else:
         slot.release()
 
 
-def _edge_refusal(request: Request, exc: EdgeError) -> Response:
-    version = "1.0" if (get_header(request.headers, VERSION_HEADER) or "").startswith("1") else "0.3"
-    return JSONResponse(error_response(version, None, exc), status_code=exc.http_status, headers=dict(exc.headers))
+def _edge_refusal(request: Request, exc: EdgeError, headers: dict[str, str] | None = None) -> Response:
+    version = _version(_version_asked(request))
+    body = error_response(version, exc.request_id, exc)
+    return JSONResponse(body, status_code=exc.http_status, headers={**(headers or {}), **exc.headers})
+
+
+def _version_asked(request: Request) -> str | None:
+    """The A2A-Version a client asked for: the header, or (A2A 1.0 allows it) the query parameter."""
+    return get_header(request.headers, VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
+
+
+def _version(header: str | None) -> Version:
+    """The A2A version errors are written in when the request could not be read (1.0 or 0.3)."""
+    return "1.0" if (header or "").strip().startswith("1") else "0.3"
+
+
+# ---------------------------------------------------------------- SSE responses
+
+
+class OpenStreams:
+    """The SSE responses being sent, so that a stopping gateway can end them: uvicorn waits for
+    every open response before it stops, and a stream may wait on the mesh for minutes."""
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        self.closing = False
+
+    def add(self, scope: anyio.CancelScope) -> None:
+        self._scopes.add(scope)
+        if self.closing:
+            scope.cancel()
+
+    def discard(self, scope: anyio.CancelScope) -> None:
+        self._scopes.discard(scope)
+
+    def close(self) -> None:
+        """End every open stream (and any that starts from now on) at its next await."""
+        self.closing = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+
+class EventStream(StreamingResponse):
+    """An SSE response that gives its concurrency ``slots`` back however it ends: at its last
+    event (before the end of the body goes out, so a client that saw the end may send again at
+    once), a client that left, even before the body was started, or a stopping gateway."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], streams: OpenStreams, slots: list[Slot]) -> None:
+        super().__init__(
+            self._releasing(chunks),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self.streams = streams
+        self.slots = slots
+
+    def release(self) -> None:
+        for slot in self.slots:
+            slot.release()
+
+    async def _releasing(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            self.release()
+            await chunks.aclose()  # type: ignore[attr-defined]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        progress = {"started": False, "ended": False}
+
+        async def sending(message: Message) -> None:
+            progress["started"] = progress["started"] or message["type"] == "http.response.start"
+            progress["ended"] = message["type"] == "http.response.body" and not message.get("more_body", False)
+            await send(message)
+
+        try:
+            with anyio.CancelScope() as cancel:
+                self.streams.add(cancel)
+                await super().__call__(scope, receive, sending)
+        finally:
+            self.streams.discard(cancel)
+            self.release()
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]  # a body left mid-way
+        if cancel.cancelled_caught and not progress["ended"]:
+            # The gateway is stopping: end the stream cleanly (the task goes on on the mesh).
+            if not progress["started"]:
+                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # ---------------------------------------------------------------- cards, health, listing
@@ -256,7 +349,8 @@ async def _jsonrpc(request: Request) -> Response:
     edge: Edge = request.app.state.edge
     principal: Principal = request.state.principal
     body = await _read_body(request, gateway)
-    version_header = get_header(request.headers, VERSION_HEADER)
+    version_header = _version_asked(request)
+    call: RpcCall | None = None
     try:
         call = parse_call(body, version_header)
         agent = _target(gateway, request, call, principal)
@@ -266,20 +360,18 @@ async def _jsonrpc(request: Request) -> Response:
         if message is not None:
             check_message_limits(message, gateway.settings.limits)
         timeout = request_timeout(request.headers, gateway.settings.timeouts, streaming=call.streaming)
+        context_slot = edge.concurrency.contexts.acquire(call.context_id) if call.context_id else None
     except RpcError as exc:
+        if exc.request_id is None and call is not None:
+            exc.request_id = call.request_id  # the request was read: answer it by its id
         if isinstance(exc, EdgeError):
             raise
-        version = "1.0" if (version_header or "").strip().startswith("1") else "0.3"
+        version = call.version if call is not None else _version(version_header)
         return JSONResponse(error_response(version, exc.request_id, exc))
-    context_slot = edge.concurrency.contexts.acquire(call.context_id) if call.context_id else None
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
     if call.streaming:
-        return StreamingResponse(
-            _closing(sse(call, frames), context_slot),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return EventStream(sse(call, frames), request.app.state.streams, [s for s in [context_slot] if s is not None])
     try:
         async for frame in frames:
             if frame.is_final:
@@ -289,16 +381,6 @@ async def _jsonrpc(request: Request) -> Response:
             context_slot.release()
         await frames.aclose()  # type: ignore[attr-defined]
     raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
-
-
-async def _closing(chunks: AsyncIterator[bytes], slot: Slot | None) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in chunks:
-            yield chunk
-    finally:
-        if slot is not None:
-            slot.release()
-        await chunks.aclose()  # type: ignore[attr-defined]
 
 
 async def _read_body(request: Request, gateway: HttpGateway) -> bytes:

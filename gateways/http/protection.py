@@ -18,14 +18,16 @@ Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other error
         -32003  RateLimited              429  rate_limited()        (+ Retry-After)
         -32004  AuthenticationRequired   401  auth_required()       (+ WWW-Authenticate)
         -32005  PermissionDenied         403  permission_denied()
-        -32006  Timeout                  504  timeout_error()
         -32007  ResourceExhausted   429/503  resource_exhausted()  (429: the caller's own quota
                                                                      is full; 503: the gateway's)
         -32600  PayloadTooLarge          413  payload_too_large()
         -32600  InvalidHeader            400  invalid_header()
 
 Errors the mesh answers (an agent's InvalidParams, TaskNotFound...) are ordinary JSON-RPC
-errors and keep HTTP 200; only refusals at the edge use the HTTP statuses above.
+errors and keep HTTP 200; only refusals at the edge use the HTTP statuses above. A timeout
+(-32006, errorType Timeout) is answered by the gateway runtime once it has canceled the task
+on the mesh, also with HTTP 200: A2A clients turn other statuses into transport errors and
+would lose the JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -128,18 +130,6 @@ def permission_denied(principal: str, action: str) -> EdgeError:
         error_type="PermissionDenied",
         http_status=403,
         details={"principal": principal, "action": action},
-    )
-
-
-def timeout_error(seconds: float, *, what: str = "the request") -> EdgeError:
-    """-32006 / 504: ``what`` did not finish within ``seconds``."""
-    return EdgeError(
-        f"{what} did not finish within {seconds:g} s; ask for a longer X-A2A-Timeout (milliseconds), "
-        "or use message/stream or poll with tasks/get",
-        code=-32006,
-        error_type="Timeout",
-        http_status=504,
-        details={"timeoutMs": round(seconds * 1000)},
     )
 
 
@@ -310,7 +300,7 @@ class TimeoutConfig(_Config):
         return self
 
 
-_DEFAULT_CORS_HEADERS = ["Authorization", "Content-Type", "X-API-Key", "X-A2A-Timeout", "X-A2A-Version"]
+_DEFAULT_CORS_HEADERS = ["Authorization", "Content-Type", "X-API-Key", "X-A2A-Timeout", "A2A-Version"]
 _EXPOSED_HEADERS = [
     "X-RateLimit-Limit",
     "X-RateLimit-Remaining",

@@ -13,6 +13,7 @@ Nothing here knows about Starlette: :mod:`gateways.http.app` does the HTTP.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from gateways.http.a2a_v1 import (
     V1_STREAMING_METHODS,
     StreamToV1,
     error_response_v1,
+    error_v1,
     negotiate_version,
     params_from_v1,
     result_v1,
@@ -191,14 +193,31 @@ def answer(call: RpcCall, frame: E2AResponse) -> dict[str, Any]:
 
 def error_response(version: Version, request_id: str | int | None, error: RpcError) -> dict[str, Any]:
     if version == "1.0":
+        reason = _jaf_reason(error)
+        if reason is not None:
+            obj = error.error
+            error_object = error_v1(obj.code, obj.message, obj.data, reason=reason)
+            return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
         return error_response_v1(request_id, error)
     response: dict[str, Any] = error.to_response(request_id).to_wire_dict()
     return response
 
 
+def _jaf_reason(error: RpcError) -> str | None:
+    """The ErrorInfo reason of a JAF error (``data.errorType`` set, a server-error code): its codes
+    -32000..-32007 are A2A's for other errors (-32003 RateLimited is PushNotificationNotSupported),
+    so A2A's reason for the code would misname it. ``"RateLimited"`` -> ``"RATE_LIMITED"``."""
+    data = error.data
+    error_type = data.get("errorType") if isinstance(data, dict) else None
+    if not isinstance(error_type, str) or not error_type or not -32099 <= error.code <= -32000:
+        return None
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", error_type).upper()
+
+
 async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
     """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response."""
     v1 = StreamToV1() if call.version == "1.0" else None
+    started = False
     try:
         async for frame in frames:
             if frame.response_kind == "e2a.error":
@@ -206,6 +225,13 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
                 return
             item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
             if v1 is None:
+                first, started = not started, True
+                if first and _kind_0_3(item) in ("status-update", "artifact-update"):
+                    # As a2a-sdk's servers do, a task stream opens with the Task (its id, its
+                    # state); the agent's first status-update is that snapshot's status.
+                    yield _sse_event("task", {"jsonrpc": "2.0", "id": call.request_id, "result": _snapshot_0_3(item)})
+                    if _kind_0_3(item) == "status-update":
+                        continue
                 yield _sse_event(_kind_0_3(item), {"jsonrpc": "2.0", "id": call.request_id, "result": item})
                 continue
             for response in v1.feed(item):
@@ -216,6 +242,12 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
     finally:
         # A client that left, or a 1.0 stream closed early: release the mesh call now.
         await frames.aclose()  # type: ignore[attr-defined]
+
+
+def _snapshot_0_3(event: dict[str, Any]) -> dict[str, Any]:
+    """The Task a stream opens with, made from its first status or artifact update."""
+    status = event.get("status") if event.get("kind") == "status-update" else {"state": "working"}
+    return {"id": event.get("taskId"), "contextId": event.get("contextId"), "status": status, "kind": "task"}
 
 
 def _kind_0_3(item: Any) -> str:

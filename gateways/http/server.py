@@ -27,9 +27,8 @@ class HttpGateway:
     def __init__(self, settings: HttpGatewaySettings, *, broker: BrokerSettings, namespace: str) -> None:
         self.settings = settings
         self.name = settings.id
-        self._socket = _bind(settings.host, settings.port)  # bound now: the port is known up front
-        self.port = int(self._socket.getsockname()[1])
-        self.public_url = (settings.public_url or f"http://{_url_host(settings.host)}:{self.port}").rstrip("/")
+        self._socket: socket.socket | None = None
+        self.port = settings.port  # the real one once started (port 0 picks a free one)
         response_log = ResponseLog(Path(settings.response_log)) if settings.response_log else None
         self.runtime = GatewayRuntime(
             settings.id,
@@ -46,9 +45,22 @@ class HttpGateway:
         self._server = uvicorn.Server(config)
         self._serving: asyncio.Task[None] | None = None
 
+    @property
+    def public_url(self) -> str:
+        """The base URL clients use (``public_url`` setting, else ``http://host:port``)."""
+        if self.settings.public_url:
+            return self.settings.public_url.rstrip("/")
+        return f"http://{_url_host(self.settings.host)}:{self.port}"
+
     async def start(self) -> None:
-        """Connect to the mesh, then take HTTP requests."""
-        await self.runtime.start()
+        """Listen, connect to the mesh, then take HTTP requests."""
+        self._socket = _bind(self.settings.host, self.settings.port)
+        self.port = int(self._socket.getsockname()[1])
+        try:
+            await self.runtime.start()
+        except BaseException:
+            self._socket.close()
+            raise
         self._serving = asyncio.get_running_loop().create_task(self._server.serve(sockets=[self._socket]))
         while not self._server.started:
             if self._serving.done():
@@ -59,16 +71,22 @@ class HttpGateway:
     async def stop(self) -> None:
         """Stop taking HTTP requests (open streams end), then leave the mesh."""
         self._server.should_exit = True
+        self.app.state.streams.close()  # uvicorn would wait for them; their tasks go on on the mesh
         if self._serving is not None:
             await self._serving
-        self._socket.close()
+        if self._socket is not None:
+            self._socket.close()
         await self.runtime.stop()
 
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the
+    # listening socket says it is TCP; without it uvicorn's head-then-body writes stall ~40 ms
+    # on every reused connection (Nagle + delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

@@ -100,10 +100,8 @@ async def broker_for_up(settings: BrokerSettings) -> AsyncIterator[str | None]:
         )
     log.info("no broker answers at %s; starting Mosquitto from mosquitto.conf", settings.url)
     with running_broker(prefer="binary", port=settings.port) as broker:
-        how = f"started here from mosquitto.conf ({type(broker).__name__})"
         log_file = getattr(broker, "log_file", None)
-        if log_file is not None:
-            how += f", log {log_file}"
+        how = "started here from mosquitto.conf, " + (f"log {log_file}" if log_file else "in a container")
         yield how
 
 

@@ -37,7 +37,6 @@ from gateways.http.protection import (
     permission_denied,
     rate_limited,
     resource_exhausted,
-    timeout_error,
 )
 from mesh.a2a.exceptions import PushNotificationNotSupported, RpcError
 from tests.test_layering import imported_roots
@@ -75,7 +74,6 @@ def basic(user: str, password: str) -> str:
         (rate_limited(100, 60, 3), -32003, "RateLimited", 429),
         (auth_required("send a token", challenge='Bearer realm="a2a"'), -32004, "AuthenticationRequired", 401),
         (permission_denied("ci", "call agent 'x'"), -32005, "PermissionDenied", 403),
-        (timeout_error(30), -32006, "Timeout", 504),
         (resource_exhausted("full", resource="r", limit=1), -32007, "ResourceExhausted", 429),
         (resource_exhausted("full", resource="r", limit=1, status=503), -32007, "ResourceExhausted", 503),
         (payload_too_large(2_000_000, 1_000_000), -32600, "PayloadTooLarge", 413),
@@ -103,8 +101,6 @@ def test_edge_error_details() -> None:
     limited = rate_limited(100, 60, 3)
     assert limited.data == {"errorType": "RateLimited", "limit": 100, "window": 60, "retryAfter": 3}
     assert limited.headers["Retry-After"] == "3"
-    assert timeout_error(1.5, what="agent 'x'").data == {"errorType": "Timeout", "timeoutMs": 1500}
-    assert "X-A2A-Timeout" in str(timeout_error(30))
     assert auth_required("no", challenge="Basic").headers == {"WWW-Authenticate": "Basic"}
 
 

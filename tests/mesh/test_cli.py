@@ -18,11 +18,13 @@ def agents_file(tmp_path: Path, body: str) -> Path:
 
 
 async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) -> None:
-    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url)
+    http_port = free_port()
+    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(http_port))
     try:
         banner = await up.wait_for_line("mesh up: ready", stream="stdout")
         assert banner
-        assert any("echo, calculator, countdown" in line for line in up.stdout_lines)
+        assert any("echo, calculator, countdown, orchestrator" in line for line in up.stdout_lines)
+        assert any(f"http http://127.0.0.1:{http_port}" in line for line in up.stdout_lines)  # the gateway's URL
         env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         hi = await mesh("send", "echo", "hi", **env)
         assert (hi.code, hi.stdout) == (0, "hi\n")
@@ -41,7 +43,7 @@ async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) 
 async def test_up_starts_mosquitto_when_no_broker_answers(namespace: str) -> None:
     port = free_port()
     url = f"mqtt://localhost:{port}"
-    up = await start_mesh("up", "--broker", url, "--namespace", namespace)
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()))
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
         assert any("started here from mosquitto.conf" in line for line in up.stdout_lines)
@@ -106,7 +108,7 @@ async def test_errors_exit_with_their_code_and_a_message(broker_url: str, namesp
 
 
 async def test_task_errors_and_failed_tasks(broker_url: str, namespace: str) -> None:
-    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url)
+    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port()))
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
         env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}

@@ -24,7 +24,7 @@ from mesh.localbroker import LocalBroker, free_port
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
 from tests.conftest import TransportFactory
-from tests.support import Inbox
+from tests.support import Inbox, readable_by_mosquitto
 
 
 def full_properties() -> MessageProperties:
@@ -234,7 +234,7 @@ async def test_broker_restart_resumes_subscriptions_and_delivers_qos1(
 async def test_qos1_published_during_an_outage_reaches_a_persistent_session(
     make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
 ) -> None:
-    store = _world_readable(tmp_path / "store")
+    store = readable_by_mosquitto(tmp_path / "store")
     broker = make_broker(f"persistence true\npersistence_location {store}/")
     fast = {"reconnect_min_delay_s": 0.05, "reconnect_max_delay_s": 0.2}
     publisher = MqttTransport(BrokerSettings.from_url(broker.url, **fast))
@@ -293,7 +293,7 @@ async def test_oversize_publish_is_refused_before_sending(
 async def test_acl_refusal_is_raised_with_the_broker_reason(
     make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
 ) -> None:
-    acl = _world_readable(tmp_path) / "acl"
+    acl = readable_by_mosquitto(tmp_path) / "acl"
     acl.write_text(f"topic readwrite {namespace}/open/#\n")
     broker = make_broker(f"acl_file {acl}")
     transport = MqttTransport(BrokerSettings.from_url(broker.url))
@@ -310,7 +310,7 @@ async def test_acl_refusal_is_raised_with_the_broker_reason(
 async def test_credentials_in_the_url(
     make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
 ) -> None:
-    passwd = _world_readable(tmp_path) / "passwd"
+    passwd = readable_by_mosquitto(tmp_path) / "passwd"
     subprocess.run(["mosquitto_passwd", "-c", "-b", str(passwd), "alice", "s3cret/pw"], check=True)
     passwd.chmod(0o644)
     broker = make_broker(f"allow_anonymous false\npassword_file {passwd}")
@@ -326,7 +326,7 @@ async def test_credentials_in_the_url(
 async def test_mqtts_with_a_private_ca(
     make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
 ) -> None:
-    certs = _world_readable(tmp_path)
+    certs = readable_by_mosquitto(tmp_path)
     _make_certificates(certs)
     tls_port = free_port()
     make_broker(
@@ -392,16 +392,6 @@ async def test_close_fails_pending_requests(make_transport: TransportFactory, na
     await requester.close()
     with pytest.raises(NotConnectedError, match="closed"):
         await waiting
-
-
-def _world_readable(directory: Path) -> Path:
-    """Mosquitto started as root reads its files as user 'mosquitto'."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for part in (directory, *directory.parents):
-        if str(part).startswith("/tmp/") or part == directory:
-            part.chmod(part.stat().st_mode | 0o755)
-    directory.chmod(0o777)
-    return directory
 
 
 def _make_certificates(d: Path) -> None:

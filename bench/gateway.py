@@ -1,0 +1,173 @@
+"""message/send over HTTP: through the HTTP gateway to a mesh agent, and to the a2a-sdk HTTP server.
+
+What an HTTP A2A client sees: the same JSON-RPC POST, answered by the gateway (which carries it
+over MQTT to an echo agent) or by an echo agent behind the a2a-sdk HTTP server. Layout, one
+process each::
+
+    Mosquitto            from mosquitto.conf via bench/harness.py (or --broker URL)
+    echo agent           AgentService(EchoAgent) on the broker          (child process)
+    HTTP gateway         HttpGateway on uvicorn, connected to the broker (child process: a separate
+                         service in production; rate limit off, 64 requests per client allowed)
+    a2a-sdk echo         bench/a2a_http_echo.py on uvicorn               (child process)
+    client               this process: bench/http_client.py's HttpPool, 16 keep-alive
+                         connections to each server
+
+- gateway: ``POST /a2a/agents/echo`` -> HttpGateway -> Mosquitto -> echo agent -> the Task back
+  the same way, translated to the caller's A2A version;
+- a2a-sdk: ``POST /`` to the a2a-sdk JSON-RPC routes.
+
+Both servers are asked in A2A 0.3 (``message/send``) and in 1.0 (``SendMessage`` with
+``A2A-Version: 1.0``); the better figure of each side is compared with the better of the other,
+as bench/agent.py does. Each measurement: 200 requests of warm-up, the sequential round trip
+(median, p99), then throughput with 16 requests in flight. Last line on stdout::
+
+    {"gateway_rtt_us": ..., "a2a_http_rtt_us": ..., "rtt_ratio": ..., "gateway_rps": ...,
+     "a2a_http_rps": ..., "rps_ratio": ..., "gateway_p99_us": ..., "a2a_http_p99_us": ...,
+     "gateway_0_3": {...}, "gateway_1_0": {...}, "a2a_http_0_3": {...}, "a2a_http_1_0": {...}, ...}
+
+``--profile-gateway FILE`` runs the gateway under cProfile (from its first request to the end)
+and writes the stats to FILE (read with ``python -m pstats FILE``); the top functions by own
+time go to stderr. The profiler slows the gateway, so its figures are not comparable then.
+
+Run: ``python bench/gateway.py [--broker URL] [--requests N] [--concurrent-requests M]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import pstats
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.agent import CONCURRENCY, http_payload, measure, serve_echo
+from bench.harness import base_arguments, broker_url, child, emit, progress, ratio
+from bench.http_client import HttpPool
+from mesh.localbroker import free_port
+
+HERE = Path(__file__).resolve().parent
+VERSIONS = ("0.3", "1.0")
+GATEWAY_PATH = "/a2a/agents/echo"
+
+
+async def http_side(port: int, path: str, version: str, requests: int, concurrent_requests: int) -> dict[str, float]:
+    async with HttpPool("127.0.0.1", port, size=CONCURRENCY) as pool:
+
+        async def call() -> None:
+            body, headers = http_payload(version)
+            status, response = await pool.post_json(path, body, headers)
+            result = response["result"]
+            state = (result.get("task") or result)["status"]["state"]
+            assert status == 200 and state in ("completed", "TASK_STATE_COMPLETED"), response
+
+        return await measure(call, requests, concurrent_requests)
+
+
+def best(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The better round trip (with its p99) and the better throughput over the A2A versions."""
+    fastest = min(results.values(), key=lambda r: r["rtt_us"])
+    return {"rtt_us": fastest["rtt_us"], "p99_us": fastest["p99_us"], "rps": max(r["rps"] for r in results.values())}
+
+
+def main() -> None:
+    parser = base_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the round trip")
+    parser.add_argument("--concurrent-requests", type=int, default=6000,
+                        help=f"requests for the throughput run ({CONCURRENCY} in flight)")
+    parser.add_argument("--profile-gateway", metavar="FILE", help="run the gateway under cProfile; stats to FILE")
+    parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_echo:
+        asyncio.run(serve_echo(args.broker, args.namespace))
+        return
+    if args.serve_gateway is not None:
+        asyncio.run(serve_gateway(args.broker, args.namespace, args.serve_gateway, args.profile_gateway))
+        return
+
+    gateway_port, a2a_port = free_port(), free_port()
+    script = str(Path(__file__).resolve())
+    profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
+    gateway, a2a = {}, {}
+    with broker_url(args.broker) as url, \
+            child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]), \
+            child([script, "--serve-gateway", str(gateway_port), "--broker", url, "--namespace", args.namespace,
+                   *profile]), \
+            child([str(HERE / "a2a_http_echo.py"), str(a2a_port)]):
+        for version in VERSIONS:
+            for side, results, port, path in (("a2a-sdk HTTP", a2a, a2a_port, "/"),
+                                              ("gateway", gateway, gateway_port, GATEWAY_PATH)):
+                progress(f"{side} ({version}): {args.requests} sequential, then {args.concurrent_requests} "
+                         f"with {CONCURRENCY} in flight")
+                results[version] = asyncio.run(
+                    http_side(port, path, version, args.requests, args.concurrent_requests))
+                progress(f"{side} {version}: {results[version]}")
+    if args.profile_gateway:
+        report_profile(args.profile_gateway)
+    gw, sdk = best(gateway), best(a2a)
+    emit({
+        "gateway_rtt_us": gw["rtt_us"],
+        "a2a_http_rtt_us": sdk["rtt_us"],
+        "rtt_ratio": ratio(gw["rtt_us"], sdk["rtt_us"]),
+        "gateway_rps": gw["rps"],
+        "a2a_http_rps": sdk["rps"],
+        "rps_ratio": ratio(gw["rps"], sdk["rps"]),
+        "gateway_p99_us": gw["p99_us"],
+        "a2a_http_p99_us": sdk["p99_us"],
+        "gateway_0_3": gateway["0.3"],
+        "gateway_1_0": gateway["1.0"],
+        "a2a_http_0_3": a2a["0.3"],
+        "a2a_http_1_0": a2a["1.0"],
+        "concurrency": CONCURRENCY,
+        "requests": args.requests,
+        "concurrent_requests": args.concurrent_requests,
+        "profiled": bool(args.profile_gateway),
+    })
+
+
+async def serve_gateway(url: str, namespace: str, port: int, profile_file: str | None) -> None:
+    """The gateway child: serves until SIGTERM, then writes its profile if asked to."""
+    from gateways.http.protection import ConcurrencyConfig
+    from gateways.http.server import HttpGateway
+    from gateways.http.settings import HttpGatewaySettings
+    from mesh.broker import BrokerSettings
+
+    settings = HttpGatewaySettings(
+        id="bench", port=port, default_agent="echo", rate_limit=None,
+        concurrency=ConcurrencyConfig(max_requests_per_client=4 * CONCURRENCY),
+    )
+    gateway = HttpGateway(settings, broker=BrokerSettings.from_url(url), namespace=namespace)
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+    await gateway.start()
+    await gateway.runtime.registry.wait_for("echo", timeout=10)
+    profiler = None
+    if profile_file:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    print("ready", flush=True)
+    await stopping.wait()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile_file)
+    await gateway.stop()
+
+
+def report_profile(path: str, top: int = 30) -> None:
+    out = io.StringIO()
+    stats = pstats.Stats(path, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    progress(f"gateway profile ({path}):\n{out.getvalue()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The official a2a-sdk client, in A2A 1.0 and in 0.3 mode, through the gateway to mesh agents.
+
+The client is a2a-sdk 1.3 from PyPI, used as any A2A user would: it reads the agent card the
+gateway serves and picks the interface. For 0.3 mode the card is cut to its 0.3 interface,
+which makes the client use its 0.3 (compat) JSON-RPC transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
+from a2a.client.client import Client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+from gateways.http.server import HttpGateway
+from tests.agents.service_agents import Blocker, Echo, Streamer
+from tests.gateways.conftest import ServeAgent, StartGateway
+
+MODES = ["1.0", "0.3"]
+
+
+def user_message(text: str) -> Message:
+    return Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
+
+
+async def sdk_client(gateway: HttpGateway, agent: str, mode: str, *, streaming: bool) -> Client:
+    """An a2a-sdk client built from the card the gateway serves for ``agent``."""
+    async with httpx.AsyncClient() as http:
+        card = (await http.get(f"{gateway.public_url}/a2a/agents/{agent}/card")).json()
+    versions = {i["protocolVersion"] for i in card["supportedInterfaces"]}
+    assert versions == {"1.0", "0.3"}  # the gateway offers both
+    if mode == "0.3":
+        card["supportedInterfaces"] = [i for i in card["supportedInterfaces"] if i["protocolVersion"] == "0.3"]
+    return await create_client(parse_agent_card(card), client_config=ClientConfig(streaming=streaming))
+
+
+async def collect(events: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
+    return [event async for event in events]
+
+
+def text_of(message: Message) -> str:
+    return "".join(part.text for part in message.parts)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_send(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(wait_for=("echo",))
+    async with await sdk_client(gateway, "echo", mode, streaming=False) as client:
+        [response] = await collect(client.send_message(SendMessageRequest(message=user_message("hello sdk"))))
+    task = response.task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert text_of(task.status.message) == "hello sdk"
+    assert [m.role for m in task.history] == [Role.ROLE_USER, Role.ROLE_AGENT]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_stream(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
+    await serve_agent(Streamer(steps=2))
+    gateway = await start_gateway(wait_for=("streamer",))
+    async with await sdk_client(gateway, "streamer", mode, streaming=True) as client:
+        events = await collect(client.send_message(SendMessageRequest(message=user_message("go"))))
+    kinds = [event.WhichOneof("payload") for event in events]
+    assert kinds[0] == "task"  # 1.0: a stream starts with the Task
+    progress = [text_of(e.status_update.status.message) for e in events
+                if e.WhichOneof("payload") == "status_update" and e.status_update.status.HasField("message")]
+    assert progress[:2] == ["step 0", "step 1"]
+    names = [e.artifact_update.artifact.name for e in events if e.WhichOneof("payload") == "artifact_update"]
+    assert names == ["log", "log", "summary", "blob.bin"]
+    last = events[-1]
+    state = last.status_update.status.state if kinds[-1] == "status_update" else last.task.status.state
+    assert state == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_get(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(wait_for=("echo",))
+    async with await sdk_client(gateway, "echo", mode, streaming=False) as client:
+        [response] = await collect(client.send_message(SendMessageRequest(message=user_message("remember me"))))
+        task = await client.get_task(GetTaskRequest(id=response.task.id, history_length=1))
+    assert task.id == response.task.id and task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [text_of(m) for m in task.history] == ["remember me"]  # the last message only
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancel(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
+    agent = Blocker()
+    service = await serve_agent(agent)
+    gateway = await start_gateway(wait_for=("blocker",))
+    async with await sdk_client(gateway, "blocker", mode, streaming=False) as client:
+        request = SendMessageRequest(message=user_message("work until canceled"))
+        request.configuration.return_immediately = True
+        [response] = await collect(client.send_message(request))
+        assert response.task.status.state == TaskState.TASK_STATE_SUBMITTED
+        await asyncio.wait_for(agent.started.wait(), 5)
+        canceled = await client.cancel_task(CancelTaskRequest(id=response.task.id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    record = service.tasks.get(response.task.id)
+    assert record is not None and record.state.value == "canceled"  # canceled on the agent itself
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_subscribe(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
+    agent = Streamer(steps=3)
+    agent.gate = asyncio.Event()
+    await serve_agent(agent)
+    gateway = await start_gateway(wait_for=("streamer",))
+    async with await sdk_client(gateway, "streamer", mode, streaming=True) as client:
+        first_stream = client.send_message(SendMessageRequest(message=user_message("go")))
+        first = await anext(first_stream)
+        task_id = first.task.id
+        await first_stream.aclose()  # the client drops its stream; the task goes on
+
+        resumed = client.subscribe(SubscribeToTaskRequest(id=task_id))
+        snapshot = await anext(resumed)
+        assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task_id
+        assert snapshot.task.status.state == TaskState.TASK_STATE_WORKING
+        agent.gate.set()
+        rest = []
+        async for event in resumed:
+            rest.append(event)
+            agent.gate.set()
+    states = [e.status_update.status.state for e in rest if e.WhichOneof("payload") == "status_update"]
+    assert states and states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert any(e.WhichOneof("payload") == "artifact_update" for e in rest)
