@@ -28,7 +28,7 @@ from agents.agent import Agent
 from agents.settings import AgentSettings
 from mesh.component import BuildContext, Component
 from mesh.errors import ConfigError
-from mesh.config import KeyPart, check_keys, config_error, suggest, validation_error_text
+from mesh.config_errors import KeyPart, check_keys, config_error, suggest, validation_error_text
 from topics import validate_identifier
 
 __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_agent_entry"]

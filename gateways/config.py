@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mesh.component import BuildContext, Component
-from mesh.config import config_error, key_path, validation_error_text
+from mesh.config_errors import config_error, key_path, validation_error_text
 from mesh.errors import ConfigError
 
 KINDS = ("http",)

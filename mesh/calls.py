@@ -43,7 +43,12 @@ class Call:
 
     async def next(self, timeout: float) -> Arrival:
         """The next event or reply; ``TimeoutError`` after ``timeout`` seconds of silence."""
-        return await asyncio.wait_for(self._inbox.get(), timeout)
+        if not self._inbox.empty():
+            return self._inbox.get_nowait()
+        # asyncio.timeout rather than wait_for: wait_for wraps the get in a task of its own,
+        # an extra task and loop pass on every hop of a delegation.
+        async with asyncio.timeout(timeout):
+            return await self._inbox.get()
 
 
 class CallRouter:

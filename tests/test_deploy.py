@@ -12,7 +12,8 @@ from agents.service import AgentService
 from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.config import build_components, load_config
+from mesh.config import load_config
+from mesh.sections import build_components
 from mesh.errors import NotAuthorizedError
 from mesh.localbroker import LocalBroker
 from mesh.transport import MqttTransport

@@ -22,7 +22,8 @@ from mesh.cli.common import (
     configure_logging,
 )
 from mesh.component import Component
-from mesh.config import LOG_LEVELS, build_many, configured_broker, load_many
+from mesh.config import LOG_LEVELS, configured_broker, load_many
+from mesh.sections import build_many
 from mesh.errors import ConfigError, ConnectError
 from mesh.localbroker import port_answers, running_broker
 

@@ -21,16 +21,14 @@ What it adds on top of paho (DESIGN, "Transport rules"):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import itertools
 import logging
 import socket
 import ssl
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -54,12 +52,13 @@ from mesh.errors import (
 )
 from mesh.properties import MessageProperties
 from mesh.transport.codec import from_paho, to_paho
+from mesh.transport.driver import SocketDriver
+from mesh.transport.subscriptions import BrokerSubscription, MessageHandler, Subscription, SubscriptionTable
 from mesh.transport.window import InflightWindow
-from topics import topic_matches, validate_filter, validate_publish_topic
+from topics import validate_filter, validate_publish_topic
 
 log = logging.getLogger("mesh.transport")
 
-MessageHandler = Callable[["InboundMessage"], Awaitable[None] | None]
 ConnectListener = Callable[[bool], Awaitable[None] | None]
 DisconnectListener = Callable[[str], Awaitable[None] | None]
 
@@ -67,8 +66,6 @@ DisconnectListener = Callable[[str], Awaitable[None] | None]
 _MQTT_MAX_PACKET = 268_435_455
 # Bytes a PUBLISH needs beyond payload, topic and user properties (header, lengths, ids).
 _PUBLISH_OVERHEAD = 64
-# Linux only; elsewhere every publish is sent at once.
-_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
 # Below the broker's limit by this much, a message is not measured property by property.
 _SIZE_CHECK_MARGIN = 64 * 1024
 
@@ -93,32 +90,6 @@ class Will:
     qos: int = 1
     retain: bool = False
     properties: MessageProperties | None = None
-
-
-@dataclass(eq=False, slots=True)
-class _BrokerSubscription:
-    """One filter subscribed at the broker, with every local handler that wants it.
-
-    MQTT keeps one subscription per filter and session: subscribing a filter again would
-    replace it, so handlers of the same filter share this entry and its identifier.
-    """
-
-    topic_filter: str
-    qos: int
-    no_local: bool
-    identifier: int
-    acked: asyncio.Future[None]
-    handlers: list[MessageHandler] = field(default_factory=list)
-    # Whether the broker's current session holds this subscription.
-    confirmed: bool = False
-
-
-@dataclass(eq=False, frozen=True, slots=True)
-class Subscription:
-    """A handler's subscription; pass it to :meth:`MqttTransport.unsubscribe` to end it."""
-
-    topic_filter: str
-    handler: MessageHandler
 
 
 class MqttTransport:
@@ -151,10 +122,7 @@ class MqttTransport:
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
-        self._sock: Any = None
-        self._writer_registered = False
-        self._corked = False
-        self._misc_timer: asyncio.TimerHandle | None = None
+        self._driver: SocketDriver | None = None
 
         self._connected = asyncio.Event()
         self._connack: asyncio.Future[None] | None = None
@@ -165,10 +133,7 @@ class MqttTransport:
         self._connect_listeners: list[ConnectListener] = []
         self._disconnect_listeners: list[DisconnectListener] = []
 
-        self._subscriptions: dict[str, _BrokerSubscription] = {}
-        self._by_identifier: dict[int, _BrokerSubscription] = {}
-        self._subscription_ids = itertools.count(1)
-        self._pending_subacks: dict[int, _BrokerSubscription] = {}
+        self._subscriptions = SubscriptionTable()
         self._pending_acks: dict[int, tuple[asyncio.Future[None], str]] = {}
         self.max_inflight = max_inflight
         self._window = InflightWindow(min(max_inflight, 20))
@@ -201,6 +166,7 @@ class MqttTransport:
         """
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        self._driver = SocketDriver(self._client, self._loop)
         self._closing = False
         try:
             await self._open_connection(first=True)
@@ -385,26 +351,10 @@ class MqttTransport:
         validate_filter(topic_filter)
         if no_local and topic_filter.startswith("$share/"):
             raise ValueError(f"no_local is a protocol error on a shared subscription ({topic_filter!r})")
-        entry = self._subscriptions.get(topic_filter)
-        if entry is None:
-            entry = _BrokerSubscription(
-                topic_filter=topic_filter,
-                qos=qos,
-                no_local=no_local,
-                identifier=next(self._subscription_ids),
-                acked=self._require_loop().create_future(),
-            )
-            self._subscriptions[topic_filter] = entry
-            self._by_identifier[entry.identifier] = entry
-            if self._connected.is_set():
-                self._send_subscribe(entry)
-        elif (entry.qos, entry.no_local) != (qos, no_local):
-            raise ValueError(
-                f"{topic_filter!r} is already subscribed with qos={entry.qos}, no_local={entry.no_local}; "
-                "one connection holds one subscription per filter"
-            )
+        entry, created = self._subscriptions.add(topic_filter, handler, qos, no_local, self._require_loop())
+        if created and self._connected.is_set():
+            self._send_subscribe(entry)
         subscription = Subscription(topic_filter, handler)
-        entry.handlers.append(handler)
         try:
             await asyncio.wait_for(asyncio.shield(entry.acked), timeout or self.publish_timeout_s)
         except TimeoutError:
@@ -423,18 +373,12 @@ class MqttTransport:
         if entry is not None:
             self._drop_handler(entry, subscription.handler)
 
-    def _drop_handler(self, entry: _BrokerSubscription, handler: MessageHandler) -> None:
-        with contextlib.suppress(ValueError):
-            entry.handlers.remove(handler)
-        if entry.handlers:
-            return
-        del self._subscriptions[entry.topic_filter]
-        del self._by_identifier[entry.identifier]
-        if self._connected.is_set():
+    def _drop_handler(self, entry: BrokerSubscription, handler: MessageHandler) -> None:
+        if self._subscriptions.drop(entry, handler) and self._connected.is_set():
             self._client.unsubscribe(entry.topic_filter)
             self._sync_writer()
 
-    def _send_subscribe(self, entry: _BrokerSubscription) -> None:
+    def _send_subscribe(self, entry: BrokerSubscription) -> None:
         props: Properties | None = None
         if self.subscription_ids_available:
             props = Properties(PacketTypes.SUBSCRIBE)
@@ -442,7 +386,7 @@ class MqttTransport:
         options = SubscribeOptions(qos=entry.qos, noLocal=entry.no_local)
         _rc, mid = self._client.subscribe(entry.topic_filter, options=options, properties=props)
         if mid is not None:
-            self._pending_subacks[mid] = entry
+            self._subscriptions.sent(mid, entry)
         self._sync_writer()
 
     # ------------------------------------------------------------------ request / reply
@@ -601,79 +545,23 @@ class MqttTransport:
         if self._closing:
             self._client.disconnect()  # a reconnect finished after close(): undo it
             return
-        self._sock = sock
-        self._require_loop().add_reader(sock, self._on_readable)
-        self._sync_writer()
-        self._schedule_misc()
+        self._require_driver().attach(sock)
 
     def _on_socket_close(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
-        if sock is self._sock:
-            self._forget_socket()
+        if self._driver is not None and sock is self._driver.sock:
+            self._driver.detach()
 
     def _forget_socket(self) -> None:
-        loop = self._require_loop()
-        if self._sock is not None:
-            loop.remove_reader(self._sock)
-            loop.remove_writer(self._sock)
-            self._sock = None
-        self._writer_registered = False
-        if self._misc_timer is not None:
-            self._misc_timer.cancel()
-            self._misc_timer = None
-
-    def _on_readable(self) -> None:
-        self._cork()  # PUBACKs paho writes while reading go out together
-        self._client.loop_read()
-        sock = self._sock
-        # TLS may hold decrypted bytes that select() cannot see.
-        if sock is not None and isinstance(sock, ssl.SSLSocket) and sock.pending():
-            self._require_loop().call_soon(self._on_readable)
-        self._sync_writer()
-
-    def _on_writable(self) -> None:
-        self._client.loop_write()
-        self._sync_writer()
-
-    def _cork(self) -> None:
-        """Hold back small writes until the end of this loop iteration (Linux TCP_CORK).
-
-        paho writes every packet with its own send(); with TCP_NODELAY each becomes a
-        segment whose loopback delivery the sender pays for. Corked, everything written in
-        one pass of the event loop leaves as one segment when :meth:`_uncork` runs.
-        """
-        sock = self._sock
-        if self._corked or sock is None or _TCP_CORK is None:
-            return
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
-        self._corked = True
-        self._require_loop().call_soon(self._uncork, sock)
-
-    def _uncork(self, sock: Any) -> None:
-        self._corked = False
-        if sock is self._sock:
-            sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 0)
+        if self._driver is not None:
+            self._driver.detach()
 
     def _sync_writer(self) -> None:
-        """Watch the socket for writability only while paho has bytes it could not send."""
-        sock = self._sock
-        if sock is None:
-            return
-        wants = self._client.want_write()
-        if wants and not self._writer_registered:
-            self._require_loop().add_writer(sock, self._on_writable)
-            self._writer_registered = True
-        elif not wants and self._writer_registered:
-            self._require_loop().remove_writer(sock)
-            self._writer_registered = False
+        if self._driver is not None:
+            self._driver.sync_writer()
 
-    def _schedule_misc(self) -> None:
-        self._misc_timer = self._require_loop().call_later(1.0, self._on_misc)
-
-    def _on_misc(self) -> None:
-        # Keepalive: paho sends PINGREQ and notices a silent broker here.
-        if self._client.loop_misc() == paho.MQTT_ERR_SUCCESS and self._sock is not None:
-            self._sync_writer()
-            self._schedule_misc()
+    def _cork(self) -> None:
+        if self._driver is not None:
+            self._driver.cork()
 
     def _on_connect(
         self, _client: paho.Client, _userdata: Any, flags: Any, reason: ReasonCode, props: Properties | None
@@ -686,12 +574,8 @@ class MqttTransport:
             return
         self._read_broker_limits(props)
         session_present = bool(getattr(flags, "session_present", False))
-        # SUBACKs of the lost connection will never come; what the session lacks is sent again.
-        self._pending_subacks.clear()
-        for entry in self._subscriptions.values():
-            if not (session_present and entry.confirmed):
-                entry.confirmed = False
-                self._send_subscribe(entry)
+        for entry in self._subscriptions.to_resubscribe(session_present):
+            self._send_subscribe(entry)
         self._connected.set()
         if connack is not None and not connack.done():
             connack.set_result(None)
@@ -754,14 +638,8 @@ class MqttTransport:
             properties=from_paho(props),
         )
         sub_ids = getattr(props, "SubscriptionIdentifier", None) if self.subscription_ids_available else None
-        if sub_ids:
-            entries = [self._by_identifier.get(identifier) for identifier in sub_ids]
-        else:
-            entries = [e for e in self._subscriptions.values() if topic_matches(e.topic_filter, message.topic)]
-        for entry in entries:
-            if entry is not None:
-                for handler in tuple(entry.handlers):
-                    self._run_callback(handler, message)
+        for handler in self._subscriptions.handlers_for(message.topic, sub_ids):
+            self._run_callback(handler, message)
 
     def _run_callback(self, callback: Callable[..., Any], *args: Any) -> None:
         """Call a handler or listener; a coroutine result runs as a task. Never raises."""
@@ -798,7 +676,7 @@ class MqttTransport:
     def _on_subscribe(
         self, _client: paho.Client, _userdata: Any, mid: int, reasons: list[ReasonCode], _props: Properties | None
     ) -> None:
-        entry = self._pending_subacks.pop(mid, None)
+        entry = self._subscriptions.suback(mid)
         if entry is None:
             return
         failed = [r for r in reasons if r.is_failure]
@@ -819,6 +697,11 @@ class MqttTransport:
             log.error("%s (after a reconnect)", error)
 
     # ------------------------------------------------------------------ helpers
+
+    def _require_driver(self) -> SocketDriver:
+        if self._driver is None:
+            raise NotConnectedError("the transport is not connected; call connect() first")
+        return self._driver
 
     def _require_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

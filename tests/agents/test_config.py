@@ -13,7 +13,8 @@ from agents.service import AgentService
 from agents.settings import AgentSettings, DelegationSettings, Limits
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
-from mesh.config import build_components, load_config
+from mesh.config import load_config
+from mesh.sections import build_components
 from mesh.errors import ConfigError
 from tests.agents.sample_agents import Flexible, Greeter, Repeater
 

@@ -15,21 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import mesh.config
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
-from mesh.config import (
-    MeshConfig,
-    build_components,
-    build_many,
-    check_keys,
-    check_unique_components,
-    config_error,
-    configured_broker,
-    key_path,
-    load_config,
-    load_many,
-    section_factories,
-    section_names,
-    validation_error_text,
-)
+import mesh.sections
+from mesh.config import MeshConfig, configured_broker, load_config, load_many
+from mesh.config_errors import check_keys, config_error, key_path, validation_error_text
+from mesh.sections import build_components, build_many, check_unique_components, section_factories, section_names
 from mesh.errors import ConfigError
 
 WriteConfig = Callable[..., Path]
@@ -99,7 +88,7 @@ def sections(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "widgets": FakeEntryPoint("tests.mesh.test_config:build_widgets"),
         "gadgets": FakeEntryPoint("tests.mesh.no_such_package.config:build_gadgets"),
     }
-    monkeypatch.setattr(mesh.config, "_section_entry_points", lambda: installed)
+    monkeypatch.setattr(mesh.sections, "_section_entry_points", lambda: installed)
     return installed
 
 
@@ -504,7 +493,6 @@ def test_check_keys() -> None:
 def test_validation_errors_never_repeat_secrets() -> None:
     from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-    from mesh.config import validation_error_text
 
     class Auth(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -1,0 +1,99 @@
+"""Running a paho client's socket from the asyncio loop instead of paho's network thread.
+
+The socket is registered with the loop: readable -> ``loop_read``; writable (only while paho
+holds bytes it could not send) -> ``loop_write``; a 1 s timer -> ``loop_misc`` (keepalive).
+Everything runs on the loop thread, so paho's callbacks never race the rest of the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from typing import Any
+
+import paho.mqtt.client as paho
+
+# Linux only; elsewhere every publish is sent at once.
+_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
+
+
+class SocketDriver:
+    """Feeds one paho client's socket events from an asyncio loop."""
+
+    def __init__(self, client: paho.Client, loop: asyncio.AbstractEventLoop) -> None:
+        self._client = client
+        self._loop = loop
+        self.sock: Any = None
+        self._writer_registered = False
+        self._corked = False
+        self._misc_timer: asyncio.TimerHandle | None = None
+
+    def attach(self, sock: Any) -> None:
+        """Start driving ``sock`` (paho's socket of a new connection)."""
+        self.sock = sock
+        self._loop.add_reader(sock, self._on_readable)
+        self.sync_writer()
+        self._misc_timer = self._loop.call_later(1.0, self._on_misc)
+
+    def detach(self) -> None:
+        """Stop watching the socket (closed, or about to be)."""
+        if self.sock is not None:
+            self._loop.remove_reader(self.sock)
+            self._loop.remove_writer(self.sock)
+            self.sock = None
+        self._writer_registered = False
+        if self._misc_timer is not None:
+            self._misc_timer.cancel()
+            self._misc_timer = None
+
+    def cork(self) -> None:
+        """Hold back small writes until the end of this loop iteration (Linux TCP_CORK).
+
+        paho writes every packet with its own send(); with TCP_NODELAY each becomes a
+        segment whose loopback delivery the sender pays for. Corked, everything written in
+        one pass of the event loop leaves as one segment when the cork is pulled.
+        """
+        sock = self.sock
+        if self._corked or sock is None or _TCP_CORK is None:
+            return
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
+        self._corked = True
+        self._loop.call_soon(self._uncork, sock)
+
+    def sync_writer(self) -> None:
+        """Watch the socket for writability only while paho has bytes it could not send."""
+        sock = self.sock
+        if sock is None:
+            return
+        wants = self._client.want_write()
+        if wants and not self._writer_registered:
+            self._loop.add_writer(sock, self._on_writable)
+            self._writer_registered = True
+        elif not wants and self._writer_registered:
+            self._loop.remove_writer(sock)
+            self._writer_registered = False
+
+    def _uncork(self, sock: Any) -> None:
+        self._corked = False
+        if sock is self.sock:
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 0)
+
+    def _on_readable(self) -> None:
+        self.cork()  # PUBACKs paho writes while reading go out together
+        self._client.loop_read()
+        sock = self.sock
+        # TLS may hold decrypted bytes that select() cannot see.
+        if sock is not None and isinstance(sock, ssl.SSLSocket) and sock.pending():
+            self._loop.call_soon(self._on_readable)
+        self.sync_writer()
+
+    def _on_writable(self) -> None:
+        self._client.loop_write()
+        self.sync_writer()
+
+    def _on_misc(self) -> None:
+        # Keepalive: paho sends PINGREQ and notices a silent broker here.
+        if self._client.loop_misc() == paho.MQTT_ERR_SUCCESS and self.sock is not None:
+            self.sync_writer()
+            self._misc_timer = self._loop.call_later(1.0, self._on_misc)

@@ -1,0 +1,116 @@
+"""What a connection is subscribed to, and which handlers a delivered message goes to.
+
+MQTT keeps one subscription per filter and session: subscribing a filter again replaces it.
+So the handlers of one filter share one broker subscription, with one Subscription
+Identifier; a delivered message names the identifiers it matched (each overlapping
+subscription gets exactly its copy), or, on a broker without identifiers, the filters are
+matched locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from topics import topic_matches
+
+if TYPE_CHECKING:
+    from mesh.transport.client import InboundMessage
+
+MessageHandler = Callable[["InboundMessage"], Awaitable[None] | None]
+
+
+@dataclass(eq=False, slots=True)
+class BrokerSubscription:
+    """One filter subscribed at the broker, with every local handler that wants it."""
+
+    topic_filter: str
+    qos: int
+    no_local: bool
+    identifier: int
+    # Resolved by the first SUBACK: what subscribe() calls wait for.
+    acked: asyncio.Future[None]
+    handlers: list[MessageHandler] = field(default_factory=list)
+    # Whether the broker's current session holds this subscription.
+    confirmed: bool = False
+
+
+@dataclass(eq=False, frozen=True, slots=True)
+class Subscription:
+    """A handler's subscription; pass it to :meth:`MqttTransport.unsubscribe` to end it."""
+
+    topic_filter: str
+    handler: MessageHandler
+
+
+class SubscriptionTable:
+    """The broker subscriptions of one connection and the handlers behind each."""
+
+    def __init__(self) -> None:
+        self._by_filter: dict[str, BrokerSubscription] = {}
+        self._by_identifier: dict[int, BrokerSubscription] = {}
+        self._identifiers = itertools.count(1)
+        self._awaiting_suback: dict[int, BrokerSubscription] = {}
+
+    def add(
+        self, topic_filter: str, handler: MessageHandler, qos: int, no_local: bool, loop: asyncio.AbstractEventLoop
+    ) -> tuple[BrokerSubscription, bool]:
+        """Register ``handler``; return its broker subscription and whether that is new."""
+        entry = self._by_filter.get(topic_filter)
+        created = entry is None
+        if entry is None:
+            entry = BrokerSubscription(topic_filter, qos, no_local, next(self._identifiers), loop.create_future())
+            self._by_filter[topic_filter] = self._by_identifier[entry.identifier] = entry
+        elif (entry.qos, entry.no_local) != (qos, no_local):
+            raise ValueError(
+                f"{topic_filter!r} is already subscribed with qos={entry.qos}, no_local={entry.no_local}; "
+                "one connection holds one subscription per filter"
+            )
+        entry.handlers.append(handler)
+        return entry, created
+
+    def get(self, topic_filter: str) -> BrokerSubscription | None:
+        return self._by_filter.get(topic_filter)
+
+    def drop(self, entry: BrokerSubscription, handler: MessageHandler) -> bool:
+        """Remove ``handler``; True when its filter has no handler left (unsubscribe it)."""
+        with contextlib.suppress(ValueError):
+            entry.handlers.remove(handler)
+        if entry.handlers or self._by_filter.get(entry.topic_filter) is not entry:
+            return False
+        del self._by_filter[entry.topic_filter]
+        del self._by_identifier[entry.identifier]
+        return True
+
+    def sent(self, mid: int, entry: BrokerSubscription) -> None:
+        """A SUBSCRIBE for ``entry`` went out as packet ``mid``."""
+        self._awaiting_suback[mid] = entry
+
+    def suback(self, mid: int) -> BrokerSubscription | None:
+        """The subscription a SUBACK answers (None for a stale one)."""
+        return self._awaiting_suback.pop(mid, None)
+
+    def to_resubscribe(self, session_present: bool) -> list[BrokerSubscription]:
+        """After a (re)connection: what the broker's session lacks and must be sent again.
+
+        SUBACKs of the lost connection will never come, so nothing is awaited any more.
+        """
+        self._awaiting_suback.clear()
+        missing = [e for e in self._by_filter.values() if not (session_present and e.confirmed)]
+        for entry in missing:
+            entry.confirmed = False
+        return missing
+
+    def handlers_for(self, topic: str, identifiers: Sequence[int] | None) -> Iterator[MessageHandler]:
+        """The handlers of a delivered message: by the identifiers it carries, else by filter."""
+        if identifiers:
+            entries = [self._by_identifier.get(identifier) for identifier in identifiers]
+        else:
+            entries = [e for e in self._by_filter.values() if topic_matches(e.topic_filter, topic)]
+        for entry in entries:
+            if entry is not None:
+                yield from tuple(entry.handlers)
