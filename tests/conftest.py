@@ -14,11 +14,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
+from agents import Agent, AgentSettings
+from agents.service import AgentService
 from mesh.broker import BrokerSettings
-from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, running_broker
+from mesh.localbroker import (
+    BrokerUnavailableError,
+    LocalBroker,
+    default_config_path,
+    running_broker,
+)
 from mesh.transport import MqttTransport
 
 TransportFactory = Callable[..., Awaitable[MqttTransport]]
+ServeAgent = Callable[..., Awaitable[AgentService]]
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +67,22 @@ async def make_transport(broker_settings: BrokerSettings) -> AsyncIterator[Trans
     yield make
     for transport in made:
         await transport.close()
+
+
+@pytest.fixture
+async def serve_agent(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[ServeAgent]:
+    """``await serve_agent(agent, settings)``: the agent served on the test's namespace until the test ends."""
+    started: list[AgentService] = []
+
+    async def start(agent: Agent, settings: AgentSettings | None = None) -> AgentService:
+        service = AgentService(agent, broker=broker_settings, namespace=namespace, settings=settings)
+        await service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        await service.stop()  # a second stop does nothing
 
 
 @pytest.fixture

@@ -7,9 +7,15 @@ import asyncio
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
-from mesh.a2a import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, get_text_from_message
+from mesh.a2a import (
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+    get_text_from_message,
+)
 from mesh.client import MeshClient
-from tests.agents.conftest import Serve
+from tests.conftest import ServeAgent
 
 
 def text_of(task: object) -> str:
@@ -17,15 +23,15 @@ def text_of(task: object) -> str:
     return get_text_from_message(task.status.message)
 
 
-async def test_echo_repeats_with_an_optional_prefix(serve: Serve, client: MeshClient) -> None:
-    await serve(EchoAgent())
-    await serve(EchoAgent(name="parrot", prefix="squawk: "))
+async def test_echo_repeats_with_an_optional_prefix(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(EchoAgent())
+    await serve_agent(EchoAgent(name="parrot", prefix="squawk: "))
     assert text_of(await client.send("echo", "hi")) == "hi"
     assert text_of(await client.send("parrot", "hi")) == "squawk: hi"
 
 
-async def test_calculator_answers_exactly_and_fails_bad_input(serve: Serve, client: MeshClient) -> None:
-    await serve(CalculatorAgent())
+async def test_calculator_answers_exactly_and_fails_bad_input(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(CalculatorAgent())
     assert text_of(await client.send("calculator", "What is 0.1 + 0.2?")) == "0.3"
     assert text_of(await client.send("calculator", "(1/3) * 3")) == "1"
     assert text_of(await client.send("calculator", "2^100")) == str(2**100)
@@ -39,8 +45,8 @@ async def test_calculator_answers_exactly_and_fails_bad_input(serve: Serve, clie
     assert isinstance(refused, Task) and refused.status.state is TaskState.failed
 
 
-async def test_countdown_streams_progress_and_an_artifact(serve: Serve, client: MeshClient) -> None:
-    await serve(CountdownAgent(interval_s=0.01))
+async def test_countdown_streams_progress_and_an_artifact(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(CountdownAgent(interval_s=0.01))
     items = [item async for item in client.stream("countdown", "count down from 3")]
     progress = [get_text_from_message(i.status.message) for i in items
                 if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None]
@@ -54,8 +60,8 @@ async def test_countdown_streams_progress_and_an_artifact(serve: Serve, client: 
     assert "".join(p.text for p in artifact.parts) == "3\n2\n1\n0\n"  # type: ignore[union-attr]
 
 
-async def test_countdown_honours_cancel(serve: Serve, client: MeshClient) -> None:
-    await serve(CountdownAgent(interval_s=30))
+async def test_countdown_honours_cancel(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(CountdownAgent(interval_s=30))
     stream = client.stream("countdown", "10")
     first_step = None
     async for item in stream:
@@ -69,8 +75,8 @@ async def test_countdown_honours_cancel(serve: Serve, client: MeshClient) -> Non
     assert isinstance(rest[-1], Task) and rest[-1].status.state is TaskState.canceled
 
 
-async def test_countdown_asks_for_a_number(serve: Serve, client: MeshClient) -> None:
-    await serve(CountdownAgent(interval_s=0.01))
+async def test_countdown_asks_for_a_number(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(CountdownAgent(interval_s=0.01))
     asked = await client.send("countdown", "please count down")
     assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
     assert "how many" in text_of(asked)

@@ -19,8 +19,17 @@ from mesh.a2a import (
 )
 from mesh.client import MeshClient, request_bytes
 from mesh.properties import MessageProperties
-from tests.agents.conftest import Serve
-from tests.agents.service_agents import Blocker, Broken, Echo, FanOut, Relay, Streamer, Ticker, Whoami
+from tests.agents.service_agents import (
+    Blocker,
+    Broken,
+    Echo,
+    FanOut,
+    Relay,
+    Streamer,
+    Ticker,
+    Whoami,
+)
+from tests.conftest import ServeAgent
 
 
 def text_of(task: object) -> str:
@@ -34,10 +43,10 @@ def only_task(service: AgentService) -> Task:
     return record.task
 
 
-async def test_a_to_b_to_c_with_streaming_forwarded_to_the_client(serve: Serve, client: MeshClient) -> None:
-    await serve(Streamer(steps=2, name="c"))
-    await serve(Relay(name="b", next_agent="c", forward=True, stream=True))
-    await serve(Relay(name="a", next_agent="b", forward=True))
+async def test_a_to_b_to_c_with_streaming_forwarded_to_the_client(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Streamer(steps=2, name="c"))
+    await serve_agent(Relay(name="b", next_agent="c", forward=True, stream=True))
+    await serve_agent(Relay(name="a", next_agent="b", forward=True))
     items = [item async for item in client.stream("a", "go")]
     statuses = [get_text_from_message(i.status.message) for i in items
                 if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None]
@@ -49,17 +58,19 @@ async def test_a_to_b_to_c_with_streaming_forwarded_to_the_client(serve: Serve, 
     assert text_of(items[-1]) == "a<b<done>>"
 
 
-async def test_parallel_fan_out_to_five_peers(serve: Serve, client: MeshClient) -> None:
+async def test_parallel_fan_out_to_five_peers(serve_agent: ServeAgent, client: MeshClient) -> None:
     for i in range(5):
-        await serve(Echo(name=f"echo{i}"))
-    await serve(FanOut(peers=[f"echo{i}" for i in range(5)]))
+        await serve_agent(Echo(name=f"echo{i}"))
+    await serve_agent(FanOut(peers=[f"echo{i}" for i in range(5)]))
     task = await client.send("fanout", "hello")
     assert text_of(task) == " | ".join(f"hello to echo{i}" for i in range(5))
 
 
-async def test_sub_task_carries_user_context_and_depth(serve: Serve, broker_settings: object, namespace: str) -> None:
-    whoami = await serve(Whoami(name="c"))
-    await serve(Relay(name="a", next_agent="c"))
+async def test_sub_task_carries_user_context_and_depth(
+    serve_agent: ServeAgent, broker_settings: object, namespace: str
+) -> None:
+    whoami = await serve_agent(Whoami(name="c"))
+    await serve_agent(Relay(name="a", next_agent="c"))
     async with MeshClient.connect(broker_settings, namespace, user_id="ada",  # type: ignore[arg-type]
                                   user_config={"role": "admin"}, auth_token="tok") as caller:
         parent = await caller.send("a", "who?", context_id="conv-7")
@@ -71,9 +82,9 @@ async def test_sub_task_carries_user_context_and_depth(serve: Serve, broker_sett
     assert data["metadata"] == {"parentTaskId": parent.id, "delegatingAgent": "a"}
 
 
-async def test_timeout_cancels_the_peers_own_task(serve: Serve, client: MeshClient) -> None:
-    blocker = await serve(Blocker())
-    await serve(Relay(name="a", next_agent="blocker", timeout=0.3))
+async def test_timeout_cancels_the_peers_own_task(serve_agent: ServeAgent, client: MeshClient) -> None:
+    blocker = await serve_agent(Blocker())
+    await serve_agent(Relay(name="a", next_agent="blocker", timeout=0.3))
     task = await client.send("a", "wait forever")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert "DelegationTimeoutError" in text_of(task) and "the task was canceled" in text_of(task)
@@ -83,17 +94,17 @@ async def test_timeout_cancels_the_peers_own_task(serve: Serve, client: MeshClie
     assert record.id.startswith("a2a_subtask_")  # canceled by its exact id
 
 
-async def test_the_idle_timeout_restarts_on_every_peer_event(serve: Serve, client: MeshClient) -> None:
-    await serve(Ticker(ticks=6, every_s=0.1))  # 0.6 s in all, never 0.3 s silent
-    await serve(Relay(name="a", next_agent="ticker", timeout=0.3))
+async def test_the_idle_timeout_restarts_on_every_peer_event(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Ticker(ticks=6, every_s=0.1))  # 0.6 s in all, never 0.3 s silent
+    await serve_agent(Relay(name="a", next_agent="ticker", timeout=0.3))
     assert text_of(await client.send("a", "tick")) == "a<ticked>"
 
 
-async def test_canceling_the_parent_cascades_two_levels_down(serve: Serve, client: MeshClient) -> None:
+async def test_canceling_the_parent_cascades_two_levels_down(serve_agent: ServeAgent, client: MeshClient) -> None:
     c = Blocker(name="c")
-    c_service = await serve(c)
-    b_service = await serve(Relay(name="b", next_agent="c"))
-    await serve(Relay(name="a", next_agent="b"))
+    c_service = await serve_agent(c)
+    b_service = await serve_agent(Relay(name="b", next_agent="c"))
+    await serve_agent(Relay(name="a", next_agent="b"))
     parent = await client.send("a", "deep work", blocking=False)
     await asyncio.wait_for(c.started.wait(), 5)
     canceled = await client.cancel_task("a", parent.id)
@@ -105,11 +116,11 @@ async def test_canceling_the_parent_cascades_two_levels_down(serve: Serve, clien
     assert c.cancellations == 1
 
 
-async def test_call_depth_beyond_the_maximum_is_refused(serve: Serve, client: MeshClient) -> None:
+async def test_call_depth_beyond_the_maximum_is_refused(serve_agent: ServeAgent, client: MeshClient) -> None:
     shallow = AgentSettings(delegation=DelegationSettings(max_call_depth=1))
-    await serve(Echo(name="c"))
-    await serve(Relay(name="b", next_agent="c"), shallow)
-    await serve(Relay(name="a", next_agent="b"))
+    await serve_agent(Echo(name="c"))
+    await serve_agent(Relay(name="b", next_agent="c"), shallow)
+    await serve_agent(Relay(name="a", next_agent="b"))
     task = await client.send("a", "go deep")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     # a sees b's failure, which says why: b refused to go a level deeper.
@@ -117,8 +128,8 @@ async def test_call_depth_beyond_the_maximum_is_refused(serve: Serve, client: Me
     assert "CallDepthExceededError" in text_of(task) and "2 calls deep; the maximum is 1" in text_of(task)
 
 
-async def test_the_receiving_agent_refuses_a_request_too_deep(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_the_receiving_agent_refuses_a_request_too_deep(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     payload = request_bytes("message/send", "deep-1", MessageSendParams(message=create_user_message([TextPart(text="x")])))
     reply = await client.transport.request(
         f"{client.namespace}/a2a/v1/agent/request/echo", payload, timeout=5,
@@ -128,28 +139,28 @@ async def test_the_receiving_agent_refuses_a_request_too_deep(serve: Serve, clie
     assert error["code"] == -32600 and "call depth 11 exceeds" in error["message"]
 
 
-async def test_a_cycle_is_refused(serve: Serve, client: MeshClient) -> None:
-    await serve(Relay(name="b", next_agent="a"))
-    await serve(Relay(name="a", next_agent="b"))
+async def test_a_cycle_is_refused(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Relay(name="b", next_agent="a"))
+    await serve_agent(Relay(name="a", next_agent="b"))
     task = await client.send("a", "loop")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert "a -> b -> a" in text_of(task) and "allow_cycles" in text_of(task)
 
 
-async def test_unknown_and_forbidden_peers(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
-    await serve(Relay(name="a", next_agent="ghost"))
+async def test_unknown_and_forbidden_peers(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
+    await serve_agent(Relay(name="a", next_agent="ghost"))
     lost = await client.send("a", "hello?")
     assert "no such agent on the mesh" in text_of(lost) and "available agents: a, echo" in text_of(lost)
-    await serve(Relay(name="b", next_agent="echo"),
+    await serve_agent(Relay(name="b", next_agent="echo"),
                 AgentSettings(delegation=DelegationSettings(deny=("ech*",))))
     denied = await client.send("b", "hello?")
     assert "may not delegate to 'echo'" in text_of(denied)
 
 
-async def test_a_failed_peer_fails_the_delegation(serve: Serve, client: MeshClient) -> None:
-    await serve(Broken())
-    await serve(Relay(name="a", next_agent="broken"))
+async def test_a_failed_peer_fails_the_delegation(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Broken())
+    await serve_agent(Relay(name="a", next_agent="broken"))
     task = await client.send("a", "this")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert "ended failed: RuntimeError: cannot handle 'this'" in text_of(task)

@@ -10,7 +10,14 @@ from agents import Agent
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
-from agents.builtin.orchestrator import OPT_OUT_TAG, Match, OrchestratorAgent, find_expression, match_agents, terms
+from agents.builtin.orchestrator import (
+    OPT_OUT_TAG,
+    Match,
+    OrchestratorAgent,
+    find_expression,
+    match_agents,
+    terms,
+)
 from mesh.a2a import (
     AgentCapabilities,
     AgentCard,
@@ -25,8 +32,8 @@ from mesh.a2a import (
 )
 from mesh.client import MeshClient
 from mesh.registry import GATEWAY_ROLE_EXTENSION
-from tests.agents.conftest import Serve
 from tests.agents.service_agents import Blocker
+from tests.conftest import ServeAgent
 
 
 def card_of(agent: Agent) -> AgentCard:
@@ -124,11 +131,11 @@ def test_an_opted_out_skill_is_ignored_but_the_peers_other_skills_count() -> Non
 # --- on the broker ----------------------------------------------------------------------------
 
 
-async def builtin_mesh(serve: Serve) -> None:
-    await serve(EchoAgent())
-    await serve(CalculatorAgent())
-    await serve(CountdownAgent(interval_s=0.01))
-    await serve(OrchestratorAgent())  # last: the others' retained cards reach it before any request
+async def builtin_mesh(serve_agent: ServeAgent) -> None:
+    await serve_agent(EchoAgent())
+    await serve_agent(CalculatorAgent())
+    await serve_agent(CountdownAgent(interval_s=0.01))
+    await serve_agent(OrchestratorAgent())  # last: the others' retained cards reach it before any request
 
 
 def text_of(task: object) -> str:
@@ -144,8 +151,8 @@ def answers_of(task: object) -> dict[str, Any]:
     return part.data
 
 
-async def test_routes_arithmetic_to_the_calculator(serve: Serve, client: MeshClient) -> None:
-    await builtin_mesh(serve)
+async def test_routes_arithmetic_to_the_calculator(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await builtin_mesh(serve_agent)
     task = await client.send("orchestrator", "what is 2+2")
     assert isinstance(task, Task) and task.status.state is TaskState.completed
     assert text_of(task) == "calculator: 4"
@@ -156,8 +163,8 @@ async def test_routes_arithmetic_to_the_calculator(serve: Serve, client: MeshCli
     assert answer["taskId"].startswith("a2a_subtask_")
 
 
-async def test_fans_out_and_combines_with_attribution(serve: Serve, client: MeshClient) -> None:
-    await builtin_mesh(serve)
+async def test_fans_out_and_combines_with_attribution(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await builtin_mesh(serve_agent)
     task = await client.send("orchestrator", "countdown from 2, echo this and 6*7")
     assert text_of(task) == (
         "calculator: 42\n"
@@ -171,8 +178,8 @@ async def test_fans_out_and_combines_with_attribution(serve: Serve, client: Mesh
     assert answers["echo"]["matched"] == ["echo"]
 
 
-async def test_no_match_lists_the_agents_and_their_skills(serve: Serve, client: MeshClient) -> None:
-    await builtin_mesh(serve)
+async def test_no_match_lists_the_agents_and_their_skills(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await builtin_mesh(serve_agent)
     task = await client.send("orchestrator", "tell me a joke")
     assert isinstance(task, Task) and task.status.state is TaskState.completed
     lines = text_of(task).splitlines()
@@ -185,13 +192,13 @@ async def test_no_match_lists_the_agents_and_their_skills(serve: Serve, client: 
     assert sorted(data.data["available"]) == ["calculator", "countdown", "echo"]
 
 
-async def test_no_other_agent_on_the_mesh(serve: Serve, client: MeshClient) -> None:
-    await serve(OrchestratorAgent())
+async def test_no_other_agent_on_the_mesh(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(OrchestratorAgent())
     assert "there are no other agents on the mesh" in text_of(await client.send("orchestrator", "echo hi"))
 
 
-async def test_a_failing_peer_is_reported_with_attribution(serve: Serve, client: MeshClient) -> None:
-    await builtin_mesh(serve)
+async def test_a_failing_peer_is_reported_with_attribution(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await builtin_mesh(serve_agent)
     task = await client.send("orchestrator", "echo this and 1/0")
     assert isinstance(task, Task) and task.status.state is TaskState.completed  # echo answered
     calculator, echo = text_of(task).splitlines()
@@ -201,11 +208,11 @@ async def test_a_failing_peer_is_reported_with_attribution(serve: Serve, client:
     assert failed["ok"] is False and failed["state"] == "failed" and failed["error"].startswith("cannot evaluate")
 
 
-async def test_a_silent_peer_times_out_and_is_reported(serve: Serve, client: MeshClient) -> None:
+async def test_a_silent_peer_times_out_and_is_reported(serve_agent: ServeAgent, client: MeshClient) -> None:
     blocker = Blocker()  # no skills: matched by its name
-    await serve(blocker)
-    await serve(EchoAgent())
-    await serve(OrchestratorAgent(timeout_s=0.2))
+    await serve_agent(blocker)
+    await serve_agent(EchoAgent())
+    await serve_agent(OrchestratorAgent(timeout_s=0.2))
     task = await client.send("orchestrator", "blocker and echo")
     assert isinstance(task, Task) and task.status.state is TaskState.completed
     silent, echo = text_of(task).splitlines()
@@ -215,16 +222,16 @@ async def test_a_silent_peer_times_out_and_is_reported(serve: Serve, client: Mes
     assert blocker.started.is_set()
 
 
-async def test_the_task_fails_when_every_peer_failed(serve: Serve, client: MeshClient) -> None:
-    await builtin_mesh(serve)
+async def test_the_task_fails_when_every_peer_failed(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await builtin_mesh(serve_agent)
     task = await client.send("orchestrator", "what is 1/0")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert text_of(task).startswith("every agent asked failed:\ncalculator (failed): cannot evaluate '1/0'")
     assert answers_of(task)["calculator"]["ok"] is False
 
 
-async def test_streams_its_plan_and_the_peers_progress(serve: Serve, client: MeshClient) -> None:
-    await builtin_mesh(serve)
+async def test_streams_its_plan_and_the_peers_progress(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await builtin_mesh(serve_agent)
     items = [item async for item in client.stream("orchestrator", "countdown from 3 and echo it")]
     statuses = [i.status.message for i in items if isinstance(i, TaskStatusUpdateEvent) and i.status.message]
     assert [get_text_from_message(m) for m in statuses] == [

@@ -10,12 +10,18 @@ from typing import Any
 import pytest
 
 from agents import AgentSettings, Limits
-from mesh.a2a import MessageSendParams, Task, TaskState, TextPart, create_user_message, get_text_from_message
+from mesh.a2a import (
+    MessageSendParams,
+    Task,
+    TaskState,
+    TextPart,
+    create_user_message,
+    get_text_from_message,
+)
 from mesh.client import MeshClient, request_bytes
 from mesh.properties import MessageProperties
-from tests.agents.conftest import Serve
 from tests.agents.service_agents import Broken, Echo
-from tests.conftest import TransportFactory
+from tests.conftest import ServeAgent, TransportFactory
 from tests.support import Inbox
 
 
@@ -48,24 +54,24 @@ def send_payload(text: str = "hi", **message_fields: Any) -> bytes:
     ],
 )
 async def test_malformed_requests_get_the_right_error(
-    serve: Serve, client: MeshClient, payload: bytes, code: int, fragment: str, request_id: str | None
+    serve_agent: ServeAgent, client: MeshClient, payload: bytes, code: int, fragment: str, request_id: str | None
 ) -> None:
-    await serve(Echo())
+    await serve_agent(Echo())
     answer = await raw_call(client, payload)
     assert answer["error"]["code"] == code
     assert fragment in answer["error"]["message"]
     assert answer["id"] == (request_id if request_id is not None else "raw-1")
 
 
-async def test_oversize_payload_is_refused_with_the_limit(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo(), AgentSettings(limits=Limits(max_message_bytes=2000)))
+async def test_oversize_payload_is_refused_with_the_limit(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo(), AgentSettings(limits=Limits(max_message_bytes=2000)))
     answer = await raw_call(client, send_payload("x" * 5000))
     assert answer["error"]["code"] == -32600
     assert "accepts at most 2000" in answer["error"]["message"] and "max_message_bytes" in answer["error"]["message"]
 
 
-async def test_part_limits_name_the_bad_part(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo(), AgentSettings(limits=Limits(max_parts=2, max_text_part_bytes=10)))
+async def test_part_limits_name_the_bad_part(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo(), AgentSettings(limits=Limits(max_parts=2, max_text_part_bytes=10)))
     too_many = create_user_message([TextPart(text="a"), TextPart(text="b"), TextPart(text="c")])
     answer = await raw_call(client, request_bytes("message/send", "p1", MessageSendParams(message=too_many)))
     assert answer["error"]["code"] == -32602 and "params.message.parts: 3 parts" in answer["error"]["message"]
@@ -75,8 +81,10 @@ async def test_part_limits_name_the_bad_part(serve: Serve, client: MeshClient) -
     assert answer["error"]["data"]["errors"][0]["path"] == "params.message.parts.1.text"
 
 
-async def test_a_raising_handler_fails_its_task_with_the_error_text(serve: Serve, client: MeshClient) -> None:
-    await serve(Broken())
+async def test_a_raising_handler_fails_its_task_with_the_error_text(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    await serve_agent(Broken())
     task = await client.send("broken", "this")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert get_text_from_message(task.status.message) == "RuntimeError: cannot handle 'this'"  # type: ignore[arg-type]
@@ -85,9 +93,9 @@ async def test_a_raising_handler_fails_its_task_with_the_error_text(serve: Serve
 
 
 async def test_no_reply_to_falls_back_to_the_client_response_topic(
-    serve: Serve, make_transport: TransportFactory, namespace: str
+    serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str
 ) -> None:
-    await serve(Echo())
+    await serve_agent(Echo())
     sender = await make_transport()
     inbox = Inbox()
     await sender.subscribe(f"{namespace}/a2a/v1/client/response/orphan-client", inbox)
@@ -99,10 +107,10 @@ async def test_no_reply_to_falls_back_to_the_client_response_topic(
 
 
 async def test_no_reply_to_and_no_client_id_is_logged_and_the_task_still_runs(
-    serve: Serve, make_transport: TransportFactory, client: MeshClient, namespace: str,
+    serve_agent: ServeAgent, make_transport: TransportFactory, client: MeshClient, namespace: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    await serve(Echo())
+    await serve_agent(Echo())
     sender = await make_transport()
     with caplog.at_level(logging.WARNING, logger="agents.service"):
         await sender.publish(f"{namespace}/a2a/v1/agent/request/echo", send_payload("nobody listens"))
@@ -115,9 +123,9 @@ async def test_no_reply_to_and_no_client_id_is_logged_and_the_task_still_runs(
 
 
 async def test_200_concurrent_tasks_each_answered_exactly_once(
-    serve: Serve, client: MeshClient, make_transport: TransportFactory, namespace: str
+    serve_agent: ServeAgent, client: MeshClient, make_transport: TransportFactory, namespace: str
 ) -> None:
-    await serve(Echo())
+    await serve_agent(Echo())
     watcher = await make_transport()
     answers = Inbox()
     await watcher.subscribe(f"{namespace}/a2a/v1/client/response/{client.client_id}", answers)
@@ -131,12 +139,12 @@ async def test_200_concurrent_tasks_each_answered_exactly_once(
 
 
 async def test_stopping_the_agent_cancels_and_answers_in_flight_tasks(
-    serve: Serve, client: MeshClient
+    serve_agent: ServeAgent, client: MeshClient
 ) -> None:
     from tests.agents.service_agents import Blocker
 
     agent = Blocker()
-    service = await serve(agent)
+    service = await serve_agent(agent)
     pending = asyncio.ensure_future(client.send("blocker", "long job"))
     await asyncio.wait_for(agent.started.wait(), 5)
     await service.stop()

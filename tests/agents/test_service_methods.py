@@ -19,8 +19,8 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.client import MeshClient
-from tests.agents.conftest import Serve
 from tests.agents.service_agents import Asker, Blocker, Echo, Streamer, TwoStep, Whoami
+from tests.conftest import ServeAgent
 
 
 def reply_text(task: Task | Message) -> str:
@@ -28,8 +28,8 @@ def reply_text(task: Task | Message) -> str:
     return get_text_from_message(task.status.message)
 
 
-async def test_send_blocks_until_the_task_is_done(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_send_blocks_until_the_task_is_done(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     task = await client.send("echo", "hello mesh")
     assert isinstance(task, Task)
     assert task.status.state is TaskState.completed
@@ -37,9 +37,9 @@ async def test_send_blocks_until_the_task_is_done(serve: Serve, client: MeshClie
     assert [m.role.value for m in task.history or []] == ["user", "agent"]
 
 
-async def test_non_blocking_send_answers_submitted_at_once(serve: Serve, client: MeshClient) -> None:
+async def test_non_blocking_send_answers_submitted_at_once(serve_agent: ServeAgent, client: MeshClient) -> None:
     agent = Blocker()
-    await serve(agent)
+    await serve_agent(agent)
     task = await client.send("blocker", "wait", blocking=False)
     assert isinstance(task, Task) and task.status.state is TaskState.submitted
     await asyncio.wait_for(agent.started.wait(), 5)
@@ -49,8 +49,8 @@ async def test_non_blocking_send_answers_submitted_at_once(serve: Serve, client:
     assert canceled.status.state is TaskState.canceled
 
 
-async def test_stream_delivers_every_event_in_order_then_the_task(serve: Serve, client: MeshClient) -> None:
-    await serve(Streamer(steps=3))
+async def test_stream_delivers_every_event_in_order_then_the_task(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Streamer(steps=3))
     items = [item async for item in client.stream("streamer", "go")]
     statuses = [i for i in items if isinstance(i, TaskStatusUpdateEvent)]
     artifacts = [i for i in items if isinstance(i, TaskArtifactUpdateEvent)]
@@ -68,8 +68,8 @@ async def test_stream_delivers_every_event_in_order_then_the_task(serve: Serve, 
     assert base64.b64decode(by_name["blob.bin"].parts[0].file.bytes) == b"\x00\x01"  # type: ignore[union-attr]
 
 
-async def test_get_trims_history_to_history_length(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_get_trims_history_to_history_length(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     task = await client.send("echo", "one")
     full = await client.get_task("echo", task.id)
     last = await client.get_task("echo", task.id, history_length=1)
@@ -79,26 +79,26 @@ async def test_get_trims_history_to_history_length(serve: Serve, client: MeshCli
     assert not none.history
 
 
-async def test_get_and_cancel_of_an_unknown_task(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_get_and_cancel_of_an_unknown_task(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     with pytest.raises(TaskNotFound, match="no task 'nope'"):
         await client.get_task("echo", "nope")
     with pytest.raises(TaskNotFound):
         await client.cancel_task("echo", "nope")
 
 
-async def test_cancel_of_a_finished_task_is_refused(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_cancel_of_a_finished_task_is_refused(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     task = await client.send("echo", "done")
     with pytest.raises(TaskNotCancelable) as caught:
         await client.cancel_task("echo", task.id)
     assert caught.value.code == -32002 and "already completed" in str(caught.value)
 
 
-async def test_cancel_during_a_stream_ends_it_canceled(serve: Serve, client: MeshClient) -> None:
+async def test_cancel_during_a_stream_ends_it_canceled(serve_agent: ServeAgent, client: MeshClient) -> None:
     agent = Streamer(steps=5)
     agent.gate = asyncio.Event()
-    await serve(agent)
+    await serve_agent(agent)
     seen: list[object] = []
     first_status: asyncio.Future[TaskStatusUpdateEvent] = asyncio.get_running_loop().create_future()
 
@@ -119,10 +119,10 @@ async def test_cancel_during_a_stream_ends_it_canceled(serve: Serve, client: Mes
     assert isinstance(seen[-1], Task) and seen[-1].status.state is TaskState.canceled
 
 
-async def test_resubscribe_after_a_dropped_stream(serve: Serve, client: MeshClient) -> None:
+async def test_resubscribe_after_a_dropped_stream(serve_agent: ServeAgent, client: MeshClient) -> None:
     agent = Streamer(steps=4)
     agent.gate = asyncio.Event()
-    await serve(agent)
+    await serve_agent(agent)
     stream = client.stream("streamer", "go")
     first = await anext(stream)  # working
     assert isinstance(first, TaskStatusUpdateEvent)
@@ -141,16 +141,16 @@ async def test_resubscribe_after_a_dropped_stream(serve: Serve, client: MeshClie
     assert len(finals) == 1 and finals[0].status.state is TaskState.completed
 
 
-async def test_resubscribe_to_a_finished_task_is_refused(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_resubscribe_to_a_finished_task_is_refused(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     task = await client.send("echo", "x")
     with pytest.raises(UnsupportedOperation, match="tasks/get"):
         async for _ in client.resubscribe("echo", task.id):
             pass
 
 
-async def test_input_required_continuation_resumes_the_generator(serve: Serve, client: MeshClient) -> None:
-    await serve(Asker())
+async def test_input_required_continuation_resumes_the_generator(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Asker())
     asked = await client.send("asker", "hi")
     assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
     assert reply_text(asked) == "What is your name?"
@@ -161,25 +161,29 @@ async def test_input_required_continuation_resumes_the_generator(serve: Serve, c
     assert [m.role.value for m in answered.history or []] == ["user", "agent", "user", "agent"]
 
 
-async def test_input_required_continuation_calls_a_plain_handler_again(serve: Serve, client: MeshClient) -> None:
-    await serve(TwoStep())
+async def test_input_required_continuation_calls_a_plain_handler_again(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    await serve_agent(TwoStep())
     asked = await client.send("twostep", "paint it")
     assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
     answered = await client.send("twostep", "blue", task_id=asked.id)
     assert reply_text(answered) == "blue after 2 earlier messages"
 
 
-async def test_input_required_ends_a_stream_and_a_new_stream_resumes(serve: Serve, client: MeshClient) -> None:
-    await serve(Asker())
+async def test_input_required_ends_a_stream_and_a_new_stream_resumes(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    await serve_agent(Asker())
     first = [i async for i in client.stream("asker", "hi")]
     assert isinstance(first[-1], Task) and first[-1].status.state is TaskState.input_required
     second = [i async for i in client.stream("asker", "Grace", task_id=first[-1].id)]
     assert isinstance(second[-1], Task) and reply_text(second[-1]) == "Hello, Grace!"
 
 
-async def test_message_to_a_working_task_is_refused(serve: Serve, client: MeshClient) -> None:
+async def test_message_to_a_working_task_is_refused(serve_agent: ServeAgent, client: MeshClient) -> None:
     agent = Blocker()
-    await serve(agent)
+    await serve_agent(agent)
     task = await client.send("blocker", "x", blocking=False)
     await asyncio.wait_for(agent.started.wait(), 5)
     with pytest.raises(Exception, match="input-required") as caught:
@@ -189,9 +193,9 @@ async def test_message_to_a_working_task_is_refused(serve: Serve, client: MeshCl
 
 
 async def test_context_history_and_caller_identity_reach_the_handler(
-    serve: Serve, broker_settings: object, namespace: str
+    serve_agent: ServeAgent, broker_settings: object, namespace: str
 ) -> None:
-    await serve(Whoami())
+    await serve_agent(Whoami())
     async with MeshClient.connect(broker_settings, namespace, user_id="ada",  # type: ignore[arg-type]
                                   user_config={"scopes": ["read"]}) as caller:
         first = await caller.send("whoami", "one", context_id="ctx-1", metadata={"trace": "t1"})
@@ -203,8 +207,8 @@ async def test_context_history_and_caller_identity_reach_the_handler(
     assert second.context_id == "ctx-1"
 
 
-async def test_sam_alias_methods_are_served(serve: Serve, client: MeshClient) -> None:
-    await serve(Echo())
+async def test_sam_alias_methods_are_served(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Echo())
     from mesh.a2a import MessageSendParams, TextPart, create_user_message
     from mesh.client import request_bytes
 
@@ -219,11 +223,11 @@ async def test_sam_alias_methods_are_served(serve: Serve, client: MeshClient) ->
 
 
 async def test_a_task_left_input_required_is_canceled_after_the_input_timeout(
-    serve: Serve, client: MeshClient
+    serve_agent: ServeAgent, client: MeshClient
 ) -> None:
     from agents import AgentSettings
 
-    service = await serve(Asker(), AgentSettings(input_timeout_s=0.2))
+    service = await serve_agent(Asker(), AgentSettings(input_timeout_s=0.2))
     asked = await client.send("asker", "hi")
     assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
     record = service.tasks.get(asked.id)
@@ -235,13 +239,13 @@ async def test_a_task_left_input_required_is_canceled_after_the_input_timeout(
 
 
 async def test_replicas_share_the_requests_of_one_agent_name(
-    serve: Serve, client: MeshClient
+    serve_agent: ServeAgent, client: MeshClient
 ) -> None:
     from agents import AgentSettings
 
     shared = AgentSettings(shared_subscription=True)
-    first = await serve(Echo(), shared)
-    second = await serve(Echo(), shared)
+    first = await serve_agent(Echo(), shared)
+    second = await serve_agent(Echo(), shared)
     tasks = await asyncio.gather(*(client.send("echo", f"n{i}") for i in range(40)))
     assert sorted(reply_text(t) for t in tasks) == sorted(f"n{i}" for i in range(40))
     served = (len(first.tasks), len(second.tasks))
@@ -249,7 +253,7 @@ async def test_replicas_share_the_requests_of_one_agent_name(
 
 
 async def test_a_send_with_a_status_topic_gets_only_the_progress(
-    serve: Serve, client: MeshClient, make_transport: object, namespace: str
+    serve_agent: ServeAgent, client: MeshClient, make_transport: object, namespace: str
 ) -> None:
     import json
 
@@ -258,7 +262,7 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
     from mesh.properties import MessageProperties
     from tests.support import Inbox
 
-    await serve(Streamer(steps=2))
+    await serve_agent(Streamer(steps=2))
     watcher = await make_transport()  # type: ignore[operator]
     events = Inbox()
     await watcher.subscribe(f"{namespace}/progress/+", events)

@@ -15,9 +15,8 @@ from mesh.a2a import AgentCard
 from mesh.broker import BrokerSettings
 from mesh.localbroker import LocalBroker
 from mesh.transport import MqttTransport
-from tests.agents.conftest import Serve
 from tests.agents.service_agents import Echo
-from tests.conftest import TransportFactory
+from tests.conftest import ServeAgent, TransportFactory
 from tests.support import Inbox
 
 
@@ -36,9 +35,9 @@ async def first_message_on(transport: MqttTransport, topic: str) -> bytes:
 
 
 async def test_card_is_retained_with_an_expiry_and_names_the_request_topic(
-    serve: Serve, make_transport: TransportFactory, namespace: str, broker_settings: BrokerSettings
+    serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str, broker_settings: BrokerSettings
 ) -> None:
-    await serve(Echo(), AgentSettings(card_interval_s=10, card_expiry_intervals=3))
+    await serve_agent(Echo(), AgentSettings(card_interval_s=10, card_expiry_intervals=3))
     watcher = await make_transport()
     inbox = Inbox()
     await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
@@ -52,9 +51,9 @@ async def test_card_is_retained_with_an_expiry_and_names_the_request_topic(
 
 
 async def test_card_is_republished_every_interval(
-    serve: Serve, make_transport: TransportFactory, namespace: str
+    serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str
 ) -> None:
-    await serve(Echo(), AgentSettings(card_interval_s=0.2))
+    await serve_agent(Echo(), AgentSettings(card_interval_s=0.2))
     watcher = await make_transport()
     inbox = Inbox()
     await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
@@ -62,9 +61,9 @@ async def test_card_is_republished_every_interval(
 
 
 async def test_clean_stop_clears_the_card(
-    serve: Serve, make_transport: TransportFactory, namespace: str
+    serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str
 ) -> None:
-    service = await serve(Echo())
+    service = await serve_agent(Echo())
     watcher = await make_transport()
     topic = f"{namespace}/a2a/v1/discovery/agentcards/echo"
     assert (await first_message_on(watcher, topic)).startswith(b"{")

@@ -17,9 +17,10 @@ from mesh.a2a import (
     TaskState,
 )
 from mesh.client import MeshClient
-from tests.agents.conftest import Serve
 from tests.agents.service_agents import Blocker, Echo
-from tests.http_receiver import Receiver, serve as serve_http
+from tests.conftest import ServeAgent
+from tests.http_receiver import Receiver
+from tests.http_receiver import serve as serve_http
 
 PRIVATE_OK = AgentSettings(allow_private_push_urls=True)
 
@@ -39,9 +40,9 @@ def webhook(receiver: Receiver, **options: object) -> PushNotificationConfig:
 
 
 async def test_push_with_the_send_delivers_every_state_in_order(
-    serve: Serve, client: MeshClient, receiver: Receiver
+    serve_agent: ServeAgent, client: MeshClient, receiver: Receiver
 ) -> None:
-    await serve(Echo(), PRIVATE_OK)
+    await serve_agent(Echo(), PRIVATE_OK)
     task = await client.send("echo", "notify me", push_notification=webhook(receiver))
     assert isinstance(task, Task) and task.status.state is TaskState.completed
     requests = await receiver.wait_for(2)
@@ -52,9 +53,11 @@ async def test_push_with_the_send_delivers_every_state_in_order(
     assert requests[0].path == "/hook"
 
 
-async def test_config_methods_set_get_list_delete(serve: Serve, client: MeshClient, receiver: Receiver) -> None:
+async def test_config_methods_set_get_list_delete(
+    serve_agent: ServeAgent, client: MeshClient, receiver: Receiver
+) -> None:
     agent = Blocker()
-    await serve(agent, PRIVATE_OK)
+    await serve_agent(agent, PRIVATE_OK)
     task = await client.send("blocker", "x", blocking=False)
     stored = await client.set_push_config("blocker", task.id, webhook(receiver, id="cfg-1"))
     assert stored.task_id == task.id and stored.push_notification_config.id == "cfg-1"
@@ -73,14 +76,18 @@ async def test_config_methods_set_get_list_delete(serve: Serve, client: MeshClie
     assert canceled.task.id == task.id
 
 
-async def test_loopback_urls_are_refused_unless_allowed(serve: Serve, client: MeshClient, receiver: Receiver) -> None:
-    await serve(Echo())
+async def test_loopback_urls_are_refused_unless_allowed(
+    serve_agent: ServeAgent, client: MeshClient, receiver: Receiver
+) -> None:
+    await serve_agent(Echo())
     with pytest.raises(InvalidParams, match="allow_private_push_urls"):
         await client.send("echo", "x", push_notification=webhook(receiver))
 
 
-async def test_an_agent_without_push_refuses_the_methods(serve: Serve, client: MeshClient, receiver: Receiver) -> None:
-    await serve(Echo(), AgentSettings(push_notifications=False))
+async def test_an_agent_without_push_refuses_the_methods(
+    serve_agent: ServeAgent, client: MeshClient, receiver: Receiver
+) -> None:
+    await serve_agent(Echo(), AgentSettings(push_notifications=False))
     task = await client.send("echo", "x")
     with pytest.raises(PushNotificationNotSupported) as caught:
         await client.set_push_config("echo", task.id, webhook(receiver))

@@ -8,29 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from agents import Agent, AgentSettings
-from agents.service import AgentService
 from gateways.http.server import HttpGateway
 from gateways.http.settings import HttpGatewaySettings
 from mesh.broker import BrokerSettings
 
-ServeAgent = Callable[..., Awaitable[AgentService]]
 StartGateway = Callable[..., Awaitable[HttpGateway]]
-
-
-@pytest.fixture
-async def serve_agent(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[ServeAgent]:
-    started: list[AgentService] = []
-
-    async def start(agent: Agent, settings: AgentSettings | None = None) -> AgentService:
-        service = AgentService(agent, broker=broker_settings, namespace=namespace, settings=settings)
-        await service.start()
-        started.append(service)
-        return service
-
-    yield start
-    for service in started:
-        await service.stop()
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ from a2a.types import (
 
 from gateways.http.server import HttpGateway
 from tests.agents.service_agents import Blocker, Echo, Streamer
-from tests.gateways.conftest import ServeAgent, StartGateway
+from tests.conftest import ServeAgent
+from tests.gateways.conftest import StartGateway
 
 MODES = ["1.0", "0.3"]
 

@@ -20,7 +20,8 @@ from mesh.a2a import TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from tests.agents.service_agents import Blocker, Echo, Whoami
-from tests.gateways.conftest import ServeAgent, StartGateway
+from tests.conftest import ServeAgent
+from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import (
     RATE_LIMIT_HEADERS,
     V1,

@@ -19,7 +19,8 @@ from gateways.e2a import LOG_REQUIRED_KEYS
 from gateways.http.server import HttpGateway
 from mesh.a2a import TaskState
 from tests.agents.service_agents import Blocker, Echo, Streamer
-from tests.gateways.conftest import ServeAgent, StartGateway
+from tests.conftest import ServeAgent
+from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import (
     V1,
     call,

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from agents import Agent, AgentSettings
-from agents.service import AgentService
 from gateways.e2a import (
     E2AAuth,
     E2AEnvelope,
@@ -24,7 +22,7 @@ from mesh.a2a import AgentCapabilities, AgentCard, TaskState
 from mesh.broker import BrokerSettings
 from mesh.registry import DiscoveryRegistry
 from tests.agents.service_agents import Blocker, Echo, Streamer
-from tests.conftest import TransportFactory
+from tests.conftest import ServeAgent, TransportFactory
 
 Start = Callable[..., Awaitable[GatewayRuntime]]
 
@@ -35,21 +33,6 @@ def gateway_card() -> bytes:
         capabilities=AgentCapabilities(streaming=True), default_input_modes=["text/plain"],
         default_output_modes=["text/plain"], skills=[],
     ).to_json_bytes()
-
-
-@pytest.fixture
-async def agents(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[Callable[..., Awaitable[AgentService]]]:
-    started: list[AgentService] = []
-
-    async def start(agent: Agent, settings: AgentSettings | None = None) -> AgentService:
-        service = AgentService(agent, broker=broker_settings, namespace=namespace, settings=settings)
-        await service.start()
-        started.append(service)
-        return service
-
-    yield start
-    for service in started:
-        await service.stop()
 
 
 @pytest.fixture
@@ -84,8 +67,8 @@ async def collect(runtime: GatewayRuntime, envelope: E2AEnvelope, agent: str, **
     return frames
 
 
-async def test_send_yields_events_then_the_task(agents: Callable[..., Awaitable[AgentService]], gateway: Start) -> None:
-    await agents(Echo())
+async def test_send_yields_events_then_the_task(serve_agent: ServeAgent, gateway: Start) -> None:
+    await serve_agent(Echo())
     runtime = await gateway()
     await runtime.registry.wait_for("echo", 2)
     frames = await collect(runtime, send_envelope("hello"), "echo")
@@ -98,8 +81,8 @@ async def test_send_yields_events_then_the_task(agents: Callable[..., Awaitable[
     assert route is not None and route.agent == "echo" and route.state == "completed" and route.owner is None
 
 
-async def test_stream_yields_status_and_artifact_branches(agents: Callable[..., Awaitable[AgentService]], gateway: Start) -> None:
-    await agents(Streamer(steps=2))
+async def test_stream_yields_status_and_artifact_branches(serve_agent: ServeAgent, gateway: Start) -> None:
+    await serve_agent(Streamer(steps=2))
     runtime = await gateway()
     await runtime.registry.wait_for("streamer", 2)
     frames = await collect(runtime, send_envelope("go", stream=True), "streamer")
@@ -110,9 +93,9 @@ async def test_stream_yields_status_and_artifact_branches(agents: Callable[..., 
 
 
 async def test_unknown_agent_is_one_error_frame_listing_the_agents(
-    agents: Callable[..., Awaitable[AgentService]], gateway: Start
+    serve_agent: ServeAgent, gateway: Start
 ) -> None:
-    await agents(Echo())
+    await serve_agent(Echo())
     runtime = await gateway()
     await runtime.registry.wait_for("echo", 2)
     [frame] = await collect(runtime, send_envelope("x"), "ghost")
@@ -121,9 +104,9 @@ async def test_unknown_agent_is_one_error_frame_listing_the_agents(
 
 
 async def test_an_idle_task_is_canceled_on_the_mesh_and_answered(
-    agents: Callable[..., Awaitable[AgentService]], gateway: Start
+    serve_agent: ServeAgent, gateway: Start
 ) -> None:
-    blocker = await agents(Blocker())
+    blocker = await serve_agent(Blocker())
     runtime = await gateway(idle_timeout_s=0.3)
     await runtime.registry.wait_for("blocker", 2)
     [*_, final] = await collect(runtime, send_envelope("wait"), "blocker")
@@ -133,8 +116,8 @@ async def test_an_idle_task_is_canceled_on_the_mesh_and_answered(
     assert record.state is TaskState.canceled
 
 
-async def test_the_request_deadline_also_cancels(agents: Callable[..., Awaitable[AgentService]], gateway: Start) -> None:
-    blocker = await agents(Blocker())
+async def test_the_request_deadline_also_cancels(serve_agent: ServeAgent, gateway: Start) -> None:
+    blocker = await serve_agent(Blocker())
     runtime = await gateway()
     await runtime.registry.wait_for("blocker", 2)
     [*_, final] = await collect(runtime, send_envelope("wait"), "blocker", deadline_s=0.3)
@@ -144,8 +127,8 @@ async def test_the_request_deadline_also_cancels(agents: Callable[..., Awaitable
     assert record.state is TaskState.canceled
 
 
-async def test_agent_errors_become_error_frames(agents: Callable[..., Awaitable[AgentService]], gateway: Start) -> None:
-    await agents(Echo())
+async def test_agent_errors_become_error_frames(serve_agent: ServeAgent, gateway: Start) -> None:
+    await serve_agent(Echo())
     runtime = await gateway()
     await runtime.registry.wait_for("echo", 2)
     envelope = E2AEnvelope(method="tasks/get", params={"id": "nope"}, request_id="r2", jsonrpc_id="j2", channel="http")
@@ -167,9 +150,9 @@ async def test_the_gateway_card_is_on_the_discovery_topic(
 
 
 async def test_the_response_log_has_every_frame_and_no_secret(
-    agents: Callable[..., Awaitable[AgentService]], gateway: Start
+    serve_agent: ServeAgent, gateway: Start
 ) -> None:
-    await agents(Echo())
+    await serve_agent(Echo())
     sink = io.StringIO()
     runtime = await gateway(response_log=ResponseLog(sink))
     await runtime.registry.wait_for("echo", 2)

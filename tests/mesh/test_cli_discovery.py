@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,13 +14,12 @@ import pytest
 from agents import AgentSettings
 from agents.service import AgentService
 from mesh.a2a import AgentCapabilities, AgentCard, AgentSkill
-from mesh.broker import BrokerSettings
 from mesh.cli.discovery_commands import age, event_line, truncate
 from mesh.localbroker import free_port
 from mesh.properties import MessageProperties
 from mesh.registry import RegistryEvent
 from tests.agents.service_agents import Echo
-from tests.conftest import TransportFactory
+from tests.conftest import ServeAgent, TransportFactory
 from tests.mesh.cli_process import Service, mesh, start_mesh
 
 Serve = Callable[..., Awaitable[AgentService]]
@@ -28,20 +27,13 @@ LONG_DESCRIPTION = "Repeats what it is told, word for word, however long the mes
 
 
 @pytest.fixture
-async def serve(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[Serve]:
-    """Start Echo agents on the test's namespace; the ones still running are stopped after the test."""
-    started: list[AgentService] = []
+def serve(serve_agent: ServeAgent) -> Serve:
+    """Serve Echo agents on the test's namespace; the ones still running are stopped after the test."""
 
     async def start(name: str, description: str | None = None) -> AgentService:
-        agent = Echo(name=name, description=description)
-        service = AgentService(agent, broker=broker_settings, namespace=namespace, settings=AgentSettings())
-        await service.start()
-        started.append(service)
-        return service
+        return await serve_agent(Echo(name=name, description=description), AgentSettings())
 
-    yield start
-    for service in started:
-        await service.stop()  # a second stop does nothing
+    return start
 
 
 @pytest.fixture
