@@ -106,6 +106,11 @@ class LocalBroker:
         return f"mqtt://{self.host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> None:
+        # Else the other listener's answer would pass for this broker's.
+        if port_answers(self.host, self.port, timeout=0.2):
+            raise BrokerUnavailableError(
+                f"port {self.port} on {self.host} is already in use; stop what listens there or choose another port"
+            )
         log = self.log_file.open("ab")
         # A session of its own: Ctrl-C in the terminal must not kill the broker before the
         # components using it have shut down cleanly; whoever started it stops it.
@@ -165,9 +170,6 @@ class ContainerBroker:
             from testcontainers.community.mqtt import MosquittoContainer
         except ImportError as exc:
             raise BrokerUnavailableError(f"testcontainers is not installed ({exc}); {INSTALL_HINT}") from exc
-        self._workdir = Path(tempfile.mkdtemp(prefix="mesh-mosquitto-"))
-        self.config_file = self._workdir / "mosquitto.conf"
-        self.config_file.write_text(render_config(config_path, port=1883, bind=None))
         if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
             raise BrokerUnavailableError(f"no Docker engine (no DOCKER_HOST, no /var/run/docker.sock); {INSTALL_HINT}")
         try:
@@ -177,6 +179,9 @@ class ContainerBroker:
         except DockerException as exc:
             _collect_leaked_sockets()
             raise BrokerUnavailableError(f"no Docker engine answers ({exc}); {INSTALL_HINT}") from exc
+        self._workdir = Path(tempfile.mkdtemp(prefix="mesh-mosquitto-"))
+        self.config_file = self._workdir / "mosquitto.conf"
+        self.config_file.write_text(render_config(config_path, port=1883, bind=None))
         self.host = "127.0.0.1"
         self.port = 0
 
@@ -190,7 +195,10 @@ class ContainerBroker:
         self.port = int(self._container.get_exposed_port(1883))
 
     def stop(self) -> None:
-        self._container.stop()
+        try:
+            self._container.stop()
+        finally:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -225,7 +233,11 @@ def running_broker(
 
 def _start_binary(config_path: Path, port: int | None) -> RunningBroker:
     broker = LocalBroker(config_path, port=port)
-    broker.start()
+    try:
+        broker.start()
+    except BaseException:
+        broker.remove()  # the error already quotes the log
+        raise
     return _Removing(broker)
 
 
@@ -248,7 +260,13 @@ def _start_container(config_path: Path, port: int | None) -> RunningBroker:
     if os.environ.get("MESH_NO_DOCKER"):
         raise BrokerUnavailableError("containers disabled by MESH_NO_DOCKER")
     broker = ContainerBroker(config_path, port=port)
-    broker.start()
+    try:
+        broker.start()
+    except BaseException:
+        # A container that failed to start may still exist, and its config dir does.
+        with contextlib.suppress(Exception):
+            broker.stop()
+        raise
     return broker
 
 
