@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,3 +69,31 @@ def readable_by_mosquitto(directory: Path) -> Path:
             part.chmod(part.stat().st_mode | 0o755)
     directory.chmod(0o777)
     return directory
+
+
+async def start_agent_process(
+    broker_url: str, namespace: str, name: str = "echo", interval_s: float = 10.0
+) -> asyncio.subprocess.Process:
+    """An Echo agent in a process of its own (to kill -9), once it has announced itself."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from agents import AgentSettings
+        from agents.service import AgentService
+        from mesh.broker import BrokerSettings
+        from tests.agents.service_agents import Echo
+        async def main():
+            service = AgentService(Echo(name={name!r}), broker=BrokerSettings.from_url({broker_url!r}),
+                                   namespace={namespace!r}, settings=AgentSettings(card_interval_s={interval_s}))
+            await service.start()
+            print("ready", flush=True)
+            await asyncio.Event().wait()
+        asyncio.run(main())
+        """
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
+    assert proc.stdout is not None
+    assert (await asyncio.wait_for(proc.stdout.readline(), 20)).strip() == b"ready"
+    return proc

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
-import textwrap
 from collections.abc import Callable
 
 from agents import AgentSettings
@@ -17,7 +14,7 @@ from mesh.localbroker import LocalBroker
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import Inbox
+from tests.support import Inbox, start_agent_process
 
 
 async def first_message_on(transport: MqttTransport, topic: str) -> bytes:
@@ -77,25 +74,7 @@ async def test_the_will_clears_the_card_when_the_process_dies(
     watcher = await make_transport()
     inbox = Inbox()
     await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
-    script = textwrap.dedent(
-        f"""
-        import asyncio
-        from agents.service import AgentService
-        from mesh.broker import BrokerSettings
-        from tests.agents.service_agents import Echo
-        async def main():
-            service = AgentService(Echo(), broker=BrokerSettings.from_url({broker_url!r}), namespace={namespace!r})
-            await service.start()
-            print("ready", flush=True)
-            await asyncio.Event().wait()
-        asyncio.run(main())
-        """
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()}
-    )
-    assert proc.stdout is not None
-    assert (await asyncio.wait_for(proc.stdout.readline(), 20)).strip() == b"ready"
+    proc = await start_agent_process(broker_url, namespace)
     await inbox.wait_for(1)
     proc.send_signal(signal.SIGKILL)
     await proc.wait()

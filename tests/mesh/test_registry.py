@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import signal
-import sys
-import textwrap
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,6 +15,7 @@ from mesh.errors import AgentNotFoundError
 from mesh.registry import GATEWAY_ROLE_EXTENSION, DiscoveryRegistry, RegistryEvent
 from mesh.transport import MqttTransport
 from tests.conftest import TransportFactory
+from tests.support import start_agent_process
 
 
 def card(name: str, description: str = "test agent", extensions: list[AgentExtension] | None = None) -> bytes:
@@ -59,31 +57,6 @@ async def watch(make_transport: TransportFactory, namespace: str) -> AsyncIterat
     await registry.start()
     yield Watch(registry)
     await registry.stop()
-
-
-async def start_agent_process(broker_url: str, namespace: str, name: str, interval_s: float = 10.0) -> asyncio.subprocess.Process:
-    script = textwrap.dedent(
-        f"""
-        import asyncio
-        from agents import AgentSettings
-        from agents.service import AgentService
-        from mesh.broker import BrokerSettings
-        from tests.agents.service_agents import Echo
-        async def main():
-            service = AgentService(Echo(name={name!r}), broker=BrokerSettings.from_url({broker_url!r}),
-                                   namespace={namespace!r}, settings=AgentSettings(card_interval_s={interval_s}))
-            await service.start()
-            print("ready", flush=True)
-            await asyncio.Event().wait()
-        asyncio.run(main())
-        """
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()}
-    )
-    assert proc.stdout is not None
-    assert (await asyncio.wait_for(proc.stdout.readline(), 20)).strip() == b"ready"
-    return proc
 
 
 async def test_a_new_agent_appears_within_a_second_and_a_killed_one_leaves_within_two(
