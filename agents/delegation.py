@@ -15,7 +15,6 @@ its exact task id (learned from its events), so no work is left running on the m
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import time
 import uuid
@@ -41,19 +40,18 @@ from mesh.a2a import (
     RpcError,
     Task,
     TaskArtifactUpdateEvent,
-    TaskIdParams,
     TaskState,
     TaskStatusUpdateEvent,
     TextPart,
     create_user_message,
     parse_response,
     parse_result,
+    request_bytes,
 )
 from mesh.calls import Call, CallRouter
-from mesh.client import request_bytes
-from mesh.errors import AgentNotFoundError, MeshError
+from mesh.errors import AgentNotFoundError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.registry import DiscoveryRegistry
+from mesh.registry import DiscoveryRegistry, name_allowed
 from mesh.transport import MqttTransport
 from topics import get_agent_request_topic
 
@@ -137,7 +135,7 @@ class Delegator:
 
     def _check_call(self, peer: str, chain: list[str], depth: int) -> None:
         settings = self.settings
-        if not _allowed(peer, settings.allow, settings.deny):
+        if not name_allowed(peer, settings.allow, settings.deny):
             raise PeerNotAllowedError(
                 f"agent {self.agent_name!r} may not delegate to {peer!r} "
                 f"(delegation.allow: {list(settings.allow)}, delegation.deny: {list(settings.deny)})",
@@ -232,27 +230,8 @@ class Delegator:
 
     def _cancel_peer(self, pending: _SubTask) -> None:
         """Ask the peer to cancel its task; its answer is not waited for."""
-        cancel_id = f"{pending.sub_task_id}-cancel"  # nobody waits for it: the router drops it
-        props = MessageProperties(
-            client_id=self.agent_name,
-            reply_to=self.router.topics(cancel_id)[0],
-            correlation_data=cancel_id.encode(),
-            content_type=JSON_CONTENT_TYPE,
-            payload_format_utf8=True,
-        )
-        try:
-            self.transport.publish_nowait(
-                get_agent_request_topic(self.namespace, pending.peer),
-                request_bytes("tasks/cancel", cancel_id, TaskIdParams(id=pending.peer_task_id)),
-                properties=props,
-            )
-        except (MeshError, ValueError) as exc:
-            log.warning("%s: could not cancel task %s on %s: %s", self.agent_name, pending.peer_task_id, pending.peer, exc)
-            return
-        log.info("%s: canceling sub-task %s on %s", self.agent_name, pending.peer_task_id, pending.peer)
-
-def _allowed(name: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in allow) and not any(fnmatch.fnmatchcase(name, p) for p in deny)
+        if self.router.cancel(pending.peer, pending.peer_task_id, f"{pending.sub_task_id}-cancel"):
+            log.info("%s: canceling sub-task %s on %s", self.agent_name, pending.peer_task_id, pending.peer)
 
 
 def _forwarder(ctx: TaskContext, peer: str) -> Callable[[Any], None]:

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.a2a import TaskIdParams
+from mesh.a2a import request_bytes
 from mesh.broker import BrokerSettings
 from mesh.calls import Call, CallRouter
-from mesh.client import request_bytes
 from mesh.errors import MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
@@ -192,9 +191,7 @@ class GatewayRuntime:
             payload_format_utf8=True,
         )
         # The client's own credential stays at the edge: agents get the identity as userId.
-        payload = b'{"jsonrpc":"2.0","id":%s,"method":%s,"params":%s}' % (
-            json.dumps(call.key).encode(), json.dumps(method).encode(), json.dumps(params, separators=(",", ":")).encode()
-        )
+        payload = request_bytes(method, call.key, params)
         await self.transport.publish(get_agent_request_topic(self.namespace, agent), payload, properties=props)
 
     async def _answers(
@@ -250,23 +247,7 @@ class GatewayRuntime:
         return frame
 
     def _cancel_on_mesh(self, agent: str, task_id: str) -> None:
-        cancel_id = f"gw_cancel_{uuid.uuid4().hex}"
-        props = MessageProperties(
-            client_id=self.gateway_id,
-            reply_to=self.router.topics(cancel_id)[0],  # nobody waits for it
-            correlation_data=cancel_id.encode(),
-            content_type=JSON_CONTENT_TYPE,
-            payload_format_utf8=True,
-        )
-        try:
-            self.transport.publish_nowait(
-                get_agent_request_topic(self.namespace, agent),
-                request_bytes("tasks/cancel", cancel_id, TaskIdParams(id=task_id)),
-                properties=props,
-            )
-        except (MeshError, ValueError) as exc:
-            log.warning("%s: could not cancel task %s on %s: %s", self.gateway_id, task_id, agent, exc)
-        else:
+        if self.router.cancel(agent, task_id, f"gw_cancel_{uuid.uuid4().hex}"):
             log.info("%s: canceled task %s on %s after a timeout", self.gateway_id, task_id, agent)
 
     # ------------------------------------------------------------------ task memory

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mesh.a2a import TaskIdParams, request_bytes
+from mesh.errors import MeshError
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
 from topics import (
+    get_agent_request_topic,
     get_agent_response_subscription_topic,
     get_agent_response_topic,
     get_agent_status_subscription_topic,
@@ -26,6 +31,8 @@ from topics import (
     get_gateway_status_topic,
     get_peer_agent_status_topic,
 )
+
+log = logging.getLogger("mesh.calls")
 
 Role = Literal["agent", "gateway"]
 # What arrived: a stream event (status topic) or the final answer (response topic).
@@ -96,8 +103,28 @@ class CallRouter:
         finally:
             del self._calls[key]
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._calls
+    def cancel(self, agent: str, task_id: str, key: str) -> bool:
+        """Ask ``agent`` to cancel ``task_id`` without waiting; False (logged) if it could not be sent.
+
+        The answer comes back under ``key``, which no call has open, so the router drops it.
+        """
+        props = MessageProperties(
+            client_id=self.owner,
+            reply_to=self.topics(key)[0],
+            correlation_data=key.encode(),
+            content_type=JSON_CONTENT_TYPE,
+            payload_format_utf8=True,
+        )
+        try:
+            self.transport.publish_nowait(
+                get_agent_request_topic(self.namespace, agent),
+                request_bytes("tasks/cancel", key, TaskIdParams(id=task_id)),
+                properties=props,
+            )
+        except (MeshError, ValueError) as exc:
+            log.warning("%s: could not cancel task %s on %s: %s", self.owner, task_id, agent, exc)
+            return False
+        return True
 
     def _on_reply(self, message: InboundMessage) -> None:
         self._route(message, "reply")

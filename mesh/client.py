@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -25,13 +24,11 @@ from mesh.a2a import (
     AgentCard,
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
-    JSONRPCErrorResponse,
     ListTaskPushNotificationConfigParams,
     Message,
     MessageSendConfiguration,
     MessageSendParams,
     PushNotificationConfig,
-    RpcError,
     Task,
     TaskArtifactUpdateEvent,
     TaskIdParams,
@@ -41,8 +38,9 @@ from mesh.a2a import (
     TextPart,
     create_user_message,
     new_id,
-    parse_response,
     parse_result,
+    request_bytes,
+    result_of,
 )
 from mesh.a2a.base import A2AModel
 from mesh.broker import BrokerSettings
@@ -229,7 +227,7 @@ class MeshClient:
             properties=self._properties(),
             correlation_id=request_id,
         )
-        return _result_of(reply.payload)
+        return result_of(reply.payload)
 
     async def _stream_call(
         self, agent: str, method: str, params: A2AModel, idle_timeout: float
@@ -257,9 +255,9 @@ class MeshClient:
                         f"{method} to agent {agent!r}: nothing for {idle_timeout:g} s (request {request_id})"
                     ) from None
                 if kind == "event":
-                    yield parse_result(_result_of(value))
+                    yield parse_result(result_of(value))
                     continue
-                yield parse_result(_result_of(value.result().payload))
+                yield parse_result(result_of(value.result().payload))
                 return
         finally:
             self._streams.pop(request_id, None)
@@ -279,19 +277,3 @@ class MeshClient:
         queue = self._streams.get(message.topic.rsplit("/", 1)[-1])
         if queue is not None:
             queue.put_nowait(("event", message.payload))
-
-
-def request_bytes(method: str, request_id: str | int, params: A2AModel) -> bytes:
-    """A JSON-RPC request payload, the params serialized once by their model."""
-    return b'{"jsonrpc":"2.0","id":%s,"method":%s,"params":%s}' % (
-        json.dumps(request_id).encode(),
-        json.dumps(method).encode(),
-        params.to_json_bytes(),
-    )
-
-
-def _result_of(payload: bytes) -> Any:
-    response = parse_response(payload)
-    if isinstance(response, JSONRPCErrorResponse):
-        raise RpcError.from_response(response)
-    return response.result

@@ -182,9 +182,7 @@ class DiscoveryRegistry:
     # ------------------------------------------------------------------ messages
 
     def allows(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) for p in self.allow) and not any(
-            fnmatch.fnmatchcase(name, p) for p in self.deny
-        )
+        return name_allowed(name, self.allow, self.deny)
 
     def _on_message(self, message: InboundMessage) -> None:
         if self._raw_listener is not None:
@@ -205,7 +203,7 @@ class DiscoveryRegistry:
         name = parsed.name or card.name
         if parsed.name is not None and card.name != parsed.name:
             log.debug("card on %s names itself %r; the topic's name wins", message.topic, card.name)
-        if kind == "agent" and _is_gateway_card(card):
+        if kind == "agent" and is_gateway_card(card):
             kind = "gateway"
         if self.allows(name):
             self._upsert(kind, name, card)
@@ -238,6 +236,12 @@ class DiscoveryRegistry:
                     self._remove(kind, name, "expired")
 
 
-def _is_gateway_card(card: AgentCard) -> bool:
+def name_allowed(name: str, allow: Iterable[str], deny: Iterable[str]) -> bool:
+    """True when ``name`` matches an ``allow`` pattern and no ``deny`` pattern (fnmatch, case-sensitive)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in allow) and not any(fnmatch.fnmatchcase(name, p) for p in deny)
+
+
+def is_gateway_card(card: AgentCard) -> bool:
+    """A card on the agent-card topics that announces a gateway (SAM publishes both there)."""
     extensions = card.capabilities.extensions or []
     return any(ext.uri == GATEWAY_ROLE_EXTENSION for ext in extensions)

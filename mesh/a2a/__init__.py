@@ -82,7 +82,6 @@ from .jsonrpc import (
     JSONRPCErrorResponse,
     JSONRPCRequest,
     JSONRPCResponse,
-    success_response_bytes,
     JSONRPCSuccessResponse,
     ListTaskPushNotificationConfigRequest,
     Method,
@@ -93,6 +92,8 @@ from .jsonrpc import (
     SetTaskPushNotificationConfigRequest,
     TaskResubscriptionRequest,
     TypedRequest,
+    request_bytes,
+    success_response_bytes,
 )
 from .messages import Message, Role
 from .params import (
@@ -104,7 +105,7 @@ from .params import (
     TaskIdParams,
     TaskQueryParams,
 )
-from .parse import ParsedRequest, decode_json, parse_request, parse_response, parse_result
+from .parse import ParsedRequest, decode_json, parse_request, parse_response, parse_result, result_of
 from .parts import DataPart, FileContent, FilePart, FileWithBytes, FileWithUri, Part, TextPart
 from .push import (
     PushNotificationAuthenticationInfo,
@@ -213,6 +214,7 @@ __all__ = [
     "JSONRPCRequest",
     "JSONRPCResponse",
     "success_response_bytes",
+    "request_bytes",
     "JSONRPCSuccessResponse",
     "ListTaskPushNotificationConfigRequest",
     "METHOD_ALIASES",
@@ -232,6 +234,7 @@ __all__ = [
     "format_validation_error",
     "parse_request",
     "parse_response",
+    "result_of",
     "parse_result",
     "validation_error_details",
     # error objects

@@ -12,7 +12,12 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
-from pydantic import SerializerFunctionWrapHandler, StrictInt, StrictStr, model_serializer
+from pydantic import (
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    StrictStr,
+    model_serializer,
+)
 
 from .base import A2AModel
 from .errors import AnyError
@@ -132,6 +137,18 @@ def success_response_bytes(request_id: RequestId, result_json: bytes) -> bytes:
     serialized once and only the envelope differs.
     """
     return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (json.dumps(request_id).encode(), result_json)
+
+
+def request_bytes(method: str, request_id: RequestId, params: A2AModel | Mapping[str, Any]) -> bytes:
+    """A JSON-RPC request payload; model params are serialized once by their model."""
+    params_json = (
+        params.to_json_bytes() if isinstance(params, A2AModel) else json.dumps(params, separators=(",", ":")).encode()
+    )
+    return b'{"jsonrpc":"2.0","id":%s,"method":%s,"params":%s}' % (
+        json.dumps(request_id).encode(),
+        json.dumps(method).encode(),
+        params_json,
+    )
 
 
 class TypedRequest(A2AModel):

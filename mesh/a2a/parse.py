@@ -20,6 +20,7 @@ from .exceptions import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    RpcError,
 )
 from .jsonrpc import (
     METHOD_ALIASES,
@@ -176,6 +177,14 @@ def parse_response(payload: bytes | bytearray | memoryview | str) -> JSONRPCResp
 
 
 _RESULT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Result)
+
+
+def result_of(payload: bytes | bytearray | memoryview | str) -> Any:
+    """The ``result`` of a JSON-RPC response; an error response raises its :class:`RpcError`."""
+    response = parse_response(payload)
+    if isinstance(response, JSONRPCErrorResponse):
+        raise RpcError.from_response(response)
+    return response.result
 
 
 @overload

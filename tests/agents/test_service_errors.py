@@ -17,8 +17,9 @@ from mesh.a2a import (
     TextPart,
     create_user_message,
     get_text_from_message,
+    request_bytes,
 )
-from mesh.client import MeshClient, request_bytes
+from mesh.client import MeshClient
 from mesh.properties import MessageProperties
 from tests.agents.service_agents import Broken, Echo
 from tests.conftest import ServeAgent, TransportFactory

@@ -209,8 +209,7 @@ async def test_context_history_and_caller_identity_reach_the_handler(
 
 async def test_sam_alias_methods_are_served(serve_agent: ServeAgent, client: MeshClient) -> None:
     await serve_agent(Echo())
-    from mesh.a2a import MessageSendParams, TextPart, create_user_message
-    from mesh.client import request_bytes
+    from mesh.a2a import MessageSendParams, TextPart, create_user_message, request_bytes
 
     params = MessageSendParams(message=create_user_message([TextPart(text="via SAM")]))
     reply = await client.transport.request(
@@ -257,8 +256,7 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
 ) -> None:
     import json
 
-    from mesh.a2a import MessageSendParams, TextPart, create_user_message
-    from mesh.client import request_bytes
+    from mesh.a2a import MessageSendParams, TextPart, create_user_message, request_bytes
     from mesh.properties import MessageProperties
     from tests.support import Inbox
 
