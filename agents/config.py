@@ -27,8 +27,8 @@ from pydantic import ValidationError
 from agents.agent import Agent
 from agents.settings import AgentSettings
 from mesh.component import BuildContext, Component
-from mesh.errors import ConfigError
 from mesh.config_errors import KeyPart, check_keys, config_error, suggest, validation_error_text
+from mesh.errors import ConfigError
 from topics import validate_identifier
 
 __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_agent_entry"]
@@ -55,8 +55,7 @@ def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
     from agents.service import AgentService
 
     return [
-        AgentService(spec.agent, broker=ctx.broker, namespace=ctx.namespace, settings=spec.settings)
-        for spec in specs
+        AgentService(spec.agent, broker=ctx.broker, namespace=ctx.namespace, settings=spec.settings) for spec in specs
     ]
 
 
@@ -65,7 +64,9 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
     here: tuple[KeyPart, ...] = (ctx.section, index)
     if not isinstance(entry, Mapping):
         raise config_error(
-            ctx.source, here, f"expected a mapping, got {entry!r}",
+            ctx.source,
+            here,
+            f"expected a mapping, got {entry!r}",
             f"write the entry as a mapping with at least '{ENTRY_EXAMPLE}'",
         )
     check_keys(entry, [*AGENT_KEYS, *AgentSettings.model_fields], source=ctx.source, path=here)
@@ -96,7 +97,9 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
             close = suggest(name, public)
             hint = f"did you mean {module_name}:{close}? " if close else ""
             raise config_error(
-                ctx.source, where, f"module {module_name!r} has no attribute {attribute!r}",
+                ctx.source,
+                where,
+                f"module {module_name!r} has no attribute {attribute!r}",
                 f"{hint}check the class name after the ':'",
             )
         found = getattr(found, name)
@@ -104,7 +107,9 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
         what = f"class {found.__name__}" if inspect.isclass(found) else f"a {type(found).__name__}"
         what = "the base class itself" if found is Agent else what
         raise config_error(
-            ctx.source, where, f"{spec!r} is {what}, not a subclass of agents.Agent",
+            ctx.source,
+            where,
+            f"{spec!r} is {what}, not a subclass of agents.Agent",
             "point it at your own subclass of agents.Agent (class MyAgent(Agent): ...)",
         )
     return found
@@ -135,18 +140,24 @@ def _options(config: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> dict[
         return {}
     if not isinstance(config, Mapping):
         raise config_error(
-            ctx.source, where, f"expected a mapping of constructor options, got {config!r}",
+            ctx.source,
+            where,
+            f"expected a mapping of constructor options, got {config!r}",
             "write it as config: {option: value, ...}",
         )
     for key in config:
         if not isinstance(key, str) or not key.isidentifier():
             raise config_error(
-                ctx.source, (*where, key), f"option name {key!r} is not a Python identifier",
+                ctx.source,
+                (*where, key),
+                f"option name {key!r} is not a Python identifier",
                 "option names become keyword arguments: use letters, digits and '_'",
             )
         if key in _CARD_KEYS:
             raise config_error(
-                ctx.source, (*where, key), f"{key!r} is not a constructor option here",
+                ctx.source,
+                (*where, key),
+                f"{key!r} is not a constructor option here",
                 f"move it out of config: write '{key}:' at the entry level",
             )
     return dict(config)
@@ -170,7 +181,8 @@ def _card_fields(
         if "name" in card:
             raise config_error(ctx.source, (*here, "name"), problem, rule) from None
         raise config_error(
-            ctx.source, (*here, "class"),
+            ctx.source,
+            (*here, "class"),
             f"no valid agent name: the class attribute {agent_class.__name__}.name is {name!r}",
             f"add 'name: my-agent' to the entry ({rule})",
         ) from None
@@ -198,26 +210,33 @@ def _construct(
         inspect.signature(agent_class).bind(**card, **options)
     except TypeError as exc:
         accepted = [
-            p.name for p in inspect.signature(agent_class).parameters.values()
+            p.name
+            for p in inspect.signature(agent_class).parameters.values()
             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _CARD_KEYS
         ]
         unknown = [key for key in options if key not in accepted]
         close = suggest(unknown[0], accepted) if unknown else None
         hint = f"did you mean {close!r}? " if close else ""
         raise config_error(
-            ctx.source, where, f"the options do not fit {agent_class.__name__}'s constructor: {exc}",
+            ctx.source,
+            where,
+            f"the options do not fit {agent_class.__name__}'s constructor: {exc}",
             f"{hint}its options are: {', '.join(accepted) or 'none'}",
         ) from exc
     try:
         return agent_class(**card, **options)
     except TypeError as exc:
         raise config_error(
-            ctx.source, where, f"{agent_class.__name__}({_call_text(card, options)}) raised TypeError: {exc}",
+            ctx.source,
+            where,
+            f"{agent_class.__name__}({_call_text(card, options)}) raised TypeError: {exc}",
             "check the options against the class's constructor",
         ) from exc
     except ValueError as exc:
         raise config_error(
-            ctx.source, where if options else here, f"{agent_class.__name__} refused its options: {exc}",
+            ctx.source,
+            where if options else here,
+            f"{agent_class.__name__} refused its options: {exc}",
             "correct the value it names",
         ) from exc
 
@@ -233,7 +252,8 @@ def _check_unique_names(specs: Sequence[AgentSpec], ctx: BuildContext) -> None:
         name = spec.agent.name
         if name in first_index:
             raise config_error(
-                ctx.source, (ctx.section, index, "name"),
+                ctx.source,
+                (ctx.section, index, "name"),
                 f"agent name {name!r} is already used by {ctx.section}[{first_index[name]}]",
                 "give each agent a unique name: with 'name:' one class can run under several names",
             )

@@ -3,8 +3,9 @@
 A sub-task goes to the peer's request topic with ``replyTo`` =
 ``{ns}/a2a/v1/agent/response/{self}/{sub_task_id}`` and ``a2aStatusTopic`` =
 ``{ns}/a2a/v1/agent/status/{self}/{sub_task_id}``; a :class:`mesh.calls.CallRouter`
-subscribes to both families once and routes the answers. The caller's ``userId``, ``a2aUserConfig``, ``authToken`` and ``contextId`` travel with
-the sub-task, ``callDepth`` grows by one and ``a2aCallChain`` records who passed it on, so an
+subscribes to both families once and routes the answers. The caller's ``userId``,
+``a2aUserConfig``, ``authToken`` and ``contextId`` travel with the sub-task, ``callDepth``
+grows by one and ``a2aCallChain`` records who passed it on, so an
 agent can refuse chains that are too deep or that loop back to it.
 
 The wait for the peer is an *idle* timeout: every event from the peer restarts it. When it
@@ -242,9 +243,16 @@ def _forwarder(ctx: TaskContext, peer: str) -> Callable[[Any], None]:
             return
         if isinstance(event, TaskArtifactUpdateEvent):
             artifact = event.artifact
-            ctx.emit(PartsArtifact(artifact.name, list(artifact.parts), artifact_id=f"{peer}:{artifact.artifact_id}",
-                                   append=bool(event.append), last_chunk=event.last_chunk,
-                                   metadata={**(artifact.metadata or {}), "forwardedFrom": peer}))
+            ctx.emit(
+                PartsArtifact(
+                    artifact.name,
+                    list(artifact.parts),
+                    artifact_id=f"{peer}:{artifact.artifact_id}",
+                    append=bool(event.append),
+                    last_chunk=event.last_chunk,
+                    metadata={**(artifact.metadata or {}), "forwardedFrom": peer},
+                )
+            )
         elif event.status.message is not None and not event.final:
             ctx.emit(Status(parts=list(event.status.message.parts), metadata={"forwardedFrom": peer}))
 

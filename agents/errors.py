@@ -1,14 +1,14 @@
 """Errors of the agents package::
 
-    AgentError (mesh.errors.MeshError)
-    └── DelegationError               a call to a peer agent did not give a usable answer
-        ├── PeerNotFoundError         no such agent on the mesh (lists the ones there are)
-        ├── PeerNotAllowedError       delegation.allow / delegation.deny forbid it
-        ├── CallDepthExceededError    the chain of calls would get deeper than allowed
-        ├── CallCycleError            the peer is already in this chain of calls (A -> B -> A)
-        ├── DelegationTimeoutError    the peer went silent for too long; its task was canceled
-        └── PeerFailedError           the peer's task failed / was rejected or canceled, or it
-                                      answered with a JSON-RPC error
+AgentError (mesh.errors.MeshError)
+└── DelegationError               a call to a peer agent did not give a usable answer
+    ├── PeerNotFoundError         no such agent on the mesh (lists the ones there are)
+    ├── PeerNotAllowedError       delegation.allow / delegation.deny forbid it
+    ├── CallDepthExceededError    the chain of calls would get deeper than allowed
+    ├── CallCycleError            the peer is already in this chain of calls (A -> B -> A)
+    ├── DelegationTimeoutError    the peer went silent for too long; its task was canceled
+    └── PeerFailedError           the peer's task failed / was rejected or canceled, or it
+                                  answered with a JSON-RPC error
 """
 
 from __future__ import annotations

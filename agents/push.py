@@ -233,9 +233,7 @@ def _headers(config: PushNotificationConfig) -> dict[str, str]:
 class _PinnedConnection(http.client.HTTPConnection):
     """HTTP(S) to addresses resolved and checked beforehand; the Host header and TLS name stay the host's."""
 
-    def __init__(
-        self, target: _Target, addresses: Sequence[str], timeout: float, tls: ssl.SSLContext | None
-    ) -> None:
+    def __init__(self, target: _Target, addresses: Sequence[str], timeout: float, tls: ssl.SSLContext | None) -> None:
         super().__init__(target.host, target.port, timeout=timeout)
         self.default_port = 443 if tls else 80  # the Host header leaves out a default port
         self._addresses = addresses

@@ -111,8 +111,9 @@ class TaskRunner:
                 if not record.is_terminal:
                     self.transition(record, TaskState.failed, failure.to_parts())
             except Exception as exc:  # the handler's own failure ends the task, not the agent
-                log.warning("%s: task %s failed: %s: %s", self.agent.name, record.id, type(exc).__name__, exc,
-                            exc_info=exc)
+                log.warning(
+                    "%s: task %s failed: %s: %s", self.agent.name, record.id, type(exc).__name__, exc, exc_info=exc
+                )
                 record.generator = None
                 self._end(record, TaskState.failed, f"{type(exc).__name__}: {exc}")
             finally:

@@ -56,8 +56,8 @@ from mesh.broker import BrokerSettings
 from mesh.errors import TransportError
 from mesh.limits import check_message_limits
 from mesh.presence import CardPresence, presence_will
-from mesh.registry import DiscoveryRegistry
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, MqttTransport
 from topics import (
     get_agent_discovery_topic,
@@ -111,7 +111,9 @@ class AgentService:
             will=presence_will(self.card_topic),
         )
         self.url = f"{broker.url}/{self.request_topic}"
-        self.tasks = TaskStore(retention_s=self.settings.task_retention_s, max_finished=self.settings.max_retained_tasks)
+        self.tasks = TaskStore(
+            retention_s=self.settings.task_retention_s, max_finished=self.settings.max_retained_tasks
+        )
         self.contexts = ContextHistory(per_context=self.settings.context_history_limit)
         self.push_configs = PushConfigStore()
         self.notifier = PushNotifier(
@@ -243,7 +245,9 @@ class AgentService:
 
     def _send(self, route: Route, payload: bytes) -> None:
         if route.topic is None:
-            log.warning("%s: request %r had no replyTo and no clientId; its answer is dropped", self.name, route.request_id)
+            log.warning(
+                "%s: request %r had no replyTo and no clientId; its answer is dropped", self.name, route.request_id
+            )
             return
         try:
             ack = self.transport.publish_nowait(route.topic, payload, properties=_reply_properties(route.correlation))
@@ -379,7 +383,9 @@ class AgentService:
         assert isinstance(params, MessageSendParams)
         config = params.configuration
         if config is not None and config.push_notification_config is not None:
-            return self._after_push_check(config.push_notification_config.url, self._message_send_now, request, props, route)
+            return self._after_push_check(
+                config.push_notification_config.url, self._message_send_now, request, props, route
+            )
         self._message_send_now(request, props, route)
         return None
 
@@ -408,7 +414,9 @@ class AgentService:
         assert isinstance(params, MessageSendParams)
         config = params.configuration
         if config is not None and config.push_notification_config is not None:
-            return self._after_push_check(config.push_notification_config.url, self._message_stream_now, request, props, route)
+            return self._after_push_check(
+                config.push_notification_config.url, self._message_stream_now, request, props, route
+            )
         self._message_stream_now(request, props, route)
         return None
 

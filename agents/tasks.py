@@ -101,9 +101,7 @@ class TaskRecord:
             self.settled.set()
         if state in TERMINAL_STATES:
             self.finished_at = time.monotonic()
-        return TaskStatusUpdateEvent(
-            task_id=self.id, context_id=self.context_id, status=self.task.status, final=final
-        )
+        return TaskStatusUpdateEvent(task_id=self.id, context_id=self.context_id, status=self.task.status, final=final)
 
     def add_artifact(self, update: ArtifactUpdate) -> TaskArtifactUpdateEvent:
         """Record an artifact (or append a chunk to an earlier one) and return the event."""

@@ -36,8 +36,12 @@ from starlette.applications import Starlette
 class Echo(AgentExecutor):
     async def execute(self, ctx: RequestContext, queue: EventQueue) -> None:
         await queue.enqueue_event(
-            Task(id=ctx.task_id, context_id=ctx.context_id,
-                 status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[ctx.message])
+            Task(
+                id=ctx.task_id,
+                context_id=ctx.context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                history=[ctx.message],
+            )
         )
         updater = TaskUpdater(queue, ctx.task_id, ctx.context_id)
         await updater.start_work()
@@ -50,21 +54,28 @@ class Echo(AgentExecutor):
 def app(port: int) -> Starlette:
     url = f"http://127.0.0.1:{port}/"
     card = AgentCard(
-        name="echo", description="Echo", version="1.0.0",
+        name="echo",
+        description="Echo",
+        version="1.0.0",
         capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
-        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url),
-                              AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=url)],
+        supported_interfaces=[
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url),
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=url),
+        ],
     )
     handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card)
-    return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/",
-                                                                                     enable_v0_3_compat=True)])
+    return Starlette(
+        routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)]
+    )
 
 
 async def main(port: int) -> None:
-    server = uvicorn.Server(uvicorn.Config(app(port), host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app(port), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    )
     serving = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.01)

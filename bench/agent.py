@@ -11,7 +11,8 @@ Both echo agents run in processes of their own; this process is the client of bo
 Measures the sequential round trip (median) and throughput with 16 requests in flight.
 Last line on stdout::
 
-    {"mesh_rtt_us": ..., "a2a_http_rtt_us": ..., "rtt_ratio": ..., "mesh_rps": ..., "a2a_http_rps": ..., "rps_ratio": ...}
+    {"mesh_rtt_us": ..., "a2a_http_rtt_us": ..., "rtt_ratio": ...,
+     "mesh_rps": ..., "a2a_http_rps": ..., "rps_ratio": ...}
 
 Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M]``.
 """
@@ -74,12 +75,31 @@ async def mesh_side(url: str, namespace: str, requests: int, concurrent_requests
 def http_payload(version: str) -> tuple[dict[str, object], dict[str, str]]:
     message_id = uuid.uuid4().hex
     if version == "1.0":
-        return ({"jsonrpc": "2.0", "id": message_id, "method": "SendMessage",
-                 "params": {"message": {"role": "ROLE_USER", "messageId": message_id, "parts": [{"text": TEXT}]}}},
-                {"A2A-Version": "1.0"})
-    return ({"jsonrpc": "2.0", "id": message_id, "method": "message/send",
-             "params": {"message": {"kind": "message", "role": "user", "messageId": message_id,
-                                    "parts": [{"kind": "text", "text": TEXT}]}}}, {})
+        return (
+            {
+                "jsonrpc": "2.0",
+                "id": message_id,
+                "method": "SendMessage",
+                "params": {"message": {"role": "ROLE_USER", "messageId": message_id, "parts": [{"text": TEXT}]}},
+            },
+            {"A2A-Version": "1.0"},
+        )
+    return (
+        {
+            "jsonrpc": "2.0",
+            "id": message_id,
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "role": "user",
+                    "messageId": message_id,
+                    "parts": [{"kind": "text", "text": TEXT}],
+                }
+            },
+        },
+        {},
+    )
 
 
 async def http_side(port: int, version: str, requests: int, concurrent_requests: int) -> dict[str, float]:
@@ -98,8 +118,12 @@ async def http_side(port: int, version: str, requests: int, concurrent_requests:
 def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the round trip")
-    parser.add_argument("--concurrent-requests", type=int, default=6000,
-                        help=f"requests for the throughput run ({CONCURRENCY} in flight)")
+    parser.add_argument(
+        "--concurrent-requests",
+        type=int,
+        default=6000,
+        help=f"requests for the throughput run ({CONCURRENCY} in flight)",
+    )
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -109,13 +133,17 @@ def main() -> None:
 
     port = free_port()
     script = str(Path(__file__).resolve())
-    with broker_url(args.broker) as url, \
-            child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]), \
-            child([str(HERE / "a2a_http_echo.py"), str(port)]):
+    with (
+        broker_url(args.broker) as url,
+        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]),
+        child([str(HERE / "a2a_http_echo.py"), str(port)]),
+    ):
         results = {}
         for version in ("1.0", "0.3"):
-            progress(f"a2a-sdk HTTP ({version}): {args.requests} sequential, then {args.concurrent_requests} "
-                     f"with {CONCURRENCY} in flight")
+            progress(
+                f"a2a-sdk HTTP ({version}): {args.requests} sequential, then {args.concurrent_requests} "
+                f"with {CONCURRENCY} in flight"
+            )
             results[version] = asyncio.run(http_side(port, version, args.requests, args.concurrent_requests))
             progress(f"a2a-sdk {version}: {results[version]}")
         progress(f"mesh: {args.requests} sequential, then {args.concurrent_requests} with {CONCURRENCY} in flight")
@@ -123,20 +151,22 @@ def main() -> None:
         progress(f"mesh: {mesh}")
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
-    emit({
-        "mesh_rtt_us": mesh["rtt_us"],
-        "a2a_http_rtt_us": best_rtt,
-        "rtt_ratio": ratio(mesh["rtt_us"], best_rtt),
-        "mesh_rps": mesh["rps"],
-        "a2a_http_rps": best_rps,
-        "rps_ratio": ratio(mesh["rps"], best_rps),
-        "mesh_p99_us": mesh["p99_us"],
-        "a2a_http_1_0": results["1.0"],
-        "a2a_http_0_3": results["0.3"],
-        "concurrency": CONCURRENCY,
-        "requests": args.requests,
-        "concurrent_requests": args.concurrent_requests,
-    })
+    emit(
+        {
+            "mesh_rtt_us": mesh["rtt_us"],
+            "a2a_http_rtt_us": best_rtt,
+            "rtt_ratio": ratio(mesh["rtt_us"], best_rtt),
+            "mesh_rps": mesh["rps"],
+            "a2a_http_rps": best_rps,
+            "rps_ratio": ratio(mesh["rps"], best_rps),
+            "mesh_p99_us": mesh["p99_us"],
+            "a2a_http_1_0": results["1.0"],
+            "a2a_http_0_3": results["0.3"],
+            "concurrency": CONCURRENCY,
+            "requests": args.requests,
+            "concurrent_requests": args.concurrent_requests,
+        }
+    )
 
 
 async def serve_echo(url: str, namespace: str) -> None:

@@ -139,8 +139,12 @@ def agents_running(layout: str, url: str, namespace: str) -> Iterator[None]:
 def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000, help="sequential round trips per chain length")
-    parser.add_argument("--layout", choices=("process", "shared", "both"), default="both",
-                        help="one process per agent, all agents in one process, or both (default)")
+    parser.add_argument(
+        "--layout",
+        choices=("process", "shared", "both"),
+        default="both",
+        help="one process per agent, all agents in one process, or both (default)",
+    )
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -158,8 +162,15 @@ def main() -> None:
                 results[layout] = asyncio.run(measure(url, namespace, args.requests))
             progress(f"{layout}: per hop {results[layout]['per_hop_us']} us")
     first, *others = layouts  # the headline figures; the other layout's nested under its name
-    emit({**results[first], "layout": first, **{layout: results[layout] for layout in others},
-          "requests": args.requests, "warm_up": WARM_UP})
+    emit(
+        {
+            **results[first],
+            "layout": first,
+            **{layout: results[layout] for layout in others},
+            "requests": args.requests,
+            "warm_up": WARM_UP,
+        }
+    )
 
 
 async def serve(names: list[str], url: str, namespace: str) -> None:

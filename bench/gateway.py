@@ -77,8 +77,12 @@ def best(results: dict[str, dict[str, float]]) -> dict[str, float]:
 def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the round trip")
-    parser.add_argument("--concurrent-requests", type=int, default=6000,
-                        help=f"requests for the throughput run ({CONCURRENCY} in flight)")
+    parser.add_argument(
+        "--concurrent-requests",
+        type=int,
+        default=6000,
+        help=f"requests for the throughput run ({CONCURRENCY} in flight)",
+    )
     parser.add_argument("--profile-gateway", metavar="FILE", help="run the gateway under cProfile; stats to FILE")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -95,40 +99,46 @@ def main() -> None:
     script = str(Path(__file__).resolve())
     profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
     gateway, a2a = {}, {}
-    with broker_url(args.broker) as url, \
-            child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]), \
-            child([script, "--serve-gateway", str(gateway_port), "--broker", url, "--namespace", args.namespace,
-                   *profile]), \
-            child([str(HERE / "a2a_http_echo.py"), str(a2a_port)]):
+    with (
+        broker_url(args.broker) as url,
+        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]),
+        child([script, "--serve-gateway", str(gateway_port), "--broker", url, "--namespace", args.namespace, *profile]),
+        child([str(HERE / "a2a_http_echo.py"), str(a2a_port)]),
+    ):
         for version in VERSIONS:
-            for side, results, port, path in (("a2a-sdk HTTP", a2a, a2a_port, "/"),
-                                              ("gateway", gateway, gateway_port, GATEWAY_PATH)):
-                progress(f"{side} ({version}): {args.requests} sequential, then {args.concurrent_requests} "
-                         f"with {CONCURRENCY} in flight")
-                results[version] = asyncio.run(
-                    http_side(port, path, version, args.requests, args.concurrent_requests))
+            for side, results, port, path in (
+                ("a2a-sdk HTTP", a2a, a2a_port, "/"),
+                ("gateway", gateway, gateway_port, GATEWAY_PATH),
+            ):
+                progress(
+                    f"{side} ({version}): {args.requests} sequential, then {args.concurrent_requests} "
+                    f"with {CONCURRENCY} in flight"
+                )
+                results[version] = asyncio.run(http_side(port, path, version, args.requests, args.concurrent_requests))
                 progress(f"{side} {version}: {results[version]}")
     if args.profile_gateway:
         report_profile(args.profile_gateway)
     gw, sdk = best(gateway), best(a2a)
-    emit({
-        "gateway_rtt_us": gw["rtt_us"],
-        "a2a_http_rtt_us": sdk["rtt_us"],
-        "rtt_ratio": ratio(gw["rtt_us"], sdk["rtt_us"]),
-        "gateway_rps": gw["rps"],
-        "a2a_http_rps": sdk["rps"],
-        "rps_ratio": ratio(gw["rps"], sdk["rps"]),
-        "gateway_p99_us": gw["p99_us"],
-        "a2a_http_p99_us": sdk["p99_us"],
-        "gateway_0_3": gateway["0.3"],
-        "gateway_1_0": gateway["1.0"],
-        "a2a_http_0_3": a2a["0.3"],
-        "a2a_http_1_0": a2a["1.0"],
-        "concurrency": CONCURRENCY,
-        "requests": args.requests,
-        "concurrent_requests": args.concurrent_requests,
-        "profiled": bool(args.profile_gateway),
-    })
+    emit(
+        {
+            "gateway_rtt_us": gw["rtt_us"],
+            "a2a_http_rtt_us": sdk["rtt_us"],
+            "rtt_ratio": ratio(gw["rtt_us"], sdk["rtt_us"]),
+            "gateway_rps": gw["rps"],
+            "a2a_http_rps": sdk["rps"],
+            "rps_ratio": ratio(gw["rps"], sdk["rps"]),
+            "gateway_p99_us": gw["p99_us"],
+            "a2a_http_p99_us": sdk["p99_us"],
+            "gateway_0_3": gateway["0.3"],
+            "gateway_1_0": gateway["1.0"],
+            "a2a_http_0_3": a2a["0.3"],
+            "a2a_http_1_0": a2a["1.0"],
+            "concurrency": CONCURRENCY,
+            "requests": args.requests,
+            "concurrent_requests": args.concurrent_requests,
+            "profiled": bool(args.profile_gateway),
+        }
+    )
 
 
 async def serve_gateway(url: str, namespace: str, port: int, profile_file: str | None) -> None:
@@ -139,7 +149,10 @@ async def serve_gateway(url: str, namespace: str, port: int, profile_file: str |
     from mesh.broker import BrokerSettings
 
     settings = HttpGatewaySettings(
-        id="bench", port=port, default_agent="echo", rate_limit=None,
+        id="bench",
+        port=port,
+        default_agent="echo",
+        rate_limit=None,
         concurrency=ConcurrencyConfig(max_requests_per_client=4 * CONCURRENCY),
     )
     gateway = HttpGateway(settings, broker=BrokerSettings.from_url(url), namespace=namespace)

@@ -35,8 +35,11 @@ def emit(result: dict[str, object]) -> None:
 
 def base_arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--broker", default=os.environ.get("MESH_BROKER_URL"),
-                        help="MQTT broker URL (default: start Mosquitto from mosquitto.conf)")
+    parser.add_argument(
+        "--broker",
+        default=os.environ.get("MESH_BROKER_URL"),
+        help="MQTT broker URL (default: start Mosquitto from mosquitto.conf)",
+    )
     return parser
 
 

@@ -29,8 +29,12 @@ class HttpPool:
 
     async def post_json(self, path: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         payload = json.dumps(body).encode()
-        head = [f"POST {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json",
-                f"Content-Length: {len(payload)}"]
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(payload)}",
+        ]
         head += [f"{name}: {value}" for name, value in (headers or {}).items()]
         reader, writer = await self._idle.get()
         try:

@@ -91,8 +91,9 @@ async def serve_mesh(url: str, topic: str) -> None:
 
 async def mesh_measure(url: str, topic: str, requests: int, window_requests: int) -> dict[str, float]:
     client_id = f"bench-mesh-{uuid.uuid4().hex[:8]}"
-    transport = MqttTransport(BrokerSettings.from_url(url), client_id=client_id,
-                              reply_topic=f"{topic}/replies/{client_id}")
+    transport = MqttTransport(
+        BrokerSettings.from_url(url), client_id=client_id, reply_topic=f"{topic}/replies/{client_id}"
+    )
     await transport.connect()
     try:
         for _ in range(200):  # warm-up
@@ -123,7 +124,10 @@ def paho_measure(url: str, topic: str, requests: int, window_requests: int) -> d
     """Run the stock-paho requester in a process of its own (see bench/paho_floor.py)."""
     result = subprocess.run(
         [sys.executable, FLOOR, "measure", url, topic, str(requests), str(window_requests), str(WINDOW)],
-        input=PAYLOAD, capture_output=True, check=True, timeout=600,
+        input=PAYLOAD,
+        capture_output=True,
+        check=True,
+        timeout=600,
     )
     return json.loads(result.stdout.decode().strip().splitlines()[-1])
 
@@ -146,29 +150,33 @@ def main() -> None:
     with broker_url(args.broker) as url:
         ns = f"bench/{uuid.uuid4().hex[:8]}"
         mesh_topic, paho_topic = f"{ns}/mesh/service", f"{ns}/paho/service"
-        with child([script, "--serve", "mesh", "--broker", url, "--topic", mesh_topic]), \
-                child([FLOOR, "serve", url, paho_topic]):
+        with (
+            child([script, "--serve", "mesh", "--broker", url, "--topic", mesh_topic]),
+            child([FLOOR, "serve", url, paho_topic]),
+        ):
             progress(f"paho floor: {args.requests} sequential, then {args.window_requests} with {WINDOW} in flight")
             paho_result = paho_measure(url, paho_topic, args.requests, args.window_requests)
             progress(f"paho: {paho_result}")
             progress(f"mesh transport: {args.requests} sequential, then {args.window_requests} with {WINDOW} in flight")
             mesh_result = asyncio.run(mesh_measure(url, mesh_topic, args.requests, args.window_requests))
             progress(f"mesh: {mesh_result}")
-    emit({
-        "mesh_rtt_us": mesh_result["rtt_us"],
-        "paho_rtt_us": paho_result["rtt_us"],
-        "rtt_ratio": ratio(mesh_result["rtt_us"], paho_result["rtt_us"]),
-        "mesh_rps": mesh_result["rps"],
-        "paho_rps": paho_result["rps"],
-        "rps_ratio": ratio(mesh_result["rps"], paho_result["rps"]),
-        "mesh_p99_us": mesh_result["p99_us"],
-        "paho_p99_us": paho_result["p99_us"],
-        "requests": args.requests,
-        "window": WINDOW,
-        "window_requests": args.window_requests,
-        "payload_bytes": len(PAYLOAD),
-        "qos": 1,
-    })
+    emit(
+        {
+            "mesh_rtt_us": mesh_result["rtt_us"],
+            "paho_rtt_us": paho_result["rtt_us"],
+            "rtt_ratio": ratio(mesh_result["rtt_us"], paho_result["rtt_us"]),
+            "mesh_rps": mesh_result["rps"],
+            "paho_rps": paho_result["rps"],
+            "rps_ratio": ratio(mesh_result["rps"], paho_result["rps"]),
+            "mesh_p99_us": mesh_result["p99_us"],
+            "paho_p99_us": paho_result["p99_us"],
+            "requests": args.requests,
+            "window": WINDOW,
+            "window_requests": args.window_requests,
+            "payload_bytes": len(PAYLOAD),
+            "qos": 1,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -207,11 +207,13 @@ class GatewayRuntime:
                 self._cancel_on_mesh(agent, task_id)
                 timed_out = deadline is not None and time.monotonic() >= deadline
                 reason = "the request's timeout ran out" if timed_out else f"nothing came for {self.idle_timeout_s:g} s"
-                yield self._logged(sequencer.error(
-                    TIMEOUT,
-                    f"Timeout: agent {agent!r} did not finish task {task_id!r} ({reason}); the task was canceled",
-                    {"errorType": "Timeout", "agentName": agent, "taskId": task_id},
-                ))
+                yield self._logged(
+                    sequencer.error(
+                        TIMEOUT,
+                        f"Timeout: agent {agent!r} did not finish task {task_id!r} ({reason}); the task was canceled",
+                        {"errorType": "Timeout", "agentName": agent, "taskId": task_id},
+                    )
+                )
                 return
             try:
                 response = json.loads(payload)
@@ -276,7 +278,12 @@ class GatewayRuntime:
         route.updated = time.time()
 
 
-_BRANCHES = {"status-update": "status_update", "artifact-update": "artifact_update", "task": "task", "message": "message"}
+_BRANCHES = {
+    "status-update": "status_update",
+    "artifact-update": "artifact_update",
+    "task": "task",
+    "message": "message",
+}
 
 
 def _task_id_of(method: str, params: dict[str, Any]) -> str | None:

@@ -61,8 +61,7 @@ class BrokerSettings:
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
             raise ConfigError(
-                f"broker URL {url!r}: unsupported scheme {parts.scheme!r}; "
-                "use mqtt://host:1883 or mqtts://host:8883"
+                f"broker URL {url!r}: unsupported scheme {parts.scheme!r}; use mqtt://host:1883 or mqtts://host:8883"
             )
         if not parts.hostname:
             raise ConfigError(f"broker URL {url!r} has no host; write it as mqtt://host:port")

@@ -85,12 +85,16 @@ class MeshClient:
         self._status_subscription: asyncio.Task[Any] | None = None
 
     @classmethod
-    def create(cls, broker: BrokerSettings | str, namespace: str, *, client_id: str | None = None, **options: Any) -> MeshClient:
+    def create(
+        cls, broker: BrokerSettings | str, namespace: str, *, client_id: str | None = None, **options: Any
+    ) -> MeshClient:
         """A client with its own (not yet connected) transport."""
         settings = BrokerSettings.from_url(broker) if isinstance(broker, str) else broker
         client_id = client_id or f"client-{uuid.uuid4().hex[:12]}"
         namespace = validate_namespace(namespace)
-        transport = MqttTransport(settings, client_id=client_id, reply_topic=get_client_response_topic(namespace, client_id))
+        transport = MqttTransport(
+            settings, client_id=client_id, reply_topic=get_client_response_topic(namespace, client_id)
+        )
         return cls(transport, namespace, **options)
 
     @classmethod
@@ -166,8 +170,12 @@ class MeshClient:
 
     # ------------------------------------------------------------------ tasks/*
 
-    async def get_task(self, agent: str, task_id: str, *, history_length: int | None = None, timeout: float = 10.0) -> Task:
-        result = await self._call(agent, "tasks/get", TaskQueryParams(id=task_id, history_length=history_length), timeout)
+    async def get_task(
+        self, agent: str, task_id: str, *, history_length: int | None = None, timeout: float = 10.0
+    ) -> Task:
+        result = await self._call(
+            agent, "tasks/get", TaskQueryParams(id=task_id, history_length=history_length), timeout
+        )
         return parse_result(result, Task)
 
     async def cancel_task(self, agent: str, task_id: str, *, timeout: float = 30.0) -> Task:
@@ -188,7 +196,9 @@ class MeshClient:
         result = await self._call(agent, "tasks/pushNotificationConfig/get", params, timeout)
         return TaskPushNotificationConfig.model_validate(result)
 
-    async def list_push_configs(self, agent: str, task_id: str, *, timeout: float = 10.0) -> list[TaskPushNotificationConfig]:
+    async def list_push_configs(
+        self, agent: str, task_id: str, *, timeout: float = 10.0
+    ) -> list[TaskPushNotificationConfig]:
         params = ListTaskPushNotificationConfigParams(id=task_id)
         result = await self._call(agent, "tasks/pushNotificationConfig/list", params, timeout)
         return [TaskPushNotificationConfig.model_validate(item) for item in result]

@@ -76,7 +76,9 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         data = {}
     if not isinstance(data, dict):
         raise config_error(
-            source, "top level", f"expected a mapping of keys, got {type_name(data)}",
+            source,
+            "top level",
+            f"expected a mapping of keys, got {type_name(data)}",
             "start the file with keys such as 'namespace: mesh' and 'agents:'",
         )
     names = section_names()
@@ -91,7 +93,9 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
             entries = []
         if not isinstance(entries, list):
             raise config_error(
-                source, name, f"expected a list of entries, got {type_name(entries)}",
+                source,
+                name,
+                f"expected a list of entries, got {type_name(entries)}",
                 f"write each entry as a list item starting with '- ' under '{name}:'",
             )
         sections[name] = entries
@@ -104,9 +108,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
     )
 
 
-def load_many(
-    paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[str, str] | None = None
-) -> list[MeshConfig]:
+def load_many(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[str, str] | None = None) -> list[MeshConfig]:
     """Load several files for ``mesh run FILE...``; the same file given twice is an error."""
     seen: dict[Path, Path] = {}
     configs = []
@@ -114,9 +116,7 @@ def load_many(
         config = load_config(path, environ=environ)
         resolved = config.source.resolve()
         if resolved in seen:
-            raise config_error(
-                config.source, "", f"given twice (also as {seen[resolved]})", "pass each file once"
-            )
+            raise config_error(config.source, "", f"given twice (also as {seen[resolved]})", "pass each file once")
         seen[resolved] = config.source
         configs.append(config)
     return configs
@@ -130,7 +130,8 @@ def configured_broker(configs: Sequence[MeshConfig]) -> str | None:
             continue
         if first is not None and config.broker != first.broker:
             raise config_error(
-                config.source, "broker",
+                config.source,
+                "broker",
                 f"{_redacted(config.broker)!r} differs from {_redacted(first.broker)!r} in {first.source}",
                 "components run together share one broker: set it in one file, or pass --broker",
             )
@@ -166,20 +167,26 @@ def _read_yaml(source: Path) -> Any:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except _DuplicateKeyError as exc:
         raise config_error(
-            source, _where(exc), exc.problem or "duplicate key",
+            source,
+            _where(exc),
+            exc.problem or "duplicate key",
             "YAML keeps only the last one silently; merge the two into one",
         ) from None
     except yaml.MarkedYAMLError as exc:
         problem = ", ".join(part for part in (exc.context, exc.problem) if part)
         raise config_error(
-            source, _where(exc), problem or "invalid YAML",
+            source,
+            _where(exc),
+            problem or "invalid YAML",
             "fix the YAML syntax there (indentation, a space after ':', unclosed quotes or brackets)",
         ) from None
     except yaml.reader.ReaderError as exc:  # a control character: no mark, only an offset
         line = text.count("\n", 0, exc.position) + 1
         column = exc.position - text.rfind("\n", 0, exc.position)
         raise config_error(
-            source, f"line {line}, column {column}", f"unacceptable character #x{exc.character:04x}",
+            source,
+            f"line {line}, column {column}",
+            f"unacceptable character #x{exc.character:04x}",
             "remove it: YAML allows no control characters except tab and newline",
         ) from None
 
@@ -232,9 +239,11 @@ def _expand(text: str, path: tuple[KeyPart, ...], environ: Mapping[str, str], so
         body = match[1]
         parsed = _VARIABLE.fullmatch(body) if body is not None else None
         if parsed is None:
-            shown = match[0] if body is not None else text[match.start():]
+            shown = match[0] if body is not None else text[match.start() :]
             raise config_error(
-                source, path, f"bad substitution {shown!r} in {text!r}",
+                source,
+                path,
+                f"bad substitution {shown!r} in {text!r}",
                 "write ${NAME} or ${NAME:-default} (no nesting); for a literal '${' write '$${'",
             )
         name, default = parsed[1], parsed[2]
@@ -243,7 +252,9 @@ def _expand(text: str, path: tuple[KeyPart, ...], environ: Mapping[str, str], so
             return value or default
         if value is None:
             raise config_error(
-                source, path, f"environment variable {name} is not set",
+                source,
+                path,
+                f"environment variable {name} is not set",
                 f"export it, or write ${{{name}:-default}}",
             )
         return value

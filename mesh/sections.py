@@ -60,7 +60,9 @@ def _load_factory(name: str, entry_point: EntryPoint, where: str | Path) -> Sect
         factory = entry_point.load()
     except ImportError as exc:
         raise config_error(
-            where, name, f"cannot load the section's factory {entry_point.value} ({exc})",
+            where,
+            name,
+            f"cannot load the section's factory {entry_point.value} ({exc})",
             _install_hint(name, entry_point, exc),
         ) from exc
     return typing.cast(SectionFactory, factory)
@@ -104,7 +106,9 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
             continue
         if name not in installed:
             raise config_error(
-                config.source, name, "no installed package provides this section",
+                config.source,
+                name,
+                "no installed package provides this section",
                 f"install one, or remove it; installed sections: {', '.join(sorted(installed)) or 'none'}",
             )
         factory = _load_factory(name, installed[name], config.source)
@@ -133,7 +137,9 @@ def check_unique_components(built: Iterable[tuple[MeshConfig, Sequence[Component
             if key in seen:
                 what = f"{component.kind} {component.name!r} in namespace {config.namespace!r}"
                 raise config_error(
-                    config.source, "", f"{what} is also defined in {seen[key].source}",
+                    config.source,
+                    "",
+                    f"{what} is also defined in {seen[key].source}",
                     "give each one a unique name, or run the files in separate namespaces",
                 )
             seen[key] = config

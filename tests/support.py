@@ -25,14 +25,22 @@ class Inbox:
 
     async def wait_for(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """Wait until at least ``count`` messages arrived; return them all."""
-        await wait_until(lambda: len(self.messages) >= count, self._changed, timeout,
-                         lambda: f"expected {count} messages, got {len(self.messages)}")
+        await wait_until(
+            lambda: len(self.messages) >= count,
+            self._changed,
+            timeout,
+            lambda: f"expected {count} messages, got {len(self.messages)}",
+        )
         return self.messages
 
     async def wait_until_topic(self, topic: str, timeout: float = 5.0) -> list[InboundMessage]:
         """Wait until a message on ``topic`` arrived; return every message so far."""
-        await wait_until(lambda: any(m.topic == topic for m in self.messages), self._changed, timeout,
-                         lambda: f"nothing on {topic} among {len(self.messages)} messages")
+        await wait_until(
+            lambda: any(m.topic == topic for m in self.messages),
+            self._changed,
+            timeout,
+            lambda: f"nothing on {topic} among {len(self.messages)} messages",
+        )
         return self.messages
 
     @property

@@ -13,9 +13,9 @@ from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.config import load_config
-from mesh.sections import build_components
 from mesh.errors import NotAuthorizedError
 from mesh.localbroker import LocalBroker
+from mesh.sections import build_components
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.support import Inbox, readable_by_mosquitto

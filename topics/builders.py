@@ -53,27 +53,15 @@ __all__ = [
 
 A2A_BASE = TopicTemplate("{namespace}/a2a/v1")
 AGENT_REQUEST_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/request/{agent_name}")
-AGENT_RESPONSE_TOPIC = TopicTemplate(
-    "{namespace}/a2a/v1/agent/response/{delegating_agent_name}/{sub_task_id}"
-)
-AGENT_STATUS_TOPIC = TopicTemplate(
-    "{namespace}/a2a/v1/agent/status/{delegating_agent_name}/{sub_task_id}"
-)
-GATEWAY_RESPONSE_TOPIC = TopicTemplate(
-    "{namespace}/a2a/v1/gateway/response/{gateway_id}/{task_id}"
-)
-GATEWAY_STATUS_TOPIC = TopicTemplate(
-    "{namespace}/a2a/v1/gateway/status/{gateway_id}/{task_id}"
-)
+AGENT_RESPONSE_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/response/{delegating_agent_name}/{sub_task_id}")
+AGENT_STATUS_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/status/{delegating_agent_name}/{sub_task_id}")
+GATEWAY_RESPONSE_TOPIC = TopicTemplate("{namespace}/a2a/v1/gateway/response/{gateway_id}/{task_id}")
+GATEWAY_STATUS_TOPIC = TopicTemplate("{namespace}/a2a/v1/gateway/status/{gateway_id}/{task_id}")
 CLIENT_RESPONSE_TOPIC = TopicTemplate("{namespace}/a2a/v1/client/response/{client_id}")
-CLIENT_STATUS_TOPIC = TopicTemplate(
-    "{namespace}/a2a/v1/client/status/{client_id}/{task_id}"
-)
+CLIENT_STATUS_TOPIC = TopicTemplate("{namespace}/a2a/v1/client/status/{client_id}/{task_id}")
 # Retained, one per agent / gateway; the bare SAM topics carry non-retained heartbeats.
 AGENT_CARD_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/agentcards/{agent_name}")
-GATEWAY_CARD_TOPIC = TopicTemplate(
-    "{namespace}/a2a/v1/discovery/gatewaycards/{gateway_id}"
-)
+GATEWAY_CARD_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/gatewaycards/{gateway_id}")
 AGENT_CARDS_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/agentcards")
 GATEWAY_CARDS_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/gatewaycards")
 _DISCOVERY = TopicTemplate("{namespace}/a2a/v1/discovery")
@@ -89,9 +77,7 @@ def get_agent_request_topic(namespace: str, agent_name: str) -> str:
     return AGENT_REQUEST_TOPIC.build(namespace=namespace, agent_name=agent_name)
 
 
-def get_agent_response_topic(
-    namespace: str, delegating_agent_name: str, sub_task_id: str
-) -> str:
+def get_agent_response_topic(namespace: str, delegating_agent_name: str, sub_task_id: str) -> str:
     """``{ns}/a2a/v1/agent/response/{delegating_agent_name}/{sub_task_id}``.
 
     Where the agent that ran a delegated task sends its final answer.
@@ -103,9 +89,7 @@ def get_agent_response_topic(
     )
 
 
-def get_peer_agent_status_topic(
-    namespace: str, delegating_agent_name: str, sub_task_id: str
-) -> str:
+def get_peer_agent_status_topic(namespace: str, delegating_agent_name: str, sub_task_id: str) -> str:
     """``{ns}/a2a/v1/agent/status/{delegating_agent_name}/{sub_task_id}``.
 
     Where the agent that runs a delegated task streams its updates.
@@ -119,30 +103,22 @@ def get_peer_agent_status_topic(
 
 def get_agent_response_subscription_topic(namespace: str, agent_name: str) -> str:
     """``{ns}/a2a/v1/agent/response/{agent_name}/+``: answers to its delegations."""
-    return AGENT_RESPONSE_TOPIC.filter(
-        namespace=namespace, delegating_agent_name=agent_name
-    )
+    return AGENT_RESPONSE_TOPIC.filter(namespace=namespace, delegating_agent_name=agent_name)
 
 
 def get_agent_status_subscription_topic(namespace: str, agent_name: str) -> str:
     """``{ns}/a2a/v1/agent/status/{agent_name}/+``: updates on its delegations."""
-    return AGENT_STATUS_TOPIC.filter(
-        namespace=namespace, delegating_agent_name=agent_name
-    )
+    return AGENT_STATUS_TOPIC.filter(namespace=namespace, delegating_agent_name=agent_name)
 
 
 def get_gateway_response_topic(namespace: str, gateway_id: str, task_id: str) -> str:
     """``{ns}/a2a/v1/gateway/response/{gateway_id}/{task_id}``"""
-    return GATEWAY_RESPONSE_TOPIC.build(
-        namespace=namespace, gateway_id=gateway_id, task_id=task_id
-    )
+    return GATEWAY_RESPONSE_TOPIC.build(namespace=namespace, gateway_id=gateway_id, task_id=task_id)
 
 
 def get_gateway_status_topic(namespace: str, gateway_id: str, task_id: str) -> str:
     """``{ns}/a2a/v1/gateway/status/{gateway_id}/{task_id}``"""
-    return GATEWAY_STATUS_TOPIC.build(
-        namespace=namespace, gateway_id=gateway_id, task_id=task_id
-    )
+    return GATEWAY_STATUS_TOPIC.build(namespace=namespace, gateway_id=gateway_id, task_id=task_id)
 
 
 def get_gateway_response_subscription_topic(namespace: str, gateway_id: str) -> str:
@@ -162,9 +138,7 @@ def get_client_response_topic(namespace: str, client_id: str) -> str:
 
 def get_client_status_topic(namespace: str, client_id: str, task_id: str) -> str:
     """``{ns}/a2a/v1/client/status/{client_id}/{task_id}``"""
-    return CLIENT_STATUS_TOPIC.build(
-        namespace=namespace, client_id=client_id, task_id=task_id
-    )
+    return CLIENT_STATUS_TOPIC.build(namespace=namespace, client_id=client_id, task_id=task_id)
 
 
 def get_client_status_subscription_topic(namespace: str, client_id: str) -> str:

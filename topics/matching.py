@@ -48,8 +48,7 @@ def shared_subscription(group: str, topic_filter: str) -> str:
     validate_share_group(group)
     if topic_filter.startswith(SHARE_PREFIX):
         raise InvalidFilterError(
-            f"invalid filter {_quote(topic_filter)}: it is already a shared "
-            "subscription; pass the plain filter"
+            f"invalid filter {_quote(topic_filter)}: it is already a shared subscription; pass the plain filter"
         )
     return validate_filter(f"{SHARE_PREFIX}{group}/{topic_filter}")
 
@@ -74,6 +73,4 @@ def _compile(topic_filter: str) -> _Matcher:
         # '#' also matches the parent level itself: 'a/#' matches 'a'.
         body = f"{body}(?:/.*)?" if head else ".*"
     # DOTALL: topics may legally contain newlines.
-    return _Matcher(
-        inner, re.compile(body, re.DOTALL), skips_dollar=levels[0] in ("+", "#")
-    )
+    return _Matcher(inner, re.compile(body, re.DOTALL), skips_dollar=levels[0] in ("+", "#"))

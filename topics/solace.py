@@ -34,10 +34,7 @@ def solace_to_mqtt(subscription: str) -> str:
     :class:`UnsupportedWildcardError` when MQTT cannot express the subscription.
     """
     if not isinstance(subscription, str) or not subscription:
-        raise InvalidFilterError(
-            f"invalid Solace subscription {_quote(subscription)}: "
-            "expected a non-empty str"
-        )
+        raise InvalidFilterError(f"invalid Solace subscription {_quote(subscription)}: expected a non-empty str")
     return _translate(subscription)
 
 
@@ -63,9 +60,7 @@ def _translate(subscription: str) -> str:
         elif level == ">" and position == len(levels):
             mqtt.append("+/#")
         elif "*" in level or ">" in level:
-            raise UnsupportedWildcardError(
-                _unsupported(shown, level, mqtt, more=position < len(levels))
-            )
+            raise UnsupportedWildcardError(_unsupported(shown, level, mqtt, more=position < len(levels)))
         else:
             mqtt.append(level)
     return validate_filter("/".join(mqtt))
@@ -86,9 +81,7 @@ def _unsupported(shown: str, level: str, translated: list[str], *, more: bool) -
     )
 
 
-def extract_task_id_from_topic(
-    topic: str, subscription_pattern: str, log_identifier: str = ""
-) -> str | None:
+def extract_task_id_from_topic(topic: str, subscription_pattern: str, log_identifier: str = "") -> str | None:
     """Return the part of *topic* matched by the subscription's wildcards, or ``None``.
 
     *subscription_pattern* is an MQTT filter (``.../+``, ``.../#``) or a Solace
@@ -114,9 +107,7 @@ def extract_task_id_from_topic(
 def _task_filter(subscription: str) -> tuple[str, str]:
     """The MQTT filter for *subscription* and the text before its first wildcard."""
     is_solace = "*" in subscription or ">" in subscription
-    topic_filter = (
-        solace_to_mqtt(subscription) if is_solace else validate_filter(subscription)
-    )
+    topic_filter = solace_to_mqtt(subscription) if is_solace else validate_filter(subscription)
     _, inner = split_shared_subscription(topic_filter)
     prefix: list[str] = []
     for level in inner.split("/"):

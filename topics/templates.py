@@ -48,9 +48,7 @@ class TopicTemplate:
 
     def __init__(self, pattern: str) -> None:
         if pattern.startswith("$"):
-            raise TemplateError(
-                f"invalid template {pattern!r}: topics starting with '$' are reserved"
-            )
+            raise TemplateError(f"invalid template {pattern!r}: topics starting with '$' are reserved")
         params: list[str] = []
         regex: list[str] = []
         format_levels: list[str] = []
@@ -63,9 +61,7 @@ class TopicTemplate:
                 continue
             name = param[1]
             if name in params:
-                raise TemplateError(
-                    f"invalid template {pattern!r}: parameter {name!r} appears twice"
-                )
+                raise TemplateError(f"invalid template {pattern!r}: parameter {name!r} appears twice")
             params.append(name)
             body = NAMESPACE_PATTERN if name == NAMESPACE else IDENTIFIER_PATTERN
             regex.append(f"(?P<{name}>{body})")
@@ -77,18 +73,13 @@ class TopicTemplate:
         # build() runs per message: one %-format, no parsing of the pattern.
         self._format = "/".join(format_levels)
         # "sub_task_id" -> "sub task id": errors read like the SAM argument names.
-        self._labels = tuple(
-            (name, None if name == NAMESPACE else name.replace("_", " "))
-            for name in params
-        )
+        self._labels = tuple((name, None if name == NAMESPACE else name.replace("_", " ")) for name in params)
 
     def build(self, **params: str) -> str:
         """Return the topic with every parameter filled in; each value is validated."""
         if params.keys() != self._names:
             raise self._wrong_params("build", params, required=self._names)
-        return self._format % tuple(
-            [_validate(params[name], label) for name, label in self._labels]
-        )
+        return self._format % tuple([_validate(params[name], label) for name, label in self._labels])
 
     def filter(self, **params: str) -> str:
         """Return an MQTT filter with ``+`` for every parameter left out.
@@ -99,10 +90,7 @@ class TopicTemplate:
         if not (required <= params.keys() <= self._names):
             raise self._wrong_params("filter", params, required=required)
         return self._format % tuple(
-            [
-                _validate(params[name], label) if name in params else "+"
-                for name, label in self._labels
-            ]
+            [_validate(params[name], label) if name in params else "+" for name, label in self._labels]
         )
 
     def match(self, topic: str) -> dict[str, str] | None:
@@ -113,16 +101,13 @@ class TopicTemplate:
         found = self._regex.fullmatch(topic)
         return None if found is None else found.groupdict()
 
-    def _wrong_params(
-        self, method: str, given: Mapping[str, str], required: frozenset[str]
-    ) -> TemplateError:
+    def _wrong_params(self, method: str, given: Mapping[str, str], required: frozenset[str]) -> TemplateError:
         missing = sorted(required - given.keys())
         unknown = sorted(given.keys() - self._names)
         problems = [f"missing {missing}"] if missing else []
         problems += [f"unknown {unknown}"] if unknown else []
         return TemplateError(
-            f"{self!r}.{method}() got wrong parameters ({', '.join(problems)}); "
-            f"its parameters are {list(self.params)}"
+            f"{self!r}.{method}() got wrong parameters ({', '.join(problems)}); its parameters are {list(self.params)}"
         )
 
     def __repr__(self) -> str:
@@ -139,11 +124,7 @@ class TopicTemplate:
 
 def _validate(value: str, label: str | None) -> str:
     """Validate a parameter: the namespace (no label) or an identifier."""
-    return (
-        validate_namespace(value)
-        if label is None
-        else validate_identifier(value, label)
-    )
+    return validate_namespace(value) if label is None else validate_identifier(value, label)
 
 
 def _check_literal(pattern: str, level: str) -> None:
@@ -151,8 +132,7 @@ def _check_literal(pattern: str, level: str) -> None:
         problem = "it has an empty level"
     elif any(char in level for char in _FORBIDDEN_IN_LITERAL):
         problem = (
-            f"level {level!r} must be a whole '{{param}}' or plain text "
-            "without wildcards (+ # * >), braces or NUL"
+            f"level {level!r} must be a whole '{{param}}' or plain text without wildcards (+ # * >), braces or NUL"
         )
     else:
         return

@@ -62,10 +62,7 @@ def validate_namespace(namespace: str) -> str:
     (``acme/ai/``) and SAM strips it; so do we, once: ``acme/ai//`` is refused.
     """
     if not isinstance(namespace, str):
-        raise InvalidNamespaceError(
-            f"invalid namespace {_quote(namespace)}: "
-            f"expected a str; {_NAMESPACE_EXAMPLE}"
-        )
+        raise InvalidNamespaceError(f"invalid namespace {_quote(namespace)}: expected a str; {_NAMESPACE_EXAMPLE}")
     return _normalise_namespace(namespace)
 
 
@@ -75,9 +72,7 @@ def _normalise_namespace(namespace: str) -> str:
     value = namespace[:-1] if namespace.endswith("/") else namespace
     if _NAMESPACE.fullmatch(value) and _is_utf8(value):
         return value
-    raise InvalidNamespaceError(
-        f"invalid namespace {_quote(namespace)}: {_namespace_problem(value)}"
-    )
+    raise InvalidNamespaceError(f"invalid namespace {_quote(namespace)}: {_namespace_problem(value)}")
 
 
 def _namespace_problem(value: str) -> str:
@@ -87,10 +82,7 @@ def _namespace_problem(value: str) -> str:
         return "must not contain the NUL character (U+0000)"
     wildcards = [char for char in "+#*>" if char in value]
     if wildcards:
-        return (
-            f"contains the wildcard character {' '.join(wildcards)}; "
-            "namespace levels may not contain + # * >"
-        )
+        return f"contains the wildcard character {' '.join(wildcards)}; namespace levels may not contain + # * >"
     if value.startswith("$"):
         return "must not start with '$' (reserved for broker topics such as $SYS)"
     if "" in value.split("/"):
@@ -106,19 +98,14 @@ def validate_identifier(value: str, what: str = "agent name") -> str:
     if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
         return value
     kind = "" if isinstance(value, str) else "expected a str; "
-    raise InvalidIdentifierError(
-        f"invalid {what} {_quote(value)}: {kind}{_IDENTIFIER_RULE}"
-    )
+    raise InvalidIdentifierError(f"invalid {what} {_quote(value)}: {kind}{_IDENTIFIER_RULE}")
 
 
 def validate_publish_topic(topic: str) -> str:
     """Return *topic* if MQTT allows publishing on it, else raise InvalidTopicError."""
     problem = _text_problem(topic)
     if problem is None and ("+" in topic or "#" in topic):
-        problem = (
-            "contains the MQTT wildcard '+' or '#', which is only allowed in "
-            "subscription filters [MQTT-3.3.2-2]"
-        )
+        problem = "contains the MQTT wildcard '+' or '#', which is only allowed in subscription filters [MQTT-3.3.2-2]"
     if problem is not None:
         raise InvalidTopicError(f"invalid topic {_quote(topic)}: {problem}")
     return topic
@@ -139,10 +126,7 @@ def validate_filter(topic_filter: str) -> str:
         if level == "#" and position != len(levels):
             problem = "'#' must be the last level, as in 'a/b/#'"
         elif level not in ("#", "+") and ("#" in level or "+" in level):
-            problem = (
-                "wildcards must fill a whole level, as in 'a/+/c' or 'a/#', "
-                f"not {level!r}"
-            )
+            problem = f"wildcards must fill a whole level, as in 'a/+/c' or 'a/#', not {level!r}"
         else:
             continue
         raise InvalidFilterError(f"invalid filter {_quote(topic_filter)}: {problem}")
@@ -163,26 +147,18 @@ def split_shared_subscription(topic_filter: str) -> tuple[str | None, str]:
         problem = "a filter must follow the share group"
     else:
         return group, inner
-    raise InvalidFilterError(
-        f"invalid filter {_quote(topic_filter)}: {problem}; {_SHARE_FORM}"
-    )
+    raise InvalidFilterError(f"invalid filter {_quote(topic_filter)}: {problem}; {_SHARE_FORM}")
 
 
 def validate_share_group(group: str) -> str:
     """Return *group* if it can name a share group, else raise InvalidFilterError."""
     if _is_share_group(group):
         return group
-    raise InvalidFilterError(
-        f"invalid share group {_quote(group)}: it {_SHARE_GROUP_RULE}; {_SHARE_FORM}"
-    )
+    raise InvalidFilterError(f"invalid share group {_quote(group)}: it {_SHARE_GROUP_RULE}; {_SHARE_FORM}")
 
 
 def _is_share_group(group: object) -> bool:
-    return (
-        isinstance(group, str)
-        and bool(group)
-        and not any(char in group for char in "/+#\x00")
-    )
+    return isinstance(group, str) and bool(group) and not any(char in group for char in "/+#\x00")
 
 
 def _text_problem(value: object) -> str | None:

@@ -86,9 +86,7 @@ DEFAULT_LIMITS = Limits()
 def evaluate(expression: str, limits: Limits = DEFAULT_LIMITS) -> Number:
     """The value of ``expression``: an ``int`` or ``Fraction`` when exact, else a ``float``."""
     if len(expression) > limits.max_length:
-        raise ArithmeticInputError(
-            f"expression longer than {limits.max_length} characters", limits.max_length
-        )
+        raise ArithmeticInputError(f"expression longer than {limits.max_length} characters", limits.max_length)
     if not expression.strip():
         raise ArithmeticInputError("empty expression", 0)
     arithmetic = _Arithmetic(limits)

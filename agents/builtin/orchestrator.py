@@ -136,7 +136,9 @@ def _runs(text: str) -> Iterator[list[re.Match[str]]]:
         yield run
 
 
-def match_agents(text: str, cards: Iterable[AgentCard], *, exclude: Sequence[str] = (), max_peers: int = 8) -> list[Match]:
+def match_agents(
+    text: str, cards: Iterable[AgentCard], *, exclude: Sequence[str] = (), max_peers: int = 8
+) -> list[Match]:
     """The peers to ask about ``text``, best first; ``exclude`` holds fnmatch patterns of names."""
     request = terms(text)
     expression = find_expression(text)
@@ -281,8 +283,10 @@ class OrchestratorAgent(Agent):
             catalogue = _catalogue(peers, self.exclude)
             yield Reply(_no_match(text, catalogue), data={"matched": [], "available": catalogue})
             return
-        yield Status(f"asking {', '.join(m.agent for m in plan)}",
-                     data={"plan": {m.agent: {"sent": m.message, "matched": list(m.matched)} for m in plan}})
+        yield Status(
+            f"asking {', '.join(m.agent for m in plan)}",
+            data={"plan": {m.agent: {"sent": m.message, "matched": list(m.matched)} for m in plan}},
+        )
         outcomes = await asyncio.gather(*(self._ask(ctx, m) for m in plan))
         yield DataArtifact("answers", {o.match.agent: o.to_json() for o in outcomes})
         combined = "\n".join(o.line() for o in outcomes)

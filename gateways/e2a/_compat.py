@@ -67,9 +67,7 @@ def channel_context(r: FieldReader) -> dict[str, Any]:
     return context
 
 
-def legacy_binding(
-    r: FieldReader, source_protocol: str, details: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
+def legacy_binding(r: FieldReader, source_protocol: str, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Fold a legacy top-level ``binding`` into provenance ``(source_protocol, details)``.
 
     The binding lands in ``details["migrated_from_binding"]`` unless that is already set; a

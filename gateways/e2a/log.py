@@ -32,9 +32,7 @@ _AUTH_SECRET_KEYS = frozenset({"bearer_token", "api_key_ref", "credential_ref"})
 # Matched against the key lower-cased with "_" and "-" removed, so "authToken", "auth_token"
 # and "X-Auth-Token" compare alike. "token" only matches as a suffix: "max_tokens" and
 # "inputTokens" (usage counters) are not secrets, "tokenizer" neither.
-_SECRET_KEY = re.compile(
-    r"authorization|password|passwd|secret|apikey|privatekey|credential|cookie|token$"
-)
+_SECRET_KEY = re.compile(r"authorization|password|passwd|secret|apikey|privatekey|credential|cookie|token$")
 
 
 def is_secret_key(key: str) -> bool:

@@ -63,8 +63,7 @@ class ResponseSequencer:
         if not envelope.request_id:
             raise E2AValidationError(
                 "E2AEnvelope.request_id",
-                "a non-empty string, since responses are correlated by it "
-                "(assign one at the gateway edge)",
+                "a non-empty string, since responses are correlated by it (assign one at the gateway edge)",
                 envelope.request_id,
             )
         self._envelope = envelope
@@ -102,9 +101,7 @@ class ResponseSequencer:
     ) -> E2AResponse:
         """The next frame, of any kind; the helpers below cover the usual cases."""
         if kind not in E2A_RESPONSE_KINDS:
-            raise E2AValidationError(
-                "E2AResponse.response_kind", "one of E2A_RESPONSE_KINDS", kind
-            )
+            raise E2AValidationError("E2AResponse.response_kind", "one of E2A_RESPONSE_KINDS", kind)
         if status not in E2A_RESPONSE_STATUSES:
             raise E2AValidationError("E2AResponse.status", "one of E2A_RESPONSE_STATUSES", status)
         if not isinstance(body, Mapping):
@@ -115,9 +112,7 @@ class ResponseSequencer:
                 "use error(), and put an ACP/A2A error shape in projections if the edge needs one"
             )
         if final and status == E2A_RESPONSE_STATUS_IN_PROGRESS:
-            raise E2ASequenceError(
-                "a final frame must be 'succeeded' or 'failed', not 'in_progress'"
-            )
+            raise E2ASequenceError("a final frame must be 'succeeded' or 'failed', not 'in_progress'")
         env = self._envelope
         with self._lock:
             if self._final is not None:
@@ -160,23 +155,17 @@ class ResponseSequencer:
     ) -> E2AResponse:
         """An ``e2a.chunk`` frame (in progress)."""
         if delta_kind not in E2A_CHUNK_DELTA_KINDS:
-            raise E2AValidationError(
-                "e2a.chunk body.delta_kind", f"one of {E2A_CHUNK_DELTA_KINDS}", delta_kind
-            )
+            raise E2AValidationError("e2a.chunk body.delta_kind", f"one of {E2A_CHUNK_DELTA_KINDS}", delta_kind)
         body: dict[str, Any] = {"delta_kind": delta_kind, "delta": delta}
         if mime_type is not None:
             body["mime_type"] = mime_type
         return self.emit(E2A_RESPONSE_KIND_E2A_CHUNK, body)
 
-    def event(
-        self, kind: str, body: Mapping[str, Any], *, projections: Mapping[str, Any] | None = None
-    ) -> E2AResponse:
+    def event(self, kind: str, body: Mapping[str, Any], *, projections: Mapping[str, Any] | None = None) -> E2AResponse:
         """An in-progress frame of any kind, e.g. ``acp.session_update``."""
         return self.emit(kind, body, projections=projections)
 
-    def complete(
-        self, result: Any = None, *, projections: Mapping[str, Any] | None = None
-    ) -> E2AResponse:
+    def complete(self, result: Any = None, *, projections: Mapping[str, Any] | None = None) -> E2AResponse:
         """The final ``e2a.complete`` frame with ``body.result``."""
         return self.finish(E2A_RESPONSE_KIND_E2A_COMPLETE, {"result": result}, projections=projections)
 
@@ -221,9 +210,7 @@ class ResponseSequencer:
         A failed A2A task is still a succeeded *frame*: the task state in ``payload`` says so.
         """
         if branch not in E2A_A2A_STREAM_BRANCHES:
-            raise E2AValidationError(
-                "a2a.stream_event body.branch", f"one of {E2A_A2A_STREAM_BRANCHES}", branch
-            )
+            raise E2AValidationError("a2a.stream_event body.branch", f"one of {E2A_A2A_STREAM_BRANCHES}", branch)
         if not isinstance(payload, Mapping):
             raise E2AValidationError("a2a.stream_event body.payload", "a JSON object", payload)
         status = E2A_RESPONSE_STATUS_SUCCEEDED if final else E2A_RESPONSE_STATUS_IN_PROGRESS
@@ -235,9 +222,7 @@ class ResponseSequencer:
         )
 
 
-def validate_response_frames(
-    frames: Iterable[E2AResponse], *, require_final: bool = True
-) -> list[E2AResponse]:
+def validate_response_frames(frames: Iterable[E2AResponse], *, require_final: bool = True) -> list[E2AResponse]:
     """Check the frames of one request against spec 12.3; return them sorted by ``sequence``.
 
     Frames may arrive in any order (a log is replayed by sequence). Raises
@@ -254,22 +239,15 @@ def validate_response_frames(
         raise E2ASequenceError(f"frames must share one non-null request_id, got {shown}")
     sequences = [f.sequence for f in ordered]
     if sequences != list(range(len(ordered))):
-        raise E2ASequenceError(
-            f"sequences must be 0..{len(ordered) - 1} without gaps or repeats, got {sequences}"
-        )
+        raise E2ASequenceError(f"sequences must be 0..{len(ordered) - 1} without gaps or repeats, got {sequences}")
     finals = [f.sequence for f in ordered if f.is_final]
     if len(finals) > 1 or (require_final and not finals):
-        raise E2ASequenceError(
-            f"expected exactly one final frame, got {len(finals)} (sequences {finals})"
-        )
+        raise E2ASequenceError(f"expected exactly one final frame, got {len(finals)} (sequences {finals})")
     if finals and finals[0] != ordered[-1].sequence:
-        raise E2ASequenceError(
-            f"frames follow the final frame (sequence {finals[0]} of {sequences[-1]})"
-        )
+        raise E2ASequenceError(f"frames follow the final frame (sequence {finals[0]} of {sequences[-1]})")
     for f in ordered:
         if f.status == E2A_RESPONSE_STATUS_FAILED and f.response_kind != E2A_RESPONSE_KIND_E2A_ERROR:
             raise E2ASequenceError(
-                f"frame sequence {f.sequence} is failed but its response_kind is "
-                f"{f.response_kind!r}, not 'e2a.error'"
+                f"frame sequence {f.sequence} is failed but its response_kind is {f.response_kind!r}, not 'e2a.error'"
             )
     return ordered

@@ -273,8 +273,10 @@ async def _default_card(request: Request) -> Response:
     name = gateway.settings.default_agent
     if name is None:
         return JSONResponse(
-            {"error": "this gateway has no default agent; list the agents at /a2a/agents and read a card "
-                      "at /a2a/agents/{name}/card"},
+            {
+                "error": "this gateway has no default agent; list the agents at /a2a/agents and read a card "
+                "at /a2a/agents/{name}/card"
+            },
             status_code=404,
         )
     return JSONResponse(http_card(_card_of(gateway, name), f"{gateway.public_url}/a2a", gateway.settings.auth))
@@ -304,7 +306,9 @@ async def _health(request: Request) -> Response:
 
 async def _list_agents(request: Request) -> Response:
     gateway = _gateway(request)
-    return JSONResponse({"agents": [_summary(gateway, e.name, e.card, e.last_seen) for e in gateway.runtime.registry.agents()]})
+    return JSONResponse(
+        {"agents": [_summary(gateway, e.name, e.card, e.last_seen) for e in gateway.runtime.registry.agents()]}
+    )
 
 
 async def _describe_agent(request: Request) -> Response:
@@ -412,7 +416,10 @@ def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Pr
         raise EdgeError(
             f"this gateway has no default agent: POST to /a2a/agents/{{name}} instead "
             f"(agents: {', '.join(available) or 'none'})",
-            code=-32000, error_type="AgentNotFound", http_status=404, details={"availableAgents": available},
+            code=-32000,
+            error_type="AgentNotFound",
+            http_status=404,
+            details={"availableAgents": available},
         )
     return gateway.settings.default_agent
 

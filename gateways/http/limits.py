@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-
 from .protection import (
     ConcurrencyConfig,
     EdgeError,

@@ -53,7 +53,12 @@ from mesh.a2a.validation import format_validation_error, validation_error_detail
 
 Version = Literal["0.3", "1.0"]
 _STREAMING_0_3 = {Method.message_stream, Method.tasks_resubscribe}
-_SSE_NAMES = {"statusUpdate": "status-update", "artifactUpdate": "artifact-update", "task": "task", "message": "message"}
+_SSE_NAMES = {
+    "statusUpdate": "status-update",
+    "artifactUpdate": "artifact-update",
+    "task": "task",
+    "message": "message",
+}
 
 
 @dataclass(slots=True)
@@ -104,7 +109,9 @@ def parse_call(body: bytes, version_header: str | None) -> RpcCall:
         parsed = parse_request(body)
         return RpcCall("0.3", parsed.id, parsed.requested_method, parsed.method, parsed.params.to_wire_dict())
     if not isinstance(doc, dict) or doc.get("jsonrpc") != "2.0" or not isinstance(method, str):
-        raise InvalidRequest('a request is an object with "jsonrpc": "2.0" and a string "method"', request_id=request_id)
+        raise InvalidRequest(
+            'a request is an object with "jsonrpc": "2.0" and a string "method"', request_id=request_id
+        )
     try:
         if V1_METHODS.get(method, ...) is None:  # answered by the gateway (ListTasks...)
             return RpcCall("1.0", request_id, method, None, doc.get("params") or {})
@@ -147,8 +154,10 @@ def envelope_for(call: RpcCall, *, user_id: str | None, channel: str = "http") -
             params=dict(call.params),
             channel=channel,
             provenance=E2AProvenance(
-                source_protocol="a2a", converter="gateways.http.rpc:envelope_for",
-                converted_at=utc_now_iso(), details=details,
+                source_protocol="a2a",
+                converter="gateways.http.rpc:envelope_for",
+                converted_at=utc_now_iso(),
+                details=details,
             ),
         )
     envelope.request_id = uuid.uuid4().hex

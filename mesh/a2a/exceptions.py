@@ -62,8 +62,7 @@ class RpcError(ProtocolError):
         if self.error_type is e.JSONRPCError:
             if code is None or message is None:
                 raise TypeError(
-                    "RpcError needs code= and a message; for an A2A code raise its subclass "
-                    "(e.g. TaskNotFound) instead"
+                    "RpcError needs code= and a message; for an A2A code raise its subclass (e.g. TaskNotFound) instead"
                 )
             error: e.JSONRPCError = e.JSONRPCError(code=code, message=message, data=data)
         else:

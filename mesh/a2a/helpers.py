@@ -59,9 +59,7 @@ def create_file_part_from_bytes(
 ) -> FilePart:
     """A file part carrying ``content`` inline (base64-encoded on the wire)."""
     encoded = base64.b64encode(content).decode("ascii")
-    return FilePart(
-        file=FileWithBytes(bytes=encoded, name=name, mime_type=mime_type), metadata=metadata
-    )
+    return FilePart(file=FileWithBytes(bytes=encoded, name=name, mime_type=mime_type), metadata=metadata)
 
 
 def create_data_part(data: dict[str, Any], metadata: dict[str, Any] | None = None) -> DataPart:

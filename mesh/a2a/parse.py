@@ -96,8 +96,7 @@ def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedReques
     request_id = doc.get("id")
     if request_id is not None and type(request_id) not in (str, int):
         raise InvalidRequest(
-            f"id must be a string, an integer or null, got {_json_type(request_id)} "
-            f"{short_repr(request_id)}"
+            f"id must be a string, an integer or null, got {_json_type(request_id)} {short_repr(request_id)}"
         )
     if doc.get("jsonrpc") != "2.0":
         got = short_repr(doc["jsonrpc"]) if "jsonrpc" in doc else "nothing"
@@ -122,9 +121,7 @@ def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedReques
     if type(params) is not dict:
         if params is not None and type(params) is not list:
             # JSON-RPC 2.0: params, if present, MUST be a structured value.
-            raise InvalidRequest(
-                f"params must be an object, got {_json_type(params)}", request_id=request_id
-            )
+            raise InvalidRequest(f"params must be an object, got {_json_type(params)}", request_id=request_id)
         # Missing, null or by-position: every A2A method takes named params.
         reason = f"must be an object of named params, got {_json_type(params)}"
         if "params" not in doc:
@@ -162,9 +159,7 @@ def parse_response(payload: bytes | bytearray | memoryview | str) -> JSONRPCResp
     request_id = rid if type(rid) in (str, int) else None
     has_result, has_error = "result" in doc, "error" in doc
     if has_result == has_error:
-        raise InvalidAgentResponse(
-            "a response must have exactly one of result or error", request_id=request_id
-        )
+        raise InvalidAgentResponse("a response must have exactly one of result or error", request_id=request_id)
     model = JSONRPCErrorResponse if has_error else JSONRPCSuccessResponse
     try:
         return model.model_validate(doc)
@@ -208,10 +203,6 @@ def parse_result(result: Any, expected: type[Any] | None = None) -> Any:
         wanted = expected.model_fields["kind"].default
         raise InvalidAgentResponse(
             f"result.kind: expected {wanted!r}, got {value.kind!r}",
-            data={
-                "errors": [
-                    {"path": "result.kind", "reason": f"expected {wanted!r}", "type": "kind"}
-                ]
-            },
+            data={"errors": [{"path": "result.kind", "reason": f"expected {wanted!r}", "type": "kind"}]},
         )
     return value

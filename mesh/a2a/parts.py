@@ -86,15 +86,11 @@ def _part_kind(value: dict[str, Any]) -> Any:
 
 #: A message or artifact part, discriminated by ``kind`` (inferred when missing).
 Part = Annotated[
-    Annotated[TextPart, tag(TextPart)]
-    | Annotated[FilePart, tag(FilePart)]
-    | Annotated[DataPart, tag(DataPart)],
+    Annotated[TextPart, tag(TextPart)] | Annotated[FilePart, tag(FilePart)] | Annotated[DataPart, tag(DataPart)],
     discriminator(
         {"text": TextPart, "file": FilePart, "data": DataPart},
         read=_part_kind,
         field="kind",
-        expected=(
-            "'text', 'file' or 'data' (or left out when the part has a text, file or data key)"
-        ),
+        expected=("'text', 'file' or 'data' (or left out when the part has a text, file or data key)"),
     ),
 ]

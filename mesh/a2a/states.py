@@ -44,10 +44,7 @@ INTERRUPTED_STATES: frozenset[TaskState] = frozenset({_S.input_required, _S.auth
 
 #: Allowed next states of every state.
 TRANSITIONS: Mapping[TaskState, frozenset[TaskState]] = MappingProxyType(
-    {
-        state: nxt | _ADDED.get(state, frozenset()) | ({state} - TERMINAL_STATES)
-        for state, nxt in _DIAGRAM.items()
-    }
+    {state: nxt | _ADDED.get(state, frozenset()) | ({state} - TERMINAL_STATES) for state, nxt in _DIAGRAM.items()}
 )
 
 

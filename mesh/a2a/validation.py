@@ -108,9 +108,7 @@ def _reason(error: Mapping[str, Any]) -> tuple[str, str | None]:
     return reason, None
 
 
-def validation_error_details(
-    exc: ValidationError, *, prefix: str = "", limit: int = 50
-) -> list[dict[str, str]]:
+def validation_error_details(exc: ValidationError, *, prefix: str = "", limit: int = 50) -> list[dict[str, str]]:
     """One ``{"path", "reason", "type"}`` dict per bad field, paths in wire (camelCase) names.
 
     ``prefix`` is the path of the validated value inside its document, e.g. ``"params"``.

@@ -40,4 +40,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         fail(describe(exc))
         return code
-

@@ -29,10 +29,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     send.add_argument("--context", "-c", metavar="ID", help="contextId: continue a conversation")
     send.add_argument("--task", "-t", metavar="ID", help="taskId: answer a task that is input-required")
     send.add_argument("--json", action="store_true", help="print the Task as JSON (NDJSON events with --stream)")
-    send.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                      help="seconds to wait for the answer (for each event with --stream; default 60)")
-    send.add_argument("--wait", type=float, default=3.0, metavar="S",
-                      help="seconds to wait for the agent's card before giving up (default 3)")
+    send.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds to wait for the answer (for each event with --stream; default 60)",
+    )
+    send.add_argument(
+        "--wait",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="seconds to wait for the agent's card before giving up (default 3)",
+    )
     add_connection_options(send)
     send.set_defaults(handler=_send)
 
@@ -55,14 +65,16 @@ async def _send(args: argparse.Namespace) -> int:
         await client.wait_for_agent(args.agent, timeout=args.wait)
         if args.stream:
             final: Task | Message | None = None
-            async for item in client.stream(args.agent, args.text, context_id=args.context, task_id=args.task,
-                                             idle_timeout=args.timeout):
+            async for item in client.stream(
+                args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
+            ):
                 print(as_json(item) if args.json else event_line(item), flush=True)
                 final = item
             assert isinstance(final, Task | Message)
             return _outcome(final, print_answer=False)
-        result = await client.send(args.agent, args.text, context_id=args.context, task_id=args.task,
-                                   timeout=args.timeout)
+        result = await client.send(
+            args.agent, args.text, context_id=args.context, task_id=args.task, timeout=args.timeout
+        )
         if args.json:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)

@@ -42,10 +42,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="list the agents on the mesh",
         description="Collect the agent cards of the namespace for --wait seconds and print them as a table.",
     )
-    agents.add_argument("--json", action="store_true",
-                        help="print a JSON list of {kind, name, lastSeen, card} objects")
-    agents.add_argument("--wait", type=float, default=1.0, metavar="S",
-                        help="seconds to collect cards (default 1; retained cards come at once)")
+    agents.add_argument("--json", action="store_true", help="print a JSON list of {kind, name, lastSeen, card} objects")
+    agents.add_argument(
+        "--wait",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds to collect cards (default 1; retained cards come at once)",
+    )
     agents.add_argument("--gateways", "-g", action="store_true", help="list the gateways too")
     add_connection_options(agents)
     agents.set_defaults(handler=_agents)
@@ -59,8 +63,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     watch.add_argument("--json", action="store_true", help="print NDJSON, one object per event")
-    watch.add_argument("--raw", action="store_true",
-                       help="print every discovery message as it arrives (topic, retain, expiry, user properties)")
+    watch.add_argument(
+        "--raw",
+        action="store_true",
+        help="print every discovery message as it arrives (topic, retain, expiry, user properties)",
+    )
     add_connection_options(watch)
     watch.set_defaults(handler=_watch)
 
@@ -91,16 +98,25 @@ async def _agents(args: argparse.Namespace) -> int:
 
 
 def entry_json(entry: Entry) -> dict[str, Any]:
-    return {"kind": entry.kind, "name": entry.name, "lastSeen": iso_utc(entry.last_seen),
-            "card": entry.card.to_wire_dict()}
+    return {
+        "kind": entry.kind,
+        "name": entry.name,
+        "lastSeen": iso_utc(entry.last_seen),
+        "card": entry.card.to_wire_dict(),
+    }
 
 
 def agents_table(entries: Sequence[Entry], *, now: float, with_kind: bool = False) -> str:
     """Columns NAME, DESCRIPTION, SKILLS, STREAMING, LAST SEEN (KIND first with ``with_kind``)."""
     header = ["NAME", "DESCRIPTION", "SKILLS", "STREAMING", "LAST SEEN"]
     rows = [
-        [e.name, truncate(one_line(e.card.description), DESCRIPTION_WIDTH), skills_text(e.card, SKILLS_WIDTH),
-         "yes" if e.card.capabilities.streaming else "no", age(now - e.last_seen)]
+        [
+            e.name,
+            truncate(one_line(e.card.description), DESCRIPTION_WIDTH),
+            skills_text(e.card, SKILLS_WIDTH),
+            "yes" if e.card.capabilities.streaming else "no",
+            age(now - e.last_seen),
+        ]
         for e in entries
     ]
     if with_kind:
@@ -228,8 +244,13 @@ def raw_line(message: InboundMessage, at: float) -> str:
         summary = f"card {card.name} ({size} bytes)"
     else:
         summary = f"<not a card: {size} bytes>"
-    fields = [local_time(at), message.topic, f"retain={int(message.retain)}",
-              f"expiry={expiry}s" if expiry is not None else "expiry=-", summary]
+    fields = [
+        local_time(at),
+        message.topic,
+        f"retain={int(message.retain)}",
+        f"expiry={expiry}s" if expiry is not None else "expiry=-",
+        summary,
+    ]
     pairs = message.properties.user_properties()
     if pairs:
         fields.append(", ".join(f"{k}={v}" for k, v in pairs))

@@ -49,7 +49,9 @@ def event_line(item: A2AModel) -> str:
         text = message_text(item.status.message)
         return f"[{item.status.state.value}] {text}".rstrip()
     if isinstance(item, TaskArtifactUpdateEvent):
-        return f"[artifact {item.artifact.name or item.artifact.artifact_id}] {parts_text(item.artifact.parts).rstrip()}"
+        return (
+            f"[artifact {item.artifact.name or item.artifact.artifact_id}] {parts_text(item.artifact.parts).rstrip()}"
+        )
     if isinstance(item, Task):
         return f"[task {item.id}] {item.status.state.value}"
     if isinstance(item, Message):

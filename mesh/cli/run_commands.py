@@ -23,9 +23,9 @@ from mesh.cli.common import (
 )
 from mesh.component import Component
 from mesh.config import LOG_LEVELS, configured_broker, load_many
-from mesh.sections import build_many
 from mesh.errors import ConfigError, ConnectError
 from mesh.localbroker import port_answers, running_broker
+from mesh.sections import build_many
 
 log = logging.getLogger("mesh.run")
 
@@ -53,8 +53,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "until Ctrl-C."
         ),
     )
-    up.add_argument("--config", action="append", type=Path, default=[], metavar="FILE",
-                    help="also run the components of FILE (repeatable)")
+    up.add_argument(
+        "--config",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="also run the components of FILE (repeatable)",
+    )
     up.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     add_connection_options(up)
     up.set_defaults(handler=_up)
@@ -131,7 +137,9 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
     return EXIT_OK
 
 
-def up_banner(settings: BrokerSettings, namespace: str, components: Sequence[Component], started_here: str | None) -> str:
+def up_banner(
+    settings: BrokerSettings, namespace: str, components: Sequence[Component], started_here: str | None
+) -> str:
     agents = [c.name for c in components if c.kind == "agent"]
     gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
     first = agents[0] if agents else "echo"

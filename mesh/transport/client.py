@@ -1,8 +1,9 @@
 """MQTT v5 transport: paho-mqtt driven by the asyncio event loop.
 
 paho's socket is registered with the running loop (``add_reader`` / ``add_writer``) and
-read, written and kept alive from it, as aiomqtt does, instead of running paho's network thread: every callback runs on the loop thread, so
-there are no cross-thread hand-offs on the message path and no locks of ours around paho.
+read, written and kept alive from it, as aiomqtt does, instead of running paho's network thread:
+every callback runs on the loop thread, so there are no cross-thread hand-offs on the message path
+and no locks of ours around paho.
 
 What it adds on top of paho (DESIGN, "Transport rules"):
 
@@ -532,7 +533,9 @@ class MqttTransport:
             await asyncio.wait_for(self._connack, self.settings.connect_timeout_s)
         except TimeoutError:
             self._forget_socket()
-            raise ConnectError(f"no CONNACK from {self.settings.url} within {self.settings.connect_timeout_s:g} s") from None
+            raise ConnectError(
+                f"no CONNACK from {self.settings.url} within {self.settings.connect_timeout_s:g} s"
+            ) from None
 
     def _on_socket_open(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
         # Runs in the executor thread that connects; the loop takes over the socket.

@@ -78,9 +78,7 @@ class FastProperties(Properties):
             if ident is None:
                 raise MQTTException(f"Property name must be one of {_SPACED_NAMES.keys()}")
         if self.packetType not in _PACKETS_OF[ident]:
-            raise MQTTException(
-                f"Property {name} does not apply to packet type {PacketTypes.Names[self.packetType]}"
-            )
+            raise MQTTException(f"Property {name} does not apply to packet type {PacketTypes.Names[self.packetType]}")
         if not isinstance(value, list):
             bounds = _RANGES.get(name)
             if bounds is not None and not bounds[0] <= value <= bounds[1]:

@@ -113,8 +113,15 @@ class Whoami(Agent):
     name = "whoami"
 
     async def handle(self, message: Message, ctx: TaskContext) -> Reply:
-        return Reply(data={"user": ctx.user_id, "config": ctx.user_config, "depth": ctx.call_depth,
-                           "metadata": ctx.metadata, "history": len(ctx.history)})
+        return Reply(
+            data={
+                "user": ctx.user_id,
+                "config": ctx.user_config,
+                "depth": ctx.call_depth,
+                "metadata": ctx.metadata,
+                "history": len(ctx.history),
+            }
+        )
 
 
 class Relay(Agent):
@@ -122,14 +129,26 @@ class Relay(Agent):
 
     name = "relay"
 
-    def __init__(self, *, next_agent: str, forward: bool = False, stream: bool = False,
-                 timeout: float | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        next_agent: str,
+        forward: bool = False,
+        stream: bool = False,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         self.next_agent, self.forward, self.stream, self.timeout = next_agent, forward, stream, timeout
 
     async def handle(self, message: Message, ctx: TaskContext) -> str:
-        task = await ctx.delegate(self.next_agent, get_text_from_message(message), forward=self.forward,
-                                  stream=self.stream, timeout=self.timeout)
+        task = await ctx.delegate(
+            self.next_agent,
+            get_text_from_message(message),
+            forward=self.forward,
+            stream=self.stream,
+            timeout=self.timeout,
+        )
         answer = get_text_from_message(task.status.message) if task.status.message else ""
         return f"{self.name}<{answer}>"
 

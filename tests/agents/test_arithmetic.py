@@ -21,10 +21,7 @@ from agents.builtin.arithmetic import (
     format_number,
 )
 
-KNOWN = (
-    "; known functions: abs, ceil, cos, exp, floor, ln, log, max, min, round, sin, sqrt, tan;"
-    " constants: e, pi"
-)
+KNOWN = "; known functions: abs, ceil, cos, exp, floor, ln, log, max, min, round, sin, sqrt, tan; constants: e, pi"
 
 
 def error_of(expression: str, limits: Limits = DEFAULT_LIMITS) -> ArithmeticInputError:

@@ -48,8 +48,11 @@ async def test_calculator_answers_exactly_and_fails_bad_input(serve_agent: Serve
 async def test_countdown_streams_progress_and_an_artifact(serve_agent: ServeAgent, client: MeshClient) -> None:
     await serve_agent(CountdownAgent(interval_s=0.01))
     items = [item async for item in client.stream("countdown", "count down from 3")]
-    progress = [get_text_from_message(i.status.message) for i in items
-                if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None]
+    progress = [
+        get_text_from_message(i.status.message)
+        for i in items
+        if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None
+    ]
     assert progress == ["3...", "2...", "1...", "Liftoff! Counted down from 3."]
     chunks = [i for i in items if isinstance(i, TaskArtifactUpdateEvent)]
     assert [c.artifact.parts[0].text for c in chunks] == ["3\n", "2\n", "1\n", "0\n"]  # type: ignore[union-attr]

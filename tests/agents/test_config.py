@@ -14,8 +14,8 @@ from agents.settings import AgentSettings, DelegationSettings, Limits
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
 from mesh.config import load_config
-from mesh.sections import build_components
 from mesh.errors import ConfigError
+from mesh.sections import build_components
 from tests.agents.sample_agents import Flexible, Greeter, Repeater
 
 SAMPLES = "tests.agents.sample_agents"
@@ -135,9 +135,7 @@ def test_module_not_importable(ctx: BuildContext) -> None:
     )
 
 
-def test_module_whose_dependency_is_missing(
-    ctx: BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_module_whose_dependency_is_missing(ctx: BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "needs_dep_agent.py").write_text("import some_missing_dependency_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert error_of({"class": "needs_dep_agent:Agent"}, ctx) == (
@@ -147,9 +145,7 @@ def test_module_whose_dependency_is_missing(
     )
 
 
-def test_module_with_a_broken_import(
-    ctx: BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_module_with_a_broken_import(ctx: BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "old_api_agent.py").write_text("from json import no_such_function\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     message = error_of({"class": "old_api_agent:Agent"}, ctx)
@@ -157,9 +153,7 @@ def test_module_with_a_broken_import(
         "agents.yaml: agents[0].class: module 'old_api_agent' failed to import: "
         "cannot import name 'no_such_function' from 'json'"
     )
-    assert message.endswith(
-        "; fix that import, or install versions of its dependencies that provide what it imports"
-    )
+    assert message.endswith("; fix that import, or install versions of its dependencies that provide what it imports")
 
 
 def test_class_missing_from_module_suggests_a_name(ctx: BuildContext) -> None:
@@ -224,8 +218,11 @@ def test_config_not_a_mapping(ctx: BuildContext) -> None:
     ("key", "problem", "fix"),
     [
         ("name", "'name' is not a constructor option here", "move it out of config: write 'name:' at the entry level"),
-        ("max-len", "option name 'max-len' is not a Python identifier",
-         "option names become keyword arguments: use letters, digits and '_'"),
+        (
+            "max-len",
+            "option name 'max-len' is not a Python identifier",
+            "option names become keyword arguments: use letters, digits and '_'",
+        ),
     ],
 )
 def test_bad_config_keys(ctx: BuildContext, key: str, problem: str, fix: str) -> None:

@@ -49,8 +49,11 @@ async def test_a_to_b_to_c_with_streaming_forwarded_to_the_client(serve_agent: S
     await serve_agent(Relay(name="b", next_agent="c", forward=True, stream=True))
     await serve_agent(Relay(name="a", next_agent="b", forward=True))
     items = [item async for item in client.stream("a", "go")]
-    statuses = [get_text_from_message(i.status.message) for i in items
-                if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None]
+    statuses = [
+        get_text_from_message(i.status.message)
+        for i in items
+        if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None
+    ]
     assert statuses[:2] == ["step 0", "step 1"]  # c's progress, passed on by b and then a
     artifacts = [i for i in items if isinstance(i, TaskArtifactUpdateEvent)]
     assert [a.artifact.name for a in artifacts] == ["log", "log", "summary", "blob.bin"]
@@ -72,8 +75,13 @@ async def test_sub_task_carries_user_context_and_depth(
 ) -> None:
     whoami = await serve_agent(Whoami(name="c"))
     await serve_agent(Relay(name="a", next_agent="c"))
-    async with MeshClient.connect(broker_settings, namespace, user_id="ada",  # type: ignore[arg-type]
-                                  user_config={"role": "admin"}, auth_token="tok") as caller:
+    async with MeshClient.connect(
+        broker_settings,
+        namespace,
+        user_id="ada",  # type: ignore[arg-type]
+        user_config={"role": "admin"},
+        auth_token="tok",
+    ) as caller:
         parent = await caller.send("a", "who?", context_id="conv-7")
     assert isinstance(parent, Task) and parent.status.state is TaskState.completed
     sub = only_task(whoami)
@@ -131,10 +139,15 @@ async def test_call_depth_beyond_the_maximum_is_refused(serve_agent: ServeAgent,
 
 async def test_the_receiving_agent_refuses_a_request_too_deep(serve_agent: ServeAgent, client: MeshClient) -> None:
     await serve_agent(Echo())
-    payload = request_bytes("message/send", "deep-1", MessageSendParams(message=create_user_message([TextPart(text="x")])))
+    payload = request_bytes(
+        "message/send", "deep-1", MessageSendParams(message=create_user_message([TextPart(text="x")]))
+    )
     reply = await client.transport.request(
-        f"{client.namespace}/a2a/v1/agent/request/echo", payload, timeout=5,
-        properties=MessageProperties(call_depth=11), correlation_id="deep-1",
+        f"{client.namespace}/a2a/v1/agent/request/echo",
+        payload,
+        timeout=5,
+        properties=MessageProperties(call_depth=11),
+        correlation_id="deep-1",
     )
     error = json.loads(reply.payload)["error"]
     assert error["code"] == -32600 and "call depth 11 exceeds" in error["message"]
@@ -153,8 +166,7 @@ async def test_unknown_and_forbidden_peers(serve_agent: ServeAgent, client: Mesh
     await serve_agent(Relay(name="a", next_agent="ghost"))
     lost = await client.send("a", "hello?")
     assert "no such agent on the mesh" in text_of(lost) and "available agents: a, echo" in text_of(lost)
-    await serve_agent(Relay(name="b", next_agent="echo"),
-                AgentSettings(delegation=DelegationSettings(deny=("ech*",))))
+    await serve_agent(Relay(name="b", next_agent="echo"), AgentSettings(delegation=DelegationSettings(deny=("ech*",))))
     denied = await client.send("b", "hello?")
     assert "may not delegate to 'echo'" in text_of(denied)
 

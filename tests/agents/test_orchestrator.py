@@ -42,9 +42,16 @@ def card_of(agent: Agent) -> AgentCard:
 
 def card(name: str, *tags: str, skill: str = "Skill", extensions: list[AgentExtension] | None = None) -> AgentCard:
     skills = [AgentSkill(id=skill.lower(), name=skill, description="...", tags=list(tags))] if tags else []
-    return AgentCard(name=name, description=name, version="1", url="mqtt://x/t", default_input_modes=["text/plain"],
-                     default_output_modes=["text/plain"], skills=skills,
-                     capabilities=AgentCapabilities(extensions=extensions))
+    return AgentCard(
+        name=name,
+        description=name,
+        version="1",
+        url="mqtt://x/t",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=skills,
+        capabilities=AgentCapabilities(extensions=extensions),
+    )
 
 
 BUILTIN = [card_of(EchoAgent()), card_of(CalculatorAgent()), card_of(CountdownAgent()), card_of(OrchestratorAgent())]
@@ -103,7 +110,11 @@ def test_best_first_then_by_name_and_at_most_max_peers() -> None:
     text = "arithmetic test: echo 2+2"  # calculator: arithmetic + the expression; echo: test + echo
     assert [(m.agent, m.score) for m in match_agents(text, BUILTIN)] == [("calculator", 2), ("echo", 2)]
     text = "math countdown echo repeat"
-    assert [(m.agent, m.score) for m in match_agents(text, BUILTIN)] == [("echo", 2), ("calculator", 1), ("countdown", 1)]
+    assert [(m.agent, m.score) for m in match_agents(text, BUILTIN)] == [
+        ("echo", 2),
+        ("calculator", 1),
+        ("countdown", 1),
+    ]
     assert [m.agent for m in match_agents(text, BUILTIN, max_peers=1)] == ["echo"]
 
 
@@ -121,8 +132,9 @@ def test_never_itself_gateways_opted_out_or_excluded_peers() -> None:
 
 def test_an_opted_out_skill_is_ignored_but_the_peers_other_skills_count() -> None:
     both = card("multi", "weather")
-    both = both.model_copy(update={"skills": [*both.skills, AgentSkill(id="x", name="X", description="",
-                                                                       tags=["secret", OPT_OUT_TAG])]})
+    both = both.model_copy(
+        update={"skills": [*both.skills, AgentSkill(id="x", name="X", description="", tags=["secret", OPT_OUT_TAG])]}
+    )
     assert routed("weather", [both]) == {"multi": "weather"}
     assert routed("secret", [both]) == {}
     assert routed("multi", [card("multi")]) == {"multi": "multi"}  # no skills: the name still counts
@@ -167,9 +179,7 @@ async def test_fans_out_and_combines_with_attribution(serve_agent: ServeAgent, c
     await builtin_mesh(serve_agent)
     task = await client.send("orchestrator", "countdown from 2, echo this and 6*7")
     assert text_of(task) == (
-        "calculator: 42\n"
-        "countdown: Liftoff! Counted down from 2.\n"
-        "echo: countdown from 2, echo this and 6*7"
+        "calculator: 42\ncountdown: Liftoff! Counted down from 2.\necho: countdown from 2, echo this and 6*7"
     )
     answers = answers_of(task)
     assert list(answers) == ["calculator", "countdown", "echo"]
@@ -235,12 +245,17 @@ async def test_streams_its_plan_and_the_peers_progress(serve_agent: ServeAgent, 
     items = [item async for item in client.stream("orchestrator", "countdown from 3 and echo it")]
     statuses = [i.status.message for i in items if isinstance(i, TaskStatusUpdateEvent) and i.status.message]
     assert [get_text_from_message(m) for m in statuses] == [
-        "asking countdown, echo", "3...", "2...", "1...",
+        "asking countdown, echo",
+        "3...",
+        "2...",
+        "1...",
         "countdown: Liftoff! Counted down from 3.\necho: countdown from 3 and echo it",
     ]
     plan = statuses[0].parts[1]
     assert isinstance(plan, DataPart) and plan.data["plan"]["countdown"] == {
-        "sent": "countdown from 3 and echo it", "matched": ["countdown"]}
+        "sent": "countdown from 3 and echo it",
+        "matched": ["countdown"],
+    }
     assert all(m.metadata == {"forwardedFrom": "countdown"} for m in statuses[1:4])
     artifacts = [i.artifact for i in items if isinstance(i, TaskArtifactUpdateEvent)]
     assert [a.name for a in artifacts] == ["countdown"] * 4 + ["answers"]

@@ -479,9 +479,7 @@ async def test_aclose_waits_for_pending_deliveries(receiver: Receiver) -> None:
     assert push_tasks() == []
 
 
-async def test_aclose_is_bounded_and_leaves_no_worker(
-    receiver: Receiver, push_log: pytest.LogCaptureFixture
-) -> None:
+async def test_aclose_is_bounded_and_leaves_no_worker(receiver: Receiver, push_log: pytest.LogCaptureFixture) -> None:
     release = threading.Event()
     receiver.hook = block_until(release)
     notifier = PushNotifier(allow_private=True, timeout_s=60)
@@ -513,18 +511,14 @@ async def test_the_address_is_checked_again_at_delivery(
     assert "push to http://rebind.test" in push_log.text and "a loopback address" in push_log.text
 
 
-async def test_an_unresolvable_host_at_delivery_is_skipped(
-    dns: FakeDNS, push_log: pytest.LogCaptureFixture
-) -> None:
+async def test_an_unresolvable_host_at_delivery_is_skipped(dns: FakeDNS, push_log: pytest.LogCaptureFixture) -> None:
     dns.names["gone.test"] = []
     async with PushNotifier(allow_private=True) as notifier:
         notifier.notify(make_task(), [push_config("https://gone.test/hook")])
     assert "push to https://gone.test:443/hook skipped" in push_log.text and "does not resolve" in push_log.text
 
 
-async def test_the_connection_goes_to_the_checked_address_with_the_host_name(
-    receiver: Receiver, dns: FakeDNS
-) -> None:
+async def test_the_connection_goes_to_the_checked_address_with_the_host_name(receiver: Receiver, dns: FakeDNS) -> None:
     dns.names["hook.test"] = ["127.0.0.1"]
     async with PushNotifier(allow_private=True) as notifier:
         notifier.notify(make_task(), [push_config(receiver.url(host="hook.test"))])
@@ -557,9 +551,7 @@ def _self_signed(tmp_path: Path, name: str) -> Path:
     pem = tmp_path / "cert.pem"
     pem.write_bytes(
         cert.public_bytes(serialization.Encoding.PEM)
-        + key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return pem
 

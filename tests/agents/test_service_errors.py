@@ -48,10 +48,18 @@ def send_payload(text: str = "hi", **message_fields: Any) -> bytes:
         (b"[1, 2]", -32600, "JSON object", None),
         (b'{"jsonrpc":"1.0","id":"a","method":"message/send","params":{}}', -32600, 'jsonrpc must be "2.0"', "a"),
         (b'{"jsonrpc":"2.0","id":"b","method":"tasks/explode","params":{}}', -32601, "tasks/explode", "b"),
-        (b'{"jsonrpc":"2.0","id":"c","method":"message/send","params":{"message":{"role":"user","parts":[{"kind":"img"}],"messageId":"m"}}}',
-         -32602, "params.message.parts.0.kind", "c"),
-        (b'{"jsonrpc":"2.0","id":"d","method":"tasks/get","params":{"id":"x","historyLength":-1}}',
-         -32602, "params.historyLength", "d"),
+        (
+            b'{"jsonrpc":"2.0","id":"c","method":"message/send","params":{"message":{"role":"user","parts":[{"kind":"img"}],"messageId":"m"}}}',
+            -32602,
+            "params.message.parts.0.kind",
+            "c",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"d","method":"tasks/get","params":{"id":"x","historyLength":-1}}',
+            -32602,
+            "params.historyLength",
+            "d",
+        ),
     ],
 )
 async def test_malformed_requests_get_the_right_error(
@@ -108,7 +116,10 @@ async def test_no_reply_to_falls_back_to_the_client_response_topic(
 
 
 async def test_no_reply_to_and_no_client_id_is_logged_and_the_task_still_runs(
-    serve_agent: ServeAgent, make_transport: TransportFactory, client: MeshClient, namespace: str,
+    serve_agent: ServeAgent,
+    make_transport: TransportFactory,
+    client: MeshClient,
+    namespace: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     await serve_agent(Echo())

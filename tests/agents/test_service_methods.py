@@ -196,13 +196,22 @@ async def test_context_history_and_caller_identity_reach_the_handler(
     serve_agent: ServeAgent, broker_settings: object, namespace: str
 ) -> None:
     await serve_agent(Whoami())
-    async with MeshClient.connect(broker_settings, namespace, user_id="ada",  # type: ignore[arg-type]
-                                  user_config={"scopes": ["read"]}) as caller:
+    async with MeshClient.connect(
+        broker_settings,
+        namespace,
+        user_id="ada",  # type: ignore[arg-type]
+        user_config={"scopes": ["read"]},
+    ) as caller:
         first = await caller.send("whoami", "one", context_id="ctx-1", metadata={"trace": "t1"})
         second = await caller.send("whoami", "two", context_id="ctx-1")
     data = first.status.message.parts[0].data  # type: ignore[union-attr]
-    assert data == {"user": "ada", "config": {"scopes": ["read"]}, "depth": 0, "metadata": {"trace": "t1"},
-                    "history": 0}
+    assert data == {
+        "user": "ada",
+        "config": {"scopes": ["read"]},
+        "depth": 0,
+        "metadata": {"trace": "t1"},
+        "history": 0,
+    }
     assert second.status.message.parts[0].data["history"] == 2  # type: ignore[union-attr]
     assert second.context_id == "ctx-1"
 
@@ -237,9 +246,7 @@ async def test_a_task_left_input_required_is_canceled_after_the_input_timeout(
     assert reply_text(task) == "no input within 0.2 s"
 
 
-async def test_replicas_share_the_requests_of_one_agent_name(
-    serve_agent: ServeAgent, client: MeshClient
-) -> None:
+async def test_replicas_share_the_requests_of_one_agent_name(serve_agent: ServeAgent, client: MeshClient) -> None:
     from agents import AgentSettings
 
     shared = AgentSettings(shared_subscription=True)
@@ -264,9 +271,14 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
     watcher = await make_transport()  # type: ignore[operator]
     events = Inbox()
     await watcher.subscribe(f"{namespace}/progress/+", events)
-    payload = request_bytes("message/send", "p-1", MessageSendParams(message=create_user_message([TextPart(text="go")])))
+    payload = request_bytes(
+        "message/send", "p-1", MessageSendParams(message=create_user_message([TextPart(text="go")]))
+    )
     reply = await client.transport.request(
-        f"{namespace}/a2a/v1/agent/request/streamer", payload, timeout=5, correlation_id="p-1",
+        f"{namespace}/a2a/v1/agent/request/streamer",
+        payload,
+        timeout=5,
+        correlation_id="p-1",
         properties=MessageProperties(status_topic=f"{namespace}/progress/p-1"),
     )
     assert json.loads(reply.payload)["result"]["status"]["state"] == "completed"
@@ -276,5 +288,7 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
     kinds = []
     for message in events.messages[:-1]:
         result = json.loads(message.payload)["result"]
-        kinds.append(result["kind"] if result["kind"] == "artifact-update" else result["status"]["message"]["parts"][0]["text"])
+        kinds.append(
+            result["kind"] if result["kind"] == "artifact-update" else result["status"]["message"]["parts"][0]["text"]
+        )
     assert kinds == ["step 0", "artifact-update", "step 1", "artifact-update", "artifact-update", "artifact-update"]

@@ -26,8 +26,7 @@ async def start_gateway(broker_settings: BrokerSettings, namespace: str) -> Asyn
 
     async def start(*, wait_for: tuple[str, ...] | None = None, **settings: Any) -> HttpGateway:
         settings.setdefault("port", 0)
-        gateway = HttpGateway(HttpGatewaySettings.model_validate(settings), broker=broker_settings,
-                              namespace=namespace)
+        gateway = HttpGateway(HttpGatewaySettings.model_validate(settings), broker=broker_settings, namespace=namespace)
         await gateway.start()
         started.append(gateway)
         names = wait_for if wait_for is not None else tuple(filter(None, [settings.get("default_agent")]))

@@ -15,8 +15,13 @@ V1 = {"A2A-Version": "1.0"}
 
 def message(text: str = "hi", **fields: Any) -> dict[str, Any]:
     """An A2A 0.3 user message."""
-    return {"kind": "message", "role": "user", "messageId": uuid.uuid4().hex,
-            "parts": [{"kind": "text", "text": text}], **fields}
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
+        **fields,
+    }
 
 
 def message_v1(text: str = "hi", **fields: Any) -> dict[str, Any]:
@@ -32,8 +37,13 @@ def rpc(method: str, params: Any = None, *, request_id: str | int | None = 1) ->
 
 
 async def call(
-    http: httpx.AsyncClient, url: str, method: str, params: Any = None, *,
-    request_id: str | int | None = 1, headers: Mapping[str, str] | None = None,
+    http: httpx.AsyncClient,
+    url: str,
+    method: str,
+    params: Any = None,
+    *,
+    request_id: str | int | None = 1,
+    headers: Mapping[str, str] | None = None,
 ) -> httpx.Response:
     """POST one JSON-RPC request; the response is returned whatever its status."""
     return await http.post(url, json=rpc(method, params, request_id=request_id), headers=dict(headers or {}))
@@ -85,11 +95,17 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[
 
 
 async def stream_events(
-    http: httpx.AsyncClient, url: str, method: str, params: Any, *,
-    request_id: str | int = "s1", headers: Mapping[str, str] | None = None,
+    http: httpx.AsyncClient,
+    url: str,
+    method: str,
+    params: Any,
+    *,
+    request_id: str | int = "s1",
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[httpx.Response, list[tuple[str, dict[str, Any]]]]:
     """POST a streaming request and read every event until the server ends the stream."""
-    async with http.stream("POST", url, json=rpc(method, params, request_id=request_id),
-                           headers=dict(headers or {})) as response:
+    async with http.stream(
+        "POST", url, json=rpc(method, params, request_id=request_id), headers=dict(headers or {})
+    ) as response:
         events = [event async for event in sse_events(response)]
     return response, events

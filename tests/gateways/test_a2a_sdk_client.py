@@ -79,8 +79,11 @@ async def test_stream(serve_agent: ServeAgent, start_gateway: StartGateway, mode
         events = await collect(client.send_message(SendMessageRequest(message=user_message("go"))))
     kinds = [event.WhichOneof("payload") for event in events]
     assert kinds[0] == "task"  # 1.0: a stream starts with the Task
-    progress = [text_of(e.status_update.status.message) for e in events
-                if e.WhichOneof("payload") == "status_update" and e.status_update.status.HasField("message")]
+    progress = [
+        text_of(e.status_update.status.message)
+        for e in events
+        if e.WhichOneof("payload") == "status_update" and e.status_update.status.HasField("message")
+    ]
     assert progress[:2] == ["step 0", "step 1"]
     names = [e.artifact_update.artifact.name for e in events if e.WhichOneof("payload") == "artifact_update"]
     assert names == ["log", "log", "summary", "blob.bin"]

@@ -325,17 +325,32 @@ c = compat
 ID_REQUESTS = [  # (1.0 request, expected 0.3 params, a2a-sdk's own conversion)
     (pb.GetTaskRequest(id="t-1", history_length=0), {"id": "t-1", "historyLength": 0}, c.to_compat_get_task_request),
     (pb.GetTaskRequest(id="t-1"), {"id": "t-1"}, c.to_compat_get_task_request),
-    (pb.CancelTaskRequest(id="t-1", metadata=struct({"a": "b"})), {"id": "t-1", "metadata": {"a": "b"}},
-     c.to_compat_cancel_task_request),
+    (
+        pb.CancelTaskRequest(id="t-1", metadata=struct({"a": "b"})),
+        {"id": "t-1", "metadata": {"a": "b"}},
+        c.to_compat_cancel_task_request,
+    ),
     (pb.SubscribeToTaskRequest(id="t-1"), {"id": "t-1"}, c.to_compat_subscribe_to_task_request),
-    (PUSH, {"taskId": "t-1", "pushNotificationConfig": PUSH_0_3},
-     c.to_compat_create_task_push_notification_config_request),
-    (pb.GetTaskPushNotificationConfigRequest(task_id="t-1", id="c-1"), {"id": "t-1", "pushNotificationConfigId": "c-1"},
-     c.to_compat_get_task_push_notification_config_request),
-    (pb.ListTaskPushNotificationConfigsRequest(task_id="t-1", page_size=5), {"id": "t-1"},
-     c.to_compat_list_task_push_notification_config_request),
-    (pb.DeleteTaskPushNotificationConfigRequest(task_id="t-1", id="c-1"),
-     {"id": "t-1", "pushNotificationConfigId": "c-1"}, c.to_compat_delete_task_push_notification_config_request),
+    (
+        PUSH,
+        {"taskId": "t-1", "pushNotificationConfig": PUSH_0_3},
+        c.to_compat_create_task_push_notification_config_request,
+    ),
+    (
+        pb.GetTaskPushNotificationConfigRequest(task_id="t-1", id="c-1"),
+        {"id": "t-1", "pushNotificationConfigId": "c-1"},
+        c.to_compat_get_task_push_notification_config_request,
+    ),
+    (
+        pb.ListTaskPushNotificationConfigsRequest(task_id="t-1", page_size=5),
+        {"id": "t-1"},
+        c.to_compat_list_task_push_notification_config_request,
+    ),
+    (
+        pb.DeleteTaskPushNotificationConfigRequest(task_id="t-1", id="c-1"),
+        {"id": "t-1", "pushNotificationConfigId": "c-1"},
+        c.to_compat_delete_task_push_notification_config_request,
+    ),
 ]
 V1_NAMES = {  # the 1.0 method taking each request type
     "GetTaskRequest": "GetTask", "CancelTaskRequest": "CancelTask", "SubscribeToTaskRequest": "SubscribeToTask",

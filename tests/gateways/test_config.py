@@ -10,8 +10,8 @@ import pytest
 from gateways.http.server import HttpGateway
 from mesh.broker import BrokerSettings
 from mesh.config import load_config
-from mesh.sections import build_components
 from mesh.errors import ConfigError
+from mesh.sections import build_components
 
 BROKER = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
 
@@ -53,7 +53,10 @@ def test_an_http_gateway_entry_builds_a_gateway(tmp_path: Path) -> None:
         ("- {kind: http, port: 70000}", "gateways[0].port:"),
         ("- {kind: http, port: 0, default_agent: 'no such'}", "gateways[0].default_agent:"),
         ("- {kind: http, port: 0, auth: {mode: bearer}}", "gateways[0].auth"),
-        ("- {kind: http, port: 0, id: a}\n  - {kind: http, port: 0, id: a}", "gateways[1].id: gateway id 'a' is also used by gateways[0]"),
+        (
+            "- {kind: http, port: 0, id: a}\n  - {kind: http, port: 0, id: a}",
+            "gateways[1].id: gateway id 'a' is also used by gateways[0]",
+        ),
         ("- just a string", "gateways[0]: expected a mapping"),
     ],
 )

@@ -22,9 +22,9 @@ from gateways.e2a import (
     E2AResponse,
     E2AValidationError,
     IdentityOrigin,
+    constants,
     utc_now_iso,
 )
-from gateways.e2a import constants
 
 # Spec 11.1, verbatim.
 SEED_11_1 = json.loads("""
@@ -194,14 +194,10 @@ def test_binding_migrates_and_sets_source_protocol_when_still_e2a() -> None:
 
 
 def test_binding_does_not_override_an_explicit_source_protocol() -> None:
-    env = E2AEnvelope.from_dict(
-        {"binding": "a2a", "provenance": {"source_protocol": "acp", "details": {"k": 1}}}
-    )
+    env = E2AEnvelope.from_dict({"binding": "a2a", "provenance": {"source_protocol": "acp", "details": {"k": 1}}})
     assert env.provenance.source_protocol == "acp"
     assert env.provenance.details == {"k": 1, "migrated_from_binding": "a2a"}
-    kept = E2AEnvelope.from_dict(
-        {"binding": "a2a", "provenance": {"details": {"migrated_from_binding": "acp"}}}
-    )
+    kept = E2AEnvelope.from_dict({"binding": "a2a", "provenance": {"details": {"migrated_from_binding": "acp"}}})
     assert kept.provenance.details == {"migrated_from_binding": "acp"}
     assert kept.provenance.source_protocol == "e2a"
 
@@ -219,9 +215,7 @@ def test_epoch_timestamp_int_becomes_rfc3339_utc(cls: type) -> None:
 
 
 def test_string_timestamp_passes_through() -> None:
-    assert E2AEnvelope.from_dict({"timestamp": "2026-03-28T12:00:00+00:00"}).timestamp == (
-        "2026-03-28T12:00:00+00:00"
-    )
+    assert E2AEnvelope.from_dict({"timestamp": "2026-03-28T12:00:00+00:00"}).timestamp == ("2026-03-28T12:00:00+00:00")
 
 
 def test_agent_id_prefers_agent_id_then_source_agent_id_never_agent_ref() -> None:

@@ -275,8 +275,7 @@ def test_concurrent_emits_get_distinct_sequences() -> None:
 
 def _frames(*specs: tuple[int, bool, str, str]) -> list[E2AResponse]:
     return [
-        E2AResponse(request_id="req_1", sequence=s, is_final=f, status=st, response_kind=k)
-        for s, f, st, k in specs
+        E2AResponse(request_id="req_1", sequence=s, is_final=f, status=st, response_kind=k) for s, f, st, k in specs
     ]
 
 

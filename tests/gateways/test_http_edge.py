@@ -46,12 +46,17 @@ def basic(user: str, password: str) -> str:
 # ---------------------------------------------------------------- authentication
 
 AUTH_MODES = {
-    "bearer": ({"mode": "bearer", "tokens": [{"name": "ada", "secret": SECRET}]},
-               {"Authorization": f"Bearer {SECRET}"}, "Bearer realm="),
-    "api_key": ({"mode": "api_key", "keys": [{"name": "ada", "secret": SECRET}]},
-                {"X-API-Key": SECRET}, "ApiKey realm="),
-    "basic": ({"mode": "basic", "users": {"ada": SECRET}},
-              {"Authorization": basic("ada", SECRET)}, "Basic realm="),
+    "bearer": (
+        {"mode": "bearer", "tokens": [{"name": "ada", "secret": SECRET}]},
+        {"Authorization": f"Bearer {SECRET}"},
+        "Bearer realm=",
+    ),
+    "api_key": (
+        {"mode": "api_key", "keys": [{"name": "ada", "secret": SECRET}]},
+        {"X-API-Key": SECRET},
+        "ApiKey realm=",
+    ),
+    "basic": ({"mode": "basic", "users": {"ada": SECRET}}, {"Authorization": basic("ada", SECRET)}, "Basic realm="),
 }
 
 
@@ -96,12 +101,24 @@ async def test_each_auth_mode_refuses_strangers_and_passes_the_principal_as_user
         ("basic", {"Authorization": basic("eve", SECRET)}, 'Basic realm="a2a"', "wrong user name or password"),
         ("basic", {"Authorization": "Basic !!not-base64!!"}, 'Basic realm="a2a"', "malformed"),
     ],
-    ids=["bearer-wrong", "bearer-other-scheme", "key-wrong", "key-in-authorization", "basic-wrong-password",
-         "basic-unknown-user", "basic-malformed"],
+    ids=[
+        "bearer-wrong",
+        "bearer-other-scheme",
+        "key-wrong",
+        "key-in-authorization",
+        "basic-wrong-password",
+        "basic-unknown-user",
+        "basic-malformed",
+    ],
 )
 async def test_wrong_credentials_are_401(
-    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient,
-    mode: str, headers: dict[str, str], challenge: str, hint: str,
+    serve_agent: ServeAgent,
+    start_gateway: StartGateway,
+    http: httpx.AsyncClient,
+    mode: str,
+    headers: dict[str, str],
+    challenge: str,
+    hint: str,
 ) -> None:
     service = await serve_agent(Echo())
     gateway = await start_gateway(default_agent="echo", auth=AUTH_MODES[mode][0])
@@ -118,8 +135,13 @@ async def test_principals_are_names_never_secrets(
 ) -> None:
     await serve_agent(Whoami())
     gateway = await start_gateway(default_agent="whoami", auth={"mode": "bearer", "tokens": [SECRET]})
-    response = await call(http, f"{gateway.public_url}/a2a", "message/send", {"message": message()},
-                          headers={"Authorization": f"Bearer {SECRET}"})
+    response = await call(
+        http,
+        f"{gateway.public_url}/a2a",
+        "message/send",
+        {"message": message()},
+        headers={"Authorization": f"Bearer {SECRET}"},
+    )
     user = result_of(response)["status"]["message"]["parts"][0]["data"]["user"]
     assert user.startswith("token-") and len(user) == len("token-") + 12 and SECRET not in user
 
@@ -135,8 +157,9 @@ async def test_every_answer_carries_the_rate_limit_headers(
     serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
 ) -> None:
     await serve_agent(Echo())
-    gateway = await start_gateway(default_agent="echo", rate_limit={"requests": 50, "window_s": 3600},
-                                  limits={"max_message_bytes": 2000})
+    gateway = await start_gateway(
+        default_agent="echo", rate_limit={"requests": 50, "window_s": 3600}, limits={"max_message_bytes": 2000}
+    )
     base = gateway.public_url
     answers = [
         await http.get(f"{base}/a2a/health"),
@@ -193,8 +216,9 @@ async def test_rate_limits_are_per_principal_and_count_failed_logins(
 ) -> None:
     await serve_agent(Echo())
     tokens = [{"name": "ada", "secret": "ada-token-1"}, {"name": "bob", "secret": "bob-token-2"}]
-    gateway = await start_gateway(default_agent="echo", auth={"mode": "bearer", "tokens": tokens},
-                                  rate_limit={"requests": 2, "window_s": 60})
+    gateway = await start_gateway(
+        default_agent="echo", auth={"mode": "bearer", "tokens": tokens}, rate_limit={"requests": 2, "window_s": 60}
+    )
     url = f"{gateway.public_url}/a2a/agents"
     ada, bob = {"Authorization": "Bearer ada-token-1"}, {"Authorization": "Bearer bob-token-2"}
     assert [(await http.get(url, headers=ada)).status_code for _ in range(3)] == [200, 200, 429]
@@ -220,7 +244,7 @@ async def test_a_body_over_the_limit_is_413_with_or_without_content_length(
 
     async def chunked() -> AsyncIterator[bytes]:
         for start in range(0, len(body), 500):
-            yield body[start:start + 500]
+            yield body[start : start + 500]
 
     for content, declared in ((body, True), (chunked(), False)):
         response = await http.post(f"{gateway.public_url}/a2a", content=content)
@@ -254,8 +278,9 @@ async def test_oversize_parts_are_invalid_params_naming_the_part(
     assert [e["path"] for e in error["data"]["errors"]] == [path]
 
     msg_v1 = message_v1(parts=[{"text": text} for text in parts])
-    response = await call(http, f"{gateway.public_url}/a2a", "SendMessage", {"message": msg_v1},
-                          request_id="big", headers=V1)
+    response = await call(
+        http, f"{gateway.public_url}/a2a", "SendMessage", {"message": msg_v1}, request_id="big", headers=V1
+    )
     error = error_of(response, "big")
     assert error["code"] == -32602 and error_info(error)["reason"] == "INVALID_PARAMS"
     assert len(service.tasks) == 0  # refused before reaching the agent
@@ -271,8 +296,14 @@ async def test_x_a2a_timeout_answers_the_timeout_error_and_cancels_the_task(
     service = await serve_agent(Blocker())
     gateway = await start_gateway(wait_for=("blocker",))
     method, msg = ("SendMessage", message_v1("wait")) if headers else ("message/send", message("wait"))
-    response = await call(http, f"{gateway.public_url}/a2a/agents/blocker", method, {"message": msg}, request_id="t",
-                          headers={**headers, "X-A2A-Timeout": "300"})
+    response = await call(
+        http,
+        f"{gateway.public_url}/a2a/agents/blocker",
+        method,
+        {"message": msg},
+        request_id="t",
+        headers={**headers, "X-A2A-Timeout": "300"},
+    )
     assert response.status_code == 200
     error = error_of(response, "t")
     assert error["code"] == -32006
@@ -295,8 +326,14 @@ async def test_a_bad_x_a2a_timeout_is_400(
 ) -> None:
     service = await serve_agent(Echo())
     gateway = await start_gateway(default_agent="echo")
-    response = await call(http, f"{gateway.public_url}/a2a", "message/send", {"message": message()}, request_id="h",
-                          headers={"X-A2A-Timeout": value})
+    response = await call(
+        http,
+        f"{gateway.public_url}/a2a",
+        "message/send",
+        {"message": message()},
+        request_id="h",
+        headers={"X-A2A-Timeout": value},
+    )
     assert response.status_code == 400
     error = error_of(response, "h")
     assert error["code"] == -32600 and "milliseconds" in error["message"]
@@ -336,8 +373,11 @@ async def cancel_and_drain(broker: BrokerSettings, namespace: str, held: list[tu
 
 
 async def test_a_client_has_at_most_n_requests_in_flight(
-    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient,
-    broker_settings: BrokerSettings, namespace: str,
+    serve_agent: ServeAgent,
+    start_gateway: StartGateway,
+    http: httpx.AsyncClient,
+    broker_settings: BrokerSettings,
+    namespace: str,
 ) -> None:
     await serve_agent(Blocker())
     gateway = await start_gateway(wait_for=("blocker",), concurrency={"max_requests_per_client": 2})
@@ -357,16 +397,20 @@ async def test_a_client_has_at_most_n_requests_in_flight(
 
 
 async def test_a_context_has_at_most_n_tasks_in_flight(
-    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient,
-    broker_settings: BrokerSettings, namespace: str,
+    serve_agent: ServeAgent,
+    start_gateway: StartGateway,
+    http: httpx.AsyncClient,
+    broker_settings: BrokerSettings,
+    namespace: str,
 ) -> None:
     await serve_agent(Blocker())
     echo = await serve_agent(Echo())
     gateway = await start_gateway(wait_for=("blocker", "echo"), concurrency={"max_tasks_per_context": 1})
     echo_url = f"{gateway.public_url}/a2a/agents/echo"
     async with held_streams(http, f"{gateway.public_url}/a2a/agents/blocker", ["ctx-1"]) as held:
-        refused = await call(http, echo_url, "message/send", {"message": message(contextId="ctx-1")},
-                             request_id="second")
+        refused = await call(
+            http, echo_url, "message/send", {"message": message(contextId="ctx-1")}, request_id="second"
+        )
         assert refused.status_code == 429
         error = error_of(refused, "second")
         assert error["code"] == -32007 and error["data"]["resource"] == "tasksPerContext"
@@ -384,8 +428,9 @@ async def test_slots_are_given_back_when_a_stream_is_never_sent(
 ) -> None:
     """A client gone before its SSE response starts: the ASGI call ends without iterating the body."""
     echo = await serve_agent(Echo())
-    gateway = await start_gateway(default_agent="echo",
-                                  concurrency={"max_requests_per_client": 1, "max_tasks_per_context": 1})
+    gateway = await start_gateway(
+        default_agent="echo", concurrency={"max_requests_per_client": 1, "max_tasks_per_context": 1}
+    )
     body = json.dumps(rpc("message/stream", {"message": message(contextId="ctx-gone")})).encode()
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
 
@@ -396,10 +441,18 @@ async def test_slots_are_given_back_when_a_stream_is_never_sent(
         await asyncio.sleep(0)  # a socket that is not writable at once: the client's disconnect wins
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/a2a", "raw_path": b"/a2a", "query_string": b"", "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/a2a",
+        "raw_path": b"/a2a",
+        "query_string": b"",
+        "root_path": "",
         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", gateway.port),
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", gateway.port),
     }
     await gateway.app(scope, receive, send)
     limits = gateway.app.state.edge.concurrency
@@ -419,8 +472,10 @@ async def test_cors_for_the_allowed_origin_only(
     gateway = await start_gateway(default_agent="echo", cors={"allow_origins": [ORIGIN]})
     url = f"{gateway.public_url}/a2a"
     wanted = "authorization, content-type, a2a-version, x-a2a-timeout"
-    preflight = await http.options(url, headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
-                                                 "Access-Control-Request-Headers": wanted})
+    preflight = await http.options(
+        url,
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": wanted},
+    )
     assert preflight.status_code == 200, preflight.text
     assert preflight.headers["Access-Control-Allow-Origin"] == ORIGIN
     assert "POST" in preflight.headers["Access-Control-Allow-Methods"]

@@ -148,8 +148,9 @@ async def test_post_to_an_agent_and_to_the_default_agent(
     await serve_agent(Echo())
     gateway = await start_gateway(default_agent="echo")
     for path in ("/a2a/agents/echo", "/a2a"):
-        response = await call(http, gateway.public_url + path, "message/send", {"message": message(f"via {path}")},
-                              request_id=path)
+        response = await call(
+            http, gateway.public_url + path, "message/send", {"message": message(f"via {path}")}, request_id=path
+        )
         task = result_of(response, path)
         assert task["kind"] == "task" and task["status"]["state"] == "completed"
         assert task["status"]["message"]["parts"][0]["text"] == f"via {path}"
@@ -175,8 +176,9 @@ async def test_post_to_an_unknown_agent_is_agent_not_found(
     await serve_agent(Echo())
     gateway = await start_gateway(wait_for=("echo",))
     method, msg = ("SendMessage", message_v1()) if headers else ("message/send", message())
-    response = await call(http, f"{gateway.public_url}/a2a/agents/ghost", method, {"message": msg},
-                          request_id="q", headers=headers)
+    response = await call(
+        http, f"{gateway.public_url}/a2a/agents/ghost", method, {"message": msg}, request_id="q", headers=headers
+    )
     assert response.status_code == 200  # the mesh answered: a JSON-RPC error
     error = error_of(response, "q")
     assert error["code"] == -32000 and "ghost" in error["message"]
@@ -197,15 +199,24 @@ async def test_post_to_an_unknown_agent_is_agent_not_found(
         (b"[1, 2]", -32600, None, "JSON object"),
         (b'{"jsonrpc": "1.0", "id": "r", "method": "message/send"}', -32600, "r", "jsonrpc"),
         (b'{"jsonrpc": "2.0", "id": 9, "method": "tasks/explode", "params": {}}', -32601, 9, "tasks/explode"),
-        (b'{"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": {"role": "user"}}}',
-         -32602, 3, "params.message.parts"),
+        (
+            b'{"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": {"role": "user"}}}',
+            -32602,
+            3,
+            "params.message.parts",
+        ),
         (b'{"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {}}', -32009, 4, "A2A-Version: 1.0"),
     ],
     ids=["malformed", "not-an-object", "bad-jsonrpc", "unknown-method", "invalid-params", "1.0-method-as-0.3"],
 )
 async def test_json_rpc_errors_are_http_200_with_the_error_and_the_id(
-    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient,
-    body: bytes, code: int, request_id: Any, says: str,
+    serve_agent: ServeAgent,
+    start_gateway: StartGateway,
+    http: httpx.AsyncClient,
+    body: bytes,
+    code: int,
+    request_id: Any,
+    says: str,
 ) -> None:
     service = await serve_agent(Echo())
     gateway = await start_gateway(default_agent="echo")
@@ -224,8 +235,12 @@ async def test_json_rpc_errors_are_http_200_with_the_error_and_the_id(
 
 @pytest.mark.parametrize(
     ("version", "method", "says"),
-    [("1.0", "message/send", "0.3 method"), ("7", "message/send", "not supported"),
-     ("banana", "SendMessage", "not supported"), ("", "SendMessage", "1.0 method")],
+    [
+        ("1.0", "message/send", "0.3 method"),
+        ("7", "message/send", "not supported"),
+        ("banana", "SendMessage", "not supported"),
+        ("", "SendMessage", "1.0 method"),
+    ],
 )
 async def test_a2a_version_mismatches_are_version_not_supported(
     serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient, version: str, method: str, says: str
@@ -233,8 +248,9 @@ async def test_a2a_version_mismatches_are_version_not_supported(
     await serve_agent(Echo())
     gateway = await start_gateway(default_agent="echo")
     params = {"message": message() if "/" in method else message_v1()}
-    response = await call(http, f"{gateway.public_url}/a2a", method, params, request_id="v",
-                          headers={"A2A-Version": version})
+    response = await call(
+        http, f"{gateway.public_url}/a2a", method, params, request_id="v", headers={"A2A-Version": version}
+    )
     error = error_of(response, "v")
     assert error["code"] == -32009 and says in error["message"]
     if version.startswith("1"):  # answered in the version the client asked for
@@ -296,15 +312,27 @@ async def test_a_0_3_stream_is_named_events_of_json_rpc_responses_in_order(
     await serve_agent(Streamer(steps=2))
     gateway = await start_gateway(wait_for=("streamer",))
     response, events = await stream_events(
-        http, f"{gateway.public_url}/a2a/agents/streamer", "message/stream", {"message": message("go")},
+        http,
+        f"{gateway.public_url}/a2a/agents/streamer",
+        "message/stream",
+        {"message": message("go")},
         request_id="s-7",
     )
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache"
     rate_limit_headers(response)
     names = [name for name, _ in events]
-    assert names == ["task", "status-update", "artifact-update", "status-update", "artifact-update",
-                     "artifact-update", "artifact-update", "status-update", "task"]
+    assert names == [
+        "task",
+        "status-update",
+        "artifact-update",
+        "status-update",
+        "artifact-update",
+        "artifact-update",
+        "artifact-update",
+        "status-update",
+        "task",
+    ]
     assert all(data["jsonrpc"] == "2.0" and data["id"] == "s-7" and "result" in data for _, data in events)
     results = [data["result"] for _, data in events]
     assert all(r["kind"] == name for r, name in zip(results, names, strict=True))
@@ -322,8 +350,12 @@ async def test_a_1_0_stream_starts_with_the_task_and_ends_at_the_terminal_state(
     await serve_agent(Streamer(steps=1))
     gateway = await start_gateway(wait_for=("streamer",))
     _, events = await stream_events(
-        http, f"{gateway.public_url}/a2a/agents/streamer", "SendStreamingMessage", {"message": message_v1("go")},
-        request_id=42, headers=V1,
+        http,
+        f"{gateway.public_url}/a2a/agents/streamer",
+        "SendStreamingMessage",
+        {"message": message_v1("go")},
+        request_id=42,
+        headers=V1,
     )
     (first_name, first), (last_name, last) = events[0], events[-1]
     assert first_name == "task" and first["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
@@ -339,8 +371,12 @@ async def test_a_failure_mid_stream_is_an_error_event(
     service = await serve_agent(blocker)
     gateway = await start_gateway(wait_for=("blocker",))
     _, events = await stream_events(
-        http, f"{gateway.public_url}/a2a/agents/blocker", "message/stream", {"message": message("wait")},
-        request_id="t", headers={"X-A2A-Timeout": "300"},
+        http,
+        f"{gateway.public_url}/a2a/agents/blocker",
+        "message/stream",
+        {"message": message("wait")},
+        request_id="t",
+        headers={"X-A2A-Timeout": "300"},
     )
     *before, (name, data) = events
     assert [n for n, _ in before] in ([], ["task"])  # the Task, if the agent started within the 300 ms
@@ -401,13 +437,15 @@ async def test_the_response_log_has_one_line_per_frame_and_no_secret(
     await serve_agent(Streamer(steps=1))
     token = "tok-do-not-log-9f3c2a"
     log = tmp_path / "e2a.ndjson"
-    gateway = await start_gateway(wait_for=("echo", "streamer"), response_log=str(log),
-                                  auth={"mode": "bearer", "tokens": [token]})
+    gateway = await start_gateway(
+        wait_for=("echo", "streamer"), response_log=str(log), auth={"mode": "bearer", "tokens": [token]}
+    )
     headers = {"Authorization": f"Bearer {token}"}
     echo_url = f"{gateway.public_url}/a2a/agents/echo"
     result_of(await call(http, echo_url, "message/send", {"message": message("a")}, headers=headers))
-    _, events = await stream_events(http, f"{gateway.public_url}/a2a/agents/streamer", "message/stream",
-                                    {"message": message("b")}, headers=headers)
+    _, events = await stream_events(
+        http, f"{gateway.public_url}/a2a/agents/streamer", "message/stream", {"message": message("b")}, headers=headers
+    )
 
     text = log.read_text()
     assert token not in text

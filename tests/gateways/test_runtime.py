@@ -29,9 +29,14 @@ Start = Callable[..., Awaitable[GatewayRuntime]]
 
 def gateway_card() -> bytes:
     return AgentCard(
-        name="gw", description="test gateway", version="1", url="http://127.0.0.1:1/a2a",
-        capabilities=AgentCapabilities(streaming=True), default_input_modes=["text/plain"],
-        default_output_modes=["text/plain"], skills=[],
+        name="gw",
+        description="test gateway",
+        version="1",
+        url="http://127.0.0.1:1/a2a",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[],
     ).to_json_bytes()
 
 
@@ -92,9 +97,7 @@ async def test_stream_yields_status_and_artifact_branches(serve_agent: ServeAgen
     assert frames[-1].body["status"]["state"] == "completed"
 
 
-async def test_unknown_agent_is_one_error_frame_listing_the_agents(
-    serve_agent: ServeAgent, gateway: Start
-) -> None:
+async def test_unknown_agent_is_one_error_frame_listing_the_agents(serve_agent: ServeAgent, gateway: Start) -> None:
     await serve_agent(Echo())
     runtime = await gateway()
     await runtime.registry.wait_for("echo", 2)
@@ -103,9 +106,7 @@ async def test_unknown_agent_is_one_error_frame_listing_the_agents(
     assert frame.body["code"] == -32000 and frame.body["details"]["availableAgents"] == ["echo"]
 
 
-async def test_an_idle_task_is_canceled_on_the_mesh_and_answered(
-    serve_agent: ServeAgent, gateway: Start
-) -> None:
+async def test_an_idle_task_is_canceled_on_the_mesh_and_answered(serve_agent: ServeAgent, gateway: Start) -> None:
     blocker = await serve_agent(Blocker())
     runtime = await gateway(idle_timeout_s=0.3)
     await runtime.registry.wait_for("blocker", 2)
@@ -149,9 +150,7 @@ async def test_the_gateway_card_is_on_the_discovery_topic(
         await registry.stop()
 
 
-async def test_the_response_log_has_every_frame_and_no_secret(
-    serve_agent: ServeAgent, gateway: Start
-) -> None:
+async def test_the_response_log_has_every_frame_and_no_secret(serve_agent: ServeAgent, gateway: Start) -> None:
     await serve_agent(Echo())
     sink = io.StringIO()
     runtime = await gateway(response_log=ResponseLog(sink))

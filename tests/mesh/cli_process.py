@@ -29,8 +29,13 @@ class Result:
 async def mesh(*args: str, timeout: float = 30.0, **env: str) -> Result:
     """Run ``mesh ARGS`` to completion."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mesh.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=mesh_env(**env),
+        sys.executable,
+        "-m",
+        "mesh.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=mesh_env(**env),
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
@@ -76,8 +81,13 @@ class Service:
 
 async def start_mesh(*args: str, **env: str) -> Service:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mesh.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=mesh_env(**env),
+        sys.executable,
+        "-m",
+        "mesh.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=mesh_env(**env),
     )
     service = Service(proc)
 

@@ -36,9 +36,7 @@ FULL_CARD: dict[str, Any] = {
         "streaming": True,
         "pushNotifications": False,
         "stateTransitionHistory": True,
-        "extensions": [
-            {"uri": "urn:acme:ext", "description": "d", "params": {"level": 2}, "required": False}
-        ],
+        "extensions": [{"uri": "urn:acme:ext", "description": "d", "params": {"level": 2}, "required": False}],
     },
     "securitySchemes": {
         "apiKey": {"type": "apiKey", "name": "X-API-Key", "in": "header", "description": "key"},
@@ -87,9 +85,7 @@ FULL_CARD: dict[str, Any] = {
         }
     ],
     "supportsAuthenticatedExtendedCard": False,
-    "signatures": [
-        {"protected": "eyJhbGciOiJFUzI1NiJ9", "signature": "c2ln", "header": {"kid": "1"}}
-    ],
+    "signatures": [{"protected": "eyJhbGciOiJFUzI1NiJ9", "signature": "c2ln", "header": {"kid": "1"}}],
 }
 
 

@@ -44,9 +44,7 @@ def test_parts() -> None:
         "kind": "file",
         "file": {"uri": "artifact://s/data.csv", "name": "data.csv", "mimeType": "text/csv"},
     }
-    raw = create_file_part_from_bytes(
-        b'{"key":"value"}', name="config.json", mime_type="application/json"
-    )
+    raw = create_file_part_from_bytes(b'{"key":"value"}', name="config.json", mime_type="application/json")
     assert isinstance(raw.file, FileWithBytes)
     assert raw.file.bytes == "eyJrZXkiOiJ2YWx1ZSJ9"  # SAM's example
     assert base64.b64decode(raw.file.bytes) == b'{"key":"value"}'
@@ -69,9 +67,7 @@ def test_user_and_agent_messages() -> None:
 def test_agent_data_message() -> None:
     message = create_agent_data_message({"status": "processing", "progress": 0.5}, context_id="c")
     assert message.role is Role.agent
-    assert message.to_wire_dict()["parts"] == [
-        {"kind": "data", "data": {"status": "processing", "progress": 0.5}}
-    ]
+    assert message.to_wire_dict()["parts"] == [{"kind": "data", "data": {"status": "processing", "progress": 0.5}}]
 
 
 def test_status_update() -> None:
@@ -81,15 +77,9 @@ def test_status_update() -> None:
     assert event.status.timestamp is not None
     assert datetime.fromisoformat(event.status.timestamp).tzinfo is not None
     assert get_message_from_status_update(event) is reply
-    done = create_status_update(
-        "t", "c", state=TaskState.completed, is_final=True, metadata={"k": 1}
-    )
+    done = create_status_update("t", "c", state=TaskState.completed, is_final=True, metadata={"k": 1})
     wire = done.to_wire_dict()
-    assert (
-        wire["final"] is True
-        and wire["status"]["state"] == "completed"
-        and wire["metadata"] == {"k": 1}
-    )
+    assert wire["final"] is True and wire["status"]["state"] == "completed" and wire["metadata"] == {"k": 1}
     assert get_message_from_status_update(done) is None
 
 
@@ -107,9 +97,7 @@ def test_artifact_update() -> None:
 
 
 def test_reading_messages() -> None:
-    message = create_agent_message(
-        [create_text_part("one"), create_data_part({"x": 1}), create_text_part("two")]
-    )
+    message = create_agent_message([create_text_part("one"), create_data_part({"x": 1}), create_text_part("two")])
     parts = get_parts_from_message(message)
     assert [type(p).__name__ for p in parts] == ["TextPart", "DataPart", "TextPart"]
     parts.clear()  # a copy: the message is untouched

@@ -239,9 +239,7 @@ def test_method_table_covers_design_methods() -> None:
         ),
     ],
 )
-def test_every_method_parses_to_its_params(
-    method: str, params: dict[str, Any], model: type
-) -> None:
+def test_every_method_parses_to_its_params(method: str, params: dict[str, Any], model: type) -> None:
     parsed = parse_request(request(method, params))
     assert parsed.method == method and parsed.requested_method == method
     assert type(parsed.params) is model
@@ -321,9 +319,7 @@ def test_unknown_method_is_32601_and_lists_the_supported_ones() -> None:
         parse_request(request("tasks/list", {}, id=12))
     exc = info.value
     assert exc.code == -32601 and exc.request_id == 12
-    assert exc.error.message.startswith(
-        "method 'tasks/list' is not supported; supported methods: message/send,"
-    )
+    assert exc.error.message.startswith("method 'tasks/list' is not supported; supported methods: message/send,")
     assert "agent/sendMessage (= message/send)" in exc.error.message
     assert exc.data["method"] == "tasks/list"
     assert exc.data["supported"] == [*METHOD_PARAMS, *METHOD_ALIASES]
@@ -346,9 +342,7 @@ def test_bad_params_are_32602_with_every_path() -> None:
         "params.configuration.historyLength",
     ]
     message = exc.error.message
-    assert message.startswith(
-        "invalid params for message/send: params.message.messageId: Field required; "
-    )
+    assert message.startswith("invalid params for message/send: params.message.messageId: Field required; ")
     assert "params.message.role: Input should be 'user' or 'agent' (got 'robot')" in message
     assert "params.message.parts.1.kind: unknown kind 'img'" in message
     wire = exc.to_response().to_wire_dict()
@@ -474,10 +468,7 @@ def test_parse_result_with_the_wrong_expected_kind() -> None:
 def test_malformed_responses_are_invalid_agent_responses(payload: bytes, text: str | None) -> None:
     if text is None:  # a known code without message gets the default message
         response = parse_response(payload)
-        assert (
-            isinstance(response, JSONRPCErrorResponse)
-            and response.error.message == "Task not found"
-        )
+        assert isinstance(response, JSONRPCErrorResponse) and response.error.message == "Task not found"
         return
     with pytest.raises(InvalidAgentResponse) as info:
         parse_response(payload)

@@ -46,9 +46,7 @@ def message_dict(**extra: Any) -> dict[str, Any]:
 
 
 def test_input_accepts_camel_and_snake_case_output_is_camel_case() -> None:
-    camel = Message.model_validate(
-        message_dict(contextId="c1", taskId="t1", referenceTaskIds=["a"])
-    )
+    camel = Message.model_validate(message_dict(contextId="c1", taskId="t1", referenceTaskIds=["a"]))
     snake = Message.model_validate(
         {
             "message_id": "m1",
@@ -89,10 +87,7 @@ def test_to_json_bytes_matches_to_wire_dict() -> None:
     message = Message.model_validate(message_dict(metadata={"x": [1, None]}, extensions=["urn:e"]))
     assert isinstance(message.to_json_bytes(), bytes)
     assert json.loads(message.to_json_bytes()) == message.to_wire_dict()
-    assert (
-        message.to_json_bytes()
-        == message.model_dump_json(by_alias=True, exclude_none=True).encode()
-    )
+    assert message.to_json_bytes() == message.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
 def test_none_members_are_left_out_but_user_data_keeps_its_nulls() -> None:
@@ -182,26 +177,16 @@ def test_message_kind_is_fixed() -> None:
 
 def test_history_length_must_not_be_negative() -> None:
     assert TaskQueryParams(id="t", history_length=0).history_length == 0
-    assert (
-        errors_of(TaskQueryParams.model_validate, {"id": "t", "historyLength": -1})[0]["path"]
-        == "historyLength"
-    )
-    assert (
-        errors_of(MessageSendConfiguration.model_validate, {"historyLength": -2})[0]["path"]
-        == "historyLength"
-    )
+    assert errors_of(TaskQueryParams.model_validate, {"id": "t", "historyLength": -1})[0]["path"] == "historyLength"
+    assert errors_of(MessageSendConfiguration.model_validate, {"historyLength": -2})[0]["path"] == "historyLength"
 
 
 def test_accepted_output_modes_is_optional() -> None:
-    assert MessageSendConfiguration.model_validate({"blocking": True}).to_wire_dict() == {
-        "blocking": True
-    }
+    assert MessageSendConfiguration.model_validate({"blocking": True}).to_wire_dict() == {"blocking": True}
 
 
 def test_status_update_event_requires_final() -> None:
-    event = TaskStatusUpdateEvent(
-        task_id="t", context_id="c", status=TaskStatus(state="working"), final=False
-    )
+    event = TaskStatusUpdateEvent(task_id="t", context_id="c", status=TaskStatus(state="working"), final=False)
     assert event.to_wire_dict() == {
         "taskId": "t",
         "contextId": "c",

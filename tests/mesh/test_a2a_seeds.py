@@ -109,9 +109,7 @@ JAF_TASK = """
 
 
 def jaf_task(state: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(
-        JAF_TASK.replace('"STATE"', json.dumps(state)).replace("MESSAGE", JAF_MESSAGE)
-    )
+    doc: dict[str, Any] = json.loads(JAF_TASK.replace('"STATE"', json.dumps(state)).replace("MESSAGE", JAF_MESSAGE))
     return doc
 
 
@@ -265,9 +263,7 @@ def test_jaf_stream_status_update_lacks_context_id() -> None:
     response = parse_response(JAF_STREAM_EVENTS[0])
     with pytest.raises(InvalidAgentResponse) as info:
         parse_result(response.result)  # type: ignore[union-attr]
-    assert info.value.data["errors"] == [
-        {"path": "result.contextId", "reason": "Field required", "type": "missing"}
-    ]
+    assert info.value.data["errors"] == [{"path": "result.contextId", "reason": "Field required", "type": "missing"}]
 
 
 @pytest.mark.parametrize("text", JAF_STREAM_EVENTS[1:])

@@ -113,9 +113,7 @@ def test_error_names_both_states_and_the_allowed_ones() -> None:
 
 
 def test_error_from_a_terminal_state() -> None:
-    with pytest.raises(
-        IllegalTransitionError, match=r"allowed next states are: none \(terminal state\)"
-    ):
+    with pytest.raises(IllegalTransitionError, match=r"allowed next states are: none \(terminal state\)"):
         check_transition("completed", "working")
 
 

@@ -43,9 +43,13 @@ def env(broker_url: str, namespace: str) -> dict[str, str]:
 
 def card(name: str, *, streaming: bool = False) -> AgentCard:
     return AgentCard(
-        name=name, description=f"{name} card", version="1", url=f"mqtt://x/{name}",
+        name=name,
+        description=f"{name} card",
+        version="1",
+        url=f"mqtt://x/{name}",
         capabilities=AgentCapabilities(streaming=streaming),
-        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
         skills=[AgentSkill(id="route", name="Route", description="routes", tags=["web", "http"])],
     )
 
@@ -133,7 +137,8 @@ async def test_watch_json_reports_an_agent_added_then_removed(serve: Serve, env:
 
     events = json_lines(watch)  # stdout holds nothing but the NDJSON
     assert [(e["event"], e["kind"], e["name"]) for e in events] == [
-        ("added", "agent", "newcomer"), ("removed", "agent", "newcomer")
+        ("added", "agent", "newcomer"),
+        ("removed", "agent", "newcomer"),
     ]
     added, removed = events
     assert [s["id"] for s in added["card"]["skills"]] == ["echo"] and "reason" not in added

@@ -13,13 +13,13 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import mesh.config
+import mesh.sections
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
-import mesh.sections
 from mesh.config import MeshConfig, configured_broker, load_config, load_many
 from mesh.config_errors import check_keys, config_error, key_path, validation_error_text
-from mesh.sections import build_components, build_many, check_unique_components, section_factories, section_names
 from mesh.errors import ConfigError
+from mesh.sections import build_components, build_many, check_unique_components, section_factories, section_names
 
 WriteConfig = Callable[..., Path]
 
@@ -196,7 +196,10 @@ def test_unknown_top_level_key_suggests_a_section(write: WriteConfig) -> None:
 
 def test_unknown_key_without_a_close_match(write: WriteConfig, sections: dict[str, Any]) -> None:
     path = write("zzz: 1\n")
-    assert error_of(path) == f"{path}: zzz: unknown key 'zzz'; allowed keys: broker, namespace, log_level, gadgets, widgets"
+    assert (
+        error_of(path)
+        == f"{path}: zzz: unknown key 'zzz'; allowed keys: broker, namespace, log_level, gadgets, widgets"
+    )
 
 
 def test_section_must_be_a_list(write: WriteConfig) -> None:
@@ -345,8 +348,11 @@ def test_missing_dependency_points_at_the_extra(
 ) -> None:
     (tmp_path / "fancy_section.py").write_text("import starlette_not_installed_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    requires = ["pyyaml>=6", "starlette-not-installed-xyz>=1; extra == 'dev'",
-                "starlette_not_installed_xyz>=1; extra == 'http'"]
+    requires = [
+        "pyyaml>=6",
+        "starlette-not-installed-xyz>=1; extra == 'dev'",
+        "starlette_not_installed_xyz>=1; extra == 'http'",
+    ]
     sections["fancy"] = FakeEntryPoint("fancy_section:build", FakeDist("mqtt-agent-mesh", requires))
     sections["plain"] = FakeEntryPoint("fancy_section:build")
     path = write("fancy: [{}]\nplain: [{}]\n")
@@ -449,7 +455,8 @@ def test_validation_error_text_one_line_per_problem() -> None:
     assert lines == [
         "gw.yaml: gateways[2].port: input should be a valid integer, unable to parse string as an integer, "
         "got 'x'; set port to a valid value",
-        "gw.yaml: gateways[2].interval_s: input should be greater than 0, got 0; set interval_s to a valid value (how often)",
+        "gw.yaml: gateways[2].interval_s: input should be greater than 0, got 0; "
+        "set interval_s to a valid value (how often)",
         "gw.yaml: gateways[2].limits.max_parts: input should be greater than 0, got -1; "
         "set max_parts to a valid value (parts in one message)",
         "gw.yaml: gateways[2].limits.max_part: unknown key 'max_part'; did you mean 'max_parts'? "
@@ -463,14 +470,18 @@ def test_validation_error_text_missing_mapping_and_list_items() -> None:
     assert lines == [
         "gw.yaml: port: required key is missing; add port: <value>",
         "gw.yaml: limits: expected a mapping, got 5; write limits as a mapping of keys such as max_parts, max_bytes",
-        "gw.yaml: items[1].max_byts: unknown key 'max_byts'; did you mean 'max_bytes'? allowed keys: max_parts, max_bytes",
+        "gw.yaml: items[1].max_byts: unknown key 'max_byts'; did you mean 'max_bytes'? "
+        "allowed keys: max_parts, max_bytes",
         "gw.yaml: colour: unknown key 'colour'; allowed keys: port, interval_s, limits, items",
     ]
 
 
 def test_validation_error_text_without_a_model() -> None:
     error = outer_error({"port": 1, "extra": "x" * 100})
-    assert validation_error_text(error, source="f.yaml", prefix=("s", 0)) == "f.yaml: s[0].extra: unknown key 'extra'; remove it"
+    assert (
+        validation_error_text(error, source="f.yaml", prefix=("s", 0))
+        == "f.yaml: s[0].extra: unknown key 'extra'; remove it"
+    )
 
 
 def test_key_path_and_config_error() -> None:
@@ -492,7 +503,6 @@ def test_check_keys() -> None:
 
 def test_validation_errors_never_repeat_secrets() -> None:
     from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-
 
     class Auth(BaseModel):
         model_config = ConfigDict(extra="forbid")

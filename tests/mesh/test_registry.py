@@ -20,9 +20,13 @@ from tests.support import start_agent_process
 
 def card(name: str, description: str = "test agent", extensions: list[AgentExtension] | None = None) -> bytes:
     return AgentCard(
-        name=name, description=description, version="1", url=f"mqtt://x/{name}",
+        name=name,
+        description=description,
+        version="1",
+        url=f"mqtt://x/{name}",
         capabilities=AgentCapabilities(streaming=True, extensions=extensions),
-        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
         skills=[AgentSkill(id="s", name="S", description="s", tags=["t"])],
     ).to_json_bytes()
 

@@ -61,7 +61,10 @@ async def test_every_property_and_correlation_data_survive_the_broker(
     got = message.properties
     assert message.payload == b'{"ok":true}'
     assert (got.client_id, got.user_id, got.reply_to, got.status_topic) == (
-        sent.client_id, sent.user_id, sent.reply_to, sent.status_topic
+        sent.client_id,
+        sent.user_id,
+        sent.reply_to,
+        sent.status_topic,
     )
     assert got.user_config == sent.user_config
     assert got.auth_token == sent.auth_token
@@ -170,9 +173,7 @@ async def test_unsubscribe_stops_delivery(make_transport: TransportFactory, name
     assert gone.messages == []
 
 
-async def test_a_burst_of_10000_qos1_messages_arrives_whole(
-    make_transport: TransportFactory, namespace: str
-) -> None:
+async def test_a_burst_of_10000_qos1_messages_arrives_whole(make_transport: TransportFactory, namespace: str) -> None:
     publisher, subscriber = await make_transport(), await make_transport()
     count = 0
     done = asyncio.Event()
@@ -307,9 +308,7 @@ async def test_acl_refusal_is_raised_with_the_broker_reason(
         await transport.close()
 
 
-async def test_credentials_in_the_url(
-    make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
-) -> None:
+async def test_credentials_in_the_url(make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path) -> None:
     passwd = readable_by_mosquitto(tmp_path) / "passwd"
     subprocess.run(["mosquitto_passwd", "-c", "-b", str(passwd), "alice", "s3cret/pw"], check=True)
     passwd.chmod(0o644)
@@ -323,9 +322,7 @@ async def test_credentials_in_the_url(
         await bad.connect()
 
 
-async def test_mqtts_with_a_private_ca(
-    make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
-) -> None:
+async def test_mqtts_with_a_private_ca(make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path) -> None:
     certs = readable_by_mosquitto(tmp_path)
     _make_certificates(certs)
     tls_port = free_port()
@@ -333,14 +330,12 @@ async def test_mqtts_with_a_private_ca(
         textwrap.dedent(
             f"""
             listener {tls_port} 127.0.0.1
-            certfile {certs / 'server.crt'}
-            keyfile {certs / 'server.key'}
+            certfile {certs / "server.crt"}
+            keyfile {certs / "server.key"}
             """
         )
     )
-    settings = BrokerSettings.from_url(
-        f"mqtts://localhost:{tls_port}", tls=TlsOptions(ca_file=str(certs / "ca.crt"))
-    )
+    settings = BrokerSettings.from_url(f"mqtts://localhost:{tls_port}", tls=TlsOptions(ca_file=str(certs / "ca.crt")))
     a, b = MqttTransport(settings), MqttTransport(settings)
     await a.connect()
     await b.connect()
@@ -369,9 +364,9 @@ async def test_will_is_published_when_the_process_dies(
         from mesh.transport import MqttTransport, Will
         async def main():
             t = MqttTransport(BrokerSettings.from_url({broker_url!r}),
-                              will=Will({namespace + '/presence/dead'!r}, b"gone", retain=False))
+                              will=Will({namespace + "/presence/dead"!r}, b"gone", retain=False))
             await t.connect()
-            await t.publish({namespace + '/presence/alive'!r}, b"up")
+            await t.publish({namespace + "/presence/alive"!r}, b"up")
             os._exit(0)  # no DISCONNECT: the broker must send the will
         asyncio.run(main())
         """
@@ -397,12 +392,51 @@ async def test_close_fails_pending_requests(make_transport: TransportFactory, na
 def _make_certificates(d: Path) -> None:
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
-        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
-    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
+
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        str(d / "ca.key"),
+        "-out",
+        str(d / "ca.crt"),
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        str(d / "server.key"),
+        "-out",
+        str(d / "server.csr"),
+    )
     (d / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    run("x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
-        "-CAcreateserial", "-days", "1", "-extfile", str(d / "ext.cnf"), "-out", str(d / "server.crt"))
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(d / "server.csr"),
+        "-CA",
+        str(d / "ca.crt"),
+        "-CAkey",
+        str(d / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        str(d / "ext.cnf"),
+        "-out",
+        str(d / "server.crt"),
+    )
     for name in ("server.key", "server.crt", "ca.crt"):
         (d / name).chmod(0o644)

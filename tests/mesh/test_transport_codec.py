@@ -15,8 +15,14 @@ from mesh.properties import MessageProperties
 from mesh.transport.codec import FastProperties, from_paho, to_paho
 
 PACKET_TYPES = [
-    PacketTypes.CONNECT, PacketTypes.CONNACK, PacketTypes.PUBLISH, PacketTypes.PUBACK,
-    PacketTypes.SUBSCRIBE, PacketTypes.SUBACK, PacketTypes.DISCONNECT, PacketTypes.WILLMESSAGE,
+    PacketTypes.CONNECT,
+    PacketTypes.CONNACK,
+    PacketTypes.PUBLISH,
+    PacketTypes.PUBACK,
+    PacketTypes.SUBSCRIBE,
+    PacketTypes.SUBACK,
+    PacketTypes.DISCONNECT,
+    PacketTypes.WILLMESSAGE,
 ]
 STOCK = Properties(PacketTypes.PUBLISH)
 # paho's surrogate/NUL/U+FEFF rules differ from ours only on U+FEFF (see codec docstring).
@@ -27,16 +33,25 @@ def value_for(name: str) -> st.SearchStrategy[Any]:
     kind = STOCK.properties[STOCK.names[name]][0]
     compressed = name.replace(" ", "")
     bounded = {
-        "ReceiveMaximum": st.integers(1, 65535), "TopicAlias": st.integers(1, 65535),
-        "TopicAliasMaximum": st.integers(0, 65535), "MaximumPacketSize": st.integers(1, 268435455),
-        "SubscriptionIdentifier": st.integers(1, 268435455), "RequestResponseInformation": st.integers(0, 1),
-        "RequestProblemInformation": st.integers(0, 1), "PayloadFormatIndicator": st.integers(0, 1),
+        "ReceiveMaximum": st.integers(1, 65535),
+        "TopicAlias": st.integers(1, 65535),
+        "TopicAliasMaximum": st.integers(0, 65535),
+        "MaximumPacketSize": st.integers(1, 268435455),
+        "SubscriptionIdentifier": st.integers(1, 268435455),
+        "RequestResponseInformation": st.integers(0, 1),
+        "RequestProblemInformation": st.integers(0, 1),
+        "PayloadFormatIndicator": st.integers(0, 1),
     }
     if compressed in bounded:
         return bounded[compressed]
     return [
-        st.integers(0, 255), st.integers(0, 65535), st.integers(0, 2**32 - 1), st.integers(1, 268435455),
-        st.binary(max_size=40), text, st.tuples(text, text),
+        st.integers(0, 255),
+        st.integers(0, 65535),
+        st.integers(0, 2**32 - 1),
+        st.integers(1, 268435455),
+        st.binary(max_size=40),
+        text,
+        st.tuples(text, text),
     ][kind]
 
 
@@ -127,10 +142,23 @@ def test_feff_in_a_string_is_accepted() -> None:
 
 
 def test_mesh_properties_round_trip_through_the_wire_format() -> None:
-    sent = MessageProperties(client_id="c", user_id="u", reply_to="r/t", status_topic="s/t",
-                             user_config={"a": [1]}, auth_token="tok", call_depth=2, timestamp_ms=5,
-                             traceparent="00-x", call_chain=["a", "b"], extra=[("k", "v"), ("k", "w")], correlation_data=b"\x00id",
-                             content_type="application/json", payload_format_utf8=True, message_expiry_s=9)
+    sent = MessageProperties(
+        client_id="c",
+        user_id="u",
+        reply_to="r/t",
+        status_topic="s/t",
+        user_config={"a": [1]},
+        auth_token="tok",
+        call_depth=2,
+        timestamp_ms=5,
+        traceparent="00-x",
+        call_chain=["a", "b"],
+        extra=[("k", "v"), ("k", "w")],
+        correlation_data=b"\x00id",
+        content_type="application/json",
+        payload_format_utf8=True,
+        message_expiry_s=9,
+    )
     packed = to_paho(sent).pack()  # type: ignore[union-attr]
     received = FastProperties(PacketTypes.PUBLISH)
     received.unpack(packed)

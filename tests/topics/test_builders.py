@@ -128,9 +128,7 @@ HELPERS: list[tuple[Callable[..., str], int]] = [
     (get_client_status_topic, 2),
     (get_client_status_subscription_topic, 1),
 ]
-IDENTIFIER_ARGUMENTS = [
-    (helper, arity, position) for helper, arity in HELPERS for position in range(arity)
-]
+IDENTIFIER_ARGUMENTS = [(helper, arity, position) for helper, arity in HELPERS for position in range(arity)]
 
 
 def _argument_id(value: object) -> str:
@@ -139,17 +137,13 @@ def _argument_id(value: object) -> str:
 
 @pytest.mark.parametrize(("helper", "arity"), HELPERS, ids=_argument_id)
 @pytest.mark.parametrize("namespace", ["", "a//b", "a/+", "$SYS", "a/>"])
-def test_helpers_refuse_bad_namespace(
-    helper: Callable[..., str], arity: int, namespace: str
-) -> None:
+def test_helpers_refuse_bad_namespace(helper: Callable[..., str], arity: int, namespace: str) -> None:
     with pytest.raises(InvalidNamespaceError) as error:
         helper(namespace, *["ok"] * arity)
     assert repr(namespace) in str(error.value)
 
 
-@pytest.mark.parametrize(
-    ("helper", "arity", "position"), IDENTIFIER_ARGUMENTS, ids=_argument_id
-)
+@pytest.mark.parametrize(("helper", "arity", "position"), IDENTIFIER_ARGUMENTS, ids=_argument_id)
 @pytest.mark.parametrize(
     "value",
     [
@@ -164,9 +158,7 @@ def test_helpers_refuse_bad_namespace(
         5,
     ],
 )
-def test_helpers_refuse_bad_identifiers(
-    helper: Callable[..., str], arity: int, position: int, value: object
-) -> None:
+def test_helpers_refuse_bad_identifiers(helper: Callable[..., str], arity: int, position: int, value: object) -> None:
     args: list[object] = ["ok"] * arity
     args[position] = value
     with pytest.raises(InvalidIdentifierError) as error:
@@ -218,9 +210,7 @@ def test_publish_topics_and_subscriptions_are_valid_mqtt() -> None:
         ("acme", "acme/a2a/v1/agent/request/search", None),
     ],
 )
-def test_parse_discovery_topic(
-    namespace: str, topic: str, expected: DiscoveryTopic | None
-) -> None:
+def test_parse_discovery_topic(namespace: str, topic: str, expected: DiscoveryTopic | None) -> None:
     assert parse_discovery_topic(namespace, topic) == expected
 
 
@@ -235,16 +225,10 @@ def test_parse_discovery_topic_validates_namespace() -> None:
     kind=st.sampled_from(["agent", "gateway"]),
     named=st.booleans(),
 )
-def test_parse_discovery_topic_inverts_builders(
-    namespace: str, name: str, kind: str, named: bool
-) -> None:
-    build = (
-        get_agent_discovery_topic if kind == "agent" else get_gateway_discovery_topic
-    )
+def test_parse_discovery_topic_inverts_builders(namespace: str, name: str, kind: str, named: bool) -> None:
+    build = get_agent_discovery_topic if kind == "agent" else get_gateway_discovery_topic
     topic = build(namespace, name if named else None)
-    assert parse_discovery_topic(namespace, topic) == DiscoveryTopic(
-        kind, name if named else None
-    )  # type: ignore[arg-type]
+    assert parse_discovery_topic(namespace, topic) == DiscoveryTopic(kind, name if named else None)  # type: ignore[arg-type]
     assert topic_matches(get_discovery_subscription_topic(namespace), topic)
 
 
@@ -266,9 +250,7 @@ CATEGORIES = [
         get_agent_response_topic,
         get_agent_response_subscription_topic,
     ),
-    Category(
-        "agent status", get_peer_agent_status_topic, get_agent_status_subscription_topic
-    ),
+    Category("agent status", get_peer_agent_status_topic, get_agent_status_subscription_topic),
     Category(
         "gateway response",
         get_gateway_response_topic,
@@ -279,9 +261,7 @@ CATEGORIES = [
         get_gateway_status_topic,
         get_gateway_status_subscription_topic,
     ),
-    Category(
-        "client status", get_client_status_topic, get_client_status_subscription_topic
-    ),
+    Category("client status", get_client_status_topic, get_client_status_subscription_topic),
     # Topics without a task level are subscribed to exactly.
     Category(
         "agent request",
@@ -308,9 +288,7 @@ CARDS = {"agent card", "gateway card"}
 
 
 @given(namespace=namespaces, owner=identifiers, other=identifiers, task_id=identifiers)
-def test_each_topic_reaches_its_owner_only(
-    namespace: str, owner: str, other: str, task_id: str
-) -> None:
+def test_each_topic_reaches_its_owner_only(namespace: str, owner: str, other: str, task_id: str) -> None:
     assume(owner != other)
     discovery = get_discovery_subscription_topic(namespace)
     for published, subscribed in itertools.product(CATEGORIES, repeat=2):
@@ -330,19 +308,11 @@ def test_each_topic_reaches_its_owner_only(
 
 
 @given(first=namespaces, second=namespaces, owner=identifiers, task_id=identifiers)
-def test_namespaces_are_isolated(
-    first: str, second: str, owner: str, task_id: str
-) -> None:
+def test_namespaces_are_isolated(first: str, second: str, owner: str, task_id: str) -> None:
     # A namespace nested in another's discovery tree is the one overlap MQTT allows.
-    assume(
-        first != second
-        and not first.startswith(f"{second}/")
-        and not second.startswith(f"{first}/")
-    )
+    assume(first != second and not first.startswith(f"{second}/") and not second.startswith(f"{first}/"))
     subscriptions = [get_discovery_subscription_topic(second)]
     subscriptions += [category.subscribe(second, owner) for category in CATEGORIES]
     for category in CATEGORIES:
         topic = category.publish(first, owner, task_id)
-        assert not any(
-            topic_matches(subscription, topic) for subscription in subscriptions
-        ), category
+        assert not any(topic_matches(subscription, topic) for subscription in subscriptions), category

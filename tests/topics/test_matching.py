@@ -94,19 +94,13 @@ def test_topic_matches_refuses_bad_filters(topic_filter: str) -> None:
         ("share/g/a", (None, "share/g/a")),
     ],
 )
-def test_split_shared_subscription(
-    topic_filter: str, expected: tuple[str | None, str]
-) -> None:
+def test_split_shared_subscription(topic_filter: str, expected: tuple[str | None, str]) -> None:
     assert split_shared_subscription(topic_filter) == expected
 
 
-@pytest.mark.parametrize(
-    "topic_filter", ["$share/", "$share//a", "$share/g", "$share/g/", "$share/g+/a"]
-)
+@pytest.mark.parametrize("topic_filter", ["$share/", "$share//a", "$share/g", "$share/g/", "$share/g+/a"])
 def test_split_shared_subscription_refuses_malformed(topic_filter: str) -> None:
-    with pytest.raises(
-        InvalidFilterError, match=re.escape(repr(topic_filter))
-    ) as error:
+    with pytest.raises(InvalidFilterError, match=re.escape(repr(topic_filter))) as error:
         split_shared_subscription(topic_filter)
     assert "$share/<group>/<filter>" in str(error.value)
 

@@ -73,9 +73,5 @@ def test_package_is_pure_standard_library() -> None:
                 roots = [(node.module or "").split(".")[0]]
             else:
                 continue
-            outside = [
-                root
-                for root in roots
-                if root not in sys.stdlib_module_names and root != "__future__"
-            ]
+            outside = [root for root in roots if root not in sys.stdlib_module_names and root != "__future__"]
             assert outside == [], f"{path.name} imports {outside}"

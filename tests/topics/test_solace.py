@@ -108,16 +108,12 @@ solace_subscriptions = st.builds(
     st.sampled_from([[], [">"]]),
 ).filter(bool)
 # Solace has no empty levels, so neither do these topics.
-solace_topics = st.lists(
-    st.sampled_from(["a", "b", "ab", "c"]), min_size=1, max_size=6
-).map("/".join)
+solace_topics = st.lists(st.sampled_from(["a", "b", "ab", "c"]), min_size=1, max_size=6).map("/".join)
 
 
 @given(subscription=solace_subscriptions, topic=solace_topics)
 def test_translation_agrees_with_solace(subscription: str, topic: str) -> None:
-    assert topic_matches(solace_to_mqtt(subscription), topic) is solace_matches(
-        subscription, topic
-    )
+    assert topic_matches(solace_to_mqtt(subscription), topic) is solace_matches(subscription, topic)
 
 
 # --- extract_task_id_from_topic ---------------------------------------------
@@ -176,10 +172,7 @@ def test_extract_task_id_logs_misses_with_the_identifier(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.DEBUG, logger="topics.solace"):
-        assert (
-            extract_task_id_from_topic("ns/other/t1", "ns/web/+", "[Gateway:web]")
-            is None
-        )
+        assert extract_task_id_from_topic("ns/other/t1", "ns/web/+", "[Gateway:web]") is None
     [record] = caplog.records
     assert record.levelno == logging.DEBUG
     assert "[Gateway:web]" in record.getMessage()
@@ -194,9 +187,7 @@ def test_extract_task_id_logs_misses_with_the_identifier(
         ("ns/+/>", InvalidFilterError),
     ],
 )
-def test_extract_task_id_refuses_bad_subscriptions(
-    subscription: str, error: type[Exception]
-) -> None:
+def test_extract_task_id_refuses_bad_subscriptions(subscription: str, error: type[Exception]) -> None:
     with pytest.raises(error, match=re.escape(repr(subscription))):
         extract_task_id_from_topic("ns/web/abcd", subscription)
 
@@ -210,9 +201,7 @@ TASK_TOPICS: list[tuple[Callable[[str, str, str], str], Callable[[str, str], str
 ]
 
 
-@pytest.mark.parametrize(
-    ("publish", "subscribe"), TASK_TOPICS, ids=lambda f: f.__name__
-)
+@pytest.mark.parametrize(("publish", "subscribe"), TASK_TOPICS, ids=lambda f: f.__name__)
 @given(namespace=namespaces, owner=identifiers, task_id=identifiers)
 def test_extract_inverts_builders(
     publish: Callable[[str, str, str], str],

@@ -22,22 +22,18 @@ from topics import (
 )
 from topics.validation import IDENTIFIER_PATTERN
 
-RESPONSE = TopicTemplate(
-    "{namespace}/a2a/v1/agent/response/{delegating_agent_name}/{sub_task_id}"
-)
+RESPONSE = TopicTemplate("{namespace}/a2a/v1/agent/response/{delegating_agent_name}/{sub_task_id}")
 
 
 def test_build_fills_every_level() -> None:
-    topic = RESPONSE.build(
-        namespace="acme/ai", delegating_agent_name="orchestrator", sub_task_id="sub-1"
-    )
+    topic = RESPONSE.build(namespace="acme/ai", delegating_agent_name="orchestrator", sub_task_id="sub-1")
     assert topic == "acme/ai/a2a/v1/agent/response/orchestrator/sub-1"
 
 
 def test_build_normalises_the_namespace() -> None:
-    assert RESPONSE.build(
-        namespace="acme/", delegating_agent_name="o", sub_task_id="t"
-    ) == ("acme/a2a/v1/agent/response/o/t")
+    assert RESPONSE.build(namespace="acme/", delegating_agent_name="o", sub_task_id="t") == (
+        "acme/a2a/v1/agent/response/o/t"
+    )
 
 
 def test_params_keep_pattern_order() -> None:
@@ -98,17 +94,11 @@ def test_percent_in_a_literal_level_is_kept() -> None:
 
 def test_filter_puts_plus_for_left_out_params() -> None:
     assert RESPONSE.filter(namespace="acme") == "acme/a2a/v1/agent/response/+/+"
-    assert (
-        RESPONSE.filter(namespace="acme", delegating_agent_name="o")
-        == "acme/a2a/v1/agent/response/o/+"
-    )
-    assert (
-        RESPONSE.filter(namespace="acme", sub_task_id="t")
-        == "acme/a2a/v1/agent/response/+/t"
-    )
-    assert RESPONSE.filter(
+    assert RESPONSE.filter(namespace="acme", delegating_agent_name="o") == "acme/a2a/v1/agent/response/o/+"
+    assert RESPONSE.filter(namespace="acme", sub_task_id="t") == "acme/a2a/v1/agent/response/+/t"
+    assert RESPONSE.filter(namespace="acme", delegating_agent_name="o", sub_task_id="t") == RESPONSE.build(
         namespace="acme", delegating_agent_name="o", sub_task_id="t"
-    ) == RESPONSE.build(namespace="acme", delegating_agent_name="o", sub_task_id="t")
+    )
 
 
 def test_filter_without_namespace_param() -> None:
@@ -123,9 +113,7 @@ def test_filter_without_namespace_param() -> None:
             "missing ['sub_task_id']",
         ),
         (
-            lambda: RESPONSE.build(
-                namespace="a", delegating_agent_name="o", sub_task_id="t", extra="x"
-            ),
+            lambda: RESPONSE.build(namespace="a", delegating_agent_name="o", sub_task_id="t", extra="x"),
             "unknown ['extra']",
         ),
         (lambda: RESPONSE.filter(delegating_agent_name="o"), "missing ['namespace']"),
@@ -135,20 +123,13 @@ def test_filter_without_namespace_param() -> None:
 def test_wrong_params_are_named(call: object, message: str) -> None:
     with pytest.raises(TemplateError, match=re.escape(message)) as error:
         call()  # type: ignore[operator]
-    assert (
-        "its parameters are ['namespace', 'delegating_agent_name', 'sub_task_id']"
-        in str(error.value)
-    )
+    assert "its parameters are ['namespace', 'delegating_agent_name', 'sub_task_id']" in str(error.value)
 
 
 def test_build_validates_identifiers_by_their_param_name() -> None:
-    with pytest.raises(
-        InvalidIdentifierError, match=re.escape("invalid sub task id 'a/b'")
-    ):
+    with pytest.raises(InvalidIdentifierError, match=re.escape("invalid sub task id 'a/b'")):
         RESPONSE.build(namespace="acme", delegating_agent_name="o", sub_task_id="a/b")
-    with pytest.raises(
-        InvalidIdentifierError, match=re.escape("invalid delegating agent name 'o o'")
-    ):
+    with pytest.raises(InvalidIdentifierError, match=re.escape("invalid delegating agent name 'o o'")):
         RESPONSE.filter(namespace="acme", delegating_agent_name="o o")
 
 
@@ -202,10 +183,7 @@ TEMPLATES = [
 
 @st.composite
 def template_params(draw: st.DrawFn, template: TopicTemplate) -> dict[str, str]:
-    return {
-        name: draw(namespaces if name == "namespace" else identifiers)
-        for name in template.params
-    }
+    return {name: draw(namespaces if name == "namespace" else identifiers) for name in template.params}
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=repr)
@@ -225,16 +203,12 @@ def test_match_inverts_build(template: TopicTemplate, data: st.DataObject) -> No
         max_size=4,
     ),
 )
-def test_build_inverts_match(
-    template: TopicTemplate, namespace: str, levels: list[str]
-) -> None:
+def test_build_inverts_match(template: TopicTemplate, namespace: str, levels: list[str]) -> None:
     # Topics of roughly the template's shape, valid or not.
     prefix = template.filter(namespace=namespace).removesuffix("/+").removesuffix("/+")
     topic = "/".join([prefix, *levels])
     params = template.match(topic)
     if params is not None:
         assert template.build(**params) == topic
-    if len(levels) == len(template.params) - 1 and all(
-        IDENTIFIER.fullmatch(level) for level in levels
-    ):
+    if len(levels) == len(template.params) - 1 and all(IDENTIFIER.fullmatch(level) for level in levels):
         assert params == dict(zip(template.params, [namespace, *levels], strict=True))

@@ -127,8 +127,7 @@ def test_identifier_message_matches_the_documented_example() -> None:
     with pytest.raises(InvalidIdentifierError) as error:
         validate_identifier("my agent")
     assert str(error.value) == (
-        "invalid agent name 'my agent': "
-        "use 1-128 characters from A-Z a-z 0-9 _ . - (no spaces or '/')"
+        "invalid agent name 'my agent': use 1-128 characters from A-Z a-z 0-9 _ . - (no spaces or '/')"
     )
 
 
