@@ -28,8 +28,7 @@ import socket
 import ssl
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -52,16 +51,21 @@ from mesh.errors import (
     TransportError,
 )
 from mesh.properties import MessageProperties
+from mesh.transport.base import (
+    ConnectListener,
+    DisconnectListener,
+    InboundMessage,
+    MessageHandler,
+    Subscription,
+    Will,
+)
 from mesh.transport.codec import from_paho, to_paho
 from mesh.transport.driver import SocketDriver
-from mesh.transport.subscriptions import BrokerSubscription, MessageHandler, Subscription, SubscriptionTable
+from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
 from mesh.transport.window import InflightWindow
 from topics import validate_filter, validate_publish_topic
 
 log = logging.getLogger("mesh.transport")
-
-ConnectListener = Callable[[bool], Awaitable[None] | None]
-DisconnectListener = Callable[[str], Awaitable[None] | None]
 
 # MQTT's own ceiling on a packet (256 MiB); brokers usually advertise less in CONNACK.
 _MQTT_MAX_PACKET = 268_435_455
@@ -69,28 +73,6 @@ _MQTT_MAX_PACKET = 268_435_455
 _PUBLISH_OVERHEAD = 64
 # Below the broker's limit by this much, a message is not measured property by property.
 _SIZE_CHECK_MARGIN = 64 * 1024
-
-
-@dataclass(slots=True)
-class InboundMessage:
-    """A message received on a subscription."""
-
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    properties: MessageProperties
-
-
-@dataclass(frozen=True, slots=True)
-class Will:
-    """The message the broker publishes for us if the connection dies without DISCONNECT."""
-
-    topic: str
-    payload: bytes = b""
-    qos: int = 1
-    retain: bool = False
-    properties: MessageProperties | None = None
 
 
 class MqttTransport:
@@ -154,6 +136,10 @@ class MqttTransport:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    @property
+    def url(self) -> str:
+        return self.settings.url
 
     @property
     def is_connected(self) -> bool:

@@ -12,16 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from mesh.transport.base import MessageHandler
 from topics import topic_matches
-
-if TYPE_CHECKING:
-    from mesh.transport.client import InboundMessage
-
-MessageHandler = Callable[["InboundMessage"], Awaitable[None] | None]
 
 
 @dataclass(eq=False, slots=True)
@@ -37,14 +32,6 @@ class BrokerSubscription:
     handlers: list[MessageHandler] = field(default_factory=list)
     # Whether the broker's current session holds this subscription.
     confirmed: bool = False
-
-
-@dataclass(eq=False, frozen=True, slots=True)
-class Subscription:
-    """A handler's subscription; pass it to :meth:`MqttTransport.unsubscribe` to end it."""
-
-    topic_filter: str
-    handler: MessageHandler
 
 
 class SubscriptionTable:

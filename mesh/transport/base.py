@@ -1,0 +1,135 @@
+"""The transport seam: what mesh components need from a connection, with no paho in sight.
+
+Services, clients, registries and gateways depend on :class:`Transport`; :class:`MqttTransport`
+(:mod:`mesh.transport.client`) is the implementation on a real broker, and
+:class:`~mesh.transport.memory.MemoryTransport` an in-process one for agent authors' unit
+tests (see :mod:`agents.testing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from mesh.properties import MessageProperties
+
+__all__ = [
+    "ConnectListener",
+    "DisconnectListener",
+    "InboundMessage",
+    "MessageHandler",
+    "Subscription",
+    "Transport",
+    "Will",
+]
+
+
+@dataclass(slots=True)
+class InboundMessage:
+    """A message received on a subscription."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    properties: MessageProperties
+
+
+@dataclass(frozen=True, slots=True)
+class Will:
+    """The message the broker publishes for us if the connection dies without DISCONNECT."""
+
+    topic: str
+    payload: bytes = b""
+    qos: int = 1
+    retain: bool = False
+    properties: MessageProperties | None = None
+
+
+MessageHandler = Callable[[InboundMessage], Awaitable[None] | None]
+ConnectListener = Callable[[bool], Awaitable[None] | None]
+DisconnectListener = Callable[[str], Awaitable[None] | None]
+
+
+@dataclass(eq=False, frozen=True, slots=True)
+class Subscription:
+    """A handler's subscription; pass it to :meth:`Transport.unsubscribe` to end it."""
+
+    topic_filter: str
+    handler: MessageHandler
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """One connection to the mesh's broker, used from asyncio.
+
+    Handlers and listeners may be plain functions (called on the loop; keep them short) or
+    coroutine functions (run as tasks, off the network path). Their exceptions are logged,
+    never propagated into the transport.
+    """
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def url(self) -> str:
+        """Where the connection goes, for logs and cards (no password)."""
+        ...
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    async def connect(self) -> None:
+        """Connect once (then reconnect by itself until :meth:`close`); raise ``ConnectError``."""
+
+    async def close(self) -> None:
+        """Disconnect cleanly (no will fires) and fail whatever is still pending."""
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until connected; raise ``NotConnectedError`` after ``timeout``."""
+
+    async def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        properties: MessageProperties | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Publish; for QoS 1 wait for the broker's acknowledgement (``PublishError`` on refusal)."""
+
+    def publish_nowait(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        retain: bool = False,
+        properties: MessageProperties | None = None,
+    ) -> asyncio.Future[None]:
+        """Queue a QoS 1 publish in call order; the future resolves on the acknowledgement."""
+        ...
+
+    async def subscribe(
+        self,
+        topic_filter: str,
+        handler: MessageHandler,
+        *,
+        qos: int = 1,
+        no_local: bool = False,
+        timeout: float | None = None,
+    ) -> Subscription:
+        """Subscribe and wait for the broker's acknowledgement; survives reconnects."""
+        ...
+
+    async def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop delivering to ``subscription``."""
+
+    def add_connect_listener(self, listener: ConnectListener) -> None:
+        """Call ``listener(session_present)`` after every successful (re)connection."""
+
+    def add_disconnect_listener(self, listener: DisconnectListener) -> None:
+        """Call ``listener(reason)`` whenever an established connection is lost."""
