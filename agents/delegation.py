@@ -53,7 +53,7 @@ from mesh.calls import Call, CallRouter
 from mesh.errors import AgentNotFoundError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.registry import DiscoveryRegistry, name_allowed
-from mesh.transport import MqttTransport
+from mesh.transport import Transport
 from topics import get_agent_request_topic
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class Delegator:
         self,
         agent_name: str,
         namespace: str,
-        transport: MqttTransport,
+        transport: Transport,
         registry: DiscoveryRegistry,
         settings: DelegationSettings,
         *,

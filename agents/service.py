@@ -58,7 +58,7 @@ from mesh.limits import check_message_limits
 from mesh.presence import CardPresence, presence_will
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.registry import DiscoveryRegistry
-from mesh.transport import InboundMessage, MqttTransport
+from mesh.transport import InboundMessage, MqttTransport, Transport
 from topics import (
     get_agent_discovery_topic,
     get_agent_request_topic,
@@ -94,23 +94,33 @@ class AgentService:
         self,
         agent: Agent,
         *,
-        broker: BrokerSettings,
         namespace: str,
+        broker: BrokerSettings | None = None,
         settings: AgentSettings | None = None,
         client_id: str | None = None,
+        transport: Transport | None = None,
     ) -> None:
+        """Serve ``agent`` through ``transport``, or through an MQTT connection to ``broker``.
+
+        A given transport must carry this agent's will (an empty retained message on its card
+        topic), as the default one does.
+        """
         self.agent = agent
         self.name = agent.name
         self.namespace = validate_namespace(namespace)
         self.settings = settings or AgentSettings()
         self.request_topic = get_agent_request_topic(self.namespace, self.name)
         self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
-        self.transport = MqttTransport(
-            broker,
-            client_id=client_id or f"{self.name}-{uuid.uuid4().hex[:8]}",
-            will=presence_will(self.card_topic),
-        )
-        self.url = f"{broker.url}/{self.request_topic}"
+        if transport is None:
+            if broker is None:
+                raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
+            transport = MqttTransport(
+                broker,
+                client_id=client_id or f"{self.name}-{uuid.uuid4().hex[:8]}",
+                will=presence_will(self.card_topic),
+            )
+        self.transport: Transport = transport
+        self.url = f"{transport.url}/{self.request_topic}"
         self.tasks = TaskStore(
             retention_s=self.settings.task_retention_s, max_finished=self.settings.max_retained_tasks
         )
@@ -160,7 +170,7 @@ class AgentService:
             topic_filter = shared_subscription(self.name, self.request_topic)
         self._subscription = await self.transport.subscribe(topic_filter, self._on_request)
         await self.presence.start()
-        log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.settings.url)
+        log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.url)
 
     async def stop(self) -> None:
         """Stop taking requests, cancel and answer in-flight tasks, clear the card, disconnect."""

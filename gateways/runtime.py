@@ -34,7 +34,7 @@ from mesh.errors import MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.registry import DiscoveryRegistry
-from mesh.transport import MqttTransport
+from mesh.transport import MqttTransport, Transport
 from topics import get_agent_request_topic, get_gateway_discovery_topic, validate_identifier, validate_namespace
 
 log = logging.getLogger("gateways.runtime")
@@ -74,9 +74,10 @@ class GatewayRuntime:
         self,
         gateway_id: str,
         *,
-        broker: BrokerSettings,
         namespace: str,
         card: Callable[[], bytes],
+        broker: BrokerSettings | None = None,
+        transport: Transport | None = None,
         idle_timeout_s: float = 300.0,
         card_interval_s: float = 10.0,
         discovery_ttl_s: float = 60.0,
@@ -87,9 +88,13 @@ class GatewayRuntime:
         self.namespace = validate_namespace(namespace)
         self.idle_timeout_s = idle_timeout_s
         card_topic = get_gateway_discovery_topic(self.namespace, self.gateway_id)
-        self.transport = MqttTransport(
-            broker, client_id=f"{self.gateway_id}-{uuid.uuid4().hex[:8]}", will=presence_will(card_topic)
-        )
+        if transport is None:
+            if broker is None:
+                raise TypeError("GatewayRuntime needs a broker (BrokerSettings) or a transport")
+            transport = MqttTransport(
+                broker, client_id=f"{self.gateway_id}-{uuid.uuid4().hex[:8]}", will=presence_will(card_topic)
+            )
+        self.transport: Transport = transport
         self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=discovery_ttl_s)
         self.router = CallRouter(self.transport, self.namespace, self.gateway_id, role="gateway")
         self.presence = CardPresence(self.transport, card_topic, card, interval_s=card_interval_s)

@@ -19,7 +19,7 @@ from typing import Literal
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.errors import MeshError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.transport import InboundMessage, MqttTransport
+from mesh.transport import InboundMessage, Transport
 from topics import (
     get_agent_request_topic,
     get_agent_response_subscription_topic,
@@ -61,7 +61,7 @@ class Call:
 class CallRouter:
     """Routes answers on one owner's response/status topics to the calls waiting for them."""
 
-    def __init__(self, transport: MqttTransport, namespace: str, owner: str, *, role: Role) -> None:
+    def __init__(self, transport: Transport, namespace: str, owner: str, *, role: Role) -> None:
         self.transport = transport
         self.namespace = namespace
         self.owner = owner

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.transport import MqttTransport, Will
+from mesh.transport import Transport, Will
 
 log = logging.getLogger("mesh.presence")
 
@@ -32,7 +32,7 @@ class CardPresence:
 
     def __init__(
         self,
-        transport: MqttTransport,
+        transport: Transport,
         card_topic: str,
         card: Callable[[], bytes],
         *,

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
 from mesh.errors import AgentNotFoundError
-from mesh.transport import InboundMessage, MqttTransport, Subscription
+from mesh.transport import InboundMessage, Subscription, Transport
 from topics import get_discovery_subscription_topic, parse_discovery_topic, validate_identifier
 
 log = logging.getLogger("mesh.registry")
@@ -86,7 +86,7 @@ class DiscoveryRegistry:
 
     def __init__(
         self,
-        transport: MqttTransport,
+        transport: Transport,
         namespace: str,
         *,
         ttl_s: float = 60.0,

@@ -297,7 +297,7 @@ async def _health(request: Request) -> Response:
             "status": "ok" if connected else "degraded",
             "gateway": gateway.settings.id,
             "namespace": gateway.runtime.namespace,
-            "broker": {"url": gateway.runtime.transport.settings.url, "connected": connected},
+            "broker": {"url": gateway.runtime.transport.url, "connected": connected},
             "agents": len(gateway.runtime.registry.agents()),
         },
         status_code=200 if connected else 503,
