@@ -1,17 +1,17 @@
-"""The MQTT v5 transport: the only code in the project that imports paho-mqtt.
+"""The transport seam and its implementations; the only code in the project that imports paho-mqtt.
 
-- :mod:`mesh.transport.base`: the :class:`Transport` seam components depend on, and the
+- :mod:`mesh.transport.base`: the :class:`Transport` protocol components depend on, and the
   message types it carries (no paho);
-- :mod:`mesh.transport.client`: :class:`MqttTransport`, paho driven by the asyncio loop;
-- :mod:`mesh.transport.codec`: a faster drop-in for paho's ``Properties`` and the
-  :class:`~mesh.properties.MessageProperties` conversion;
-- :mod:`mesh.transport.window`: the bound on unacknowledged QoS 1 publishes.
+- :mod:`mesh.transport.client`: :class:`MqttTransport`, paho driven by the asyncio loop
+  (with :mod:`~mesh.transport.connection`, :mod:`~mesh.transport.publishing`,
+  :mod:`~mesh.transport.inbound`, :mod:`~mesh.transport.pahoclient`, :mod:`~mesh.transport.codec`);
+- :mod:`mesh.transport.memory`: :class:`MemoryBroker` and :class:`MemoryTransport`, an
+  in-process hub for unit tests (see :mod:`agents.testing`).
+
+Importing it changes nothing in paho: the faster properties codec is used by our own clients only.
 """
 
-from mesh.transport import codec
 from mesh.transport.base import InboundMessage, MessageHandler, Subscription, Transport, Will
 from mesh.transport.client import MqttTransport
-
-codec.install()
 
 __all__ = ["InboundMessage", "MessageHandler", "MqttTransport", "Subscription", "Transport", "Will"]

@@ -5,8 +5,14 @@ search with ``str.replace``, scans each received string character by character a
 the buffer at every step: ~130 us to read the ~260 bytes of properties a mesh request
 carries, and more than half of the CPU of a busy mesh process. :class:`FastProperties`
 is a drop-in subclass with the same attributes, the same wire format and the same checks,
-built on shared tables; :func:`install` makes paho construct it. A property-based test
-checks it against paho's own class on random inputs.
+built on shared tables. :func:`to_paho` builds it for what we send, and
+:mod:`mesh.transport.pahoclient` decodes what we receive with it, per client: paho's module
+globals are never patched. A property-based test checks it against paho's own class on
+random inputs.
+
+Both lean on paho internals (its property tables, its packet handlers), so they are used only
+with the paho minor release they were tested with (:data:`PAHO_TESTED`); with any other, paho's
+own ``Properties`` is used, slower but correct.
 
 One deliberate difference: U+FEFF is accepted in received strings. paho rejects it, but
 MQTT 5 [MQTT-1.5.4-3] says it must be passed on, not refused.
@@ -14,20 +20,47 @@ MQTT 5 [MQTT-1.5.4-3] says it must be passed on, not refused.
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any
 
-import paho.mqtt._packet as paho_packet
-import paho.mqtt.client as paho_client
+import paho.mqtt
+from paho.mqtt.exception import MalformedPacket, MQTTException
 from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import MalformedPacket, MQTTException, Properties, VariableByteIntegers
+from paho.mqtt.properties import Properties
 
 from mesh.properties import MessageProperties
 
+__all__ = ["PAHO_TESTED", "TESTED_PAHO_MINOR", "FastProperties", "from_paho", "paho_version_tested", "to_paho"]
+
+log = logging.getLogger(__name__)
+
+#: The paho-mqtt minor release the speed-up was checked against (pyproject pins the same range).
+TESTED_PAHO_MINOR = (2, 2)
+
+
+def paho_version_tested(version: str) -> bool:
+    """Whether paho-mqtt ``version`` is of the tested minor release."""
+    parts = version.split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) == TESTED_PAHO_MINOR
+    except (IndexError, ValueError):
+        return False
+
+
+#: Whether the installed paho is the tested one, so that its internals are what we expect.
+PAHO_TESTED = paho_version_tested(paho.mqtt.__version__)
+if not PAHO_TESTED:
+    log.debug(
+        "paho-mqtt %s is not the tested %d.%d: using paho's own Properties (slower)",
+        paho.mqtt.__version__,
+        *TESTED_PAHO_MINOR,
+    )
+
 _BYTE, _INT16, _INT32, _VBI, _BINARY, _UTF8, _PAIR = range(7)
 
-# paho's own tables, read once from a stock instance.
-_STOCK = Properties(PacketTypes.PUBLISH)
+# paho's own tables, read once from a stock instance (paho's constructor is untyped).
+_STOCK = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
 _TYPE_NAMES: list[str] = _STOCK.types
 _SPACED_NAMES: dict[str, int] = _STOCK.names
 _PAHO_TABLE: dict[int, tuple[int, list[int]]] = _STOCK.properties
@@ -122,7 +155,9 @@ class FastProperties(Properties):
                         _write(out, ident, kind, item)
                 else:
                     _write(out, ident, kind, value)
-        return bytes(VariableByteIntegers.encode(len(out))) + bytes(out)
+        header = bytearray()
+        _write_vbi(header, len(out))
+        return bytes(header + out)
 
     def unpack(self, buffer: bytes | bytearray) -> tuple[FastProperties, int]:
         self.clear()
@@ -170,7 +205,18 @@ def _write(out: bytearray, ident: int, kind: int, value: Any) -> None:
     elif kind == _INT32:
         out += _INT32_STRUCT.pack(value)
     else:
-        out += VariableByteIntegers.encode(value)
+        _write_vbi(out, value)
+
+
+def _write_vbi(out: bytearray, value: int) -> None:
+    if not 0 <= value <= 268_435_455:
+        raise ValueError(f"Value {value!r} must be in range 0-268435455")
+    while True:
+        digit = value & 0x7F
+        value >>= 7
+        out.append(digit | 0x80 if value else digit)
+        if not value:
+            return
 
 
 def _write_utf8(out: bytearray, value: str | bytes) -> None:
@@ -215,10 +261,10 @@ def _read_value(buffer: bytes | bytearray, pos: int, end: int, kind: int) -> tup
         if pos + 4 > end:
             raise MalformedPacket("Not enough data to read a four byte integer")
         return _INT32_STRUCT.unpack_from(buffer, pos)[0], pos + 4
-    value, new_pos = _read_vbi(buffer, pos)
+    number, new_pos = _read_vbi(buffer, pos)
     if new_pos > end:
         raise MalformedPacket("Variable Byte Integer runs past the properties")
-    return value, new_pos
+    return number, new_pos
 
 
 def _read_length(buffer: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
@@ -241,17 +287,11 @@ def _read_utf8(buffer: bytes | bytearray, pos: int, end: int) -> tuple[str, int]
     return text, start + length
 
 
-def install() -> None:
-    """Make paho build :class:`FastProperties` wherever it builds ``Properties``."""
-    paho_client.Properties = FastProperties  # type: ignore[misc]
-    paho_packet.Properties = FastProperties  # type: ignore[misc]
-
-
 def to_paho(props: MessageProperties | None, packet_type: int = PacketTypes.PUBLISH) -> Properties | None:
     """Build a fresh paho Properties (assigning UserProperty appends, so never reuse one)."""
     if props is None:
         return None
-    out = FastProperties(packet_type)
+    out = FastProperties(packet_type) if PAHO_TESTED else Properties(packet_type)  # type: ignore[no-untyped-call]
     attributes = out.__dict__
     # Values come from MessageProperties, already typed: skip the per-name checks.
     pairs = props.user_properties()
@@ -271,6 +311,7 @@ def to_paho(props: MessageProperties | None, packet_type: int = PacketTypes.PUBL
 
 
 def from_paho(props: Properties | None) -> MessageProperties:
+    """The mesh's view of received properties (paho's class or ours: both keep their values in ``__dict__``)."""
     if props is None:
         return MessageProperties()
     attributes = props.__dict__

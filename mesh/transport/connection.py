@@ -1,0 +1,239 @@
+"""One paho connection's lifecycle on the asyncio loop: connect, lose, reconnect, close.
+
+paho's socket is handed to the loop (:class:`~mesh.transport.driver.SocketDriver`) as soon as
+it opens; the blocking TCP/TLS connect itself runs in an executor thread. After the first
+successful connection, a lost one is re-established with capped exponential backoff until
+:meth:`Connection.close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+
+from mesh.broker import BrokerSettings
+from mesh.errors import ConnectError, NotConnectedError, TransportError
+from mesh.transport.base import ConnectListener, DisconnectListener
+from mesh.transport.callbacks import CallbackRunner
+from mesh.transport.driver import SocketDriver
+
+__all__ = ["Connection"]
+
+log = logging.getLogger(__name__)
+
+
+class Connection:
+    """The connected state of one paho client, and the listeners told when it changes."""
+
+    def __init__(self, settings: BrokerSettings, client: paho.Client, callbacks: CallbackRunner) -> None:
+        self.settings = settings
+        self.client = client
+        self._callbacks = callbacks
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._driver: SocketDriver | None = None
+        self.connected = asyncio.Event()
+        self.closing = False
+        self._started = False
+        self._connack: asyncio.Future[None] | None = None
+        self._disconnected: asyncio.Future[None] | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._connect_listeners: list[ConnectListener] = []
+        self._disconnect_listeners: list[DisconnectListener] = []
+        client.on_disconnect = self._threadsafe(self._on_disconnect)
+        client.on_socket_open = self._on_socket_open
+        client.on_socket_close = self._threadsafe(self._on_socket_close)
+
+    # ------------------------------------------------------------------ the public side
+
+    async def connect(self) -> None:
+        """Connect once; raise :class:`ConnectError` naming the broker and the reason."""
+        self.loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._driver = SocketDriver(self.client, self.loop)
+        self.closing = False
+        try:
+            await self._open(first=True)
+        except ConnectError:
+            raise
+        except (OSError, ssl.SSLError) as exc:
+            raise ConnectError(
+                f"cannot connect to the MQTT broker at {self.settings.url}: {exc}. "
+                "Is it running? Start one with `mesh up`, or set --broker / MESH_BROKER_URL."
+            ) from exc
+        self._started = True
+
+    async def close(self) -> bool:
+        """Disconnect cleanly (the broker discards the will); False if already closing."""
+        if self.closing:
+            return False
+        self.closing = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+        if self.client.is_connected():
+            self._disconnected = asyncio.get_running_loop().create_future()
+            self.client.disconnect()
+            self.sync_writer()
+            try:
+                await asyncio.wait_for(self._disconnected, timeout=2.0)
+            except TimeoutError:
+                log.warning("broker %s did not close the connection in time", self.settings.url)
+        self._forget_socket()
+        self.connected.clear()
+        return True
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        if self.connected.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.connected.wait(), timeout)
+        except TimeoutError:
+            raise NotConnectedError(
+                f"no connection to the MQTT broker at {self.settings.url} within {timeout:g} s"
+            ) from None
+
+    def add_connect_listener(self, listener: ConnectListener) -> None:
+        self._connect_listeners.append(listener)
+
+    def add_disconnect_listener(self, listener: DisconnectListener) -> None:
+        self._disconnect_listeners.append(listener)
+
+    def established(self, session_present: bool) -> None:
+        """The broker accepted the connection (CONNACK): report it connected."""
+        self.connected.set()
+        if self._connack is not None and not self._connack.done():
+            self._connack.set_result(None)
+        for listener in self._connect_listeners:
+            self._callbacks.run(listener, session_present)
+
+    def refused(self, reason: ReasonCode) -> None:
+        """The broker refused the connection (CONNACK with a failure reason)."""
+        if self._connack is not None and not self._connack.done():
+            error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection: {reason}")
+            self._connack.set_exception(error)
+
+    def require_loop(self) -> asyncio.AbstractEventLoop:
+        if self.loop is None:
+            raise NotConnectedError("the transport is not connected; call connect() first")
+        return self.loop
+
+    def sync_writer(self) -> None:
+        """After handing paho bytes: watch the socket for room if paho could not send them all."""
+        if self._driver is not None:
+            self._driver.sync_writer()
+
+    def cork(self) -> None:
+        """Before handing paho bytes: let this loop pass's writes leave as one segment."""
+        if self._driver is not None:
+            self._driver.cork()
+
+    # ------------------------------------------------------------------ connecting
+
+    async def _open(self, *, first: bool) -> None:
+        loop = self.require_loop()
+        self._connack = loop.create_future()
+        connect_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        if self.settings.session_expiry_s:
+            connect_props.SessionExpiryInterval = self.settings.session_expiry_s
+        call: Callable[[], Any]
+        if first:
+            call = lambda: self.client.connect(  # noqa: E731
+                self.settings.host,
+                self.settings.port,
+                keepalive=self.settings.keepalive_s,
+                clean_start=self.settings.session_expiry_s == 0,
+                properties=connect_props,
+            )
+        else:
+            call = self.client.reconnect
+        await loop.run_in_executor(None, call)
+        try:
+            await asyncio.wait_for(self._connack, self.settings.connect_timeout_s)
+        except TimeoutError:
+            self._forget_socket()
+            raise ConnectError(
+                f"no CONNACK from {self.settings.url} within {self.settings.connect_timeout_s:g} s"
+            ) from None
+
+    async def _reconnect(self) -> None:
+        delay = self.settings.reconnect_min_delay_s
+        attempts = 0
+        while not self.closing and not self.connected.is_set():
+            await asyncio.sleep(delay)
+            attempts += 1
+            try:
+                await self._open(first=False)
+            except (OSError, ssl.SSLError, TransportError) as exc:
+                log.log(
+                    logging.WARNING if attempts in (1, 10) or attempts % 60 == 0 else logging.DEBUG,
+                    "reconnect to %s failed (attempt %d): %s",
+                    self.settings.url,
+                    attempts,
+                    exc,
+                )
+                delay = min(delay * 2, self.settings.reconnect_max_delay_s)
+            else:
+                log.info("reconnected to %s after %d attempt(s)", self.settings.url, attempts)
+
+    def _on_disconnect(
+        self, _client: paho.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Properties | None
+    ) -> None:
+        was_connected = self.connected.is_set()
+        self.connected.clear()
+        self._forget_socket()
+        if self._disconnected is not None and not self._disconnected.done():
+            self._disconnected.set_result(None)
+        if self.closing or not self._started:
+            return
+        if was_connected:
+            log.warning("connection to %s lost (%s); reconnecting", self.settings.url, reason)
+            for listener in self._disconnect_listeners:
+                self._callbacks.run(listener, str(reason))
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = self.require_loop().create_task(self._reconnect())
+
+    # ------------------------------------------------------------------ the socket
+
+    def _on_socket_open(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
+        # Runs in the executor thread that connects; the loop takes over the socket.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.require_loop().call_soon_threadsafe(self._register_socket, sock)
+
+    def _register_socket(self, sock: Any) -> None:
+        if self.client.socket() is not sock:
+            return  # closed again before the loop got to it
+        if self.closing:
+            self.client.disconnect()  # a reconnect finished after close(): undo it
+            return
+        if self._driver is None:
+            raise NotConnectedError("the transport is not connected; call connect() first")
+        self._driver.attach(sock)
+
+    def _on_socket_close(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
+        if self._driver is not None and sock is self._driver.sock:
+            self._driver.detach()
+
+    def _forget_socket(self) -> None:
+        if self._driver is not None:
+            self._driver.detach()
+
+    def _threadsafe(self, callback: Callable[..., None]) -> Callable[..., None]:
+        """Run a paho callback on the loop even when paho calls it from the connect thread."""
+
+        def wrapper(*args: Any) -> None:
+            if self.loop is None or threading.get_ident() == self._loop_thread:
+                callback(*args)
+            else:
+                self.loop.call_soon_threadsafe(callback, *args)
+
+        return wrapper

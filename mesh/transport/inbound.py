@@ -1,0 +1,143 @@
+"""Subscribing on one MQTT connection and dispatching what arrives to the handlers.
+
+Handlers are found by MQTT v5 Subscription Identifier, so overlapping filters each get
+exactly their own copy (by local filter matching on a broker without identifiers); a handler
+that raises is logged and delivery goes on; async handlers run as tasks, off the network path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from mesh.errors import SubscribeError
+from mesh.transport.base import InboundMessage, MessageHandler, Subscription
+from mesh.transport.callbacks import CallbackRunner
+from mesh.transport.codec import from_paho
+from mesh.transport.connection import Connection
+from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
+from topics import validate_filter
+
+__all__ = ["Inbound"]
+
+log = logging.getLogger(__name__)
+
+
+class Inbound:
+    """The subscribing and receiving half of one connection."""
+
+    def __init__(self, connection: Connection, callbacks: CallbackRunner, *, use_subscription_ids: bool) -> None:
+        self._connection = connection
+        self._client = connection.client
+        self._callbacks = callbacks
+        self._table = SubscriptionTable()
+        self._use_subscription_ids = use_subscription_ids
+        #: Whether the broker supports Subscription Identifiers (from CONNACK) and we use them.
+        self.subscription_ids_available = use_subscription_ids
+        self._client.on_message = self._on_message
+        self._client.on_subscribe = self._on_subscribe
+
+    def read_limits(self, props: Properties | None) -> None:
+        """Adopt what the broker announced in CONNACK."""
+        self.subscription_ids_available = self._use_subscription_ids and bool(
+            getattr(props, "SubscriptionIdentifierAvailable", 1)
+        )
+
+    def resubscribe(self, session_present: bool) -> None:
+        """After a (re)connection: subscribe again to what the broker's session lacks."""
+        for entry in self._table.to_resubscribe(session_present):
+            self._send_subscribe(entry)
+
+    async def subscribe(
+        self, topic_filter: str, handler: MessageHandler, *, qos: int, no_local: bool, timeout: float
+    ) -> Subscription:
+        """See :meth:`mesh.transport.MqttTransport.subscribe`."""
+        validate_filter(topic_filter)
+        if no_local and topic_filter.startswith("$share/"):
+            raise ValueError(f"no_local is a protocol error on a shared subscription ({topic_filter!r})")
+        connection = self._connection
+        entry, created = self._table.add(topic_filter, handler, qos, no_local, connection.require_loop())
+        if created and connection.connected.is_set():
+            self._send_subscribe(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(entry.acked), timeout)
+        except TimeoutError:
+            self._drop_handler(entry, handler)
+            raise SubscribeError(
+                f"no SUBACK for {topic_filter!r} from {connection.settings.url}",
+                topic_filter=topic_filter,
+                reason="timeout",
+            ) from None
+        except SubscribeError:
+            self._drop_handler(entry, handler)
+            raise
+        return Subscription(topic_filter, handler)
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop delivering to ``subscription``; the last handler of a filter unsubscribes it."""
+        entry = self._table.get(subscription.topic_filter)
+        if entry is not None:
+            self._drop_handler(entry, subscription.handler)
+
+    def _drop_handler(self, entry: BrokerSubscription, handler: MessageHandler) -> None:
+        if self._table.drop(entry, handler) and self._connection.connected.is_set():
+            self._client.unsubscribe(entry.topic_filter)
+            self._connection.sync_writer()
+
+    def _send_subscribe(self, entry: BrokerSubscription) -> None:
+        props: Properties | None = None
+        if self.subscription_ids_available:
+            props = Properties(PacketTypes.SUBSCRIBE)  # type: ignore[no-untyped-call]
+            props.SubscriptionIdentifier = entry.identifier
+        options = SubscribeOptions(qos=entry.qos, noLocal=entry.no_local)
+        _rc, mid = self._client.subscribe(entry.topic_filter, options=options, properties=props)
+        if mid is not None:
+            self._table.sent(mid, entry)
+        self._connection.sync_writer()
+
+    def _on_subscribe(
+        self, _client: paho.Client, _userdata: Any, mid: int, reasons: list[ReasonCode], _props: Properties | None
+    ) -> None:
+        entry = self._table.suback(mid)
+        if entry is None:
+            return
+        failed = [r for r in reasons if r.is_failure]
+        if not failed:
+            entry.confirmed = True
+            if not entry.acked.done():
+                entry.acked.set_result(None)
+            return
+        error = SubscribeError(
+            f"the broker at {self._connection.settings.url} refused the subscription "
+            f"{entry.topic_filter!r}: {failed[0]}",
+            topic_filter=entry.topic_filter,
+            reason=str(failed[0]),
+        )
+        if not entry.acked.done():
+            entry.acked.set_exception(error)
+            entry.acked.exception()  # waiters each re-raise it; none may be left to read it
+        else:
+            log.error("%s (after a reconnect)", error)
+
+    def _on_message(self, _client: paho.Client, _userdata: Any, msg: paho.MQTTMessage) -> None:
+        props = msg.properties
+        payload = msg.payload
+        message = InboundMessage(
+            topic=msg.topic,
+            # paho's own decoder may hand out a bytearray; handlers get immutable bytes.
+            payload=payload if type(payload) is bytes else bytes(payload),
+            qos=msg.qos,
+            retain=bool(msg.retain),
+            properties=from_paho(props),
+        )
+        sub_ids = getattr(props, "SubscriptionIdentifier", None) if self.subscription_ids_available else None
+        run = self._callbacks.run
+        for handler in self._table.handlers_for(message.topic, sub_ids):
+            run(handler, message)
