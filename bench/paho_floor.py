@@ -2,7 +2,8 @@
 
 Runs in processes of its own, so that nothing of the mesh's (its faster ``Properties`` codec,
 its event loop) can touch the floor. Written the fastest way paho allows: callbacks publish
-the next message from paho's network thread, with the same bytes on the wire as the mesh (payload, user properties, native v5 fields, QoS 1).
+the next message from paho's network thread, with the same bytes on the wire as the mesh
+(payload, user properties, native v5 fields, QoS 1).
 
     python bench/paho_floor.py serve URL TOPIC          # echo responder, prints "ready"
     python bench/paho_floor.py measure URL TOPIC N M W  # prints {"rtt_us", "p99_us", "rps"}

@@ -13,5 +13,15 @@ Importing it changes nothing in paho: the faster properties codec is used by our
 
 from mesh.transport.base import InboundMessage, MessageHandler, Subscription, Transport, Will
 from mesh.transport.client import MqttTransport
+from mesh.transport.memory import MemoryBroker, MemoryTransport
 
-__all__ = ["InboundMessage", "MessageHandler", "MqttTransport", "Subscription", "Transport", "Will"]
+__all__ = [
+    "InboundMessage",
+    "MemoryBroker",
+    "MemoryTransport",
+    "MessageHandler",
+    "MqttTransport",
+    "Subscription",
+    "Transport",
+    "Will",
+]

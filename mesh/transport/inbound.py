@@ -23,7 +23,6 @@ from mesh.transport.callbacks import CallbackRunner
 from mesh.transport.codec import from_paho
 from mesh.transport.connection import Connection
 from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
-from topics import validate_filter
 
 __all__ = ["Inbound"]
 
@@ -59,9 +58,6 @@ class Inbound:
         self, topic_filter: str, handler: MessageHandler, *, qos: int, no_local: bool, timeout: float
     ) -> Subscription:
         """See :meth:`mesh.transport.MqttTransport.subscribe`."""
-        validate_filter(topic_filter)
-        if no_local and topic_filter.startswith("$share/"):
-            raise ValueError(f"no_local is a protocol error on a shared subscription ({topic_filter!r})")
         connection = self._connection
         entry, created = self._table.add(topic_filter, handler, qos, no_local, connection.require_loop())
         if created and connection.connected.is_set():

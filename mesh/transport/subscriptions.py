@@ -16,7 +16,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from mesh.transport.base import MessageHandler
-from topics import topic_matches
+from topics import topic_matches, validate_filter
+
+__all__ = ["BrokerSubscription", "SubscriptionTable"]
 
 
 @dataclass(eq=False, slots=True)
@@ -46,7 +48,13 @@ class SubscriptionTable:
     def add(
         self, topic_filter: str, handler: MessageHandler, qos: int, no_local: bool, loop: asyncio.AbstractEventLoop
     ) -> tuple[BrokerSubscription, bool]:
-        """Register ``handler``; return its broker subscription and whether that is new."""
+        """Register ``handler``; return its broker subscription and whether that is new.
+
+        Raises ``ValueError`` (an ``InvalidFilterError``) for a filter MQTT refuses.
+        """
+        validate_filter(topic_filter)
+        if no_local and topic_filter.startswith("$share/"):
+            raise ValueError(f"no_local is a protocol error on a shared subscription ({topic_filter!r})")
         entry = self._by_filter.get(topic_filter)
         created = entry is None
         if entry is None:
@@ -62,6 +70,10 @@ class SubscriptionTable:
 
     def get(self, topic_filter: str) -> BrokerSubscription | None:
         return self._by_filter.get(topic_filter)
+
+    def entries(self) -> list[BrokerSubscription]:
+        """Every filter subscribed, in subscription order."""
+        return list(self._by_filter.values())
 
     def drop(self, entry: BrokerSubscription, handler: MessageHandler) -> bool:
         """Remove ``handler``; True when its filter has no handler left (unsubscribe it)."""
