@@ -14,6 +14,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
+__all__ = ["SocketDriver"]
+
 # Linux only; elsewhere every publish is sent at once.
 _TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
 

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 from collections import deque
 
+__all__ = ["InflightWindow"]
+
 
 class InflightWindow:
     """A FIFO counting limiter whose size follows the broker's Receive Maximum."""
