@@ -120,7 +120,8 @@ class MemoryBroker:
         """Route one message: store or clear it if retained, schedule its deliveries in order."""
         if retain:
             if payload:
-                self._retained[topic] = _Retained(payload, qos, properties)
+                # A copy: the sender may reuse its properties object for the next message.
+                self._retained[topic] = _Retained(payload, qos, _as_received(properties))
             else:
                 self._retained.pop(topic, None)
         shared: dict[tuple[str, str], list[tuple[MemoryTransport, BrokerSubscription]]] = {}

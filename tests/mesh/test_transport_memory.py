@@ -149,3 +149,16 @@ async def test_close_cancels_running_handler_tasks() -> None:
     await asyncio.wait_for(started.wait(), 5)
     await subscriber.close()
     assert cancelled.is_set()
+
+
+async def test_a_retained_message_keeps_the_properties_it_was_sent_with() -> None:
+    hub = MemoryBroker()
+    publisher, subscriber = await connected(hub), await connected(hub)
+    sent = MessageProperties(content_type="application/json", extra=[("v", "1")])
+    await publisher.publish("ns/card", b"{}", retain=True, properties=sent)
+    sent.extra.append(("v", "2"))  # the sender reuses its object
+    inbox = Inbox()
+    await subscriber.subscribe("ns/card", inbox)
+    [message] = await inbox.wait_for(1)
+    assert message.retain and message.properties.extra == [("v", "1")]
+    assert message.properties.content_type == "application/json"
