@@ -22,6 +22,7 @@ is a failed delivery) and environment proxies are not used.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import http.client
 import ipaddress
 import logging
@@ -102,7 +103,7 @@ class PushConfigStore:
         """Forget every config of the task."""
         self._tasks.pop(task_id, None)
 
-    def configs_for(self, task_id: str) -> list[PushNotificationConfig]:
+    def configs_for(self, task_id: str) -> builtins.list[PushNotificationConfig]:  # list: the method above
         """Copies of the task's configs, for :meth:`PushNotifier.notify`."""
         return [c.model_copy(deep=True) for c in self._tasks.get(task_id, {}).values()]
 

@@ -124,8 +124,13 @@ class TaskRunner:
         sending: Message | None = None
         if generator is None:
             result = self.agent.handle(message, ctx)
-            if not inspect.isasyncgen(result):
-                self._finish(record, await result)  # type: ignore[misc]
+            if not isinstance(result, AsyncGenerator):
+                if not inspect.isawaitable(result):
+                    raise TypeError(
+                        f"{type(self.agent).__name__}.handle returned {result!r}; define it with async def "
+                        "(returning a result, or yielding updates)"
+                    )
+                self._finish(record, await result)
                 return
             record.generator = generator = result
         else:
@@ -195,9 +200,7 @@ class TaskRunner:
         drive = record.drive
         if drive is not None and not drive.done():
             drive.cancel()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(record.settled.wait(), CANCEL_GRACE_S)
-            if record.is_terminal:
+            if await _settles(record, CANCEL_GRACE_S):
                 return
             log.warning("%s: task %s ignored cancellation for %.0f s", self.agent.name, record.id, CANCEL_GRACE_S)
         generator, record.generator = record.generator, None
@@ -209,6 +212,13 @@ class TaskRunner:
         """Wait for running segments to end (after their tasks were canceled)."""
         if self._segments:
             await asyncio.wait(list(self._segments), timeout=timeout)
+
+
+async def _settles(record: TaskRecord, timeout: float) -> bool:
+    """Whether the task ends within ``timeout`` seconds (its handler unwound after a cancel)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(record.settled.wait(), timeout)
+    return record.is_terminal
 
 
 async def _close(generator: AsyncGenerator[Any, Any]) -> None:

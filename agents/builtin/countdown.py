@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agents.agent import Agent
@@ -33,7 +33,7 @@ class CountdownAgent(Agent):
         self.interval_s = interval_s
         self.max_start = max_start
 
-    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncGenerator[Update, Message]:
         start = self._number(message)
         while start is None:
             answer = yield InputRequired(f"Count down from how many? Send a whole number from 1 to {self.max_start}.")

@@ -39,7 +39,7 @@ from typing import Any, Final
 from mesh.a2a import (
     AgentCard,
     InvalidAgentResponse,
-    JSONRPCError,
+    JSONRPCErrorObject,
     RequestId,
     RpcError,
     Task,
@@ -304,7 +304,7 @@ def error_v1(
     return error
 
 
-def error_response_v1(request_id: RequestId, error: RpcError | JSONRPCError) -> JSON:
+def error_response_v1(request_id: RequestId, error: RpcError | JSONRPCErrorObject) -> JSON:
     """A whole 1.0 JSON-RPC error response, for an exception or an agent's error object."""
     obj = error.error if isinstance(error, RpcError) else error
     return {"jsonrpc": "2.0", "id": request_id, "error": error_v1(obj.code, obj.message, obj.data)}

@@ -48,19 +48,7 @@ T = TypeVar("T")
 #: Every A2A 1.0 JSON-RPC method and the mesh method it becomes; ``None``: answered by the
 #: gateway itself (``ListTasks`` from its own records; ``GetExtendedAgentCard`` with -32007).
 V1_METHODS: Mapping[str, Method | None] = MappingProxyType(
-    {
-        "SendMessage": Method.message_send,
-        "SendStreamingMessage": Method.message_stream,
-        "GetTask": Method.tasks_get,
-        "ListTasks": None,
-        "CancelTask": Method.tasks_cancel,
-        "SubscribeToTask": Method.tasks_resubscribe,
-        "CreateTaskPushNotificationConfig": Method.push_config_set,
-        "GetTaskPushNotificationConfig": Method.push_config_get,
-        "ListTaskPushNotificationConfigs": Method.push_config_list,
-        "DeleteTaskPushNotificationConfig": Method.push_config_delete,
-        "GetExtendedAgentCard": None,
-    }
+    {**{m.v1_name: m for m in Method}, "ListTasks": None, "GetExtendedAgentCard": None}
 )
 #: The 1.0 methods answered with an SSE stream of ``StreamResponse`` objects.
 V1_STREAMING_METHODS: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})

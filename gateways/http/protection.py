@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from mesh.a2a.errors import JSONRPCError
+from mesh.a2a.errors import JSONRPCErrorObject
 from mesh.a2a.exceptions import RpcError
 from mesh.a2a.jsonrpc import RequestId
 from mesh.limits import MessageLimits
@@ -80,7 +80,7 @@ class EdgeError(RpcError):
 
 
 def _restore(error: dict[str, Any], request_id: RequestId, status: int, headers: dict[str, str]) -> EdgeError:
-    model = JSONRPCError.model_validate(error)
+    model = JSONRPCErrorObject.model_validate(error)
     exc = EdgeError.__new__(EdgeError)
     exc._set(model, request_id)
     exc.http_status, exc.headers = status, MappingProxyType(headers)

@@ -43,7 +43,7 @@ from mesh.a2a import (
     InvalidJSON,
     InvalidParams,
     InvalidRequest,
-    JSONRPCError,
+    JSONRPCErrorObject,
     Method,
     RpcError,
     parse_request,
@@ -185,7 +185,7 @@ def error_of(frame: E2AResponse) -> RpcError:
     body = frame.body
     details = body.get("details")
     code = body.get("code") if isinstance(body.get("code"), int) else -32603
-    error = JSONRPCError(code=code, message=str(body.get("message", "")), data=details or None)
+    error = JSONRPCErrorObject(code=code, message=str(body.get("message", "")), data=details or None)
     return RpcError.from_error(error)
 
 

@@ -1,131 +1,187 @@
-"""JSON-RPC error objects: the generic one and one model per JSON-RPC / A2A 0.3 code.
+"""JSON-RPC error codes and error objects (the ``error`` member of an error response).
 
-Each specific model fixes ``code`` and defaults ``message``, so ``TaskNotFoundError()`` is a
-complete error object and ``TaskNotFoundError(message=f"no task {tid!r}")`` a precise one.
-All of them are :class:`JSONRPCError` subclasses. To raise one, use the matching exception in
-:mod:`mesh.a2a.exceptions`.
+:class:`ErrorCode` is the one table of the codes JSON-RPC 2.0 and A2A 0.3 define, each with
+its default message. Every code has an error object model here, which fixes ``code`` and
+defaults ``message``, so ``TaskNotFoundErrorObject()`` is a complete error object and
+``TaskNotFoundErrorObject(message=f"no task {tid!r}")`` a precise one. These are pydantic
+models of wire data, not exceptions: to raise an error, raise its exception from
+:mod:`mesh.a2a.exceptions` (``TaskNotFound``), whose ``.error`` is the object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import IntEnum
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
 from .base import A2AModel
 from .validation import discriminator, tag
 
+__all__ = [
+    "ERROR_TYPES",
+    "AnyErrorObject",
+    "AuthenticatedExtendedCardNotConfiguredErrorObject",
+    "ContentTypeNotSupportedErrorObject",
+    "ErrorCode",
+    "InternalErrorObject",
+    "InvalidAgentResponseErrorObject",
+    "InvalidParamsErrorObject",
+    "InvalidRequestErrorObject",
+    "JSONParseErrorObject",
+    "JSONRPCErrorObject",
+    "MethodNotFoundErrorObject",
+    "PushNotificationNotSupportedErrorObject",
+    "TaskNotCancelableErrorObject",
+    "TaskNotFoundErrorObject",
+    "UnsupportedOperationErrorObject",
+]
 
-class JSONRPCError(A2AModel):
+
+class ErrorCode(IntEnum):
+    """The error codes of JSON-RPC 2.0 and A2A 0.3, with their default messages.
+
+    Member names are the reasons A2A 1.0 gives them (``TASK_NOT_FOUND``...). Other codes
+    (the HTTP gateway's, the mesh's own in -32000..-32099) are carried by the generic
+    :class:`JSONRPCErrorObject`.
+    """
+
+    #: The message an error with this code carries unless a more precise one is given.
+    message: str
+
+    def __new__(cls, code: int, message: str) -> ErrorCode:
+        member = int.__new__(cls, code)
+        member._value_ = code
+        member.message = message
+        return member
+
+    # JSON-RPC 2.0
+    PARSE_ERROR = -32700, "Invalid JSON payload"  # not UTF-8 JSON
+    INVALID_REQUEST = -32600, "Request payload validation error"  # JSON, not a JSON-RPC request
+    METHOD_NOT_FOUND = -32601, "Method not found"
+    INVALID_PARAMS = -32602, "Invalid parameters"
+    INTERNAL_ERROR = -32603, "Internal error"  # the server failed on a valid request
+    # A2A 0.3
+    TASK_NOT_FOUND = -32001, "Task not found"  # or it expired
+    TASK_NOT_CANCELABLE = -32002, "Task cannot be canceled"
+    PUSH_NOTIFICATION_NOT_SUPPORTED = -32003, "Push Notification is not supported"
+    UNSUPPORTED_OPERATION = -32004, "This operation is not supported"
+    CONTENT_TYPE_NOT_SUPPORTED = -32005, "Incompatible content types"
+    INVALID_AGENT_RESPONSE = -32006, "Invalid agent response"
+    EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007, "Authenticated Extended Card is not configured"
+
+
+# The error object model of each code, filled as the models below are declared.
+_BY_CODE: dict[int, type[JSONRPCErrorObject]] = {}
+
+
+class JSONRPCErrorObject(A2AModel):
     """A JSON-RPC error object with any code (e.g. JAF's -32000 "Agent not found")."""
 
     code: int
     message: str
     data: Any | None = None
 
-
-class JSONParseError(JSONRPCError):
-    """-32700: the payload is not valid JSON (or not UTF-8)."""
-
-    code: Literal[-32700] = -32700
-    message: str = "Invalid JSON payload"
-
-
-class InvalidRequestError(JSONRPCError):
-    """-32600: the payload is JSON but not a valid JSON-RPC request."""
-
-    code: Literal[-32600] = -32600
-    message: str = "Request payload validation error"
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        code = cls.model_fields["code"].default
+        if isinstance(code, ErrorCode) and "code" in cls.__annotations__:
+            if code in _BY_CODE:
+                raise TypeError(f"{cls.__name__}: code {code} already has {_BY_CODE[code].__name__}; subclass that")
+            _BY_CODE[code] = cls
 
 
-class MethodNotFoundError(JSONRPCError):
-    """-32601: the method is not served."""
+class JSONParseErrorObject(JSONRPCErrorObject):
+    """The payload is not valid JSON (or not UTF-8)."""
 
-    code: Literal[-32601] = -32601
-    message: str = "Method not found"
-
-
-class InvalidParamsError(JSONRPCError):
-    """-32602: the params do not match the method."""
-
-    code: Literal[-32602] = -32602
-    message: str = "Invalid parameters"
+    code: Literal[ErrorCode.PARSE_ERROR] = ErrorCode.PARSE_ERROR
+    message: str = ErrorCode.PARSE_ERROR.message
 
 
-class InternalError(JSONRPCError):
-    """-32603: the server failed while handling a valid request."""
+class InvalidRequestErrorObject(JSONRPCErrorObject):
+    """The payload is JSON but not a valid JSON-RPC request."""
 
-    code: Literal[-32603] = -32603
-    message: str = "Internal error"
-
-
-class TaskNotFoundError(JSONRPCError):
-    """-32001: no task with that id (or it expired)."""
-
-    code: Literal[-32001] = -32001
-    message: str = "Task not found"
+    code: Literal[ErrorCode.INVALID_REQUEST] = ErrorCode.INVALID_REQUEST
+    message: str = ErrorCode.INVALID_REQUEST.message
 
 
-class TaskNotCancelableError(JSONRPCError):
-    """-32002: the task is in a state that cannot be canceled."""
+class MethodNotFoundErrorObject(JSONRPCErrorObject):
+    """The method is not served."""
 
-    code: Literal[-32002] = -32002
-    message: str = "Task cannot be canceled"
-
-
-class PushNotificationNotSupportedError(JSONRPCError):
-    """-32003: the agent does not do push notifications."""
-
-    code: Literal[-32003] = -32003
-    message: str = "Push Notification is not supported"
+    code: Literal[ErrorCode.METHOD_NOT_FOUND] = ErrorCode.METHOD_NOT_FOUND
+    message: str = ErrorCode.METHOD_NOT_FOUND.message
 
 
-class UnsupportedOperationError(JSONRPCError):
-    """-32004: the agent does not support this operation."""
+class InvalidParamsErrorObject(JSONRPCErrorObject):
+    """The params do not match the method."""
 
-    code: Literal[-32004] = -32004
-    message: str = "This operation is not supported"
-
-
-class ContentTypeNotSupportedError(JSONRPCError):
-    """-32005: the requested content types do not match the agent's."""
-
-    code: Literal[-32005] = -32005
-    message: str = "Incompatible content types"
+    code: Literal[ErrorCode.INVALID_PARAMS] = ErrorCode.INVALID_PARAMS
+    message: str = ErrorCode.INVALID_PARAMS.message
 
 
-class InvalidAgentResponseError(JSONRPCError):
-    """-32006: the agent answered with something that is not a valid A2A response."""
+class InternalErrorObject(JSONRPCErrorObject):
+    """The server failed while handling a valid request."""
 
-    code: Literal[-32006] = -32006
-    message: str = "Invalid agent response"
-
-
-class AuthenticatedExtendedCardNotConfiguredError(JSONRPCError):
-    """-32007: the agent has no authenticated extended card (A2A 0.3)."""
-
-    code: Literal[-32007] = -32007
-    message: str = "Authenticated Extended Card is not configured"
+    code: Literal[ErrorCode.INTERNAL_ERROR] = ErrorCode.INTERNAL_ERROR
+    message: str = ErrorCode.INTERNAL_ERROR.message
 
 
-_SPECIFIC: tuple[type[JSONRPCError], ...] = (
-    JSONParseError,
-    InvalidRequestError,
-    MethodNotFoundError,
-    InvalidParamsError,
-    InternalError,
-    TaskNotFoundError,
-    TaskNotCancelableError,
-    PushNotificationNotSupportedError,
-    UnsupportedOperationError,
-    ContentTypeNotSupportedError,
-    InvalidAgentResponseError,
-    AuthenticatedExtendedCardNotConfiguredError,
-)
+class TaskNotFoundErrorObject(JSONRPCErrorObject):
+    """No task with that id (or it expired)."""
 
-#: The error model of every code the protocol defines.
-ERROR_TYPES: Mapping[int, type[JSONRPCError]] = MappingProxyType(
-    {cls.model_fields["code"].default: cls for cls in _SPECIFIC}
+    code: Literal[ErrorCode.TASK_NOT_FOUND] = ErrorCode.TASK_NOT_FOUND
+    message: str = ErrorCode.TASK_NOT_FOUND.message
+
+
+class TaskNotCancelableErrorObject(JSONRPCErrorObject):
+    """The task is in a state that cannot be canceled."""
+
+    code: Literal[ErrorCode.TASK_NOT_CANCELABLE] = ErrorCode.TASK_NOT_CANCELABLE
+    message: str = ErrorCode.TASK_NOT_CANCELABLE.message
+
+
+class PushNotificationNotSupportedErrorObject(JSONRPCErrorObject):
+    """The agent does not do push notifications."""
+
+    code: Literal[ErrorCode.PUSH_NOTIFICATION_NOT_SUPPORTED] = ErrorCode.PUSH_NOTIFICATION_NOT_SUPPORTED
+    message: str = ErrorCode.PUSH_NOTIFICATION_NOT_SUPPORTED.message
+
+
+class UnsupportedOperationErrorObject(JSONRPCErrorObject):
+    """The agent does not support this operation."""
+
+    code: Literal[ErrorCode.UNSUPPORTED_OPERATION] = ErrorCode.UNSUPPORTED_OPERATION
+    message: str = ErrorCode.UNSUPPORTED_OPERATION.message
+
+
+class ContentTypeNotSupportedErrorObject(JSONRPCErrorObject):
+    """The requested content types do not match the agent's."""
+
+    code: Literal[ErrorCode.CONTENT_TYPE_NOT_SUPPORTED] = ErrorCode.CONTENT_TYPE_NOT_SUPPORTED
+    message: str = ErrorCode.CONTENT_TYPE_NOT_SUPPORTED.message
+
+
+class InvalidAgentResponseErrorObject(JSONRPCErrorObject):
+    """The agent answered with something that is not a valid A2A response."""
+
+    code: Literal[ErrorCode.INVALID_AGENT_RESPONSE] = ErrorCode.INVALID_AGENT_RESPONSE
+    message: str = ErrorCode.INVALID_AGENT_RESPONSE.message
+
+
+class AuthenticatedExtendedCardNotConfiguredErrorObject(JSONRPCErrorObject):
+    """The agent has no authenticated extended card (A2A 0.3)."""
+
+    code: Literal[ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED] = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED
+    message: str = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED.message
+
+
+if missing := [code.name for code in ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip
+    raise TypeError(f"mesh.a2a.errors: no error object model for {', '.join(missing)}")
+
+#: The error object model of every code the protocol defines, in :class:`ErrorCode` order.
+ERROR_TYPES: Mapping[int, type[JSONRPCErrorObject]] = MappingProxyType(
+    {int(code): _BY_CODE[code] for code in ErrorCode}
 )
 
 _OTHER_CODE = "other"
@@ -138,28 +194,17 @@ def _error_key(value: dict[str, Any]) -> Any:
     return code if code in ERROR_TYPES else _OTHER_CODE
 
 
-#: Any error object: the specific model for a known code, :class:`JSONRPCError` otherwise.
-AnyError = Annotated[
-    Annotated[JSONParseError, tag(JSONParseError)]
-    | Annotated[InvalidRequestError, tag(InvalidRequestError)]
-    | Annotated[MethodNotFoundError, tag(MethodNotFoundError)]
-    | Annotated[InvalidParamsError, tag(InvalidParamsError)]
-    | Annotated[InternalError, tag(InternalError)]
-    | Annotated[TaskNotFoundError, tag(TaskNotFoundError)]
-    | Annotated[TaskNotCancelableError, tag(TaskNotCancelableError)]
-    | Annotated[PushNotificationNotSupportedError, tag(PushNotificationNotSupportedError)]
-    | Annotated[UnsupportedOperationError, tag(UnsupportedOperationError)]
-    | Annotated[ContentTypeNotSupportedError, tag(ContentTypeNotSupportedError)]
-    | Annotated[InvalidAgentResponseError, tag(InvalidAgentResponseError)]
-    | Annotated[
-        AuthenticatedExtendedCardNotConfiguredError,
-        tag(AuthenticatedExtendedCardNotConfiguredError),
+if TYPE_CHECKING:
+    AnyErrorObject: TypeAlias = JSONRPCErrorObject
+else:
+    #: Any error object: the model of its code for a known code, :class:`JSONRPCErrorObject`
+    #: otherwise (a tagged union built from :data:`ERROR_TYPES`).
+    AnyErrorObject = Annotated[
+        Union[tuple(Annotated[cls, tag(cls)] for cls in (*ERROR_TYPES.values(), JSONRPCErrorObject))],  # noqa: UP007
+        discriminator(
+            {**ERROR_TYPES, _OTHER_CODE: JSONRPCErrorObject},
+            read=_error_key,
+            field="code",
+            expected="an integer",
+        ),
     ]
-    | Annotated[JSONRPCError, tag(JSONRPCError)],
-    discriminator(
-        {**ERROR_TYPES, _OTHER_CODE: JSONRPCError},
-        read=_error_key,
-        field="code",
-        expected="an integer",
-    ),
-]

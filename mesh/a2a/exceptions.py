@@ -8,13 +8,13 @@ request turns it into the reply::
     except RpcError as exc:
         reply(exc.to_response(request_id))
 
-Every exception carries its error model in ``.error`` (see :mod:`mesh.a2a.errors`) and, when
+Every exception carries its error object in ``.error`` (see :mod:`mesh.a2a.errors`) and, when
 it was known where the error arose, the JSON-RPC ``request_id``. Going the other way, a client
 holding an error response raises ``RpcError.from_error(response.error)``, which picks the
 matching subclass::
 
     ProtocolError (mesh.errors)
-    └── RpcError                           any code (e.g. -32000), error model JSONRPCError
+    └── RpcError                           any code (e.g. -32000), error object JSONRPCErrorObject
         ├── InvalidJSON                    -32700
         ├── InvalidRequest                 -32600
         ├── MethodNotFound                 -32601
@@ -27,6 +27,9 @@ matching subclass::
         ├── ContentTypeNotSupported        -32005
         ├── InvalidAgentResponse           -32006
         └── AuthenticatedExtendedCardNotConfigured  -32007
+
+Each subclass names its error object model, which holds its code (:class:`ErrorCode`) and
+default message; a subclass registers itself in :data:`EXCEPTION_TYPES` by that code.
 """
 
 from __future__ import annotations
@@ -41,14 +44,25 @@ from .jsonrpc import JSONRPCErrorResponse, RequestId
 
 _UNSET: Any = object()
 
+# The exception class of each code, filled as the subclasses below are declared.
+_BY_CODE: dict[int, type[RpcError]] = {}
+
 
 class RpcError(ProtocolError):
     """A JSON-RPC error as an exception; ``.error`` is the error object sent on the wire."""
 
-    error_type: ClassVar[type[e.JSONRPCError]] = e.JSONRPCError
+    error_type: ClassVar[type[e.JSONRPCErrorObject]] = e.JSONRPCErrorObject
 
-    error: e.JSONRPCError
+    error: e.JSONRPCErrorObject
     request_id: RequestId
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.fixed_code()
+        if "error_type" in cls.__dict__ and isinstance(code, e.ErrorCode):
+            if code in _BY_CODE:
+                raise TypeError(f"{cls.__name__}: code {code} already has {_BY_CODE[code].__name__}; subclass that")
+            _BY_CODE[code] = cls
 
     def __init__(
         self,
@@ -59,12 +73,12 @@ class RpcError(ProtocolError):
         code: int | None = None,
     ) -> None:
         """Build the error object; ``code`` is only for the generic :class:`RpcError`."""
-        if self.error_type is e.JSONRPCError:
+        if self.error_type is e.JSONRPCErrorObject:
             if code is None or message is None:
                 raise TypeError(
                     "RpcError needs code= and a message; for an A2A code raise its subclass (e.g. TaskNotFound) instead"
                 )
-            error: e.JSONRPCError = e.JSONRPCError(code=code, message=message, data=data)
+            error: e.JSONRPCErrorObject = e.JSONRPCErrorObject(code=code, message=message, data=data)
         else:
             if code is not None:
                 raise TypeError(f"{type(self).__name__} always has code {self.fixed_code()}")
@@ -74,7 +88,7 @@ class RpcError(ProtocolError):
             error = self.error_type(**fields)
         self._set(error, request_id)
 
-    def _set(self, error: e.JSONRPCError, request_id: RequestId) -> None:
+    def _set(self, error: e.JSONRPCErrorObject, request_id: RequestId) -> None:
         super().__init__(f"{error.message} (JSON-RPC error {error.code})")
         self.error = error
         self.request_id = request_id
@@ -96,7 +110,7 @@ class RpcError(ProtocolError):
         return self.error.data
 
     @staticmethod
-    def from_error(error: e.JSONRPCError, *, request_id: RequestId = None) -> RpcError:
+    def from_error(error: e.JSONRPCErrorObject, *, request_id: RequestId = None) -> RpcError:
         """The exception for an error object, as the subclass matching its code."""
         cls = EXCEPTION_TYPES.get(error.code, RpcError)
         if not isinstance(error, cls.error_type):  # a generic object with a known code
@@ -121,97 +135,83 @@ class RpcError(ProtocolError):
 
 
 def _restore(error: dict[str, Any], request_id: RequestId) -> RpcError:
-    return RpcError.from_error(e.JSONRPCError.model_validate(error), request_id=request_id)
+    return RpcError.from_error(e.JSONRPCErrorObject.model_validate(error), request_id=request_id)
 
 
 class InvalidJSON(RpcError):
-    """-32700: the payload is not valid UTF-8 JSON."""
+    """The payload is not valid UTF-8 JSON."""
 
-    error_type = e.JSONParseError
+    error_type = e.JSONParseErrorObject
 
 
 class InvalidRequest(RpcError):
-    """-32600: the payload is not a valid JSON-RPC 2.0 request."""
+    """The payload is not a valid JSON-RPC 2.0 request."""
 
-    error_type = e.InvalidRequestError
+    error_type = e.InvalidRequestErrorObject
 
 
 class MethodNotFound(RpcError):
-    """-32601: the method is not served."""
+    """The method is not served."""
 
-    error_type = e.MethodNotFoundError
+    error_type = e.MethodNotFoundErrorObject
 
 
 class InvalidParams(RpcError):
-    """-32602: the params do not validate; ``data["errors"]`` lists every bad field."""
+    """The params do not validate; ``data["errors"]`` lists every bad field."""
 
-    error_type = e.InvalidParamsError
+    error_type = e.InvalidParamsErrorObject
 
 
 class InternalFailure(RpcError):
-    """-32603: the server failed while handling a valid request."""
+    """The server failed while handling a valid request."""
 
-    error_type = e.InternalError
+    error_type = e.InternalErrorObject
 
 
 class TaskNotFound(RpcError):
-    """-32001: no task with that id."""
+    """No task with that id."""
 
-    error_type = e.TaskNotFoundError
+    error_type = e.TaskNotFoundErrorObject
 
 
 class TaskNotCancelable(RpcError):
-    """-32002: the task cannot be canceled in its current state."""
+    """The task cannot be canceled in its current state."""
 
-    error_type = e.TaskNotCancelableError
+    error_type = e.TaskNotCancelableErrorObject
 
 
 class PushNotificationNotSupported(RpcError):
-    """-32003: the agent does not do push notifications."""
+    """The agent does not do push notifications."""
 
-    error_type = e.PushNotificationNotSupportedError
+    error_type = e.PushNotificationNotSupportedErrorObject
 
 
 class UnsupportedOperation(RpcError):
-    """-32004: the agent does not support the operation."""
+    """The agent does not support the operation."""
 
-    error_type = e.UnsupportedOperationError
+    error_type = e.UnsupportedOperationErrorObject
 
 
 class ContentTypeNotSupported(RpcError):
-    """-32005: incompatible content types."""
+    """Incompatible content types."""
 
-    error_type = e.ContentTypeNotSupportedError
+    error_type = e.ContentTypeNotSupportedErrorObject
 
 
 class InvalidAgentResponse(RpcError):
-    """-32006: an agent's answer is not a valid A2A response."""
+    """An agent's answer is not a valid A2A response."""
 
-    error_type = e.InvalidAgentResponseError
+    error_type = e.InvalidAgentResponseErrorObject
 
 
 class AuthenticatedExtendedCardNotConfigured(RpcError):
-    """-32007: the agent has no authenticated extended card."""
+    """The agent has no authenticated extended card."""
 
-    error_type = e.AuthenticatedExtendedCardNotConfiguredError
+    error_type = e.AuthenticatedExtendedCardNotConfiguredErrorObject
 
 
-_SUBCLASSES: tuple[type[RpcError], ...] = (
-    InvalidJSON,
-    InvalidRequest,
-    MethodNotFound,
-    InvalidParams,
-    InternalFailure,
-    TaskNotFound,
-    TaskNotCancelable,
-    PushNotificationNotSupported,
-    UnsupportedOperation,
-    ContentTypeNotSupported,
-    InvalidAgentResponse,
-    AuthenticatedExtendedCardNotConfigured,
-)
+if missing := [code.name for code in e.ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip
+    raise TypeError(f"mesh.a2a.exceptions: no exception class for {', '.join(missing)}")
 
-#: The exception class of every code the protocol defines.
-EXCEPTION_TYPES: Mapping[int, type[RpcError]] = MappingProxyType(
-    {cls.error_type.model_fields["code"].default: cls for cls in _SUBCLASSES}
-)
+#: The exception class of every code the protocol defines, in :class:`ErrorCode` order.
+EXCEPTION_TYPES: Mapping[int, type[RpcError]] = MappingProxyType({int(code): _BY_CODE[code] for code in e.ErrorCode})

@@ -10,7 +10,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import InternalError
+from .errors import InternalErrorObject
 from .jsonrpc import (
     CancelTaskRequest,
     JSONRPCErrorResponse,
@@ -195,4 +195,4 @@ def create_internal_error_response(
     message: str, request_id: RequestId, data: dict[str, Any] | None = None
 ) -> JSONRPCErrorResponse:
     """A -32603 internal error answering ``request_id``."""
-    return JSONRPCErrorResponse(id=request_id, error=InternalError(message=message, data=data))
+    return JSONRPCErrorResponse(id=request_id, error=InternalErrorObject(message=message, data=data))

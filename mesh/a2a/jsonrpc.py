@@ -1,15 +1,12 @@
-"""JSON-RPC 2.0 envelopes, the A2A method table and typed requests.
+"""JSON-RPC 2.0 envelopes, and the typed requests SAM's helpers build.
 
-The method table is what :func:`mesh.a2a.parse.parse_request` dispatches on: the nine A2A
-0.3 methods an agent serves, plus SAM's names as aliases that are canonicalised on parse.
+The methods themselves (names, params models, aliases) are declared in :mod:`mesh.a2a.methods`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from enum import StrEnum
-from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from pydantic import (
@@ -20,69 +17,26 @@ from pydantic import (
 )
 
 from .base import A2AModel
-from .errors import AnyError
-from .params import (
-    DeleteTaskPushNotificationConfigParams,
-    GetTaskPushNotificationConfigParams,
-    ListTaskPushNotificationConfigParams,
-    MessageSendParams,
-    TaskIdParams,
-    TaskQueryParams,
-)
-from .push import TaskPushNotificationConfig
+from .errors import AnyErrorObject
+from .methods import Method
+from .params import MessageSendParams, TaskIdParams
+
+__all__ = [
+    "CancelTaskRequest",
+    "JSONRPCErrorResponse",
+    "JSONRPCRequest",
+    "JSONRPCResponse",
+    "JSONRPCSuccessResponse",
+    "RequestId",
+    "SendMessageRequest",
+    "SendStreamingMessageRequest",
+    "TypedRequest",
+    "request_bytes",
+    "success_response_bytes",
+]
 
 #: A JSON-RPC id: a string, an integer or null (never a bool or a float).
 RequestId: TypeAlias = StrictStr | StrictInt | None
-
-
-class Method(StrEnum):
-    """The canonical names of the methods an agent serves."""
-
-    message_send = "message/send"
-    message_stream = "message/stream"
-    tasks_get = "tasks/get"
-    tasks_cancel = "tasks/cancel"
-    tasks_resubscribe = "tasks/resubscribe"
-    push_config_set = "tasks/pushNotificationConfig/set"
-    push_config_get = "tasks/pushNotificationConfig/get"
-    push_config_list = "tasks/pushNotificationConfig/list"
-    push_config_delete = "tasks/pushNotificationConfig/delete"
-
-
-#: The params of any method.
-RequestParams: TypeAlias = (
-    MessageSendParams
-    | TaskQueryParams
-    | TaskIdParams
-    | TaskPushNotificationConfig
-    | GetTaskPushNotificationConfigParams
-    | ListTaskPushNotificationConfigParams
-    | DeleteTaskPushNotificationConfigParams
-)
-
-#: The params model of every method.
-METHOD_PARAMS: Mapping[Method, type[RequestParams]] = MappingProxyType(
-    {
-        Method.message_send: MessageSendParams,
-        Method.message_stream: MessageSendParams,
-        Method.tasks_get: TaskQueryParams,
-        Method.tasks_cancel: TaskIdParams,
-        Method.tasks_resubscribe: TaskIdParams,
-        Method.push_config_set: TaskPushNotificationConfig,
-        Method.push_config_get: GetTaskPushNotificationConfigParams,
-        Method.push_config_list: ListTaskPushNotificationConfigParams,
-        Method.push_config_delete: DeleteTaskPushNotificationConfigParams,
-    }
-)
-
-#: SAM's method names and the canonical method each stands for.
-METHOD_ALIASES: Mapping[str, Method] = MappingProxyType(
-    {
-        "agent/sendMessage": Method.message_send,
-        "agent/sendStreamingMessage": Method.message_stream,
-        "agent/cancelTask": Method.tasks_cancel,
-    }
-)
 
 
 class JSONRPCRequest(A2AModel):
@@ -116,7 +70,7 @@ class JSONRPCErrorResponse(A2AModel):
 
     jsonrpc: Literal["2.0"] = "2.0"
     id: RequestId = None
-    error: AnyError
+    error: AnyErrorObject
 
     @model_serializer(mode="wrap")
     def _keep_null_id(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -152,7 +106,11 @@ def request_bytes(method: str, request_id: RequestId, params: A2AModel | Mapping
 
 
 class TypedRequest(A2AModel):
-    """Base of the per-method requests: ``id`` is required, ``method`` fixed, ``params`` typed."""
+    """Base of the typed requests: ``id`` is required, ``method`` fixed, ``params`` typed.
+
+    Only the requests SAM's helpers build have a class (``create_send_message_request``...);
+    an agent reads any request with :func:`mesh.a2a.parse_request`.
+    """
 
     jsonrpc: Literal["2.0"] = "2.0"
     id: StrictStr | StrictInt
@@ -161,77 +119,19 @@ class TypedRequest(A2AModel):
 class SendMessageRequest(TypedRequest):
     """``message/send``: send a message, get the final Task or Message."""
 
-    method: Literal["message/send"] = "message/send"
+    method: Literal[Method.message_send] = Method.message_send
     params: MessageSendParams
 
 
 class SendStreamingMessageRequest(TypedRequest):
     """``message/stream``: send a message, get status and artifact events as they happen."""
 
-    method: Literal["message/stream"] = "message/stream"
+    method: Literal[Method.message_stream] = Method.message_stream
     params: MessageSendParams
-
-
-class GetTaskRequest(TypedRequest):
-    """``tasks/get``: read a task."""
-
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskQueryParams
 
 
 class CancelTaskRequest(TypedRequest):
     """``tasks/cancel``: cancel a task."""
 
-    method: Literal["tasks/cancel"] = "tasks/cancel"
+    method: Literal[Method.tasks_cancel] = Method.tasks_cancel
     params: TaskIdParams
-
-
-class TaskResubscriptionRequest(TypedRequest):
-    """``tasks/resubscribe``: resume the event stream of a task."""
-
-    method: Literal["tasks/resubscribe"] = "tasks/resubscribe"
-    params: TaskIdParams
-
-
-class SetTaskPushNotificationConfigRequest(TypedRequest):
-    """``tasks/pushNotificationConfig/set``."""
-
-    method: Literal["tasks/pushNotificationConfig/set"] = "tasks/pushNotificationConfig/set"
-    params: TaskPushNotificationConfig
-
-
-class GetTaskPushNotificationConfigRequest(TypedRequest):
-    """``tasks/pushNotificationConfig/get``."""
-
-    method: Literal["tasks/pushNotificationConfig/get"] = "tasks/pushNotificationConfig/get"
-    params: GetTaskPushNotificationConfigParams
-
-
-class ListTaskPushNotificationConfigRequest(TypedRequest):
-    """``tasks/pushNotificationConfig/list``."""
-
-    method: Literal["tasks/pushNotificationConfig/list"] = "tasks/pushNotificationConfig/list"
-    params: ListTaskPushNotificationConfigParams
-
-
-class DeleteTaskPushNotificationConfigRequest(TypedRequest):
-    """``tasks/pushNotificationConfig/delete``."""
-
-    method: Literal["tasks/pushNotificationConfig/delete"] = "tasks/pushNotificationConfig/delete"
-    params: DeleteTaskPushNotificationConfigParams
-
-
-#: The typed request class of every method.
-REQUEST_TYPES: Mapping[Method, type[TypedRequest]] = MappingProxyType(
-    {
-        Method.message_send: SendMessageRequest,
-        Method.message_stream: SendStreamingMessageRequest,
-        Method.tasks_get: GetTaskRequest,
-        Method.tasks_cancel: CancelTaskRequest,
-        Method.tasks_resubscribe: TaskResubscriptionRequest,
-        Method.push_config_set: SetTaskPushNotificationConfigRequest,
-        Method.push_config_get: GetTaskPushNotificationConfigRequest,
-        Method.push_config_list: ListTaskPushNotificationConfigRequest,
-        Method.push_config_delete: DeleteTaskPushNotificationConfigRequest,
-    }
-)

@@ -22,17 +22,9 @@ from .exceptions import (
     MethodNotFound,
     RpcError,
 )
-from .jsonrpc import (
-    METHOD_ALIASES,
-    METHOD_PARAMS,
-    JSONRPCErrorResponse,
-    JSONRPCResponse,
-    JSONRPCSuccessResponse,
-    Method,
-    RequestId,
-    RequestParams,
-)
+from .jsonrpc import JSONRPCErrorResponse, JSONRPCResponse, JSONRPCSuccessResponse, RequestId
 from .messages import Message
+from .methods import METHOD_ALIASES, Method, RequestParams
 from .tasks import Result, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from .validation import format_validation_error, short_repr, validation_error_details
 
@@ -47,11 +39,8 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 # Canonical names and aliases alike, resolved with one lookup.
-_DISPATCH: dict[str, tuple[Method, type[RequestParams]]] = {
-    **{str(m): (m, model) for m, model in METHOD_PARAMS.items()},
-    **{alias: (m, METHOD_PARAMS[m]) for alias, m in METHOD_ALIASES.items()},
-}
-_SUPPORTED = ", ".join([*METHOD_PARAMS, *(f"{a} (= {m})" for a, m in METHOD_ALIASES.items())])
+_DISPATCH: dict[str, Method] = {**{m.value: m for m in Method}, **METHOD_ALIASES}
+_SUPPORTED = ", ".join([*Method, *(f"{a} (= {m})" for a, m in METHOD_ALIASES.items())])
 
 
 def _json_type(value: Any) -> str:
@@ -108,14 +97,13 @@ def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedReques
             request_id=request_id,
         )
 
-    entry = _DISPATCH.get(name)
-    if entry is None:
+    method = _DISPATCH.get(name)
+    if method is None:
         raise MethodNotFound(
             f"method {short_repr(name)} is not supported; supported methods: {_SUPPORTED}",
-            data={"method": name[:200], "supported": [*METHOD_PARAMS, *METHOD_ALIASES]},
+            data={"method": name[:200], "supported": [*Method, *METHOD_ALIASES]},
             request_id=request_id,
         )
-    method, params_model = entry
 
     params = doc.get("params")
     if type(params) is not dict:
@@ -133,7 +121,7 @@ def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedReques
             request_id=request_id,
         )
     try:
-        model = params_model.model_validate(params)
+        model = method.params.model_validate(params)
     except ValidationError as exc:
         raise InvalidParams(
             f"invalid params for {method}: {format_validation_error(exc, prefix='params')}",

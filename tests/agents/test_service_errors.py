@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from agents import AgentSettings, Limits
+from agents import AgentSettings, Limits, TaskContext
 from mesh.a2a import (
+    Message,
     MessageSendParams,
     Task,
     TaskState,
@@ -99,6 +100,25 @@ async def test_a_raising_handler_fails_its_task_with_the_error_text(
     assert get_text_from_message(task.status.message) == "RuntimeError: cannot handle 'this'"  # type: ignore[arg-type]
     again = await client.send("broken", "that")  # the agent keeps serving
     assert isinstance(again, Task) and again.status.state is TaskState.failed
+
+
+class NotAsync(Echo):
+    name = "not-async"
+
+    def handle(self, message: Message, ctx: TaskContext) -> Any:  # a plain def: a developer's slip
+        return "never awaited"
+
+
+async def test_a_handler_that_is_not_async_fails_its_task_saying_so(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    await serve_agent(NotAsync())
+    task = await client.send("not-async", "hi")
+    assert isinstance(task, Task) and task.status.state is TaskState.failed
+    assert get_text_from_message(task.status.message) == (  # type: ignore[arg-type]
+        "TypeError: NotAsync.handle returned 'never awaited'; define it with async def "
+        "(returning a result, or yielding updates)"
+    )
 
 
 async def test_no_reply_to_falls_back_to_the_client_response_topic(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import ValidationError
@@ -14,24 +14,24 @@ from mesh.a2a import (
     EXCEPTION_TYPES,
     METHOD_ALIASES,
     METHOD_PARAMS,
-    REQUEST_TYPES,
     AuthenticatedExtendedCardNotConfigured,
-    AuthenticatedExtendedCardNotConfiguredError,
+    AuthenticatedExtendedCardNotConfiguredErrorObject,
     CancelTaskRequest,
-    ContentTypeNotSupportedError,
+    ContentTypeNotSupportedErrorObject,
     DeleteTaskPushNotificationConfigParams,
+    ErrorCode,
     GetTaskPushNotificationConfigParams,
-    InternalError,
+    InternalErrorObject,
     InternalFailure,
     InvalidAgentResponse,
-    InvalidAgentResponseError,
+    InvalidAgentResponseErrorObject,
     InvalidJSON,
     InvalidParams,
-    InvalidParamsError,
+    InvalidParamsErrorObject,
     InvalidRequest,
-    InvalidRequestError,
-    JSONParseError,
-    JSONRPCError,
+    InvalidRequestErrorObject,
+    JSONParseErrorObject,
+    JSONRPCErrorObject,
     JSONRPCErrorResponse,
     JSONRPCRequest,
     JSONRPCSuccessResponse,
@@ -40,20 +40,21 @@ from mesh.a2a import (
     MessageSendParams,
     Method,
     MethodNotFound,
-    MethodNotFoundError,
-    PushNotificationNotSupportedError,
+    MethodNotFoundErrorObject,
+    PushNotificationNotSupportedErrorObject,
     RpcError,
     SendMessageRequest,
+    SendStreamingMessageRequest,
     Task,
     TaskArtifactUpdateEvent,
     TaskIdParams,
-    TaskNotCancelableError,
+    TaskNotCancelableErrorObject,
     TaskNotFound,
-    TaskNotFoundError,
+    TaskNotFoundErrorObject,
     TaskPushNotificationConfig,
     TaskQueryParams,
     TaskStatusUpdateEvent,
-    UnsupportedOperationError,
+    UnsupportedOperationErrorObject,
     parse_request,
     parse_response,
     parse_result,
@@ -75,28 +76,28 @@ def request(method: str = "message/send", params: Any = None, **members: Any) ->
 @pytest.mark.parametrize(
     ("cls", "code", "message"),
     [
-        (JSONParseError, -32700, "Invalid JSON payload"),
-        (InvalidRequestError, -32600, "Request payload validation error"),
-        (MethodNotFoundError, -32601, "Method not found"),
-        (InvalidParamsError, -32602, "Invalid parameters"),
-        (InternalError, -32603, "Internal error"),
-        (TaskNotFoundError, -32001, "Task not found"),
-        (TaskNotCancelableError, -32002, "Task cannot be canceled"),
-        (PushNotificationNotSupportedError, -32003, "Push Notification is not supported"),
-        (UnsupportedOperationError, -32004, "This operation is not supported"),
-        (ContentTypeNotSupportedError, -32005, "Incompatible content types"),
-        (InvalidAgentResponseError, -32006, "Invalid agent response"),
+        (JSONParseErrorObject, -32700, "Invalid JSON payload"),
+        (InvalidRequestErrorObject, -32600, "Request payload validation error"),
+        (MethodNotFoundErrorObject, -32601, "Method not found"),
+        (InvalidParamsErrorObject, -32602, "Invalid parameters"),
+        (InternalErrorObject, -32603, "Internal error"),
+        (TaskNotFoundErrorObject, -32001, "Task not found"),
+        (TaskNotCancelableErrorObject, -32002, "Task cannot be canceled"),
+        (PushNotificationNotSupportedErrorObject, -32003, "Push Notification is not supported"),
+        (UnsupportedOperationErrorObject, -32004, "This operation is not supported"),
+        (ContentTypeNotSupportedErrorObject, -32005, "Incompatible content types"),
+        (InvalidAgentResponseErrorObject, -32006, "Invalid agent response"),
         (
-            AuthenticatedExtendedCardNotConfiguredError,
+            AuthenticatedExtendedCardNotConfiguredErrorObject,
             -32007,
             "Authenticated Extended Card is not configured",
         ),
     ],
 )
-def test_error_objects_have_fixed_codes(cls: type[JSONRPCError], code: int, message: str) -> None:
+def test_error_objects_have_fixed_codes(cls: type[JSONRPCErrorObject], code: int, message: str) -> None:
     error = cls.model_validate({})  # code and message come from the class
     assert (error.code, error.message) == (code, message)
-    assert isinstance(error, JSONRPCError)
+    assert isinstance(error, JSONRPCErrorObject)
     assert ERROR_TYPES[code] is cls
     assert error.to_wire_dict() == {"code": code, "message": message}
     assert EXCEPTION_TYPES[code].error_type is cls
@@ -112,14 +113,14 @@ def test_error_response_parses_the_error_by_code() -> None:
             "error": {"code": -32001, "message": "no task t9", "data": {"id": "t9"}},
         }
     )
-    assert type(response.error) is TaskNotFoundError
+    assert type(response.error) is TaskNotFoundErrorObject
     assert response.error.message == "no task t9"
     other = JSONRPCErrorResponse.model_validate({"id": 3, "error": {"code": 42, "message": "x"}})
-    assert type(other.error) is JSONRPCError
+    assert type(other.error) is JSONRPCErrorObject
 
 
 def test_error_response_keeps_a_null_id() -> None:
-    response = JSONRPCErrorResponse(error=JSONParseError())
+    response = JSONRPCErrorResponse(error=JSONParseErrorObject())
     assert response.to_wire_dict() == {
         "jsonrpc": "2.0",
         "id": None,
@@ -162,7 +163,7 @@ def test_raise_and_answer() -> None:
 
 def test_exception_defaults_and_request_id() -> None:
     exc = InternalFailure(request_id=5)
-    assert exc.error == InternalError()
+    assert exc.error == InternalErrorObject()
     assert exc.to_response().id == 5
     assert exc.to_response(None).id is None
 
@@ -181,15 +182,44 @@ def test_generic_rpc_error_needs_a_code() -> None:
 
 
 def test_from_error_picks_the_subclass() -> None:
-    exc = RpcError.from_error(JSONRPCError(code=-32001, message="gone"), request_id="r")
+    exc = RpcError.from_error(JSONRPCErrorObject(code=-32001, message="gone"), request_id="r")
     assert type(exc) is TaskNotFound
-    assert type(exc.error) is TaskNotFoundError and exc.error.message == "gone"
-    assert type(RpcError.from_error(JSONRPCError(code=-32000, message="x"))) is RpcError
+    assert type(exc.error) is TaskNotFoundErrorObject and exc.error.message == "gone"
+    assert type(RpcError.from_error(JSONRPCErrorObject(code=-32000, message="x"))) is RpcError
     response = parse_response(b'{"jsonrpc":"2.0","id":"r","error":{"code":-32007,"message":"m"}}')
     assert isinstance(response, JSONRPCErrorResponse)
     from_response = RpcError.from_response(response)
     assert type(from_response) is AuthenticatedExtendedCardNotConfigured
     assert from_response.request_id == "r"
+
+
+def test_error_code_table_drives_objects_and_exceptions() -> None:
+    assert list(ERROR_TYPES) == list(EXCEPTION_TYPES) == [int(code) for code in ErrorCode]
+    for code in ErrorCode:
+        model, exc_type = ERROR_TYPES[code], EXCEPTION_TYPES[code]
+        assert model().to_wire_dict() == {"code": code.value, "message": code.message}
+        assert exc_type.error_type is model and exc_type.fixed_code() == code
+        assert exc_type().error == model() and str(exc_type()) == f"{code.message} (JSON-RPC error {code.value})"
+        # error objects are wire data, named so; raising one is not possible
+        assert model.__name__.endswith("ErrorObject") and not issubclass(model, BaseException)
+
+
+def test_a_code_has_one_error_object_and_one_exception() -> None:
+    with pytest.raises(TypeError, match="code -32001 already has TaskNotFoundErrorObject"):
+
+        class _Again(JSONRPCErrorObject):
+            code: Literal[ErrorCode.TASK_NOT_FOUND] = ErrorCode.TASK_NOT_FOUND
+
+    with pytest.raises(TypeError, match="code -32001 already has TaskNotFound; subclass that"):
+
+        class _AgainToo(RpcError):
+            error_type = TaskNotFoundErrorObject
+
+    class Narrower(TaskNotFound):  # a subclass of an existing exception is fine
+        pass
+
+    assert EXCEPTION_TYPES[-32001] is TaskNotFound and Narrower("gone").code == -32001
+    assert ERROR_TYPES[-32001] is TaskNotFoundErrorObject
 
 
 # --------------------------------------------------------------------------- parse_request
@@ -207,9 +237,16 @@ def test_method_table_covers_design_methods() -> None:
         "tasks/pushNotificationConfig/list",
         "tasks/pushNotificationConfig/delete",
     }
-    assert set(REQUEST_TYPES) == set(METHOD_PARAMS)
-    for method, cls in REQUEST_TYPES.items():
-        assert cls.model_fields["method"].default == method
+    assert list(METHOD_PARAMS) == list(Method)
+    assert all(METHOD_PARAMS[m] is m.params for m in Method)
+    assert dict(METHOD_ALIASES) == {
+        "agent/sendMessage": Method.message_send,
+        "agent/sendStreamingMessage": Method.message_stream,
+        "agent/cancelTask": Method.tasks_cancel,
+    }
+    assert {m for m in Method if m.streaming} == {Method.message_stream, Method.tasks_resubscribe}
+    for cls in (SendMessageRequest, SendStreamingMessageRequest, CancelTaskRequest):  # SAM's helpers build these
+        method = Method(cls.model_fields["method"].default)
         assert cls.model_fields["params"].annotation is METHOD_PARAMS[method]
 
 

@@ -22,7 +22,7 @@ from mesh.a2a import (
     AgentCard,
     InvalidAgentResponse,
     InvalidParams,
-    JSONRPCError,
+    JSONRPCErrorObject,
     JSONRPCErrorResponse,
     JSONRPCSuccessResponse,
     Message,
@@ -151,7 +151,7 @@ JAF_ERROR = """
 
 def test_jaf_error_object_round_trips() -> None:
     source = json.loads(JAF_ERROR)
-    error = JSONRPCError.model_validate(source)
+    error = JSONRPCErrorObject.model_validate(source)
     assert wire(error) == source
 
 
@@ -247,7 +247,7 @@ JAF_ERROR_RESPONSE = """
 def test_jaf_error_responses_round_trip(text: str) -> None:
     response = parse_response(text)
     assert isinstance(response, JSONRPCErrorResponse)
-    assert type(response.error) is JSONRPCError  # -32000 is JAF's, not an A2A code
+    assert type(response.error) is JSONRPCErrorObject  # -32000 is JAF's, not an A2A code
     assert wire(response) == json.loads(text)
 
 

@@ -1,0 +1,106 @@
+"""Where an agent's answers go, and sending them.
+
+The final answer to a request (a Task, a result, or a JSON-RPC error) goes to its ``replyTo``,
+else to the client response topic of its ``clientId``; with neither it is logged and dropped.
+Stream events go to a :class:`~agents.tasks.Listener`'s topic. Every answer carries the
+request's Correlation Data and is handed to the transport with ``publish_nowait``, in order,
+without waiting for the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from agents.tasks import Listener, TaskRecord
+from mesh.a2a import RpcError, success_response_bytes
+from mesh.errors import TransportError
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.transport import Transport
+from topics import get_client_response_topic
+
+__all__ = ["Answers", "Route", "reply_properties"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where the answer to one request goes, and the Correlation Data it carries."""
+
+    topic: str | None
+    correlation: bytes | None
+    request_id: str | int | None = None
+
+
+def reply_properties(correlation: bytes | None) -> MessageProperties:
+    """The MQTT properties of an answer: the request's Correlation Data, JSON content."""
+    return MessageProperties(correlation_data=correlation, content_type=JSON_CONTENT_TYPE, payload_format_utf8=True)
+
+
+class Answers:
+    """Sends one agent's answers and keeps track of those the broker has not acknowledged yet."""
+
+    def __init__(self, transport: Transport, namespace: str, agent_name: str) -> None:
+        self.transport = transport
+        self.namespace = namespace
+        self.agent_name = agent_name
+        self._in_flight: set[asyncio.Future[None]] = set()
+
+    def route(self, props: MessageProperties) -> Route:
+        """The route of a request's answer, from its user properties (before it is parsed)."""
+        topic = props.reply_to
+        if topic is None and props.client_id:
+            try:
+                topic = get_client_response_topic(self.namespace, props.client_id)
+            except ValueError:  # a clientId that is no identifier: no fallback topic
+                topic = None
+        correlation = props.correlation_data
+        request_id = correlation.decode(errors="replace") if correlation else None
+        return Route(topic, correlation, request_id)
+
+    def send(self, route: Route, payload: bytes) -> None:
+        """Publish a whole JSON-RPC response on the route."""
+        if route.topic is None:
+            log.warning(
+                "%s: request %r had no replyTo and no clientId; its answer is dropped",
+                self.agent_name,
+                route.request_id,
+            )
+            return
+        try:
+            ack = self.transport.publish_nowait(route.topic, payload, properties=reply_properties(route.correlation))
+        except (TransportError, ValueError) as exc:
+            log.warning(
+                "%s: could not answer request %r on %r: %s", self.agent_name, route.request_id, route.topic, exc
+            )
+            return
+        self._in_flight.add(ack)
+        ack.add_done_callback(self._in_flight.discard)
+
+    def result(self, route: Route, result_json: bytes) -> None:
+        """Answer with a success response around an already serialized ``result``."""
+        self.send(route, success_response_bytes(route.request_id, result_json))
+
+    def task(self, route: Route, record: TaskRecord, history_length: int | None = None) -> None:
+        """Answer with the task as it is now."""
+        self.result(route, record.snapshot(history_length).to_json_bytes())
+
+    def error(self, route: Route, error: RpcError) -> None:
+        """Answer with a JSON-RPC error (under the request id it carries, else the route's)."""
+        request_id = error.request_id if error.request_id is not None else route.request_id
+        self.send(route, error.to_response(request_id).to_json_bytes())
+
+    def stream(self, listener: Listener, result_json: bytes) -> None:
+        """Publish one event (or the current Task) of a stream to its listener."""
+        self.transport.publish_nowait(
+            listener.topic,
+            success_response_bytes(listener.request_id, result_json),
+            properties=reply_properties(listener.correlation),
+        )
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for the answers on their way to be acknowledged."""
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight), timeout=timeout)

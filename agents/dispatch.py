@@ -1,0 +1,137 @@
+"""From a request on the agent's topic to the handler of its method, and every error to an answer.
+
+Requests are handled synchronously in the transport's callback: the size check, one
+:func:`~mesh.a2a.parse_request`, one lookup in the handler table, the handler. A handler that
+must wait (cancel, a push URL check) returns an awaitable, which runs as a task of its own;
+any :class:`~mesh.a2a.RpcError` it raises, or any other failure, is answered as a JSON-RPC
+error, so every accepted request ends in an answer.
+
+The handler table is built from :class:`~mesh.a2a.Method`: each method has exactly one
+handler, marked with :func:`serves`, whose ``params`` are annotated with the method's params
+model (checked when the table is built), so a handler receives its own model, typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, get_type_hints
+
+from agents.answers import Answers, Route
+from mesh.a2a import InternalFailure, InvalidRequest, Method, RpcError, parse_request
+from mesh.properties import MessageProperties
+from mesh.transport import InboundMessage
+
+__all__ = ["Handler", "RequestDispatcher", "handler_table", "serves"]
+
+log = logging.getLogger(__name__)
+
+#: A method handler: ``handler(params, props, route)``; an awaitable if it must wait.
+Handler = Callable[[Any, MessageProperties, Route], Awaitable[None] | None]
+
+F = TypeVar("F", bound=Callable[..., Awaitable[None] | None])
+
+_SERVES = "__serves_method__"
+
+
+def serves(method: Method) -> Callable[[F], F]:
+    """Mark a method of a handler class as the handler of ``method``."""
+
+    def mark(handler: F) -> F:
+        setattr(handler, _SERVES, method)
+        return handler
+
+    return mark
+
+
+def handler_table(handlers: object) -> dict[Method, Handler]:
+    """The bound handler of every method, from the :func:`serves` marks of ``handlers``' class.
+
+    Raises ``TypeError`` if a method has no handler or two, or if a handler's ``params`` are
+    not annotated with its method's params model.
+    """
+    cls = type(handlers)
+    table: dict[Method, Handler] = {}
+    for name in dir(cls):
+        method = getattr(getattr(cls, name), _SERVES, None)
+        if not isinstance(method, Method):
+            continue
+        if method in table:
+            raise TypeError(f"{cls.__name__}: {method} has two handlers; mark one with @serves({method!r})")
+        hint = get_type_hints(getattr(cls, name)).get("params")
+        if hint is not method.params:
+            raise TypeError(
+                f"{cls.__name__}.{name} serves {method}, whose params are {method.params.__name__}; "
+                f"annotate its params argument with that (got {hint!r})"
+            )
+        table[method] = getattr(handlers, name)
+    if missing := [str(m) for m in Method if m not in table]:
+        raise TypeError(f"{cls.__name__} has no handler for {', '.join(missing)}; add one marked with @serves(...)")
+    return table
+
+
+class RequestDispatcher:
+    """Answers every request of one agent: parse, dispatch, and errors as JSON-RPC errors."""
+
+    def __init__(
+        self, agent_name: str, handlers: Mapping[Method, Handler], answers: Answers, *, max_message_bytes: int
+    ) -> None:
+        self.agent_name = agent_name
+        self.handlers = handlers
+        self.answers = answers
+        self.max_message_bytes = max_message_bytes
+        #: Once set, requests are refused (the agent is shutting down).
+        self.stopping = False
+        self._waiting: set[asyncio.Task[None]] = set()
+
+    def on_request(self, message: InboundMessage) -> None:
+        """The transport callback of the request topic."""
+        props = message.properties
+        route = self.answers.route(props)
+        limit = self.max_message_bytes
+        if len(message.payload) > limit:
+            self.answers.error(
+                route,
+                InvalidRequest(
+                    f"the request is {len(message.payload)} bytes; agent {self.agent_name!r} accepts at most "
+                    f"{limit} (limits.max_message_bytes); send large content by URI",
+                    data={"size": len(message.payload), "limit": limit},
+                ),
+            )
+            return
+        try:
+            request = parse_request(message.payload)
+        except RpcError as exc:
+            self.answers.error(route, exc)
+            return
+        route = Route(route.topic, route.correlation, request.id)
+        try:
+            if self.stopping:
+                raise InternalFailure(f"agent {self.agent_name!r} is shutting down; send the request again later")
+            pending = self.handlers[request.method](request.params, props, route)
+        except Exception as exc:
+            self._fail(request.method, route, exc)
+            return
+        if pending is not None:
+            task = asyncio.get_running_loop().create_task(self._finish(request.method, route, pending))
+            self._waiting.add(task)
+            task.add_done_callback(self._waiting.discard)
+
+    async def _finish(self, method: Method, route: Route, pending: Awaitable[None]) -> None:
+        """The rest of a method that had to wait, with the same error answers."""
+        try:
+            await pending
+        except Exception as exc:
+            self._fail(method, route, exc)
+
+    def _fail(self, method: Method, route: Route, exc: Exception) -> None:
+        if not isinstance(exc, RpcError):
+            log.error("%s: %s failed", self.agent_name, method, exc_info=exc)
+            exc = InternalFailure(f"{type(exc).__name__}: {exc}")
+        self.answers.error(route, exc)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for the methods still waiting to answer."""
+        if self._waiting:
+            await asyncio.wait(list(self._waiting), timeout=timeout)

@@ -1,0 +1,290 @@
+"""The A2A methods of an agent, one handler each, typed against the method's params model.
+
+``message/send`` and ``message/stream`` create a task (or resume an interrupted one) and
+launch the handler; a blocking send is answered by a callback run when the task settles,
+rather than a coroutine waiting for it. ``tasks/*`` read, cancel or follow a task;
+``tasks/pushNotificationConfig/*`` keep the task's webhooks. Only cancel and the push URL
+checks (a DNS lookup) return an awaitable; the rest answer at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+from agents.agent import Agent
+from agents.answers import Answers, Route
+from agents.context import TaskContext
+from agents.delegation import Delegator
+from agents.dispatch import serves
+from agents.push import PushConfigStore, check_push_url
+from agents.runner import TaskRunner
+from agents.settings import AgentSettings
+from agents.streams import TaskStreams
+from agents.tasks import ContextHistory, TaskRecord, TaskStore
+from mesh.a2a import (
+    INTERRUPTED_STATES,
+    DeleteTaskPushNotificationConfigParams,
+    GetTaskPushNotificationConfigParams,
+    InvalidParams,
+    InvalidRequest,
+    ListTaskPushNotificationConfigParams,
+    MessageSendParams,
+    Method,
+    PushNotificationNotSupported,
+    TaskIdParams,
+    TaskNotCancelable,
+    TaskNotFound,
+    TaskPushNotificationConfig,
+    TaskQueryParams,
+    UnsupportedOperation,
+)
+from mesh.limits import check_message_limits
+from mesh.properties import MessageProperties
+from topics import validate_identifier
+
+__all__ = ["AgentMethods"]
+
+
+class AgentMethods:
+    """The handlers of the nine A2A methods for one agent (see :func:`agents.dispatch.handler_table`)."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: AgentSettings,
+        *,
+        tasks: TaskStore,
+        contexts: ContextHistory,
+        push_configs: PushConfigStore,
+        runner: TaskRunner,
+        streams: TaskStreams,
+        answers: Answers,
+        delegator: Delegator,
+    ) -> None:
+        self.agent = agent
+        self.name = agent.name
+        self.settings = settings
+        self.tasks = tasks
+        self.contexts = contexts
+        self.push_configs = push_configs
+        self.runner = runner
+        self.streams = streams
+        self.answers = answers
+        self.delegator = delegator
+
+    # ------------------------------------------------------------------ message/send, message/stream
+
+    @serves(Method.message_send)
+    def message_send(self, params: MessageSendParams, props: MessageProperties, route: Route) -> Awaitable[None] | None:
+        return self._after_push_check(params, props, route, self._send_now)
+
+    @serves(Method.message_stream)
+    def message_stream(
+        self, params: MessageSendParams, props: MessageProperties, route: Route
+    ) -> Awaitable[None] | None:
+        if not self.agent.streaming:
+            raise UnsupportedOperation(f"agent {self.name!r} does not stream; use message/send")
+        return self._after_push_check(params, props, route, self._stream_now)
+
+    def _after_push_check(
+        self,
+        params: MessageSendParams,
+        props: MessageProperties,
+        route: Route,
+        then: Callable[[MessageSendParams, MessageProperties, Route], None],
+    ) -> Awaitable[None] | None:
+        """``then`` at once, or once the push URL the message carries has been checked."""
+        config = params.configuration
+        if config is None or config.push_notification_config is None:
+            then(params, props, route)
+            return None
+        self._require_push()
+        return self._checked_then(config.push_notification_config.url, params, props, route, then)
+
+    async def _checked_then(
+        self,
+        url: str,
+        params: MessageSendParams,
+        props: MessageProperties,
+        route: Route,
+        then: Callable[[MessageSendParams, MessageProperties, Route], None],
+    ) -> None:
+        await check_push_url(url, allow_private=self.settings.allow_private_push_urls)  # a DNS lookup, off the loop
+        then(params, props, route)
+
+    def _send_now(self, params: MessageSendParams, props: MessageProperties, route: Route) -> None:
+        config = params.configuration
+        history_length = config.history_length if config is not None else None
+        record, ctx = self._accept(params, props, route)
+        if props.status_topic is not None:
+            # As in SAM, a status topic on message/send gets the events too: a delegating
+            # agent resets its idle timeout on them. The Task answer closes it.
+            record.listeners.append(self.streams.listener(record, props, route, progress_only=True))
+        if config is not None and config.blocking is False:
+            self.answers.task(route, record, history_length)  # submitted, before the handler runs
+        else:
+            self.streams.answer_when_settled(record, route, history_length)
+        self.runner.launch(record, params.message, ctx)
+
+    def _stream_now(self, params: MessageSendParams, props: MessageProperties, route: Route) -> None:
+        record, ctx = self._accept(params, props, route)
+        record.listeners.append(self.streams.listener(record, props, route))
+        self.streams.answer_when_settled(record, route)
+        self.runner.launch(record, params.message, ctx)
+
+    def _accept(
+        self, params: MessageSendParams, props: MessageProperties, route: Route
+    ) -> tuple[TaskRecord, TaskContext]:
+        """Create the task of a new message, or pick up the interrupted task it answers."""
+        message = params.message
+        check_message_limits(message, self.settings.limits)
+        self._check_call_chain(props)
+        if message.task_id:
+            record = self._task(message.task_id)
+            if record.state not in INTERRUPTED_STATES:
+                raise InvalidParams(
+                    f"task {record.id!r} is {record.state.value}; a message may continue a task only while it "
+                    "is input-required (start a new task by leaving taskId out)",
+                    data={"taskId": record.id, "state": record.state.value},
+                )
+            if message.context_id and message.context_id != record.context_id:
+                raise InvalidParams(
+                    f"contextId {message.context_id!r} does not match task {record.id!r}'s context "
+                    f"{record.context_id!r}"
+                )
+        else:
+            record = TaskRecord.new(self._new_task_id(route.request_id), message.context_id or uuid.uuid4().hex)
+            self.tasks.add(record)
+        message.task_id, message.context_id = record.id, record.context_id
+        ctx = TaskContext(
+            task_id=record.id,
+            context_id=record.context_id,
+            agent_name=self.name,
+            history=self.contexts.messages(record.context_id),
+            user_id=props.user_id,
+            user_config=props.user_config or {},
+            auth_token=props.auth_token,
+            metadata=params.metadata or {},
+            call_depth=props.call_depth or 0,
+            call_chain=list(props.call_chain or ()),
+            cancelled=record.cancelled,
+            delegator=self.delegator,
+        )
+        record.add_message(message)
+        self.contexts.append(record.context_id, message)
+        config = params.configuration
+        if config is not None and config.push_notification_config is not None:
+            self.push_configs.set(record.id, config.push_notification_config)
+        return record, ctx
+
+    def _check_call_chain(self, props: MessageProperties) -> None:
+        """Refuse a delegated request that came too deep or in a cycle (whoever sent it)."""
+        delegation = self.settings.delegation
+        depth = props.call_depth or 0
+        if depth > delegation.max_call_depth:
+            raise InvalidRequest(
+                f"call depth {depth} exceeds agent {self.name!r}'s maximum of {delegation.max_call_depth} "
+                "(delegation.max_call_depth)",
+                data={"callDepth": depth, "maxCallDepth": delegation.max_call_depth},
+            )
+        chain = props.call_chain or []
+        if self.name in chain and not delegation.allow_cycles:
+            raise InvalidRequest(
+                f"the call chain {' -> '.join([*chain, self.name])} is a cycle; agent {self.name!r} "
+                "refuses it (delegation.allow_cycles is false)",
+                data={"callChain": chain},
+            )
+
+    def _new_task_id(self, request_id: str | int | None) -> str:
+        # SAM's convention: the request id names the task, so the sender knows it up front.
+        if isinstance(request_id, str) and request_id not in self.tasks:
+            try:
+                return validate_identifier(request_id, "task id")
+            except ValueError:
+                pass
+        return uuid.uuid4().hex
+
+    # ------------------------------------------------------------------ tasks/*
+
+    def _task(self, task_id: str) -> TaskRecord:
+        record = self.tasks.get(task_id)
+        if record is None:
+            raise TaskNotFound(f"agent {self.name!r} has no task {task_id!r}", data={"taskId": task_id})
+        return record
+
+    @serves(Method.tasks_get)
+    def tasks_get(self, params: TaskQueryParams, props: MessageProperties, route: Route) -> None:
+        self.answers.task(route, self._task(params.id), params.history_length)
+
+    @serves(Method.tasks_cancel)
+    def tasks_cancel(self, params: TaskIdParams, props: MessageProperties, route: Route) -> Awaitable[None]:
+        record = self._task(params.id)
+        if record.is_terminal:
+            raise TaskNotCancelable(f"task {record.id!r} is already {record.state.value}", data={"taskId": record.id})
+        return self._cancel(record, route)
+
+    async def _cancel(self, record: TaskRecord, route: Route) -> None:
+        await self.runner.cancel(record)  # waits for the handler to unwind
+        self.answers.task(route, record)
+
+    @serves(Method.tasks_resubscribe)
+    def tasks_resubscribe(self, params: TaskIdParams, props: MessageProperties, route: Route) -> None:
+        record = self._task(params.id)
+        if record.is_terminal:
+            raise UnsupportedOperation(
+                f"task {record.id!r} is {record.state.value} and has no more events; read it with tasks/get",
+                data={"taskId": record.id, "state": record.state.value},
+            )
+        listener = self.streams.listener(record, props, route)
+        # The current Task first, then every later event, in order.
+        self.answers.stream(listener, record.snapshot().to_json_bytes())
+        if record.state in INTERRUPTED_STATES:
+            self.answers.task(route, record)
+            return
+        record.listeners.append(listener)
+        self.streams.answer_when_settled(record, route)
+
+    # ------------------------------------------------------------------ push notification config
+
+    def _require_push(self) -> None:
+        if not self.settings.push_notifications:
+            raise PushNotificationNotSupported(f"agent {self.name!r} does not send push notifications")
+
+    @serves(Method.push_config_set)
+    def push_config_set(
+        self, params: TaskPushNotificationConfig, props: MessageProperties, route: Route
+    ) -> Awaitable[None]:
+        self._require_push()
+        return self._push_set_checked(self._task(params.task_id), params, route)
+
+    async def _push_set_checked(self, record: TaskRecord, params: TaskPushNotificationConfig, route: Route) -> None:
+        config = params.push_notification_config
+        await check_push_url(config.url, allow_private=self.settings.allow_private_push_urls)
+        self.answers.result(route, self.push_configs.set(record.id, config).to_json_bytes())
+
+    @serves(Method.push_config_get)
+    def push_config_get(
+        self, params: GetTaskPushNotificationConfigParams, props: MessageProperties, route: Route
+    ) -> None:
+        self._require_push()
+        record = self._task(params.id)
+        self.answers.result(route, self.push_configs.get(record.id, params.push_notification_config_id).to_json_bytes())
+
+    @serves(Method.push_config_list)
+    def push_config_list(
+        self, params: ListTaskPushNotificationConfigParams, props: MessageProperties, route: Route
+    ) -> None:
+        self._require_push()
+        record = self._task(params.id)
+        listed = b"[" + b",".join(c.to_json_bytes() for c in self.push_configs.list(record.id)) + b"]"
+        self.answers.result(route, listed)
+
+    @serves(Method.push_config_delete)
+    def push_config_delete(
+        self, params: DeleteTaskPushNotificationConfigParams, props: MessageProperties, route: Route
+    ) -> None:
+        self._require_push()
+        record = self._task(params.id)
+        self.push_configs.delete(record.id, params.push_notification_config_id)
+        self.answers.result(route, b"null")

@@ -1,0 +1,74 @@
+"""The event fan-out of an agent's tasks: streams, settle callbacks, push, retention.
+
+Every status or artifact event a :class:`~agents.runner.TaskRunner` emits passes through
+:meth:`TaskStreams.on_event`, which sends it to each stream listening to the task (in order,
+serialized once), and when the task settles runs the callbacks that answer the requests
+waiting for it, adds the agent's reply to the conversation, notifies push subscribers and lets
+the task store forget tasks past retention.
+"""
+
+from __future__ import annotations
+
+from agents.answers import Answers, Route
+from agents.push import PushConfigStore, PushNotifier
+from agents.tasks import ContextHistory, Listener, TaskRecord, TaskStore
+from mesh.a2a import InvalidRequest, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from mesh.properties import MessageProperties
+from topics import get_client_status_topic
+
+__all__ = ["TaskStreams"]
+
+
+class TaskStreams:
+    """Who listens to which task, and what each event of a task sets off."""
+
+    def __init__(
+        self,
+        answers: Answers,
+        *,
+        tasks: TaskStore,
+        contexts: ContextHistory,
+        push_configs: PushConfigStore,
+        notifier: PushNotifier,
+    ) -> None:
+        self.answers = answers
+        self.tasks = tasks
+        self.contexts = contexts
+        self.push_configs = push_configs
+        self.notifier = notifier
+
+    def listener(
+        self, record: TaskRecord, props: MessageProperties, route: Route, *, progress_only: bool = False
+    ) -> Listener:
+        """A stream for a request: its ``a2aStatusTopic``, else its client's status topic."""
+        topic = props.status_topic
+        if topic is None:
+            if not props.client_id:
+                raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
+            topic = get_client_status_topic(self.answers.namespace, props.client_id, record.id)
+        return Listener(topic, route.request_id, route.correlation, progress_only)
+
+    def answer_when_settled(self, record: TaskRecord, route: Route, history_length: int | None = None) -> None:
+        """Answer the request with the Task the next time it settles (terminal or interrupted)."""
+        record.on_settle.append(lambda: self.answers.task(route, record, history_length))
+
+    def on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
+        """Fan an event out to the task's streams (in order) and push subscribers."""
+        if record.listeners:
+            result_json = event.to_json_bytes()
+            for listener in record.listeners:
+                if listener.wants(event):
+                    self.answers.stream(listener, result_json)
+        if isinstance(event, TaskStatusUpdateEvent) and event.final:
+            record.listeners.clear()
+            if event.status.message is not None:  # the agent's answer joins the conversation
+                self.contexts.append(record.context_id, event.status.message)
+            callbacks, record.on_settle = record.on_settle, []
+            for callback in callbacks:
+                callback()
+        configs = self.push_configs.configs_for(record.id)
+        if configs:
+            self.notifier.notify(record.snapshot(), configs)
+        if record.is_terminal:
+            for dropped in self.tasks.finished(record):
+                self.push_configs.drop_task(dropped)
