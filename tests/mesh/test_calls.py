@@ -134,7 +134,8 @@ async def test_the_deadline_bounds_even_a_chatty_call(serve_agent: ServeAgent, m
 async def test_an_idle_timeout_cancels_the_callees_task_by_its_id(
     serve_agent: ServeAgent, make_calls: MakeCalls
 ) -> None:
-    blocker = await serve_agent(Blocker())
+    agent = Blocker()
+    blocker = await serve_agent(agent)
     calls = await make_calls()
     with pytest.raises(CallTimeoutError) as caught:
         await calls.request("blocker", "message/send", send("wait"), CallOptions(idle_timeout_s=0.3))
@@ -143,7 +144,7 @@ async def test_an_idle_timeout_cancels_the_callees_task_by_its_id(
     assert error.task_id == record.id and error.canceled and error.reason == "idle"
     assert f"message/send to agent 'blocker': no reply or event for 0.3 s on task {record.id!r}" in str(error)
     await asyncio.wait_for(record.settled.wait(), 5)
-    assert record.state is TaskState.canceled and blocker.agent.cancellations == 1
+    assert record.state is TaskState.canceled and agent.cancellations == 1
 
 
 async def test_canceling_the_caller_cancels_the_callees_task(serve_agent: ServeAgent, make_calls: MakeCalls) -> None:
