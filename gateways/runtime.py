@@ -17,27 +17,26 @@ and answered with a timeout error, so no client is left waiting on a task nobody
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.a2a import request_bytes
+from mesh.a2a import RpcError
+from mesh.answers import Answer
 from mesh.broker import BrokerSettings
-from mesh.calls import Call, CallRouter
-from mesh.errors import MeshError
+from mesh.calls import Call, CallOptions, CallPath
+from mesh.errors import CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
-from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
-from topics import get_agent_request_topic, get_gateway_discovery_topic, validate_identifier, validate_namespace
+from topics import get_gateway_discovery_topic, validate_identifier, validate_namespace
 
-log = logging.getLogger("gateways.runtime")
+log = logging.getLogger(__name__)
 
 # JAF's codes (they collide with A2A's -32003..-32007: data.errorType tells them apart).
 AGENT_NOT_FOUND = -32000
@@ -96,7 +95,7 @@ class GatewayRuntime:
             )
         self.transport: Transport = transport
         self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=discovery_ttl_s)
-        self.router = CallRouter(self.transport, self.namespace, self.gateway_id, role="gateway")
+        self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
         self.presence = CardPresence(self.transport, card_topic, card, interval_s=card_interval_s)
         self.response_log = response_log
         self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
@@ -105,12 +104,13 @@ class GatewayRuntime:
     async def start(self) -> None:
         await self.transport.connect()
         await self.registry.start()
-        await self.router.start()
+        await self.calls.start()
         await self.presence.start()
 
     async def stop(self) -> None:
         await self.presence.stop()
         await self.registry.stop()
+        await self.calls.flush()
         await self.transport.close()
         if self.response_log is not None:
             self.response_log.close()
@@ -154,19 +154,22 @@ class GatewayRuntime:
         """
         sequencer = ResponseSequencer(envelope)
         method, params = self._mesh_call(envelope)
-        key = f"gw_{uuid.uuid4().hex}"
-        task_id = _task_id_of(method, params) or key
-        deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        with self.router.open(key) as call:
-            try:
-                self.agent_card(agent)
-                await self._publish(envelope, agent, method, params, call)
-                if method in ("message/send", "message/stream") and task_id:
-                    self._remember(task_id, agent, params, owner)
-            except GatewayError as exc:
-                yield self._logged(sequencer.error(exc.code, str(exc), exc.data))
-                return
-            async with contextlib.aclosing(self._answers(sequencer, call, agent, task_id, deadline)) as answers:
+        try:
+            self.agent_card(agent)
+        except GatewayError as exc:
+            yield self._logged(sequencer.error(exc.code, str(exc), exc.data))
+            return
+        options = CallOptions(
+            # The client's own credential stays at the edge: agents get the identity as userId.
+            user_id=envelope.user_id,
+            idle_timeout_s=self.idle_timeout_s,
+            deadline_s=deadline_s,
+            cancel_on_abandon=False,  # a client that went away can fetch or resubscribe later
+        )
+        async with self.calls.call(agent, method, params, options) as call:
+            if method in ("message/send", "message/stream") and call.task_id:
+                self._remember(call.task_id, agent, params, owner)
+            async with contextlib.aclosing(self._answers(sequencer, call)) as answers:
                 async for frame in answers:
                     yield frame
 
@@ -182,65 +185,38 @@ class GatewayRuntime:
                 params.pop("configuration", None)
         return method, params
 
-    async def _publish(
-        self, envelope: E2AEnvelope, agent: str, method: str, params: dict[str, Any], call: Call
-    ) -> None:
-        props = MessageProperties(
-            client_id=self.gateway_id,
-            user_id=envelope.user_id,
-            reply_to=call.reply_topic,
-            status_topic=call.status_topic,  # events reset the idle timeout, even for message/send
-            correlation_data=call.key.encode(),
-            timestamp_ms=int(time.time() * 1000),
-            content_type=JSON_CONTENT_TYPE,
-            payload_format_utf8=True,
-        )
-        # The client's own credential stays at the edge: agents get the identity as userId.
-        payload = request_bytes(method, call.key, params)
-        await self.transport.publish(get_agent_request_topic(self.namespace, agent), payload, properties=props)
-
-    async def _answers(
-        self, sequencer: ResponseSequencer, call: Call, agent: str, task_id: str, deadline: float | None
-    ) -> AsyncIterator[E2AResponse]:
-        while True:
-            wait = self.idle_timeout_s
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-            try:
-                kind, payload = await call.next(max(wait, 0.0))
-            except TimeoutError:
-                self._cancel_on_mesh(agent, task_id)
-                timed_out = deadline is not None and time.monotonic() >= deadline
-                reason = "the request's timeout ran out" if timed_out else f"nothing came for {self.idle_timeout_s:g} s"
-                yield self._logged(
-                    sequencer.error(
-                        TIMEOUT,
-                        f"Timeout: agent {agent!r} did not finish task {task_id!r} ({reason}); the task was canceled",
-                        {"errorType": "Timeout", "agentName": agent, "taskId": task_id},
-                    )
-                )
-                return
-            try:
-                response = json.loads(payload)
-            except ValueError:
-                log.warning("%s: a non-JSON answer from %s ignored", self.gateway_id, agent)
-                continue
-            if kind == "event":
-                result = response.get("result")
+    async def _answers(self, sequencer: ResponseSequencer, call: Call) -> AsyncGenerator[E2AResponse, None]:
+        """The call's answers as E2A frames: events, then one final frame (an answer or an error)."""
+        try:
+            while True:
+                answer = await call.next()
+                if answer.final:
+                    break
+                result = answer.json
                 if isinstance(result, dict):
-                    task_id = result.get("taskId") or result.get("id") or task_id
                     self._observe(result)
-                    branch = _BRANCHES.get(result.get("kind"), "status_update")
+                    branch = _BRANCHES.get(str(result.get("kind")), "status_update")
                     yield self._logged(sequencer.a2a_stream_event(branch, result))
-                continue
-            yield self._logged(self._final(sequencer, response))
-            return
+        except CallTimeoutError as exc:
+            reason = (
+                "the request's timeout ran out" if exc.reason == "deadline" else f"nothing came for {exc.waited_s:g} s"
+            )
+            final = sequencer.error(
+                TIMEOUT,
+                f"Timeout: agent {call.agent!r} did not finish task {exc.task_id!r} ({reason})"
+                + ("; the task was canceled" if exc.canceled else ""),
+                {"errorType": "Timeout", "agentName": call.agent, "taskId": exc.task_id},
+            )
+        except RpcError as exc:  # the agent's error answer, or a malformed answer
+            final = sequencer.error(exc.code, exc.error.message, exc.data)
+        except MeshError as exc:  # the request could not be delivered
+            final = sequencer.error(-32603, f"the request to agent {call.agent!r} failed: {exc}")
+        else:
+            final = self._final(sequencer, answer)
+        yield self._logged(final)
 
-    def _final(self, sequencer: ResponseSequencer, response: dict[str, Any]) -> E2AResponse:
-        error = response.get("error")
-        if isinstance(error, dict):
-            return sequencer.error(error.get("code", -32603), str(error.get("message", "")), error.get("data"))
-        result = response.get("result")
+    def _final(self, sequencer: ResponseSequencer, answer: Answer) -> E2AResponse:
+        result = answer.json
         if isinstance(result, dict) and result.get("kind") == "task":
             self._observe(result)
             return sequencer.finish("a2a.task", result)
@@ -252,10 +228,6 @@ class GatewayRuntime:
         if self.response_log is not None:
             self.response_log.write(frame)
         return frame
-
-    def _cancel_on_mesh(self, agent: str, task_id: str) -> None:
-        if self.router.cancel(agent, task_id, f"gw_cancel_{uuid.uuid4().hex}"):
-            log.info("%s: canceled task %s on %s after a timeout", self.gateway_id, task_id, agent)
 
     # ------------------------------------------------------------------ task memory
 
@@ -289,10 +261,3 @@ _BRANCHES = {
     "task": "task",
     "message": "message",
 }
-
-
-def _task_id_of(method: str, params: dict[str, Any]) -> str | None:
-    if method in ("message/send", "message/stream"):
-        message = params.get("message") or {}
-        return message.get("taskId")
-    return params.get("id") if isinstance(params.get("id"), str) else None

@@ -13,6 +13,7 @@ Every exception the ``mesh`` package raises on purpose derives from :class:`Mesh
     │   ├── SubscribeError          SUBACK refused a filter
     │   ├── PublishTimeoutError     no PUBACK in time
     │   └── RequestTimeoutError     no reply to a request in time
+    │       └── CallTimeoutError    a call to an agent went silent or ran past its deadline
     ├── ProtocolError               a message broke the A2A / JSON-RPC contract
     │   └── IllegalTransitionError  a task state change the state machine forbids
     ├── AgentNotFoundError          no card of the agent on the mesh (lists those that are)
@@ -77,6 +78,29 @@ class PublishTimeoutError(TransportError, TimeoutError):
 
 class RequestTimeoutError(TransportError, TimeoutError):
     """No reply arrived for a request before its timeout."""
+
+
+class CallTimeoutError(RequestTimeoutError):
+    """A call to an agent got no answer in time (:mod:`mesh.calls`).
+
+    ``reason`` is ``"idle"`` (nothing for ``waited_s`` seconds) or ``"deadline"`` (the whole
+    call took longer than ``waited_s``); ``canceled`` says whether ``tasks/cancel`` was sent
+    for ``task_id``.
+    """
+
+    def __init__(
+        self, *, agent: str, method: str, task_id: str | None, waited_s: float, reason: str, canceled: bool
+    ) -> None:
+        what = f"no reply or event for {waited_s:g} s" if reason == "idle" else f"no reply within {waited_s:g} s"
+        task = f" on task {task_id!r}" if task_id else ""
+        outcome = "; the task was canceled" if canceled else ""
+        super().__init__(f"{method} to agent {agent!r}: {what}{task}{outcome}")
+        self.agent = agent
+        self.method = method
+        self.task_id = task_id
+        self.waited_s = waited_s
+        self.reason = reason
+        self.canceled = canceled
 
 
 class ProtocolError(MeshError):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from mesh.transport import InboundMessage
+from mesh.properties import MessageProperties
+from mesh.transport import InboundMessage, Transport
+from topics import get_client_response_topic
 
 
 class Inbox:
@@ -46,6 +50,34 @@ class Inbox:
     @property
     def payloads(self) -> list[bytes]:
         return [m.payload for m in self.messages]
+
+
+async def raw_request(
+    transport: Transport,
+    namespace: str,
+    topic: str,
+    payload: bytes,
+    *,
+    correlation_id: str,
+    properties: MessageProperties | None = None,
+    timeout: float = 5.0,
+) -> InboundMessage:
+    """Publish ``payload`` as is and return the answer with its Correlation Data.
+
+    For tests of what an agent does with requests the call path would never send (malformed,
+    aliased, with odd properties); everything else calls agents through ``mesh.calls``.
+    """
+    reply_topic = get_client_response_topic(namespace, f"raw-{uuid.uuid4().hex[:12]}")
+    inbox = Inbox()
+    subscription = await transport.subscribe(reply_topic, inbox)
+    try:
+        props = dataclasses.replace(properties) if properties is not None else MessageProperties()
+        props.reply_to, props.correlation_data = reply_topic, correlation_id.encode()
+        await transport.publish(topic, payload, properties=props)
+        [answer] = await inbox.wait_for(1, timeout)
+        return answer
+    finally:
+        await transport.unsubscribe(subscription)
 
 
 async def wait_until(

@@ -31,6 +31,7 @@ from tests.agents.service_agents import (
     Whoami,
 )
 from tests.conftest import ServeAgent
+from tests.support import raw_request
 
 
 def text_of(task: object) -> str:
@@ -142,7 +143,9 @@ async def test_the_receiving_agent_refuses_a_request_too_deep(serve_agent: Serve
     payload = request_bytes(
         "message/send", "deep-1", MessageSendParams(message=create_user_message([TextPart(text="x")]))
     )
-    reply = await client.transport.request(
+    reply = await raw_request(
+        client.transport,
+        client.namespace,
         f"{client.namespace}/a2a/v1/agent/request/echo",
         payload,
         timeout=5,

@@ -24,12 +24,17 @@ from mesh.client import MeshClient
 from mesh.properties import MessageProperties
 from tests.agents.service_agents import Broken, Echo
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import Inbox
+from tests.support import Inbox, raw_request
 
 
 async def raw_call(client: MeshClient, payload: bytes, *, correlation: str = "raw-1") -> dict[str, Any]:
-    reply = await client.transport.request(
-        f"{client.namespace}/a2a/v1/agent/request/echo", payload, timeout=5, correlation_id=correlation
+    reply = await raw_request(
+        client.transport,
+        client.namespace,
+        f"{client.namespace}/a2a/v1/agent/request/echo",
+        payload,
+        timeout=5,
+        correlation_id=correlation,
     )
     assert reply.properties.correlation_data == correlation.encode()  # echoed on the answer
     return json.loads(reply.payload)

@@ -21,6 +21,7 @@ from mesh.a2a import (
 from mesh.client import MeshClient
 from tests.agents.service_agents import Asker, Blocker, Echo, Streamer, TwoStep, Whoami
 from tests.conftest import ServeAgent
+from tests.support import raw_request
 
 
 def reply_text(task: Task | Message) -> str:
@@ -221,7 +222,9 @@ async def test_sam_alias_methods_are_served(serve_agent: ServeAgent, client: Mes
     from mesh.a2a import MessageSendParams, TextPart, create_user_message, request_bytes
 
     params = MessageSendParams(message=create_user_message([TextPart(text="via SAM")]))
-    reply = await client.transport.request(
+    reply = await raw_request(
+        client.transport,
+        client.namespace,
         f"{client.namespace}/a2a/v1/agent/request/echo",
         request_bytes("agent/sendMessage", "sam-1", params),
         timeout=5,
@@ -274,7 +277,9 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
     payload = request_bytes(
         "message/send", "p-1", MessageSendParams(message=create_user_message([TextPart(text="go")]))
     )
-    reply = await client.transport.request(
+    reply = await raw_request(
+        client.transport,
+        namespace,
         f"{namespace}/a2a/v1/agent/request/streamer",
         payload,
         timeout=5,
