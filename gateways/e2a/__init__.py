@@ -74,7 +74,6 @@ from gateways.e2a.log import (
     REDACTED,
     ResponseLog,
     format_response_line,
-    is_secret_key,
     redact,
 )
 from gateways.e2a.models import (
@@ -84,9 +83,10 @@ from gateways.e2a.models import (
     E2AProvenance,
     E2AResponse,
     IdentityOrigin,
-    utc_now_iso,
 )
 from gateways.e2a.stream import ResponseSequencer, validate_response_frames
+from mesh.redaction import is_secret_key
+from mesh.timestamps import utc_now_iso
 
 __all__ = [
     # models

@@ -69,7 +69,6 @@ from .helpers import (
     get_parts_from_message,
     get_text_from_message,
     new_id,
-    utc_timestamp,
 )
 from .jsonrpc import (
     METHOD_ALIASES,
@@ -286,5 +285,4 @@ __all__ = [
     "get_parts_from_message",
     "get_text_from_message",
     "new_id",
-    "utc_timestamp",
 ]

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, Discriminator, Tag, ValidationError
 
+from mesh.errors import short_repr
+
 #: pydantic error type used by every discriminator built here.
 DISCRIMINATOR_ERROR = "invalid_discriminator"
 
@@ -77,12 +79,6 @@ def read_field(field: str) -> Callable[[dict[str, Any]], Any]:
         return value.get(field)
 
     return read
-
-
-def short_repr(value: Any, limit: int = 60) -> str:
-    """``repr`` cut to ``limit`` characters, for quoting bad input in error messages."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_tag(item: str | int) -> bool:
