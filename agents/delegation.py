@@ -59,7 +59,7 @@ from topics import get_agent_request_topic
 if TYPE_CHECKING:
     from agents.context import TaskContext
 
-log = logging.getLogger("agents.delegation")
+log = logging.getLogger(__name__)
 
 _FAILED_STATES = frozenset({TaskState.failed, TaskState.rejected, TaskState.canceled})
 

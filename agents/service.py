@@ -69,7 +69,7 @@ from topics import (
     validate_namespace,
 )
 
-log = logging.getLogger("agents.service")
+log = logging.getLogger(__name__)
 
 _IDENTIFIER_ERRORS = (ValueError,)
 # How long a stopping agent waits for the answers to its canceled tasks to go out.

@@ -37,7 +37,7 @@ from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
 from topics import get_agent_request_topic, get_gateway_discovery_topic, validate_identifier, validate_namespace
 
-log = logging.getLogger("gateways.runtime")
+log = logging.getLogger(__name__)
 
 # JAF's codes (they collide with A2A's -32003..-32007: data.errorType tells them apart).
 AGENT_NOT_FOUND = -32000

@@ -32,7 +32,7 @@ from topics import (
     get_peer_agent_status_topic,
 )
 
-log = logging.getLogger("mesh.calls")
+log = logging.getLogger(__name__)
 
 Role = Literal["agent", "gateway"]
 # What arrived: a stream event (status topic) or the final answer (response topic).

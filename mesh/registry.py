@@ -33,7 +33,7 @@ from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import get_discovery_subscription_topic, parse_discovery_topic, validate_identifier
 
-log = logging.getLogger("mesh.registry")
+log = logging.getLogger(__name__)
 
 Kind = Literal["agent", "gateway"]
 EventType = Literal["added", "updated", "removed"]

@@ -28,7 +28,7 @@ from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
 from mesh.sections import build_many
 
-log = logging.getLogger("mesh.run")
+log = logging.getLogger(__name__)
 
 UP_GROUP = "mesh.up"  # entry points naming the config files `mesh up` runs
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}

@@ -65,7 +65,7 @@ from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
 from mesh.transport.window import InflightWindow
 from topics import validate_filter, validate_publish_topic
 
-log = logging.getLogger("mesh.transport")
+log = logging.getLogger(__name__)
 
 # MQTT's own ceiling on a packet (256 MiB); brokers usually advertise less in CONNACK.
 _MQTT_MAX_PACKET = 268_435_455
