@@ -152,10 +152,6 @@ class LocalBroker:
             self._process.wait(5)
             self._process = None
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
     def remove(self) -> None:
         """Stop it for good and delete its working directory (config, log)."""
         self.stop()
