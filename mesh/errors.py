@@ -23,25 +23,6 @@ Messages name the bad value and say what to do about it.
 
 from __future__ import annotations
 
-__all__ = [
-    "AgentNotFoundError",
-    "ConfigError",
-    "ConnectError",
-    "IllegalTransitionError",
-    "MeshError",
-    "NotAuthorizedError",
-    "NotConnectedError",
-    "PacketTooLargeError",
-    "ProtocolError",
-    "PublishError",
-    "PublishTimeoutError",
-    "QuotaExceededError",
-    "RequestTimeoutError",
-    "SubscribeError",
-    "TransportError",
-    "short_repr",
-]
-
 
 def short_repr(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters, its closing quote or bracket kept: how an

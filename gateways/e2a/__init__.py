@@ -1,7 +1,8 @@
 """E2A (Everything-to-Agent): the envelope every gateway request is normalized to, the response
 every outbound frame is expressed as, and the adapters to and from ACP and A2A.
 
-Standard library only. Errors derive from :class:`E2AError` (a ``ValueError``).
+Standard library only, and the standard-library helpers of mesh (:func:`mesh.errors.short_repr`,
+:mod:`mesh.redaction`, :mod:`mesh.timestamps`). Errors derive from :class:`E2AError` (a ``ValueError``).
 """
 
 from __future__ import annotations
