@@ -46,8 +46,7 @@ from mesh.a2a import (
     TaskState,
     parse_result,
 )
-from mesh.a2a.validation import format_validation_error
-from mesh.errors import short_repr
+from mesh.a2a.validation import format_validation_error, short_repr
 
 from .a2a_v1_requests import (
     EXTENSION_SUPPORT_REQUIRED,

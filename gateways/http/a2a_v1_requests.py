@@ -37,7 +37,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, NoReturn, TypeVar
 
 from mesh.a2a import METHOD_ALIASES, METHOD_PARAMS, InvalidParams, Method, MethodNotFound, RpcError
-from mesh.errors import short_repr
+from mesh.a2a.validation import short_repr
 
 from .a2a_v1_results import DATA_PART_COMPAT, JSON, ROLE_FROM_V1, ROLE_NAMES, normalize_base64
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, Discriminator, Tag, ValidationError
 
-from mesh.errors import short_repr
+# Re-exported: the A2A 1.0 translation modules of the HTTP gateway import only mesh.a2a.
+from mesh.errors import short_repr as short_repr
 
 #: pydantic error type used by every discriminator built here.
 DISCRIMINATOR_ERROR = "invalid_discriminator"
