@@ -39,7 +39,7 @@ from mesh.a2a import InvalidParams, PushNotificationConfig, Task, TaskPushNotifi
 
 __all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigStore", "PushNotifier", "check_push_url", "validate_push_url"]
 
-log = logging.getLogger("agents.push")
+log = logging.getLogger(__name__)
 
 MAX_CONFIGS_PER_TASK = 10
 _MAX_RESPONSE_BYTES = 64 * 1024

@@ -38,7 +38,7 @@ from mesh.a2a import (
     new_id,
 )
 
-log = logging.getLogger("agents.tasks")
+log = logging.getLogger(__name__)
 
 EventSink = Callable[[TaskRecord, TaskStatusUpdateEvent | TaskArtifactUpdateEvent], None]
 

@@ -14,10 +14,6 @@ class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# Request size limits (the JAF spec's defaults), shared with the gateways.
-Limits = MessageLimits
-
-
 class DelegationSettings(_Settings):
     """Calls this agent makes to other agents."""
 
@@ -43,5 +39,6 @@ class AgentSettings(_Settings):
     max_retained_tasks: int = Field(10_000, gt=0, description="finished tasks kept at most")
     context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
     input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
-    limits: Limits = Field(default_factory=Limits)
+    # Request size limits (the JAF spec's defaults), shared with the gateways.
+    limits: MessageLimits = Field(default_factory=MessageLimits)
     delegation: DelegationSettings = Field(default_factory=DelegationSettings)

@@ -23,7 +23,7 @@ from mesh.a2a import (
     TaskStatusUpdateEvent,
     check_transition,
 )
-from mesh.a2a.helpers import utc_timestamp
+from mesh.timestamps import utc_now_iso
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ class TaskRecord:
 
     @classmethod
     def new(cls, task_id: str, context_id: str) -> TaskRecord:
-        status = TaskStatus(state=TaskState.submitted, timestamp=utc_timestamp())
+        status = TaskStatus(state=TaskState.submitted, timestamp=utc_now_iso())
         return cls(task=Task(id=task_id, context_id=context_id, status=status, history=[], artifacts=[]))
 
     @property
@@ -93,7 +93,7 @@ class TaskRecord:
     def set_status(self, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
         """Move to ``state`` (checked against the state machine) and return the event."""
         check_transition(self.state, state)
-        self.task.status = TaskStatus(state=state, message=message, timestamp=utc_timestamp())
+        self.task.status = TaskStatus(state=state, message=message, timestamp=utc_now_iso())
         if message is not None:
             self.add_message(message)
         final = state in TERMINAL_STATES or state in INTERRUPTED_STATES

@@ -1,0 +1,69 @@
+"""The mesh core: connect to an MQTT v5 broker and talk A2A to the agents on it.
+
+::
+
+    from mesh import MeshClient
+
+    async with MeshClient.connect("mqtt://localhost:1883", "acme") as client:
+        task = await client.send("echo", "hello")
+
+The A2A models live in :mod:`mesh.a2a`, the transport seam in :mod:`mesh.transport`. Every
+error the package raises on purpose is a :class:`MeshError` (the tree is drawn in
+:mod:`mesh.errors`). :class:`MeshClient` and :class:`MessageLimits` load on first use, so
+``import mesh`` and its small helper modules stay cheap (no pydantic, no paho).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mesh.broker import BrokerSettings, TlsOptions
+from mesh.errors import (
+    AgentNotFoundError,
+    ConfigError,
+    ConnectError,
+    IllegalTransitionError,
+    MeshError,
+    NotAuthorizedError,
+    NotConnectedError,
+    PacketTooLargeError,
+    ProtocolError,
+    PublishError,
+    PublishTimeoutError,
+    QuotaExceededError,
+    RequestTimeoutError,
+    SubscribeError,
+    TransportError,
+)
+from mesh.lazy import lazy_exports
+from mesh.version import __version__
+
+if TYPE_CHECKING:
+    from mesh.client import MeshClient
+    from mesh.limits import MessageLimits
+
+__all__ = [
+    "AgentNotFoundError",
+    "BrokerSettings",
+    "ConfigError",
+    "ConnectError",
+    "IllegalTransitionError",
+    "MeshClient",
+    "MeshError",
+    "MessageLimits",
+    "NotAuthorizedError",
+    "NotConnectedError",
+    "PacketTooLargeError",
+    "ProtocolError",
+    "PublishError",
+    "PublishTimeoutError",
+    "QuotaExceededError",
+    "RequestTimeoutError",
+    "SubscribeError",
+    "TlsOptions",
+    "TransportError",
+    "__version__",
+]
+
+# Their modules import pydantic or paho: loaded when first asked for.
+__getattr__, __dir__ = lazy_exports(__name__, {"MeshClient": "mesh.client", "MessageLimits": "mesh.limits"})

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
 from mesh.errors import ConfigError
+from mesh.redaction import redact_url
 
 DEFAULT_BROKER_URL = "mqtt://localhost:1883"
 BROKER_URL_ENV = "MESH_BROKER_URL"
@@ -92,15 +93,6 @@ class BrokerSettings:
         scheme = "mqtts" if self.tls else "mqtt"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{host}:{self.port}"
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:

@@ -29,13 +29,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
 from mesh.broker import BrokerSettings
-from mesh.config_errors import KeyPart, check_keys, config_error, shown_value, suggest, type_name
-from mesh.errors import ConfigError
+from mesh.config_errors import KeyPart, check_keys, config_error, suggest, type_name
+from mesh.errors import ConfigError, short_repr
+from mesh.redaction import redact_url
 from mesh.sections import CORE_KEYS, section_names
 from topics import validate_namespace
 
@@ -124,26 +124,20 @@ def load_many(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[str, 
 
 def configured_broker(configs: Sequence[MeshConfig]) -> str | None:
     """The one ``broker`` the files agree on (``None`` if none sets it); disagreeing is an error."""
-    first: MeshConfig | None = None
+    first: tuple[str, MeshConfig] | None = None
     for config in configs:
         if config.broker is None:
             continue
-        if first is not None and config.broker != first.broker:
+        if first is None:
+            first = (config.broker, config)
+        elif config.broker != first[0]:
             raise config_error(
                 config.source,
                 "broker",
-                f"{_redacted(config.broker)!r} differs from {_redacted(first.broker)!r} in {first.source}",
+                f"{redact_url(config.broker)!r} differs from {redact_url(first[0])!r} in {first[1].source}",
                 "components run together share one broker: set it in one file, or pass --broker",
             )
-        first = first or config
-    return first.broker if first is not None else None
-
-
-def _redacted(url: str | None) -> str | None:
-    parts = urlsplit(url) if url else None
-    if parts is None or parts.password is None:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+    return first[0] if first is not None else None
 
 
 def _read_yaml(source: Path) -> Any:
@@ -267,7 +261,7 @@ def _check_broker(value: Any, source: Path) -> str | None:
         return None
     if not isinstance(value, str):
         raise config_error(
-            source, "broker", f"expected a URL string, got {shown_value(value)}", "write broker: mqtt://host:1883"
+            source, "broker", f"expected a URL string, got {short_repr(value)}", "write broker: mqtt://host:1883"
         )
     try:
         BrokerSettings.from_url(value)
@@ -293,4 +287,4 @@ def _check_log_level(value: Any, source: Path) -> str:
     close = suggest(level, LOG_LEVELS)
     hint = f"did you mean {close!r}? " if close else ""
     fix = f"{hint}use one of: {', '.join(LOG_LEVELS)}"
-    raise config_error(source, "log_level", f"unknown log level {shown_value(value)}", fix)
+    raise config_error(source, "log_level", f"unknown log level {short_repr(value)}", fix)

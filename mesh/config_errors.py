@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from mesh.errors import ConfigError
+from mesh.errors import ConfigError, short_repr
+from mesh.redaction import is_secret_key
 
 KeyPart = str | int
 
@@ -85,14 +86,21 @@ def validation_error_text(
         loc = tuple(error["loc"])
         path = key_path(*prefix, *loc)
         owner = _model_at(model, loc[:-1])
-        hidden = _hides_input(model, owner) or any(isinstance(p, str) and _SECRET_KEY.search(p) for p in loc)
+        hidden = _hides_input(model, owner) or any(isinstance(p, str) and _holds_secrets(p) for p in loc)
         problem, fix = _explain(error, owner, loc[-1] if loc else "", hidden)
         lines.append(str(config_error(source, path, problem, fix)))
     return "\n".join(lines)
 
 
-# Keys whose values are secrets: a config error never repeats what they hold.
-_SECRET_KEY = re.compile(r"(?i)(token|secret|password|passwd|credential|api_?key|keys|users|auth)")
+# Config keys whose values are collections of secrets: the HTTP gateway's ``auth`` section and
+# its ``tokens`` / ``keys`` lists and ``users`` map. Their items have no secret-looking name of
+# their own, so the shared rule cannot see them; the E2A log must not use this list, where
+# ``tokens`` counts usage and ``auth`` is redacted field by field.
+_SECRET_HOLDERS = frozenset({"auth", "tokens", "keys", "users"})
+
+
+def _holds_secrets(key: str) -> bool:
+    return is_secret_key(key) or key.lower() in _SECRET_HOLDERS
 
 
 def _hides_input(*models: type[BaseModel] | None) -> bool:
@@ -116,10 +124,10 @@ def _explain(error: Any, owner: type[BaseModel] | None, key: KeyPart, hidden: bo
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         sub = _model_in(info.annotation) if info is not None else None
         keys = f" of keys such as {', '.join(list(sub.model_fields)[:4])}" if sub else ""
-        return f"expected a mapping, got {shown_value(value)}", f"write {key} as a mapping{keys}"
+        return f"expected a mapping, got {short_repr(value)}", f"write {key} as a mapping{keys}"
     message = error["msg"][:1].lower() + error["msg"][1:]
     about = f" ({info.description})" if info is not None and info.description else ""
-    return f"{message}, got {shown_value(value)}", f"set {key} to a valid value{about}"
+    return f"{message}, got {short_repr(value)}", f"set {key} to a valid value{about}"
 
 
 def _model_at(model: type[BaseModel] | None, loc: Sequence[KeyPart]) -> type[BaseModel] | None:
@@ -148,12 +156,6 @@ class _Redacted(str):
 
     def __repr__(self) -> str:
         return str(self)
-
-
-def shown_value(value: object) -> str:
-    """A value as an error message shows it: its repr, shortened."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:56] + "..." + text[-1]
 
 
 def type_name(value: object) -> str:

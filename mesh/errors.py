@@ -25,6 +25,13 @@ Messages name the bad value and say what to do about it.
 from __future__ import annotations
 
 
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, its closing quote or bracket kept: how an
+    error message quotes a bad value that may be huge."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "..." + text[-1]
+
+
 class MeshError(Exception):
     """Root of every error the mesh raises on purpose."""
 

@@ -91,9 +91,10 @@ class LocalBroker:
     ) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
-        self.executable = executable or shutil.which("mosquitto") or _sbin("mosquitto")
-        if self.executable is None:
+        found = executable or shutil.which("mosquitto") or _sbin("mosquitto")
+        if found is None:
             raise BrokerUnavailableError(f"no mosquitto binary on PATH; {INSTALL_HINT}")
+        self.executable: str = found
         self.workdir = Path(tempfile.mkdtemp(prefix="mesh-mosquitto-"))
         self.config_file = self.workdir / "mosquitto.conf"
         text = render_config(config_path, port=self.port, bind=self.host)
@@ -151,10 +152,6 @@ class LocalBroker:
             self._process.wait(5)
             self._process = None
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
     def remove(self) -> None:
         """Stop it for good and delete its working directory (config, log)."""
         self.stop()
@@ -166,7 +163,7 @@ class ContainerBroker:
 
     def __init__(self, config_path: Path, *, port: int | None = None) -> None:
         try:
-            from docker.errors import DockerException
+            from docker.errors import DockerException  # type: ignore[import-untyped]  # docker ships no stubs
             from testcontainers.community.mqtt import MosquittoContainer
         except ImportError as exc:
             raise BrokerUnavailableError(f"testcontainers is not installed ({exc}); {INSTALL_HINT}") from exc

@@ -19,7 +19,7 @@ from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import Transport, Will
 
-log = logging.getLogger("mesh.presence")
+log = logging.getLogger(__name__)
 
 
 def presence_will(card_topic: str) -> Will:

@@ -23,17 +23,17 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
 from mesh.errors import AgentNotFoundError
+from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import get_discovery_subscription_topic, parse_discovery_topic, validate_identifier
 
-log = logging.getLogger("mesh.registry")
+log = logging.getLogger(__name__)
 
 Kind = Literal["agent", "gateway"]
 EventType = Literal["added", "updated", "removed"]
@@ -66,7 +66,7 @@ class RegistryEvent:
 
     def to_json_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
-            "time": datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds"),
+            "time": utc_iso(self.at, timespec="milliseconds"),
             "event": self.type,
             "kind": self.kind,
             "name": self.name,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component, SectionFactory
 from mesh.config_errors import config_error
-from mesh.errors import ConfigError
 
 if TYPE_CHECKING:
     from mesh.config import MeshConfig
@@ -40,19 +39,6 @@ def _section_entry_points() -> dict[str, EntryPoint]:
 def section_names() -> frozenset[str]:
     """Names of the installed sections; reads metadata only, imports nothing."""
     return frozenset(_section_entry_points())
-
-
-def section_factories(names: Iterable[str] | None = None) -> dict[str, SectionFactory]:
-    """Load the factories of the named sections (default: all installed) and only those."""
-    installed = _section_entry_points()
-    wanted = installed if names is None else names
-    factories: dict[str, SectionFactory] = {}
-    for name in wanted:
-        if name not in installed:
-            known = ", ".join(sorted(installed)) or "none"
-            raise ConfigError(f"section {name!r} has no factory; installed sections: {known}")
-        factories[name] = _load_factory(name, installed[name], SECTIONS_GROUP)
-    return factories
 
 
 def _load_factory(name: str, entry_point: EntryPoint, where: str | Path) -> SectionFactory:

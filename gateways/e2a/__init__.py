@@ -1,7 +1,8 @@
 """E2A (Everything-to-Agent): the envelope every gateway request is normalized to, the response
 every outbound frame is expressed as, and the adapters to and from ACP and A2A.
 
-Standard library only. Errors derive from :class:`E2AError` (a ``ValueError``).
+Standard library only, and the standard-library helpers of mesh (:func:`mesh.errors.short_repr`,
+:mod:`mesh.redaction`, :mod:`mesh.timestamps`). Errors derive from :class:`E2AError` (a ``ValueError``).
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ from gateways.e2a.log import (
     REDACTED,
     ResponseLog,
     format_response_line,
-    is_secret_key,
     redact,
 )
 from gateways.e2a.models import (
@@ -84,9 +84,10 @@ from gateways.e2a.models import (
     E2AProvenance,
     E2AResponse,
     IdentityOrigin,
-    utc_now_iso,
 )
 from gateways.e2a.stream import ResponseSequencer, validate_response_frames
+from mesh.redaction import is_secret_key
+from mesh.timestamps import utc_now_iso
 
 __all__ = [
     # models

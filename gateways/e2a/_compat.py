@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from gateways.e2a._reader import FieldReader
@@ -19,6 +18,7 @@ from gateways.e2a.constants import (
     E2A_WIRE_INTERNAL_METADATA_KEYS,
 )
 from gateways.e2a.errors import E2AValidationError
+from mesh.timestamps import utc_iso
 
 
 def channel(r: FieldReader) -> str | None:
@@ -96,7 +96,7 @@ def timestamp(r: FieldReader) -> str | None:
         return raw
     if isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw):
         try:
-            return datetime.fromtimestamp(float(raw), tz=timezone.utc).isoformat()
+            return utc_iso(float(raw))
         except (OverflowError, OSError, ValueError):
             pass
     raise E2AValidationError(r.where("timestamp"), "an RFC 3339 string or epoch seconds", raw)

@@ -30,8 +30,8 @@ from gateways.e2a.models import (
     E2AProvenance,
     E2AResponse,
     IdentityOrigin,
-    utc_now_iso,
 )
+from mesh.timestamps import utc_now_iso
 
 # provenance.converter names this project's functions ("module:function").
 _CONVERTER_ACP = f"{__name__}:envelope_from_acp_jsonrpc"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mesh.errors import short_repr
+
 
 class E2AError(ValueError):
     """Root of every error the E2A subpackage raises on purpose."""
@@ -30,11 +32,8 @@ class E2AValidationError(E2AError):
         self.field = field
         self.expected = expected
         self.value = value
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
         super().__init__(
-            f"{field}: expected {expected}, got {type(value).__name__} {shown}; "
+            f"{field}: expected {expected}, got {type(value).__name__} {short_repr(value)}; "
             "fix the producer of this data or drop the field"
         )
 

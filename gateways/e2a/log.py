@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
 from gateways.e2a.models import E2AResponse
+from mesh.redaction import is_secret_key
 
 REDACTED = "[redacted]"
 
@@ -25,20 +25,6 @@ LOG_REQUIRED_KEYS: tuple[str, ...] = (
     "response_kind",
     "timestamp",
 )
-
-# E2AAuth fields holding credentials or pointers to them.
-_AUTH_SECRET_KEYS = frozenset({"bearer_token", "api_key_ref", "credential_ref"})
-
-# Matched against the key lower-cased with "_" and "-" removed, so "authToken", "auth_token"
-# and "X-Auth-Token" compare alike. "token" only matches as a suffix: "max_tokens" and
-# "inputTokens" (usage counters) are not secrets, "tokenizer" neither.
-_SECRET_KEY = re.compile(r"authorization|password|passwd|secret|apikey|privatekey|credential|cookie|token$")
-
-
-def is_secret_key(key: str) -> bool:
-    """True when a mapping key names a credential (case, ``_`` and ``-`` ignored)."""
-    lowered = key.lower()
-    return lowered in _AUTH_SECRET_KEYS or bool(_SECRET_KEY.search(re.sub(r"[-_]", "", lowered)))
 
 
 def redact(value: Any) -> Any:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
@@ -28,14 +27,10 @@ from gateways.e2a.constants import (
     E2A_SOURCE_PROTOCOL_E2A,
 )
 from gateways.e2a.errors import E2AValidationError
+from mesh.timestamps import utc_now_iso
 
 # Dataclass field metadata key holding the JSON key when it differs from the attribute name.
 _WIRE_KEY = "wire_key"
-
-
-def utc_now_iso() -> str:
-    """Now as an RFC 3339 UTC string, e.g. ``2026-03-28T12:00:00.123456+00:00``."""
-    return datetime.now(timezone.utc).isoformat()
 
 
 class IdentityOrigin(str, Enum):

@@ -33,8 +33,8 @@ from gateways.e2a.models import (
     E2AProvenance,
     E2AResponse,
     IdentityOrigin,
-    utc_now_iso,
 )
+from mesh.timestamps import utc_now_iso
 
 
 def _uuid_hex() -> str:

@@ -281,11 +281,6 @@ class ConcurrencyConfig(_Config):
     max_tasks_per_context: int = Field(5, gt=0, description="unfinished tasks one contextId has on the mesh")
 
 
-# The message size limits are the agents' own (mesh.limits), so the edge refuses exactly what
-# an agent would.
-LimitsConfig = MessageLimits
-
-
 class TimeoutConfig(_Config):
     """How long the gateway waits for the mesh; a client may ask for another time with X-A2A-Timeout."""
 
@@ -352,6 +347,7 @@ class EdgeConfig(_Config):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     rate_limit: RateLimitConfig | None = Field(default_factory=RateLimitConfig)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
-    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    # The agents' own message size limits, so the edge refuses exactly what an agent would.
+    limits: MessageLimits = Field(default_factory=MessageLimits)
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     cors: CorsConfig = Field(default_factory=CorsConfig)

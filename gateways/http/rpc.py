@@ -26,7 +26,6 @@ from gateways.e2a import (
     E2AProvenance,
     E2AResponse,
     envelope_from_a2a_send_message,
-    utc_now_iso,
 )
 from gateways.http.a2a_v1 import (
     V1_METHODS,
@@ -50,6 +49,7 @@ from mesh.a2a import (
 )
 from mesh.a2a.parse import decode_json
 from mesh.a2a.validation import format_validation_error, validation_error_details
+from mesh.timestamps import utc_now_iso
 
 Version = Literal["0.3", "1.0"]
 _STREAMING_0_3 = {Method.message_stream, Method.tasks_resubscribe}

@@ -29,10 +29,10 @@ from gateways.http.protection import (
     ConcurrencyConfig,
     CorsConfig,
     EdgeConfig,
-    LimitsConfig,
     RateLimitConfig,
     TimeoutConfig,
 )
+from mesh.limits import MessageLimits
 from topics import validate_identifier
 
 
@@ -54,7 +54,7 @@ class HttpGatewaySettings(BaseModel):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     rate_limit: RateLimitConfig | None = Field(default_factory=RateLimitConfig)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
-    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    limits: MessageLimits = Field(default_factory=MessageLimits)
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     cors: CorsConfig = Field(default_factory=CorsConfig)
 

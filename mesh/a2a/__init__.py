@@ -71,7 +71,6 @@ from .helpers import (
     get_parts_from_message,
     get_text_from_message,
     new_id,
-    utc_timestamp,
 )
 from .jsonrpc import (
     CancelTaskRequest,
@@ -272,5 +271,4 @@ __all__ = [
     "get_parts_from_message",
     "get_text_from_message",
     "new_id",
-    "utc_timestamp",
 ]

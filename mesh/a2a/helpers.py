@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import base64
 import uuid
-from datetime import UTC, datetime
 from typing import Any
+
+from mesh.timestamps import utc_now_iso
 
 from .errors import InternalErrorObject
 from .jsonrpc import (
@@ -29,11 +30,6 @@ AnyPart = TextPart | FilePart | DataPart
 def new_id() -> str:
     """A fresh message / request id."""
     return uuid.uuid4().hex
-
-
-def utc_timestamp() -> str:
-    """Now, as the ISO 8601 string A2A timestamps use."""
-    return datetime.now(UTC).isoformat()
 
 
 def create_text_part(text: str, metadata: dict[str, Any] | None = None) -> TextPart:
@@ -130,7 +126,7 @@ def create_status_update(
     return TaskStatusUpdateEvent(
         task_id=task_id,
         context_id=context_id,
-        status=TaskStatus(state=state, message=message, timestamp=utc_timestamp()),
+        status=TaskStatus(state=state, message=message, timestamp=utc_now_iso()),
         final=is_final,
         metadata=metadata,
     )

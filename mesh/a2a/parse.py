@@ -14,6 +14,8 @@ from typing import Any, TypeVar, overload
 
 from pydantic import TypeAdapter, ValidationError
 
+from mesh.errors import short_repr
+
 from .exceptions import (
     InvalidAgentResponse,
     InvalidJSON,
@@ -26,7 +28,7 @@ from .jsonrpc import JSONRPCErrorResponse, JSONRPCResponse, JSONRPCSuccessRespon
 from .messages import Message
 from .methods import METHOD_ALIASES, Method, RequestParams
 from .tasks import Result, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
-from .validation import format_validation_error, short_repr, validation_error_details
+from .validation import format_validation_error, validation_error_details
 
 R = TypeVar("R", Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent)
 

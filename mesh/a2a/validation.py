@@ -17,6 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, Discriminator, Tag, ValidationError
 
+# Re-exported: the A2A 1.0 translation modules of the HTTP gateway import only mesh.a2a.
+from mesh.errors import short_repr as short_repr
+
 #: pydantic error type used by every discriminator built here.
 DISCRIMINATOR_ERROR = "invalid_discriminator"
 
@@ -77,12 +80,6 @@ def read_field(field: str) -> Callable[[dict[str, Any]], Any]:
         return value.get(field)
 
     return read
-
-
-def short_repr(value: Any, limit: int = 60) -> str:
-    """``repr`` cut to ``limit`` characters, for quoting bad input in error messages."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_tag(item: str | int) -> bool:

@@ -12,7 +12,9 @@ import asyncio
 from collections.abc import Sequence
 
 from mesh.cli import client_commands, discovery_commands, run_commands
-from mesh.cli.common import EXIT_INTERRUPTED, describe, exit_code_for, fail
+from mesh.cli.common import EXIT_INTERRUPTED, Command, describe, exit_code_for, fail
+
+__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    handler: Command = args.handler
     try:
-        return asyncio.run(args.handler(args))
+        return asyncio.run(handler(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:

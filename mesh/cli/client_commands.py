@@ -14,7 +14,7 @@ from mesh.cli.common import (
     broker_settings,
 )
 from mesh.cli.render import answer_text, as_json, event_line, task_summary
-from mesh.client import MeshClient
+from mesh.client import MeshClient, StreamItem
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,7 +64,7 @@ async def _send(args: argparse.Namespace) -> int:
     async with MeshClient.connect(broker_settings(args), args.namespace) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
         if args.stream:
-            final: Task | Message | None = None
+            final: StreamItem | None = None  # the reply, a Task or Message, comes last
             async for item in client.stream(
                 args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
             ):

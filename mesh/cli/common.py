@@ -1,12 +1,16 @@
-"""What every ``mesh`` command shares: broker/namespace options, exit codes, error reporting."""
+"""What every ``mesh`` command shares: broker/namespace options, exit codes, error reporting,
+stopping on a signal."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from mesh.a2a import RpcError
@@ -93,3 +97,16 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, RpcError):
         return f"the agent answered with error {exc.code}: {exc.error.message}"
     return str(exc)
+
+
+@contextlib.contextmanager
+def stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set ``stop`` on SIGINT / SIGTERM inside the block; a second Ctrl-C after it interrupts."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

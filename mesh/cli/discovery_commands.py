@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,8 +25,10 @@ from mesh.cli.common import (
     add_connection_options,
     broker_settings,
     configure_logging,
+    stopped_by_signals,
 )
 from mesh.registry import DiscoveryRegistry, Entry, RegistryEvent
+from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, MqttTransport
 from topics import validate_namespace
 
@@ -101,7 +101,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
     return {
         "kind": entry.kind,
         "name": entry.name,
-        "lastSeen": iso_utc(entry.last_seen),
+        "lastSeen": utc_iso(entry.last_seen, timespec="milliseconds"),
         "card": entry.card.to_wire_dict(),
     }
 
@@ -175,19 +175,6 @@ async def _watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@contextlib.contextmanager
-def stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT / SIGTERM inside the block; a second Ctrl-C after it interrupts."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        yield
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-
 class LineOutput:
     """Prints lines to stdout as they come, flushed; calls ``on_closed`` once the reader is gone."""
 
@@ -221,7 +208,7 @@ def event_line(event: RegistryEvent) -> str:
 def raw_json(message: InboundMessage, at: float) -> dict[str, Any]:
     """One discovery message as ``mesh watch --raw --json`` prints it."""
     data: dict[str, Any] = {
-        "time": iso_utc(at),
+        "time": utc_iso(at, timespec="milliseconds"),
         "topic": message.topic,
         "retain": message.retain,
         "expiry": message.properties.message_expiry_s,
@@ -267,11 +254,6 @@ def parse_card(payload: bytes) -> AgentCard | None:
 
 
 # ---------------------------------------------------------------------- formatting
-
-
-def iso_utc(at: float) -> str:
-    """Wall-clock seconds as ISO 8601 UTC to the millisecond, as :class:`RegistryEvent` writes them."""
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
 
 
 def local_time(at: float) -> str:

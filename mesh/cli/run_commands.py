@@ -7,27 +7,28 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from collections.abc import AsyncIterator, Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mesh.broker import BrokerSettings, redact_url, resolve_broker_url
+from mesh.broker import BrokerSettings, resolve_broker_url
 from mesh.cli.common import (
     EXIT_OK,
     NAMESPACE_ENV,
     add_connection_options,
     broker_settings,
     configure_logging,
+    stopped_by_signals,
 )
 from mesh.component import Component
 from mesh.config import LOG_LEVELS, configured_broker, load_many
 from mesh.errors import ConfigError, ConnectError
 from mesh.localbroker import port_answers, running_broker
+from mesh.redaction import redact_url
 from mesh.sections import build_many
 
-log = logging.getLogger("mesh.run")
+log = logging.getLogger(__name__)
 
 UP_GROUP = "mesh.up"  # entry points naming the config files `mesh up` runs
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
@@ -114,25 +115,22 @@ async def broker_for_up(settings: BrokerSettings) -> AsyncIterator[str | None]:
 
 async def serve(components: Sequence[Component], *, banner: Callable[[], str] | None = None) -> int:
     """Start every component, wait for SIGINT/SIGTERM, then stop them all cleanly."""
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     started: list[Component] = []
     try:
-        results = await asyncio.gather(*(c.start() for c in components), return_exceptions=True)
-        started = [c for c, r in zip(components, results, strict=True) if not isinstance(r, BaseException)]
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            raise failures[0]
-        log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
-        if banner is not None:
-            print(banner(), flush=True)
-        await stop.wait()
-        log.info("stopping")
+        # Leaving the block restores the default handlers: a second Ctrl-C interrupts a stuck shutdown.
+        with stopped_by_signals(stop):
+            results = await asyncio.gather(*(c.start() for c in components), return_exceptions=True)
+            started = [c for c, r in zip(components, results, strict=True) if not isinstance(r, BaseException)]
+            failures = [r for r in results if isinstance(r, BaseException)]
+            if failures:
+                raise failures[0]
+            log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
+            if banner is not None:
+                print(banner(), flush=True)
+            await stop.wait()
+            log.info("stopping")
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)  # a second Ctrl-C interrupts a stuck shutdown
         await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
     return EXIT_OK
 

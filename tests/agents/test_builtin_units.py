@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents import AgentSettings, Limits
+from agents import AgentSettings, MessageLimits
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
@@ -107,7 +107,7 @@ async def test_resubscribe_picks_up_a_running_countdown() -> None:
 
 
 async def test_settings_apply_to_the_agent_under_test() -> None:
-    settings = AgentSettings(limits=Limits(max_text_part_bytes=10))
+    settings = AgentSettings(limits=MessageLimits(max_text_part_bytes=10))
     async with AgentHarness(EchoAgent(), settings=settings) as mesh:
         assert mesh.service.settings is settings
         with pytest.raises(RpcError, match="10"):

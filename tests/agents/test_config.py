@@ -10,11 +10,12 @@ import pytest
 
 from agents.config import AGENT_KEYS, AgentSpec, build_agents, parse_agent_entry
 from agents.service import AgentService
-from agents.settings import AgentSettings, DelegationSettings, Limits
+from agents.settings import AgentSettings, DelegationSettings
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
 from mesh.config import load_config
 from mesh.errors import ConfigError
+from mesh.limits import MessageLimits
 from mesh.sections import build_components
 from tests.agents.sample_agents import Flexible, Greeter, Repeater
 
@@ -64,7 +65,7 @@ def test_full_entry(ctx: BuildContext) -> None:
     assert isinstance(agent, Greeter)
     assert (agent.name, agent.description, agent.version, agent.greeting) == ("hi", "Greets", "2.0", "hey")
     assert spec.settings.card_interval_s == 5.0 and spec.settings.shared_subscription is True
-    assert spec.settings.limits == Limits(max_parts=50)
+    assert spec.settings.limits == MessageLimits(max_parts=50)
     assert spec.settings.delegation == DelegationSettings(max_call_depth=5, allow=("math-*",))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents import AgentSettings, Limits, TaskContext
+from agents import AgentSettings, MessageLimits, TaskContext
 from mesh.a2a import (
     Message,
     MessageSendParams,
@@ -79,14 +79,14 @@ async def test_malformed_requests_get_the_right_error(
 
 
 async def test_oversize_payload_is_refused_with_the_limit(serve_agent: ServeAgent, client: MeshClient) -> None:
-    await serve_agent(Echo(), AgentSettings(limits=Limits(max_message_bytes=2000)))
+    await serve_agent(Echo(), AgentSettings(limits=MessageLimits(max_message_bytes=2000)))
     answer = await raw_call(client, send_payload("x" * 5000))
     assert answer["error"]["code"] == -32600
     assert "accepts at most 2000" in answer["error"]["message"] and "max_message_bytes" in answer["error"]["message"]
 
 
 async def test_part_limits_name_the_bad_part(serve_agent: ServeAgent, client: MeshClient) -> None:
-    await serve_agent(Echo(), AgentSettings(limits=Limits(max_parts=2, max_text_part_bytes=10)))
+    await serve_agent(Echo(), AgentSettings(limits=MessageLimits(max_parts=2, max_text_part_bytes=10)))
     too_many = create_user_message([TextPart(text="a"), TextPart(text="b"), TextPart(text="c")])
     answer = await raw_call(client, request_bytes("message/send", "p1", MessageSendParams(message=too_many)))
     assert answer["error"]["code"] == -32602 and "params.message.parts: 3 parts" in answer["error"]["message"]

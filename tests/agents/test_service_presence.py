@@ -93,7 +93,8 @@ async def test_card_is_republished_after_a_broker_restart(
     service.transport.add_connect_listener(lambda _present: back.set())
     watcher = MqttTransport(settings)
     try:
-        broker.restart()  # persistence is off: the retained card is gone with it
+        broker.stop()  # persistence is off: the retained card is gone with it
+        broker.start()
         await asyncio.wait_for(back.wait(), 10)
         await watcher.connect()
         inbox = Inbox()

@@ -430,17 +430,29 @@ def test_public_api_is_exported() -> None:
     assert public_constants <= set(e2a.__all__)
 
 
+def _imported_modules(path: Path) -> list[str]:
+    modules: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules.append(node.module or "")
+    return modules
+
+
+# The mesh helpers E2A shares (short_repr, the secret-key rule, timestamps): standard library only.
+MESH_HELPERS = {"mesh.errors", "mesh.redaction", "mesh.timestamps"}
+
+
 def test_subpackage_imports_only_the_standard_library() -> None:
     package_dir = Path(e2a.__file__).parent
     for path in package_dir.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                modules = [node.module or ""]
-            else:
-                continue
-            for module in modules:
-                top = module.split(".")[0]
-                allowed = top in sys.stdlib_module_names or module.startswith("gateways.e2a")
-                assert allowed, f"{path.name} imports {module}"
+        for module in _imported_modules(path):
+            top = module.split(".")[0]
+            allowed = top in sys.stdlib_module_names or module.startswith("gateways.e2a") or module in MESH_HELPERS
+            assert allowed, f"{path.name} imports {module}"
+    mesh_dir = package_dir.parent.parent / "mesh"
+    for helper in MESH_HELPERS:
+        path = mesh_dir / f"{helper.split('.')[1]}.py"
+        outside = [m for m in _imported_modules(path) if m.split(".")[0] not in sys.stdlib_module_names]
+        assert outside == [], f"{helper} imports {outside}"

@@ -26,7 +26,6 @@ from gateways.http.protection import (
     CorsConfig,
     EdgeConfig,
     EdgeError,
-    LimitsConfig,
     RateLimitConfig,
     TimeoutConfig,
     agent_not_found,
@@ -39,6 +38,7 @@ from gateways.http.protection import (
     resource_exhausted,
 )
 from mesh.a2a.exceptions import PushNotificationNotSupported, RpcError
+from mesh.limits import MessageLimits
 from tests.test_layering import imported_roots
 
 EPOCH = 1_700_000_000.0
@@ -446,9 +446,9 @@ def test_slot_release_is_idempotent() -> None:
 
 
 def test_body_size() -> None:
-    check_body_size(1_000_000, LimitsConfig())
+    check_body_size(1_000_000, MessageLimits())
     with pytest.raises(EdgeError) as info:
-        check_body_size(1_000_001, LimitsConfig())
+        check_body_size(1_000_001, MessageLimits())
     assert (info.value.code, info.value.http_status, info.value.error_type_name) == (-32600, 413, "PayloadTooLarge")
     assert info.value.data == {"errorType": "PayloadTooLarge", "size": 1_000_001, "limit": 1_000_000}
 
@@ -546,7 +546,7 @@ def errors_of(model: type, data: dict[str, Any]) -> str:
         (RateLimitConfig, {"requests": 0}, "greater than 0"),
         (RateLimitConfig, {"window_s": -1}, "greater than 0"),
         (ConcurrencyConfig, {"max_tasks_per_context": 0}, "greater than 0"),
-        (LimitsConfig, {"max_parts": 0}, "greater than 0"),
+        (MessageLimits, {"max_parts": 0}, "greater than 0"),
         (TimeoutConfig, {"default_s": 400}, "default_s (400) is above maximum_s (300)"),
         (CorsConfig, {"allow_origins": ["https://app.example.com/"]}, "no path or trailing '/'"),
         (CorsConfig, {"allow_origins": ["app.example.com"]}, "scheme://host[:port]"),

@@ -19,7 +19,7 @@ from mesh.component import BuildContext, Component
 from mesh.config import MeshConfig, configured_broker, load_config, load_many
 from mesh.config_errors import check_keys, config_error, key_path, validation_error_text
 from mesh.errors import ConfigError
-from mesh.sections import build_components, build_many, check_unique_components, section_factories, section_names
+from mesh.sections import build_components, build_many, check_unique_components, section_names
 
 WriteConfig = Callable[..., Path]
 
@@ -311,15 +311,6 @@ def test_load_config_imports_no_section_package(write: WriteConfig, monkeypatch:
     config = load_config(write("agents:\n  - class: a:B\ngateways:\n  - kind: http\n"), environ={})
     assert set(config.sections) == {"agents", "gateways"}
     assert not [m for m in sys.modules if m.split(".")[0] in ("agents", "gateways")]
-
-
-def test_section_factories_load_only_what_is_asked(sections: dict[str, Any]) -> None:
-    # gadgets' package does not exist: asking only for widgets must not touch it.
-    assert section_factories(["widgets"]) == {"widgets": build_widgets}
-    with pytest.raises(ConfigError, match=r"^mesh.sections: gadgets: cannot load the section's factory"):
-        section_factories()
-    with pytest.raises(ConfigError, match=r"^section 'nope' has no factory; installed sections: gadgets, widgets$"):
-        section_factories(["nope"])
 
 
 def test_build_components_passes_the_context(write: WriteConfig, sections: dict[str, Any]) -> None:

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from mesh.a2a import InvalidParams, Message
-from mesh.limits import MessageLimits as LimitsConfig
-from mesh.limits import check_message_limits
+from mesh.limits import MessageLimits, check_message_limits
 
 
 def text_message(*texts: str) -> dict[str, Any]:
@@ -18,15 +17,15 @@ def text_message(*texts: str) -> dict[str, Any]:
 
 def too_big(message: Any, **kwargs: Any) -> InvalidParams:
     with pytest.raises(InvalidParams) as info:
-        check_message_limits(message, LimitsConfig(), **kwargs)
+        check_message_limits(message, MessageLimits(), **kwargs)
     return info.value
 
 
 def test_message_within_limits_passes() -> None:
-    check_message_limits(text_message("x" * 100_000), LimitsConfig())
-    check_message_limits(text_message(*["hi"] * 100), LimitsConfig())
-    check_message_limits({"parts": "not a list"}, LimitsConfig())  # left to validation
-    check_message_limits({"parts": [None, 3, {"text": 5}]}, LimitsConfig())
+    check_message_limits(text_message("x" * 100_000), MessageLimits())
+    check_message_limits(text_message(*["hi"] * 100), MessageLimits())
+    check_message_limits({"parts": "not a list"}, MessageLimits())  # left to validation
+    check_message_limits({"parts": [None, 3, {"text": 5}]}, MessageLimits())
 
 
 def test_too_many_parts() -> None:
@@ -47,7 +46,7 @@ def test_data_part_size() -> None:
     message = {"parts": [{"kind": "text", "text": "hi"}, {"kind": "data", "data": {"blob": "x" * 1_000_000}}]}
     error = too_big(message, path="params.request")
     assert error.data["errors"][0]["path"] == "params.request.parts.1.data"
-    check_message_limits(message, LimitsConfig(max_data_part_bytes=2_000_000))
+    check_message_limits(message, MessageLimits(max_data_part_bytes=2_000_000))
 
 
 def test_a2a_1_0_parts_without_kind() -> None:
@@ -60,4 +59,4 @@ def test_message_model_is_checked_too() -> None:
     small = Message.model_validate(
         {**text_message("a"), "parts": [{"kind": "data", "data": {"k": 1}}, {"kind": "file", "file": {"uri": "u"}}]}
     )
-    check_message_limits(small, LimitsConfig())
+    check_message_limits(small, MessageLimits())

@@ -220,7 +220,8 @@ async def test_broker_restart_resumes_subscriptions_and_delivers_qos1(
         await publisher.publish(f"{namespace}/events", b"before")
         await inbox.wait_for(1)
 
-        broker.restart()
+        broker.stop()
+        broker.start()
         await asyncio.wait_for(reconnected.wait(), 10)
         await publisher.wait_connected(10)
         for i in range(20):
