@@ -23,7 +23,8 @@ async def test_echo_repeats_the_text_with_its_prefix() -> None:
         assert mesh.text(task) == "squawk: hi"
         events = [item async for item in mesh.stream("again")]
         assert [type(e) for e in events] == [TaskStatusUpdateEvent, TaskStatusUpdateEvent, Task]
-        assert [e.status.state for e in events] == [TaskState.working, TaskState.completed, TaskState.completed]
+        states = [e.status.state for e in events if isinstance(e, (Task, TaskStatusUpdateEvent))]
+        assert states == [TaskState.working, TaskState.completed, TaskState.completed]
         assert mesh.text(events[-1]) == "squawk: again"
 
 
@@ -83,10 +84,13 @@ async def test_countdown_streams_steps_and_one_appended_artifact() -> None:
 async def test_countdown_is_canceled_while_it_waits() -> None:
     async with AgentHarness(CountdownAgent(interval_s=60)) as mesh:
         stream = mesh.stream("10")
+        first_step = None
         async for item in stream:
             if isinstance(item, TaskStatusUpdateEvent) and mesh.text(item) == "10...":
+                first_step = item
                 break
-        canceled = await mesh.cancel(item.task_id)
+        assert first_step is not None
+        canceled = await mesh.cancel(first_step.task_id)
         assert canceled.status.state is TaskState.canceled
         rest = [item async for item in stream]
         assert isinstance(rest[-1], Task) and rest[-1].status.state is TaskState.canceled
