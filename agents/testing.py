@@ -23,7 +23,7 @@ The mesh's own tests use a real Mosquitto; this harness is for testing what an a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 from agents.agent import Agent
 from agents.service import AgentService
@@ -40,7 +40,7 @@ from mesh.a2a import (
 from mesh.client import MeshClient, StreamItem
 from mesh.presence import presence_will
 from mesh.transport import MemoryBroker, MemoryTransport, Transport
-from topics import get_agent_discovery_topic, get_client_response_topic
+from topics import get_agent_discovery_topic
 
 __all__ = ["AgentHarness", "StreamItem", "text"]
 
@@ -93,11 +93,8 @@ class AgentHarness:
             if served.name in self.services:
                 raise ValueError(f"two agents named {served.name!r}; give each agent in the harness its own name")
             self.services[served.name] = self._service(served, settings if served is agent else None)
-        self._client_transport = MemoryTransport(
-            self.hub, client_id=_CLIENT_ID, reply_topic=get_client_response_topic(namespace, _CLIENT_ID)
-        )
-        # MeshClient is typed for MqttTransport until it accepts any Transport; it uses only the seam.
-        self.client = MeshClient(cast(Any, self._client_transport), namespace)
+        self._client_transport = MemoryTransport(self.hub, client_id=_CLIENT_ID)
+        self.client = MeshClient(self._client_transport, namespace)
         self._started: list[AgentService] = []
 
     @property

@@ -89,19 +89,50 @@ async def serve_mesh(url: str, topic: str) -> None:
 # ---------------------------------------------------------------- mesh requester
 
 
+class Requester:
+    """Request -> reply over one transport: Response Topic + Correlation Data, replies by correlation.
+
+    The mesh's own calls (mesh.calls) add JSON-RPC framing and parsing on top; this measures
+    the transport alone, as the paho floor does.
+    """
+
+    def __init__(self, transport: MqttTransport, reply_topic: str) -> None:
+        self.transport = transport
+        self.reply_topic = reply_topic
+        self._waiting: dict[bytes, asyncio.Future[InboundMessage]] = {}
+
+    async def start(self) -> None:
+        await self.transport.subscribe(self.reply_topic, self._on_reply)
+
+    def _on_reply(self, message: InboundMessage) -> None:
+        waiting = self._waiting.pop(message.properties.correlation_data or b"", None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(message)
+
+    async def request(self, topic: str, properties: MessageProperties, timeout: float) -> InboundMessage:
+        correlation = uuid.uuid4().hex.encode()
+        properties.reply_to, properties.correlation_data = self.reply_topic, correlation
+        reply = self._waiting[correlation] = asyncio.get_running_loop().create_future()
+        self.transport.publish_nowait(topic, PAYLOAD, properties=properties)
+        try:
+            return await asyncio.wait_for(reply, timeout)
+        finally:
+            self._waiting.pop(correlation, None)
+
+
 async def mesh_measure(url: str, topic: str, requests: int, window_requests: int) -> dict[str, float]:
     client_id = f"bench-mesh-{uuid.uuid4().hex[:8]}"
-    transport = MqttTransport(
-        BrokerSettings.from_url(url), client_id=client_id, reply_topic=f"{topic}/replies/{client_id}"
-    )
+    transport = MqttTransport(BrokerSettings.from_url(url), client_id=client_id)
     await transport.connect()
+    requester = Requester(transport, f"{topic}/replies/{client_id}")
+    await requester.start()
     try:
         for _ in range(200):  # warm-up
-            await transport.request(topic, PAYLOAD, timeout=10, properties=request_properties(client_id))
+            await requester.request(topic, request_properties(client_id), timeout=10)
         samples = []
         for _ in range(requests):
             start = time.perf_counter()
-            await transport.request(topic, PAYLOAD, timeout=10, properties=request_properties(client_id))
+            await requester.request(topic, request_properties(client_id), timeout=10)
             samples.append(time.perf_counter() - start)
 
         remaining = window_requests
@@ -110,7 +141,7 @@ async def mesh_measure(url: str, topic: str, requests: int, window_requests: int
             nonlocal remaining
             while remaining > 0:
                 remaining -= 1
-                await transport.request(topic, PAYLOAD, timeout=30, properties=request_properties(client_id))
+                await requester.request(topic, request_properties(client_id), timeout=30)
 
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(WINDOW)))

@@ -16,7 +16,6 @@ one concept per module:
 - :mod:`~mesh.transport.inbound`: ``subscribe(filter, handler)``, subscriptions sent again on
   every new session, dispatch by Subscription Identifier;
 - :mod:`~mesh.transport.pahoclient`: received packets decoded with the faster codec;
-- :mod:`~mesh.transport.requests`: ``request`` (Response Topic + Correlation Data).
 """
 
 from __future__ import annotations
@@ -33,14 +32,13 @@ from paho.mqtt.reasoncodes import ReasonCode
 from mesh.broker import BrokerSettings
 from mesh.errors import NotConnectedError
 from mesh.properties import MessageProperties
-from mesh.transport.base import ConnectListener, DisconnectListener, InboundMessage, MessageHandler, Subscription, Will
+from mesh.transport.base import ConnectListener, DisconnectListener, MessageHandler, Subscription, Will
 from mesh.transport.callbacks import CallbackRunner
 from mesh.transport.codec import to_paho
 from mesh.transport.connection import Connection
 from mesh.transport.inbound import Inbound
 from mesh.transport.pahoclient import make_client
 from mesh.transport.publishing import Publisher
-from mesh.transport.requests import RequestReply
 
 __all__ = ["MqttTransport"]
 
@@ -61,7 +59,6 @@ class MqttTransport:
         *,
         client_id: str | None = None,
         will: Will | None = None,
-        reply_topic: str | None = None,
         max_inflight: int = 1000,
         publish_timeout_s: float = 30.0,
         use_subscription_ids: bool = True,
@@ -73,7 +70,6 @@ class MqttTransport:
         self._connection = Connection(settings, self._client, self._callbacks)
         self._publisher = Publisher(self._connection, max_inflight=max_inflight, timeout_s=publish_timeout_s)
         self._inbound = Inbound(self._connection, self._callbacks, use_subscription_ids=use_subscription_ids)
-        self._requests = RequestReply(self, reply_topic)
         self._client.on_connect = self._on_connect
 
     # ------------------------------------------------------------------ lifecycle
@@ -124,7 +120,6 @@ class MqttTransport:
             return
         error = NotConnectedError(f"transport to {self.settings.url} was closed")
         self._publisher.fail_all(error)
-        self._requests.fail_all(error)
         await self._callbacks.cancel_all()
 
     def add_connect_listener(self, listener: ConnectListener) -> None:
@@ -212,45 +207,6 @@ class MqttTransport:
     async def unsubscribe(self, subscription: Subscription) -> None:
         """Stop delivering to ``subscription``; the last handler of a filter unsubscribes it."""
         self._inbound.unsubscribe(subscription)
-
-    # ------------------------------------------------------------------ request / reply (to be removed)
-
-    @property
-    def reply_topic(self) -> str | None:
-        """Where :meth:`request` replies come (given at construction), subscribed on first use."""
-        return self._requests.reply_topic
-
-    async def request(
-        self,
-        topic: str,
-        payload: bytes | str,
-        *,
-        timeout: float,
-        properties: MessageProperties | None = None,
-        correlation_id: str | None = None,
-    ) -> InboundMessage:
-        """See :meth:`mesh.transport.requests.RequestReply.request`."""
-        return await self._requests.request(
-            topic, payload, timeout=timeout, properties=properties, correlation_id=correlation_id
-        )
-
-    async def open_request(
-        self,
-        topic: str,
-        payload: bytes | str,
-        *,
-        correlation: bytes,
-        properties: MessageProperties | None = None,
-        expiry_s: float | None = None,
-    ) -> asyncio.Future[InboundMessage]:
-        """See :meth:`mesh.transport.requests.RequestReply.open_request`."""
-        return await self._requests.open_request(
-            topic, payload, correlation=correlation, properties=properties, expiry_s=expiry_s
-        )
-
-    def close_request(self, correlation: bytes) -> None:
-        """Forget a request: a reply arriving later is ignored."""
-        self._requests.close_request(correlation)
 
 
 def _configured_client(settings: BrokerSettings, client_id: str, will: Will | None) -> paho.Client:

@@ -45,7 +45,6 @@ from mesh.transport.base import (
     Will,
 )
 from mesh.transport.callbacks import CallbackRunner
-from mesh.transport.requests import RequestReply
 from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
 from topics import split_shared_subscription, topic_matches, validate_publish_topic
 
@@ -158,7 +157,6 @@ class MemoryTransport:
         *,
         client_id: str | None = None,
         will: Will | None = None,
-        reply_topic: str | None = None,
     ) -> None:
         self.broker = broker
         self.client_id = client_id or f"memory-{next(_names)}"
@@ -170,7 +168,6 @@ class MemoryTransport:
         self._connected = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
-        self._requests = RequestReply(self, reply_topic)
 
     async def __aenter__(self) -> MemoryTransport:
         await self.connect()
@@ -205,7 +202,6 @@ class MemoryTransport:
         self._closed = True
         self.broker._detach(self)
         self._connected.clear()
-        self._requests.fail_all(NotConnectedError(f"transport to {self.url} was closed"))
         await self._callbacks.cancel_all()
 
     async def wait_connected(self, timeout: float | None = None) -> None:
@@ -285,43 +281,6 @@ class MemoryTransport:
         entry = self._table.get(subscription.topic_filter)
         if entry is not None:
             self._table.drop(entry, subscription.handler)
-
-    # ------------------------------------------------------------------ request / reply (to be removed)
-
-    @property
-    def reply_topic(self) -> str | None:
-        return self._requests.reply_topic
-
-    async def request(
-        self,
-        topic: str,
-        payload: bytes | str,
-        *,
-        timeout: float,
-        properties: MessageProperties | None = None,
-        correlation_id: str | None = None,
-    ) -> InboundMessage:
-        """See :meth:`mesh.transport.requests.RequestReply.request`."""
-        return await self._requests.request(
-            topic, payload, timeout=timeout, properties=properties, correlation_id=correlation_id
-        )
-
-    async def open_request(
-        self,
-        topic: str,
-        payload: bytes | str,
-        *,
-        correlation: bytes,
-        properties: MessageProperties | None = None,
-        expiry_s: float | None = None,
-    ) -> asyncio.Future[InboundMessage]:
-        """See :meth:`mesh.transport.requests.RequestReply.open_request`."""
-        return await self._requests.open_request(
-            topic, payload, correlation=correlation, properties=properties, expiry_s=expiry_s
-        )
-
-    def close_request(self, correlation: bytes) -> None:
-        self._requests.close_request(correlation)
 
     # ------------------------------------------------------------------ used by MemoryBroker
 

@@ -18,7 +18,6 @@ from mesh.errors import (
     NotAuthorizedError,
     NotConnectedError,
     PacketTooLargeError,
-    RequestTimeoutError,
 )
 from mesh.localbroker import LocalBroker, free_port
 from mesh.properties import MessageProperties
@@ -76,32 +75,6 @@ async def test_every_property_and_correlation_data_survive_the_broker(
     assert got.content_type == "application/json" and got.payload_format_utf8
     # The broker passes on the remaining lifetime: at most what was sent.
     assert got.message_expiry_s is not None and 0 < got.message_expiry_s <= 30
-
-
-async def test_request_gets_the_reply_with_its_correlation_data(
-    make_transport: TransportFactory, namespace: str
-) -> None:
-    responder = await make_transport()
-    requester = await make_transport(reply_topic=f"{namespace}/replies/requester")
-
-    async def echo(message: InboundMessage) -> None:
-        props = MessageProperties(correlation_data=message.properties.correlation_data)
-        assert message.properties.reply_to is not None
-        await responder.publish(message.properties.reply_to, b"re:" + message.payload, properties=props)
-
-    await responder.subscribe(f"{namespace}/service", echo)
-    replies = await asyncio.gather(
-        *(requester.request(f"{namespace}/service", f"n{i}".encode(), timeout=5) for i in range(50))
-    )
-    assert [r.payload for r in replies] == [f"re:n{i}".encode() for i in range(50)]
-
-
-async def test_request_without_reply_times_out_with_a_clear_error(
-    make_transport: TransportFactory, namespace: str
-) -> None:
-    requester = await make_transport(reply_topic=f"{namespace}/replies/r")
-    with pytest.raises(RequestTimeoutError, match=r"no reply to request 'req-7'.*within 0.3 s"):
-        await requester.request(f"{namespace}/nobody", b"{}", timeout=0.3, correlation_id="req-7")
 
 
 async def test_a_raising_handler_does_not_stop_delivery(
@@ -376,18 +349,6 @@ async def test_will_is_published_when_the_process_dies(
     assert await proc.wait() == 0
     messages = await inbox.wait_for(2)
     assert [(m.topic.rsplit("/", 1)[1], m.payload) for m in messages] == [("alive", b"up"), ("dead", b"gone")]
-
-
-async def test_close_fails_pending_requests(make_transport: TransportFactory, namespace: str) -> None:
-    silent = await make_transport()
-    requester = await make_transport(reply_topic=f"{namespace}/replies/c")
-    received = Inbox()
-    await silent.subscribe(f"{namespace}/void", received)  # takes the request, never answers
-    waiting = asyncio.ensure_future(requester.request(f"{namespace}/void", b"{}", timeout=30))
-    await received.wait_for(1)
-    await requester.close()
-    with pytest.raises(NotConnectedError, match="closed"):
-        await waiting
 
 
 def _make_certificates(d: Path) -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from mesh.errors import NotConnectedError, RequestTimeoutError
+from mesh.errors import NotConnectedError
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, MemoryBroker, MemoryTransport, Will
 from tests.support import Inbox
@@ -112,23 +112,6 @@ async def test_received_properties_are_the_receivers_own() -> None:
     [a], [b] = await one.wait_for(1), await two.wait_for(1)
     assert a.properties == b.properties == sent
     assert a.properties is not b.properties and a.properties.user_config is not sent.user_config
-
-
-async def test_request_and_reply_by_correlation_data() -> None:
-    hub = MemoryBroker()
-    responder = await connected(hub)
-    requester = await connected(hub, reply_topic="ns/replies/r")
-
-    async def echo(message: InboundMessage) -> None:
-        assert message.properties.reply_to == "ns/replies/r"
-        props = MessageProperties(correlation_data=message.properties.correlation_data)
-        await responder.publish(message.properties.reply_to, b"re:" + message.payload, properties=props)
-
-    await responder.subscribe("ns/service", echo)
-    replies = await asyncio.gather(*(requester.request("ns/service", f"n{i}", timeout=5) for i in range(20)))
-    assert [r.payload for r in replies] == [f"re:n{i}".encode() for i in range(20)]
-    with pytest.raises(RequestTimeoutError, match="no reply to request 'r-1'"):
-        await requester.request("ns/nobody", b"{}", timeout=0.05, correlation_id="r-1")
 
 
 async def test_close_cancels_running_handler_tasks() -> None:
