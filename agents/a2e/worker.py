@@ -1,0 +1,193 @@
+"""An agent whose handler is a worker process in any language, speaking A2E over stdio.
+
+The worker is the A2E host; this agent is its client. At setup the worker is started, the
+handshake run and its skills discovered: they become the card's skills. Each task is one
+``skill/call/req`` (``correlation_id`` = the task id); its events become status and artifact
+updates, its response the task's end.
+
+Cancel: A2E 1.0 has no cancel message. A canceled task ends on the mesh at once; the call
+keeps its ``max_parallel`` slot until the worker answers, and that late answer is discarded.
+A worker that accepts the ``cancel`` capability in its handshake also gets
+``{"type": "skill/cancel", "req_id": <the call's id>}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agents.a2e.events import CallFailure, EventTranslator, outcome
+from agents.a2e.messages import A2EEvent, SkillCallRequest, SkillDefinition
+from agents.a2e.process import WorkerCommand, WorkerGone, WorkerProcess
+from agents.a2e.supervisor import SupervisorSettings, WorkerSupervisor, WorkerUnavailable
+from agents.agent import Agent
+from agents.context import TaskContext
+from agents.updates import TaskFailed, Update
+from mesh.a2a import AgentCard, AgentSkill, DataPart, Message, get_text_from_message
+
+__all__ = ["WorkerAgent", "skill_card"]
+
+log = logging.getLogger(__name__)
+
+
+class WorkerAgent(Agent):
+    """Serves the skills of a worker process; ``worker`` is a :class:`WorkerCommand`,
+    an argv list or a command string.
+
+    The other options tune the supervision (see :class:`SupervisorSettings`) and the
+    retries of calls the worker failed with a ``retryable`` error.
+    """
+
+    description = "An agent served by an A2E worker process"
+    input_modes = ("text/plain", "application/json")
+    output_modes = ("text/plain", "application/json")
+
+    def __init__(
+        self,
+        *,
+        worker: WorkerCommand | str | Sequence[str],
+        cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        call_retries: int = 2,
+        retry_backoff_s: float = 0.2,
+        call_timeout_s: int = 60,
+        **options: Any,
+    ) -> None:
+        fields = set(SupervisorSettings.__dataclass_fields__)
+        supervision = {k: options.pop(k) for k in list(options) if k in fields}
+        super().__init__(**options)
+        self.command = worker if isinstance(worker, WorkerCommand) else WorkerCommand.of(worker, cwd=cwd, env=env)
+        self.supervision = SupervisorSettings(**supervision)
+        self.call_retries = call_retries
+        self.retry_backoff_s = retry_backoff_s
+        self.call_timeout_s = call_timeout_s
+        self.worker_skills: list[SkillDefinition] = []
+        self._supervisor: WorkerSupervisor | None = None
+
+    async def setup(self) -> None:
+        self._supervisor = WorkerSupervisor(
+            self.command,
+            name=self.name,
+            settings=self.supervision,
+            on_give_up=self._give_up,
+            on_skills=self._set_skills,
+        )
+        await self._supervisor.start()
+
+    async def teardown(self) -> None:
+        if self._supervisor is not None:
+            await self._supervisor.stop()
+
+    def card(self, *, url: str, push_notifications: bool) -> AgentCard:
+        card = super().card(url=url, push_notifications=push_notifications)
+        return card.model_copy(update={"skills": [skill_card(s) for s in self.worker_skills]})
+
+    async def process(self) -> WorkerProcess:
+        """The worker process now running (waits while it restarts)."""
+        if self._supervisor is None:
+            raise WorkerUnavailable(f"worker agent {self.name!r} was not set up; serve it with AgentService")
+        return await self._supervisor.current()
+
+    # ------------------------------------------------------------------ tasks
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        skill = self._skill_for(message, ctx)
+        arguments = _arguments(message)
+        attempt = 0
+        while True:
+            try:
+                process = await self.process()
+                call = await process.open_call(
+                    SkillCallRequest(
+                        name=skill,
+                        arguments=arguments,
+                        correlation_id=ctx.task_id,
+                        timeout=self.call_timeout_s,
+                        metadata={"context_id": ctx.context_id, "user_id": ctx.user_id},
+                    )
+                )
+            except WorkerGone:  # not sent: the worker died before; the next one takes it
+                continue
+            except WorkerUnavailable as exc:
+                raise TaskFailed(str(exc)) from None
+            result = None
+            translator = EventTranslator(self.name, ctx.task_id)
+            try:
+                while result is None:
+                    answer = await call.next()
+                    if isinstance(answer, A2EEvent):
+                        for update in translator.accept(answer):
+                            yield update
+                    else:
+                        result = outcome(answer)
+                for update in translator.flush():
+                    yield update
+            except WorkerGone as exc:
+                raise TaskFailed(str(exc)) from None
+            finally:
+                process.abandon(call)  # a no-op once answered; else the late answer is discarded
+            if isinstance(result, CallFailure):
+                if result.retryable and attempt < self.call_retries:
+                    attempt += 1
+                    delay = self.retry_backoff_s * 2 ** (attempt - 1)
+                    log.info("%s: task %s: retrying %s in %.2f s (%s)", self.name, ctx.task_id, skill, delay, result)
+                    await asyncio.sleep(delay)  # the retry backoff
+                    continue
+                retries = f" (after {attempt} retries)" if attempt else ""
+                raise TaskFailed(
+                    f"skill {skill!r} failed{retries}: {result}",
+                    data={"code": result.code, "message": result.message, "retryable": result.retryable},
+                )
+            yield result
+            return
+
+    def _skill_for(self, message: Message, ctx: TaskContext) -> str:
+        names = [s.name for s in self.worker_skills]
+        asked = (message.metadata or {}).get("skill") or ctx.metadata.get("skill")
+        if asked is None:
+            if len(names) == 1:
+                return names[0]
+            raise TaskFailed(
+                f"agent {self.name!r} serves {len(names)} skills ({', '.join(names) or 'none'}); "
+                'name one in the message\'s metadata as {"skill": "<name>"}'
+            )
+        if asked not in names:
+            raise TaskFailed(
+                f"unknown_skill: agent {self.name!r} has no skill {asked!r}; "
+                f"its skills are: {', '.join(names) or 'none'}",
+                data={"code": "unknown_skill", "skill": asked, "skills": names},
+            )
+        return str(asked)
+
+    def _set_skills(self, skills: Sequence[SkillDefinition]) -> None:
+        self.worker_skills = list(skills)
+
+    def _give_up(self, reason: str) -> None:
+        leave = self.leave_mesh
+        if leave is None:
+            log.error("%s: cannot leave the mesh (no runtime hook); tasks will fail: %s", self.name, reason)
+            return
+        asyncio.ensure_future(leave())
+
+
+def _arguments(message: Message) -> dict[str, Any]:
+    for part in message.parts:
+        if isinstance(part, DataPart):
+            return dict(part.data)
+    return {"text": get_text_from_message(message)}
+
+
+def skill_card(skill: SkillDefinition) -> AgentSkill:
+    """The card entry for a worker's skill: examples from its triggers, else its argument hint."""
+    examples = list(skill.triggers) or ([skill.argument_hint] if skill.argument_hint else [])
+    tags = list(skill.tags) + ([skill.category] if skill.category and skill.category not in skill.tags else [])
+    return AgentSkill(
+        id=skill.name,
+        name=skill.name,
+        description=skill.description or skill.when_to_use or skill.name,
+        tags=tags,
+        examples=examples or None,
+    )
