@@ -269,6 +269,9 @@ class WorkerProcess:
     async def _acquire_slot(self) -> None:
         if self.exited.done():
             raise WorkerGone(self._gone_text(), sent=False)
+        if not self._slots.locked():  # the common case: a free slot, taken without waiting
+            await self._slots.acquire()
+            return
         acquire = asyncio.ensure_future(self._slots.acquire())
         either: set[asyncio.Future[Any]] = {acquire, self.exited}
         try:

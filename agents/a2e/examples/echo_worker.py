@@ -4,7 +4,7 @@
 It answers on stdout, one JSON object per line, what the mesh sends on stdin:
 ``handshake/req``, ``skill/discover/req``, ``skill/call/req``, ``ping`` and ``shutdown``.
 Skills: ``echo`` answers the text it gets; ``countdown`` streams progress events and a text
-artifact in chunks. Calls run in threads, so several can be in flight (``max_parallel``).
+artifact in chunks. Long calls run in threads, so several can be in flight (``max_parallel``).
 
 Run it on the mesh with ``worker: {command: [python3, echo_worker.py]}``.
 """
@@ -90,6 +90,8 @@ def main() -> None:
             send("handshake/resp", req_id=req_id, session_id=uuid.uuid4().hex, max_parallel=MAX_PARALLEL, ok=True)
         elif kind == "skill/discover/req":
             send("skill/discover/resp", req_id=req_id, skills=SKILLS)
+        elif kind == "skill/call/req" and message.get("name") == "echo":
+            call(message)  # instant: answered inline, which saves starting a thread
         elif kind == "skill/call/req":
             threading.Thread(target=call, args=(message,), daemon=True).start()
         elif kind == "ping":
