@@ -119,9 +119,13 @@ class PendingCall:
         else:
             self._queue.put_nowait(outcome)
 
-    async def next(self) -> A2EMessage:
-        """The next event or the final message; raises :class:`WorkerGone`."""
-        item = await self._queue.get()
+    async def next(self, timeout: float | None = None) -> A2EMessage:
+        """The next event or the final message; raises :class:`WorkerGone` or ``TimeoutError``."""
+        if self._queue.empty():
+            async with asyncio.timeout(timeout):
+                item = await self._queue.get()
+        else:
+            item = self._queue.get_nowait()
         if isinstance(item, WorkerGone):
             raise item
         return item

@@ -37,8 +37,9 @@ class WorkerAgent(Agent):
     """Serves the skills of a worker process; ``worker`` is a :class:`WorkerCommand`,
     an argv list or a command string.
 
-    The other options tune the supervision (see :class:`SupervisorSettings`) and the
-    retries of calls the worker failed with a ``retryable`` error.
+    The other options tune the supervision (see :class:`SupervisorSettings`), the retries of
+    calls the worker failed with a ``retryable`` error, and the ``timeout`` each call carries
+    (``call_timeout_s``; with no answer ``answer_grace_s`` after it, the task fails).
     """
 
     description = "An agent served by an A2E worker process"
@@ -54,6 +55,7 @@ class WorkerAgent(Agent):
         call_retries: int = 2,
         retry_backoff_s: float = 0.2,
         call_timeout_s: int = 60,
+        answer_grace_s: float = 5.0,
         **options: Any,
     ) -> None:
         fields = set(SupervisorSettings.__dataclass_fields__)
@@ -64,6 +66,8 @@ class WorkerAgent(Agent):
         self.call_retries = call_retries
         self.retry_backoff_s = retry_backoff_s
         self.call_timeout_s = call_timeout_s
+        # Beyond the ``timeout`` a call tells the worker, how long it may still take to answer.
+        self.answer_grace_s = answer_grace_s
         self.worker_skills: list[SkillDefinition] = []
         self._supervisor: WorkerSupervisor | None = None
 
@@ -109,15 +113,18 @@ class WorkerAgent(Agent):
                         metadata={"context_id": ctx.context_id, "user_id": ctx.user_id},
                     )
                 )
-            except WorkerGone:  # not sent: the worker died before; the next one takes it
-                continue
+            except WorkerGone as exc:
+                if exc.sent:
+                    raise TaskFailed(str(exc)) from None
+                continue  # not sent: the worker died first; the next one takes the call
             except WorkerUnavailable as exc:
                 raise TaskFailed(str(exc)) from None
             result = None
             translator = EventTranslator(self.name, ctx.task_id)
+            deadline = asyncio.get_running_loop().time() + self.call_timeout_s + self.answer_grace_s
             try:
                 while result is None:
-                    answer = await call.next()
+                    answer = await call.next(deadline - asyncio.get_running_loop().time())
                     if isinstance(answer, A2EEvent):
                         for update in translator.accept(answer):
                             yield update
@@ -127,6 +134,12 @@ class WorkerAgent(Agent):
                     yield update
             except WorkerGone as exc:
                 raise TaskFailed(str(exc)) from None
+            except TimeoutError:
+                raise TaskFailed(
+                    f"timeout: worker {self.name!r} did not answer skill {skill!r} within {self.call_timeout_s} s "
+                    "(the call's timeout); its late answer will be discarded",
+                    data={"code": "timeout"},
+                ) from None
             finally:
                 process.abandon(call)  # a no-op once answered; else the late answer is discarded
             if isinstance(result, CallFailure):

@@ -238,3 +238,10 @@ async def test_past_its_restarts_the_agent_leaves_the_mesh(
         await registry.stop()
     assert "failed 3 times in a row; the agent gave up on it and leaves the mesh" in caplog.text
     assert "cannot start twice" in caplog.text
+
+
+async def test_a_call_without_an_answer_times_out(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(script_worker(call_timeout_s=1, answer_grace_s=0.1))
+    task = await send(client, "misfit", "slow", "30")
+    assert task.status.state is TaskState.failed
+    assert text_of(task).startswith("timeout: worker 'misfit' did not answer skill 'slow' within 1 s")
