@@ -9,7 +9,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agents.a2e.messages import A2EError, A2EEvent, A2EMessage, EventKind, SkillCallResponse
+from pydantic import ValidationError
+
+from agents.a2e.messages import (
+    A2EError,
+    A2EEvent,
+    A2EMessage,
+    ArtifactData,
+    LogData,
+    ProgressData,
+    SkillCallResponse,
+    StatusData,
+)
 from agents.updates import FileArtifact, Reply, Status, TextArtifact, Update
 
 __all__ = ["CallFailure", "EventTranslator", "outcome"]
@@ -66,39 +77,37 @@ class EventTranslator:
         return [u for e in held if (u := self._update(e)) is not None]
 
     def _update(self, event: A2EEvent) -> Update | None:
-        data = event.data
-        if event.kind is EventKind.progress:
-            pct = data.get("pct")
-            text = data.get("message") or (f"{pct}%" if pct is not None else "")
-            return Status(str(text), metadata={"progress": pct} if pct is not None else None)
-        if event.kind is EventKind.status:
-            return Status(str(data.get("message", "")))
-        if event.kind is EventKind.log:
-            level = _LEVELS.get(str(data.get("level", "info")).lower(), logging.INFO)
-            log.log(level, "worker %s (task %s): %s", self.worker, self.task_id, data.get("message", ""))
+        try:
+            data = event.payload()
+        except ValidationError as exc:
+            log.warning("worker %s (task %s): %s event skipped: %s", self.worker, self.task_id, event.kind.value, exc)
+            return None
+        if isinstance(data, ProgressData):
+            text = data.message or (f"{data.pct}%" if data.pct is not None else "")
+            return Status(text, metadata={"progress": data.pct} if data.pct is not None else None)
+        if isinstance(data, StatusData):
+            return Status(data.message)
+        if isinstance(data, LogData):
+            level = _LEVELS.get(data.level.lower(), logging.INFO)
+            log.log(level, "worker %s (task %s): %s", self.worker, self.task_id, data.message)
             return None
         return self._artifact(data)
 
-    def _artifact(self, data: dict[str, Any]) -> Update | None:
-        name = str(data.get("name") or "artifact")
-        mime = str(data.get("mime") or "text/plain")
+    def _artifact(self, data: ArtifactData) -> Update | None:
         try:
-            content = base64.b64decode(str(data.get("chunk", "")), validate=True)
+            content = base64.b64decode(data.chunk, validate=True)
         except (binascii.Error, ValueError):
             log.warning(
-                "worker %s (task %s): artifact %r chunk is not base64; skipped", self.worker, self.task_id, name
+                "worker %s (task %s): artifact %r chunk is not base64; skipped", self.worker, self.task_id, data.name
             )
             return None
-        artifact_id = f"{self.task_id}-{name}"
-        append = name in self._started
-        self._started.add(name)
-        last = bool(data.get("final", False))
-        if mime.startswith("text/") or mime == "application/json":
-            text = content.decode(errors="replace")
-            return TextArtifact(name, text, artifact_id=artifact_id, append=append, last_chunk=last)
-        return FileArtifact(
-            name, content=content, mime_type=mime, artifact_id=artifact_id, append=append, last_chunk=last
-        )
+        artifact_id = f"{self.task_id}-{data.name}"
+        append = data.name in self._started
+        self._started.add(data.name)
+        options: dict[str, Any] = {"artifact_id": artifact_id, "append": append, "last_chunk": data.final}
+        if data.mime.startswith("text/") or data.mime == "application/json":
+            return TextArtifact(data.name, content.decode(errors="replace"), **options)
+        return FileArtifact(data.name, content=content, mime_type=data.mime, **options)
 
 
 def outcome(final: A2EMessage) -> Reply | CallFailure:

@@ -21,13 +21,18 @@ __all__ = [
     "A2EErrorCode",
     "A2EEvent",
     "A2EMessage",
+    "ArtifactData",
+    "EVENT_DATA",
+    "EventData",
     "Capability",
     "EventKind",
     "GenericMessage",
     "HandshakeRequest",
     "HandshakeResponse",
+    "LogData",
     "Ping",
     "Pong",
+    "ProgressData",
     "RETRYABLE_CODES",
     "Shutdown",
     "SkillCallRequest",
@@ -38,6 +43,7 @@ __all__ = [
     "SkillDiscoverResponse",
     "SkillEvent",
     "SkillResult",
+    "StatusData",
 ]
 
 A2E_VERSION = "1.0"
@@ -109,6 +115,46 @@ class EventKind(StrEnum):
     status = "status"
 
 
+class ProgressData(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    pct: int | float | None = None
+    message: str = ""
+
+
+class ArtifactData(BaseModel):
+    """One chunk of an artifact; ``chunk`` is base64, ``final`` marks the last one."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = "artifact"
+    mime: str = "text/plain"
+    chunk: str = ""
+    final: bool = False
+
+
+class LogData(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    level: str = "info"
+    message: str = ""
+
+
+class StatusData(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message: str = ""
+
+
+EventData = ProgressData | ArtifactData | LogData | StatusData
+EVENT_DATA: dict[EventKind, type[EventData]] = {
+    EventKind.progress: ProgressData,
+    EventKind.artifact: ArtifactData,
+    EventKind.log: LogData,
+    EventKind.status: StatusData,
+}
+
+
 class Capability(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -145,6 +191,10 @@ class A2EEvent(A2EMessage):
     req_id: str
     data: dict[str, Any] = Field(default_factory=dict)
     seq: int = 0
+
+    def payload(self) -> EventData:
+        """``data`` in the shape of its ``kind``; ``ValidationError`` if it does not fit."""
+        return EVENT_DATA[self.kind].model_validate(self.data)
 
 
 class SkillEvent(A2EEvent):

@@ -27,6 +27,7 @@ from agents.a2e.messages import (
     A2EError,
     A2EEvent,
     A2EMessage,
+    GenericMessage,
     HandshakeRequest,
     HandshakeResponse,
     Ping,
@@ -328,6 +329,10 @@ class WorkerProcess:
             return
         if isinstance(message, A2EEvent):
             pending.deliver(message)
+            return
+        if isinstance(message, GenericMessage) and message.type.endswith("/event"):
+            # An event that fits no model (an unknown kind...) is not the call's answer.
+            log.warning("worker %s: skipped a %s message that fits no event model", self.name, message.type)
             return
         # Any other message with this req_id ends the request, even one of an unknown type.
         del self._pending[pending.request_id]

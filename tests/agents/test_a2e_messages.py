@@ -15,13 +15,17 @@ from agents.a2e.messages import (
     A2EError,
     A2EEvent,
     A2EMessage,
+    ArtifactData,
     EventKind,
     GenericMessage,
     HandshakeResponse,
+    LogData,
+    ProgressData,
     SkillCallRequest,
     SkillCallResponse,
     SkillDiscoverResponse,
     SkillEvent,
+    StatusData,
 )
 from agents.a2e.registry import TypeRegistry
 from agents.updates import Reply, Status, TextArtifact
@@ -138,3 +142,15 @@ def test_outcomes() -> None:
     assert outcome(A2EError(req_id="r", code="unknown_skill", message="no")) == CallFailure("unknown_skill", "no")
     odd = outcome(GenericMessage(type="tool/call/resp", req_id="r"))
     assert isinstance(odd, CallFailure) and odd.code == "invalid_message" and "tool/call/resp" in odd.message
+
+
+def test_event_data_has_the_shape_of_its_kind(caplog: pytest.LogCaptureFixture) -> None:
+    assert _event(0, "progress", pct=5, message="m").payload() == ProgressData(pct=5, message="m")
+    assert _event(0, "artifact", name="a", chunk="eA==").payload() == ArtifactData(name="a", chunk="eA==")
+    assert _event(0, "log", level="error", message="x").payload() == LogData(level="error", message="x")
+    assert _event(0, "status", message="s").payload() == StatusData(message="s")
+    translate = EventTranslator("w", "t1")
+    assert translate.accept(_event(0, "progress", pct="lots")) == []
+    assert translate.accept(_event(1, "artifact", name="a", chunk="***")) == []
+    assert "progress event skipped" in caplog.text and "chunk is not base64" in caplog.text
+    assert translate.accept(_event(2, "status", message="fine")) == [Status("fine")]

@@ -14,27 +14,31 @@ from agents.a2e.process import WorkerCommand, WorkerProcess
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "agents" / "a2e" / "examples" / "echo_worker.py"
 
-# Answers the handshake, then every other request with a type nobody registered; ignores
-# SIGTERM and the end of its input, so only SIGKILL stops it.
+# Answers the handshake, then every other request with an event of an unknown kind and an
+# answer of a type nobody registered; ignores SIGTERM and the end of its input, so only
+# SIGKILL stops it.
 STUBBORN = """
 import json, signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 for line in sys.stdin:
     m = json.loads(line)
     kind = "handshake/resp" if m["type"] == "handshake/req" else "tool/call/resp"
+    if kind == "tool/call/resp":
+        print(json.dumps({"type": "skill/event", "req_id": m["id"], "kind": "metric", "seq": 0}), flush=True)
     print(json.dumps({"type": kind, "id": "x", "req_id": m["id"], "ok": True}), flush=True)
 while True:
     time.sleep(1)
 """
 
 
-async def test_an_answer_of_an_unknown_type_still_resolves_its_call() -> None:
+async def test_an_answer_of_an_unknown_type_still_resolves_its_call(caplog: pytest.LogCaptureFixture) -> None:
     worker = WorkerProcess(WorkerCommand.of([sys.executable, "-c", STUBBORN]), name="odd")
     await worker.start(agent_caps=[], timeout=10)
     try:
         call = await worker.open_call(SkillCallRequest(name="anything"))
         answer = await call.result()
         assert isinstance(answer, GenericMessage) and answer.type == "tool/call/resp"
+        assert "skipped a skill/event message that fits no event model" in caplog.text
     finally:
         worker.kill("test over")
         await worker.stop()
