@@ -4,9 +4,10 @@
 :mod:`agents.a2e.messages` holds the A2E 1.0 models, :mod:`agents.a2e.framing` the NDJSON lines.
 """
 
-from agents.a2e.process import WorkerCommand, WorkerError, WorkerGone, WorkerStartError
+from agents.a2e.errors import WorkerError, WorkerGone, WorkerStartError, WorkerUnavailable
+from agents.a2e.process import WorkerCommand
 from agents.a2e.registry import TypeRegistry
-from agents.a2e.supervisor import SupervisorSettings, WorkerUnavailable
+from agents.a2e.supervisor import SupervisorSettings
 from agents.a2e.worker import WorkerAgent
 
 __all__ = [

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.a2e.errors import WorkerGone, WorkerStartError
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode, read_objects
 from agents.a2e.messages import (
     A2EError,
@@ -36,17 +37,13 @@ from agents.a2e.messages import (
     SkillCancel,
 )
 from agents.a2e.registry import TypeRegistry
-from agents.errors import AgentError
 
 __all__ = [
     "CLOSE_WAIT_S",
     "TERM_WAIT_S",
     "PendingCall",
     "WorkerCommand",
-    "WorkerError",
-    "WorkerGone",
     "WorkerProcess",
-    "WorkerStartError",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,22 +53,6 @@ CLOSE_WAIT_S = 3.0
 TERM_WAIT_S = 2.0
 # After stdout closes, how long to wait for the exit status and the last stderr lines.
 _EXIT_GRACE_S = 1.0
-
-
-class WorkerError(AgentError):
-    """Root of the worker bridge's errors."""
-
-
-class WorkerStartError(WorkerError):
-    """The worker could not be started, refused the handshake, or did not answer it."""
-
-
-class WorkerGone(WorkerError):
-    """The worker exited (or was killed) before answering; ``sent`` says whether the request reached it."""
-
-    def __init__(self, message: str, *, sent: bool = True) -> None:
-        super().__init__(message)
-        self.sent = sent
 
 
 @dataclass(frozen=True, slots=True)

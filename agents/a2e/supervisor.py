@@ -15,20 +15,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agents.a2e.errors import WorkerError, WorkerStartError, WorkerUnavailable
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES
 from agents.a2e.messages import SkillDefinition, SkillDiscoverRequest, SkillDiscoverResponse
-from agents.a2e.process import WorkerCommand, WorkerError, WorkerProcess, WorkerStartError
+from agents.a2e.process import WorkerCommand, WorkerProcess
 
-__all__ = ["AGENT_CAPS", "SupervisorSettings", "WorkerSupervisor", "WorkerUnavailable"]
+__all__ = ["AGENT_CAPS", "SupervisorSettings", "WorkerSupervisor"]
 
 log = logging.getLogger(__name__)
 
 AGENT_CAPS = ("skill", "streaming", "artifacts", "cancel")
 """What the mesh side offers in ``handshake/req``; a worker accepting ``cancel`` gets ``skill/cancel``."""
-
-
-class WorkerUnavailable(WorkerError):
-    """The supervisor gave up on the worker (or is stopping): no call can be made."""
 
 
 @dataclass(frozen=True, slots=True)

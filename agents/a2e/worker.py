@@ -19,10 +19,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agents.a2e.errors import WorkerGone, WorkerUnavailable
 from agents.a2e.events import CallFailure, EventTranslator, outcome
 from agents.a2e.messages import A2EEvent, SkillCallRequest, SkillDefinition
-from agents.a2e.process import WorkerCommand, WorkerGone, WorkerProcess
-from agents.a2e.supervisor import SupervisorSettings, WorkerSupervisor, WorkerUnavailable
+from agents.a2e.process import WorkerCommand, WorkerProcess
+from agents.a2e.supervisor import SupervisorSettings, WorkerSupervisor
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.updates import TaskFailed, Update
