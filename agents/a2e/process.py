@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 # The A2E subprocess transport's shutdown: close stdin, wait 3 s, SIGTERM, wait 2 s, SIGKILL.
 CLOSE_WAIT_S = 3.0
 TERM_WAIT_S = 2.0
+_CHUNK = 64 * 1024
+_STDERR_LINE_BYTES = 2000  # longer stderr lines are cut to this in logs and messages
 # After stdout closes, how long to wait for the exit status and the last stderr lines.
 _EXIT_GRACE_S = 1.0
 
@@ -149,6 +151,7 @@ class WorkerProcess:
         self._write_lock = asyncio.Lock()
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
         self._stopping = False
 
     # ------------------------------------------------------------------ start
@@ -234,7 +237,9 @@ class WorkerProcess:
             return
         pending.abandoned = True
         if "cancel" in self.accepted_caps and self.alive:
-            asyncio.get_running_loop().create_task(self._send_quietly(SkillCancel(req_id=pending.request_id)))
+            sending = asyncio.get_running_loop().create_task(self._send_quietly(SkillCancel(req_id=pending.request_id)))
+            self._background.add(sending)
+            sending.add_done_callback(self._background.discard)
 
     async def ping(self, timeout: float) -> None:
         """One ping; a worker that does not answer in time is killed (its calls fail as it exits)."""
@@ -324,12 +329,23 @@ class WorkerProcess:
         log.warning("worker %s: skipped a stdout line that is %s: %r", self.name, problem, head)
 
     async def _read_stderr(self) -> None:
+        # In chunks, not readline: a huge line must neither stop the reading nor block the worker.
         assert self._proc is not None and self._proc.stderr is not None
-        async for raw in self._proc.stderr:
-            line = raw.decode(errors="replace").rstrip()
-            if line:
-                self._stderr.append(line)
-                log.info("worker %s stderr: %s", self.name, line)
+        partial = b""
+        while chunk := await self._proc.stderr.read(_CHUNK):
+            *lines, partial = (partial + chunk).split(b"\n")
+            for raw in lines:
+                self._stderr_line(raw)
+            if len(partial) > _STDERR_LINE_BYTES:
+                self._stderr_line(partial)
+                partial = b""
+        self._stderr_line(partial)
+
+    def _stderr_line(self, raw: bytes) -> None:
+        line = raw[:_STDERR_LINE_BYTES].decode(errors="replace").rstrip()
+        if line:
+            self._stderr.append(line)
+            log.info("worker %s stderr: %s", self.name, line)
 
     async def _exit(self) -> None:
         assert self._proc is not None

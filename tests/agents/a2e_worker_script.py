@@ -1,8 +1,8 @@
 """A misbehaving A2E worker for the tests (standard library only), steered by its environment.
 
 Skills: ``echo``; ``fail`` (the skill fails); ``flaky`` (the first call of each
-correlation_id answers a retryable error); ``crash`` (one progress event, a stderr line, exit
-3); ``slow`` (answers after ``seconds``, with the most calls it ever had in flight);
+correlation_id answers a retryable error); ``crash`` (one progress event, a huge stderr line and a short
+one, exit 3); ``slow`` (answers after ``seconds``, with the most calls it ever had in flight);
 ``stall`` (stops reading stdin and answering, pings included); ``cancels`` (the req_ids of
 the ``skill/cancel`` messages it got).
 
@@ -59,6 +59,7 @@ def call(request: dict[str, Any]) -> None:
             answer(request, summary="worked the second time")
     elif name == "crash":
         send("skill/event", req_id=request["id"], kind="progress", seq=0, data={"pct": 10, "message": "starting"})
+        sys.stderr.write("x" * 100_000 + "\n")  # a huge line must not stop the stderr reading
         sys.stderr.write("fatal: the flux capacitor broke\n")
         sys.stderr.flush()
         os._exit(3)

@@ -149,6 +149,7 @@ async def test_a_crash_fails_the_task_at_once_and_the_worker_restarts(
     final = rest[-1]
     assert isinstance(final, Task) and final.status.state is TaskState.failed
     assert "exited with status 3" in text_of(final) and "fatal: the flux capacitor broke" in text_of(final)
+    assert "x" * 2000 + " | fatal" in text_of(final)  # the huge line, cut
     assert text_of(await send(client, "misfit", "echo", "back again")) == "back again"
 
 
