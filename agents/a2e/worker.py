@@ -57,11 +57,19 @@ class WorkerAgent(Agent):
         retry_backoff_s: float = 0.2,
         call_timeout_s: int = 60,
         answer_grace_s: float = 5.0,
-        **options: Any,
+        name: str | None = None,
+        description: str | None = None,
+        version: str | None = None,
+        **supervision: Any,
     ) -> None:
-        fields = set(SupervisorSettings.__dataclass_fields__)
-        supervision = {k: options.pop(k) for k in list(options) if k in fields}
-        super().__init__(**options)
+        unknown = sorted(set(supervision) - set(SupervisorSettings.__dataclass_fields__))
+        if unknown:
+            accepted = ", ".join(SupervisorSettings.__dataclass_fields__)
+            raise TypeError(
+                f"WorkerAgent got unknown option(s) {', '.join(unknown)}; besides call_retries, retry_backoff_s, "
+                f"call_timeout_s and answer_grace_s it takes the supervision options: {accepted}"
+            )
+        super().__init__(name=name, description=description, version=version)
         self.command = worker if isinstance(worker, WorkerCommand) else WorkerCommand.of(worker, cwd=cwd, env=env)
         self.supervision = SupervisorSettings(**supervision)
         self.call_retries = call_retries

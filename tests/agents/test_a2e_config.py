@@ -95,3 +95,9 @@ async def test_a_yaml_worker_serves_on_the_mesh(
         assert task.status.message is not None and get_text_from_message(task.status.message) == "HEY!!!"
     finally:
         await service.stop()
+
+
+def test_an_unknown_option_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build(tmp_path, "  - name: w\n    worker: {command: [x]}\n    config: {max_restart: 3}\n")
+    assert "unknown option(s) max_restart" in str(caught.value) and "max_restarts" in str(caught.value)
