@@ -5,11 +5,20 @@ Python handler) and ``wecho`` (agents/a2e/examples/echo_worker.py, a plain-Pytho
 behind a WorkerAgent: NDJSON over its stdin/stdout); with Node installed also ``wshout``, the
 JavaScript example. This process calls them in turn, one request at a time, so both see the
 same broker and machine load. The difference of the medians is what the worker path adds.
+``a2e_stdio_rtt_us`` is its floor: a ``skill/call`` round trip to the same worker process
+straight over its stdio, without the mesh.
+
+On a loaded machine every extra process wake-up waits for a CPU, and the worker path has two
+more (the worker, then the agent again) than the Python agent. So the run also measures CPU
+time, which load does not inflate: ``*_cpu_us`` is the CPU (user + system) the serving
+process and its worker processes spent per request, for each agent alone (Linux ``/proc``).
 
 Last line on stdout::
 
     {"python_echo_rtt_us": ..., "worker_echo_rtt_us": ..., "worker_added_us": ..., "rtt_ratio": ...,
-     "python_echo_p99_us": ..., "worker_echo_p99_us": ..., "node_worker_rtt_us": ..., "requests": ...}
+     "python_echo_p99_us": ..., "worker_echo_p99_us": ..., "a2e_stdio_rtt_us": ...,
+     "python_echo_cpu_us": ..., "worker_echo_cpu_us": ..., "worker_added_cpu_us": ...,
+     "node_worker_rtt_us": ..., "requests": ...}
 
 Run: ``python bench/worker.py [--broker URL] [--requests N]``.
 """
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 import time
@@ -36,7 +46,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "agents" / "a2e" / "examples
 TARGETS: dict[str, dict[str, Any] | None] = {"echo": None, "wecho": {"skill": "echo"}, "wshout": {"skill": "shout"}}
 
 
-async def measure(url: str, namespace: str, agents: list[str], requests: int) -> dict[str, list[float]]:
+async def measure(
+    url: str, namespace: str, agents: list[str], requests: int, server_pid: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     async with MeshClient.connect(url, namespace) as client:
         for agent in agents:
             await client.wait_for_agent(agent, timeout=10)
@@ -55,7 +67,49 @@ async def measure(url: str, namespace: str, agents: list[str], requests: int) ->
         for _ in range(requests):  # interleaved, so drift in load hits every agent alike
             for agent in agents:
                 samples[agent].append(await call(agent))
-        return samples
+        cpu: dict[str, float] = {}
+        for agent in agents[:2]:  # one agent at a time, so the CPU spent is its own
+            before = process_tree_cpu_s(server_pid)
+            for _ in range(requests):
+                await call(agent)
+            cpu[agent] = (process_tree_cpu_s(server_pid) - before) / requests
+        return samples, cpu
+
+
+def process_tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its descendants, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it exited meanwhile
+    return total
+
+
+async def stdio_floor(requests: int) -> list[float]:
+    from agents.a2e.messages import SkillCallRequest
+    from agents.a2e.process import WorkerCommand, WorkerProcess
+
+    worker = WorkerProcess(WorkerCommand.of([sys.executable, str(EXAMPLES / "echo_worker.py")]), name="floor")
+    await worker.start(agent_caps=[], timeout=10)
+    samples = []
+    try:
+        for index in range(200 + requests):
+            start = time.perf_counter()
+            call = await worker.open_call(SkillCallRequest(name="echo", arguments={"text": TEXT}))
+            await call.result()
+            if index >= 200:  # after the warm-up
+                samples.append(time.perf_counter() - start)
+    finally:
+        await worker.stop()
+    return samples
 
 
 def main() -> None:
@@ -73,9 +127,11 @@ def main() -> None:
     agents = ["echo", "wecho", *(["wshout"] if node else [])]
     script = str(Path(__file__).resolve())
     serve_args = [script, "--serve", "--namespace", args.namespace, *(["--node"] if node else [])]
-    with broker_url(args.broker) as url, child([*serve_args, "--broker", url]):
-        progress(f"{args.requests} sequential requests to each of {', '.join(agents)}, interleaved")
-        samples = asyncio.run(measure(url, args.namespace, agents, args.requests))
+    with broker_url(args.broker) as url, child([*serve_args, "--broker", url]) as server:
+        progress(f"{args.requests} sequential requests to each of {', '.join(agents)}, interleaved; then CPU")
+        samples, cpu = asyncio.run(measure(url, args.namespace, agents, args.requests, server.pid))
+    progress(f"{args.requests} skill/call round trips straight over the worker's stdio")
+    floor = asyncio.run(stdio_floor(args.requests))
     python, worker = median_us(samples["echo"]), median_us(samples["wecho"])
     progress(f"python echo {python} us, worker echo {worker} us")
     emit(
@@ -86,6 +142,10 @@ def main() -> None:
             "rtt_ratio": ratio(worker, python),
             "python_echo_p99_us": p99_us(samples["echo"]),
             "worker_echo_p99_us": p99_us(samples["wecho"]),
+            "a2e_stdio_rtt_us": median_us(floor),
+            "python_echo_cpu_us": round(cpu["echo"] * 1e6, 1),
+            "worker_echo_cpu_us": round(cpu["wecho"] * 1e6, 1),
+            "worker_added_cpu_us": round((cpu["wecho"] - cpu["echo"]) * 1e6, 1),
             "node_worker_rtt_us": median_us(samples["wshout"]) if node else None,
             "requests": args.requests,
         }
