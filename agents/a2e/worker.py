@@ -14,8 +14,9 @@ A worker that accepts the ``cancel`` capability in its handshake also gets
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,62 +110,70 @@ class WorkerAgent(Agent):
     async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
         skill = self._skill_for(message, ctx)
         arguments = _arguments(message)
-        attempt = 0
+        for attempt in range(self.call_retries + 1):
+            failure = None
+            async with contextlib.aclosing(self._call(skill, arguments, ctx)) as items:
+                async for item in items:
+                    if isinstance(item, CallFailure):
+                        failure = item
+                    else:
+                        yield item
+            if failure is None:
+                return
+            if not failure.retryable or attempt == self.call_retries:
+                retries = f" (after {attempt} retries)" if attempt else ""
+                raise TaskFailed(
+                    f"skill {skill!r} failed{retries}: {failure}",
+                    data={"code": failure.code, "message": failure.message, "retryable": failure.retryable},
+                )
+            delay = self.retry_backoff_s * 2**attempt
+            log.info("%s: task %s: retrying %s in %.2f s (%s)", self.name, ctx.task_id, skill, delay, failure)
+            await asyncio.sleep(delay)  # the retry backoff
+
+    async def _call(
+        self, skill: str, arguments: dict[str, Any], ctx: TaskContext
+    ) -> AsyncGenerator[Update | CallFailure, None]:
+        """One ``skill/call``: its updates, then the Reply or the failure the worker answered."""
+        request = SkillCallRequest(
+            name=skill,
+            arguments=arguments,
+            correlation_id=ctx.task_id,
+            timeout=self.call_timeout_s,
+            metadata={"context_id": ctx.context_id, "user_id": ctx.user_id},
+        )
         while True:
             try:
                 process = await self.process()
-                call = await process.open_call(
-                    SkillCallRequest(
-                        name=skill,
-                        arguments=arguments,
-                        correlation_id=ctx.task_id,
-                        timeout=self.call_timeout_s,
-                        metadata={"context_id": ctx.context_id, "user_id": ctx.user_id},
-                    )
-                )
+                call = await process.open_call(request)
+                break
             except WorkerGone as exc:
                 if exc.sent:
                     raise TaskFailed(str(exc)) from None
-                continue  # not sent: the worker died first; the next one takes the call
+                request.new_id()  # not sent: the worker died first; the next one takes the call
             except WorkerUnavailable as exc:
                 raise TaskFailed(str(exc)) from None
-            result = None
-            translator = EventTranslator(self.name, ctx.task_id)
-            deadline = asyncio.get_running_loop().time() + self.call_timeout_s + self.answer_grace_s
-            try:
-                while result is None:
-                    answer = await call.next(deadline - asyncio.get_running_loop().time())
-                    if isinstance(answer, A2EEvent):
-                        for update in translator.accept(answer):
-                            yield update
-                    else:
-                        result = outcome(answer)
-                for update in translator.flush():
+        translator = EventTranslator(self.name, ctx.task_id)
+        deadline = asyncio.get_running_loop().time() + self.call_timeout_s + self.answer_grace_s
+        try:
+            while True:
+                answer = await call.next(deadline - asyncio.get_running_loop().time())
+                if not isinstance(answer, A2EEvent):
+                    break
+                for update in translator.accept(answer):
                     yield update
-            except WorkerGone as exc:
-                raise TaskFailed(str(exc)) from None
-            except TimeoutError:
-                raise TaskFailed(
-                    f"timeout: worker {self.name!r} did not answer skill {skill!r} within {self.call_timeout_s} s "
-                    "(the call's timeout); its late answer will be discarded",
-                    data={"code": "timeout"},
-                ) from None
-            finally:
-                process.abandon(call)  # a no-op once answered; else the late answer is discarded
-            if isinstance(result, CallFailure):
-                if result.retryable and attempt < self.call_retries:
-                    attempt += 1
-                    delay = self.retry_backoff_s * 2 ** (attempt - 1)
-                    log.info("%s: task %s: retrying %s in %.2f s (%s)", self.name, ctx.task_id, skill, delay, result)
-                    await asyncio.sleep(delay)  # the retry backoff
-                    continue
-                retries = f" (after {attempt} retries)" if attempt else ""
-                raise TaskFailed(
-                    f"skill {skill!r} failed{retries}: {result}",
-                    data={"code": result.code, "message": result.message, "retryable": result.retryable},
-                )
-            yield result
-            return
+            for update in translator.flush():
+                yield update
+        except WorkerGone as exc:
+            raise TaskFailed(str(exc)) from None
+        except TimeoutError:
+            raise TaskFailed(
+                f"timeout: worker {self.name!r} did not answer skill {skill!r} within {self.call_timeout_s} s "
+                "(the call's timeout); its late answer will be discarded",
+                data={"code": "timeout"},
+            ) from None
+        finally:
+            process.abandon(call)  # a no-op once answered; else the late answer is discarded
+        yield outcome(answer)
 
     def _skill_for(self, message: Message, ctx: TaskContext) -> str:
         names = [s.name for s in self.worker_skills]
