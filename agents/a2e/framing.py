@@ -7,22 +7,14 @@ or is not an object is reported once (to ``on_bad``) and skipped.
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from agents.a2e.messages import A2EMessage
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "ByteSource", "encode", "read_objects"]
-
-log = logging.getLogger(__name__)
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "NdjsonDecoder", "encode"]
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
-_CHUNK = 64 * 1024
-
-
-class ByteSource(Protocol):
-    async def read(self, n: int = -1, /) -> bytes: ...
 
 
 def encode(message: A2EMessage) -> bytes:
@@ -30,69 +22,67 @@ def encode(message: A2EMessage) -> bytes:
     return message.model_dump_json().encode() + b"\n"
 
 
-def _parse(line: bytes) -> tuple[dict[str, Any] | None, str]:
-    try:
-        value = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"not JSON ({exc})"
-    if not isinstance(value, dict):
-        return None, f"a JSON {type(value).__name__}, not an object"
-    return value, ""
+class NdjsonDecoder:
+    """Turns bytes, fed as they arrive, into JSON objects; ``on_bad(reason, head)`` for the rest.
 
-
-async def read_objects(
-    source: ByteSource,
-    *,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    on_bad: Callable[[str, bytes], None],
-) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects read from ``source`` until end of file; ``on_bad(reason, head)`` for the rest.
-
-    Reads in chunks rather than with ``readline`` so a line over the limit is skipped without
-    ever being held whole.
+    A line over the limit is dropped as it streams in, never held whole.
     """
-    buffer = bytearray()
-    skipping = 0  # > 0 while dropping the rest of a too-long line: its length so far
-    head = b""
-    while True:
-        chunk = await source.read(_CHUNK)
-        if not chunk:
-            break
+
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, on_bad: Callable[[str, bytes], None]) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._on_bad = on_bad
+        self._buffer = bytearray()
+        self._skipping = 0  # > 0 while dropping the rest of a too-long line: its length so far
+        self._head = b""
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """The objects completed by ``data``."""
+        found: list[dict[str, Any]] = []
         start = 0
         while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if skipping:
-                skipping += len(piece)
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            if self._skipping:
+                self._skipping += len(piece)
                 if end >= 0:
-                    on_bad(f"a line of {skipping} bytes, over the limit of {max_line_bytes}", head)
-                    skipping = 0
+                    self._too_long("")
             else:
-                buffer += piece
-                if len(buffer) > max_line_bytes:
-                    skipping = len(buffer)
-                    head = bytes(buffer[:80])
-                    buffer.clear()
+                self._buffer += piece
+                if len(self._buffer) > self.max_line_bytes:
+                    self._skipping, self._head = len(self._buffer), bytes(self._buffer[:80])
+                    self._buffer.clear()
                     if end >= 0:
-                        on_bad(f"a line of {skipping} bytes, over the limit of {max_line_bytes}", head)
-                        skipping = 0
+                        self._too_long("")
                 elif end >= 0:
-                    line = bytes(buffer)
-                    buffer.clear()
-                    if line.strip():
-                        obj, problem = _parse(line)
-                        if obj is None:
-                            on_bad(problem, line[:80])
-                        else:
-                            yield obj
+                    self._line(found, "")
             if end < 0:
-                break
+                return found
             start = end + 1
-    if skipping:
-        on_bad(f"a line of {skipping} bytes, over the limit of {max_line_bytes}, cut off by end of file", head)
-    elif buffer.strip():
-        obj, problem = _parse(bytes(buffer))
-        if obj is None:
-            on_bad(problem + " (cut off by end of file)", bytes(buffer[:80]))
+
+    def close(self) -> list[dict[str, Any]]:
+        """At end of input: the last line if it lacked its ``\\n``."""
+        found: list[dict[str, Any]] = []
+        if self._skipping:
+            self._too_long(", cut off by end of file")
+        elif self._buffer.strip():
+            self._line(found, " (cut off by end of file)")
+        return found
+
+    def _line(self, found: list[dict[str, Any]], note: str) -> None:
+        line = bytes(self._buffer)
+        self._buffer.clear()
+        if not line.strip():
+            return
+        try:
+            value = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self._on_bad(f"not JSON ({exc}){note}", line[:80])
+            return
+        if isinstance(value, dict):
+            found.append(value)
         else:
-            yield obj
+            self._on_bad(f"a JSON {type(value).__name__}, not an object{note}", line[:80])
+
+    def _too_long(self, note: str) -> None:
+        self._on_bad(f"a line of {self._skipping} bytes, over the limit of {self.max_line_bytes}{note}", self._head)
+        self._skipping = 0

@@ -12,18 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import shlex
 import signal
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agents.a2e.errors import WorkerGone, WorkerStartError
-from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode, read_objects
+from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode
 from agents.a2e.messages import (
     A2EError,
     A2EEvent,
@@ -36,6 +34,7 @@ from agents.a2e.messages import (
     SkillCallRequest,
     SkillCancel,
 )
+from agents.a2e.pipes import WorkerPipes
 from agents.a2e.registry import TypeRegistry
 
 __all__ = [
@@ -51,9 +50,7 @@ log = logging.getLogger(__name__)
 # The A2E subprocess transport's shutdown: close stdin, wait 3 s, SIGTERM, wait 2 s, SIGKILL.
 CLOSE_WAIT_S = 3.0
 TERM_WAIT_S = 2.0
-_CHUNK = 64 * 1024
-_STDERR_LINE_BYTES = 2000  # longer stderr lines are cut to this in logs and messages
-# After stdout closes, how long to wait for the exit status and the last stderr lines.
+# After stdout closes or the process exits, how long to wait for the other and for stderr.
 _EXIT_GRACE_S = 1.0
 
 
@@ -144,13 +141,12 @@ class WorkerProcess:
         self.exit_reason = ""
         self.bad_lines = 0
         self.started_at = time.monotonic()
+        self.stderr_lines = stderr_lines
         self._on_exit = on_exit
-        self._stderr: deque[str] = deque(maxlen=stderr_lines)
         self._pending: dict[str, PendingCall] = {}
         self._slots = asyncio.Semaphore(1)
-        self._write_lock = asyncio.Lock()
-        self._proc: asyncio.subprocess.Process | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._pipes: WorkerPipes | None = None
+        self._finishing: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -159,13 +155,16 @@ class WorkerProcess:
     async def start(self, *, agent_caps: Sequence[str], timeout: float) -> HandshakeResponse:
         """Spawn the process and run the handshake; :class:`WorkerStartError` says why not."""
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *self.command.argv,
+            self._pipes = await WorkerPipes.spawn(
+                self.command.argv,
                 cwd=self.command.cwd,
-                env={**os.environ, **self.command.env},
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                env=self.command.env,
+                name=self.name,
+                on_message=self._on_message,
+                on_bad=self._bad_line,
+                on_closed=self._closing,
+                max_line_bytes=self.max_line_bytes,
+                stderr_lines=self.stderr_lines,
             )
         except OSError as exc:
             where = f" in {self.command.cwd}" if self.command.cwd else ""
@@ -173,8 +172,6 @@ class WorkerProcess:
                 f"worker {self.name!r}: cannot run {self.command}{where}: {exc}; check worker.command and worker.cwd"
             ) from exc
         self.started_at = time.monotonic()
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._read_stderr()), loop.create_task(self._read_stdout())]
         request = HandshakeRequest(agent_id=self.name, agent_caps=list(agent_caps))
         try:
             answer = await self.request(request, timeout)
@@ -276,33 +273,26 @@ class WorkerProcess:
             raise WorkerGone(self._gone_text(), sent=False)
 
     async def _send(self, message: A2EMessage, pending: PendingCall) -> None:
-        try:
-            await self._write(message)
-        except (OSError, RuntimeError) as exc:  # the pipe broke: the process is going away
+        if not await self._write(message):  # stdin is closed: the process is going away
             self._pending.pop(message.id, None)
             pending.abandoned = True
-            pending.finish(WorkerGone(f"worker {self.name!r}: cannot write to it ({exc})", sent=False))
-            raise WorkerGone(f"worker {self.name!r}: cannot write to it ({exc})", sent=False) from None
+            pending.finish(WorkerGone(self._gone_text(), sent=False))
+            raise WorkerGone(f"worker {self.name!r}: its stdin is closed", sent=False)
 
-    async def _write(self, message: A2EMessage) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
-        async with self._write_lock:
-            self._proc.stdin.write(encode(message))
-            await self._proc.stdin.drain()
+    async def _write(self, message: A2EMessage) -> bool:
+        assert self._pipes is not None
+        if not self._pipes.write(encode(message)):
+            return False
+        await self._pipes.drain()
+        return True
 
     async def _send_quietly(self, message: A2EMessage) -> None:
-        with contextlib.suppress(OSError, RuntimeError):
-            await self._write(message)
+        await self._write(message)
 
     # ------------------------------------------------------------------ reading
 
-    async def _read_stdout(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        try:
-            async for obj in read_objects(self._proc.stdout, max_line_bytes=self.max_line_bytes, on_bad=self._bad_line):
-                self._dispatch(self.registry.decode(obj))
-        finally:
-            await self._exit()
+    def _on_message(self, obj: dict[str, Any]) -> None:
+        self._dispatch(self.registry.decode(obj))
 
     def _dispatch(self, message: A2EMessage) -> None:
         req_id = getattr(message, "req_id", None)
@@ -328,41 +318,28 @@ class WorkerProcess:
         self.bad_lines += 1
         log.warning("worker %s: skipped a stdout line that is %s: %r", self.name, problem, head)
 
-    async def _read_stderr(self) -> None:
-        # In chunks, not readline: a huge line must neither stop the reading nor block the worker.
-        assert self._proc is not None and self._proc.stderr is not None
-        partial = b""
-        while chunk := await self._proc.stderr.read(_CHUNK):
-            *lines, partial = (partial + chunk).split(b"\n")
-            for raw in lines:
-                self._stderr_line(raw)
-            if len(partial) > _STDERR_LINE_BYTES:
-                self._stderr_line(partial)
-                partial = b""
-        self._stderr_line(partial)
+    def _closing(self) -> None:
+        if self._finishing is None:
+            self._finishing = asyncio.get_running_loop().create_task(self._finish())
 
-    def _stderr_line(self, raw: bytes) -> None:
-        line = raw[:_STDERR_LINE_BYTES].decode(errors="replace").rstrip()
-        if line:
-            self._stderr.append(line)
-            log.info("worker %s stderr: %s", self.name, line)
-
-    async def _exit(self) -> None:
-        assert self._proc is not None
-        try:
-            await asyncio.wait_for(asyncio.shield(self._proc.wait()), _EXIT_GRACE_S)
-        except TimeoutError:  # stdout closed but the process lives on: it cannot answer any more
-            self.kill("it closed its stdout")
-            await self._proc.wait()
-        with contextlib.suppress(TimeoutError):  # let the last stderr lines arrive
-            await asyncio.wait_for(asyncio.shield(self._tasks[0]), _EXIT_GRACE_S)
-        status = self._proc.returncode if self._proc.returncode is not None else -1
+    async def _finish(self) -> None:
+        """Once stdout closed or the process exited: wait for the other (bounded), then fail what is pending."""
+        pipes = self._pipes
+        assert pipes is not None
+        if not await _within(pipes.exited.wait(), _EXIT_GRACE_S):
+            self.kill("it closed its stdout")  # alive but deaf: it can answer nothing any more
+            await pipes.exited.wait()
+        # The last answers and stderr lines may still be in the pipes when the exit is reported.
+        await _within(pipes.stdout_closed.wait(), _EXIT_GRACE_S)
+        await _within(pipes.stderr_closed.wait(), _EXIT_GRACE_S)
+        status = pipes.returncode if pipes.returncode is not None else -1
         gone = WorkerGone(self._gone_text(status))
         pending, self._pending = list(self._pending.values()), {}
         for call in pending:
             call.finish(gone)
         if not self.exited.done():
             self.exited.set_result(status)
+        pipes.close()
         if not self._stopping:
             log.warning("%s", gone)
         if self._on_exit is not None:
@@ -371,7 +348,7 @@ class WorkerProcess:
     # ------------------------------------------------------------------ status and stop
 
     def stderr_tail(self) -> list[str]:
-        return list(self._stderr)
+        return list(self._pipes.stderr_tail) if self._pipes is not None else []
 
     def stderr_text(self) -> str:
         tail = self.stderr_tail()
@@ -389,33 +366,37 @@ class WorkerProcess:
 
     def kill(self, reason: str) -> None:
         """Kill the process now; ``reason`` goes into the message its pending calls fail with."""
-        if self._proc is not None and self._proc.returncode is None:
+        if self._pipes is not None and self._pipes.returncode is None:
             self.exit_reason = self.exit_reason or reason
             log.warning("worker %s: killing it: %s", self.name, reason)
-            with contextlib.suppress(ProcessLookupError):
-                self._proc.kill()
+            self._pipes.send_signal(signal.SIGKILL)
 
     async def stop(self, *, reason: str = "the agent is stopping", drain_s: int = 10) -> int:
         """The shutdown sequence: ``shutdown``, close stdin, wait, SIGTERM, wait, SIGKILL."""
         self._stopping = True
         self.exit_reason = self.exit_reason or reason
-        proc = self._proc
-        if proc is None:
+        pipes = self._pipes
+        if pipes is None:
             return -1
-        if proc.returncode is None and proc.stdin is not None:
+        if not pipes.exited.is_set():
             await self._send_quietly(Shutdown(timeout=drain_s))
-            with contextlib.suppress(OSError, RuntimeError):
-                proc.stdin.close()
+            pipes.close_stdin()
             for wait_s, then in ((CLOSE_WAIT_S, signal.SIGTERM), (TERM_WAIT_S, signal.SIGKILL)):
-                try:
-                    await asyncio.wait_for(asyncio.shield(proc.wait()), wait_s)
+                if await _within(pipes.exited.wait(), wait_s):
                     break
-                except TimeoutError:
-                    log.warning("worker %s did not exit within %g s; sending %s", self.name, wait_s, then.name)
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.send_signal(then)
-        await proc.wait()
+                log.warning("worker %s did not exit within %g s; sending %s", self.name, wait_s, then.name)
+                pipes.send_signal(then)
+        await pipes.exited.wait()
         return await asyncio.shield(self.exited)
+
+
+async def _within(waiting: Awaitable[object], timeout: float) -> bool:
+    """Whether ``waiting`` finished within ``timeout`` seconds."""
+    try:
+        await asyncio.wait_for(waiting, timeout)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _error_text(message: A2EMessage) -> str:

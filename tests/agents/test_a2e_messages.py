@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -10,7 +9,7 @@ import logging
 import pytest
 
 from agents.a2e.events import CallFailure, EventTranslator, outcome
-from agents.a2e.framing import encode, read_objects
+from agents.a2e.framing import NdjsonDecoder, encode
 from agents.a2e.messages import (
     A2EError,
     A2EEvent,
@@ -84,27 +83,29 @@ def test_plugins_extend_the_registry() -> None:
         registry.register({"x": dict})  # type: ignore[dict-item]
 
 
-async def _read(data: bytes, max_line_bytes: int = 100) -> tuple[list[dict[str, object]], list[str]]:
-    reader = asyncio.StreamReader()
-    reader.feed_data(data)
-    reader.feed_eof()
+def _read(data: bytes, max_line_bytes: int = 100, piece: int = 7) -> tuple[list[dict[str, object]], list[str]]:
+    """Decode ``data`` fed in pieces of ``piece`` bytes, as a pipe may deliver it."""
     bad: list[str] = []
-    objects = [o async for o in read_objects(reader, max_line_bytes=max_line_bytes, on_bad=lambda p, h: bad.append(p))]
-    return objects, bad
+    decoder = NdjsonDecoder(max_line_bytes=max_line_bytes, on_bad=lambda problem, head: bad.append(problem))
+    objects = [o for start in range(0, len(data), piece) for o in decoder.feed(data[start : start + piece])]
+    return [*objects, *decoder.close()], bad
 
 
-async def test_bad_lines_are_reported_once_each_and_reading_goes_on() -> None:
+@pytest.mark.parametrize("piece", [1, 7, 10_000])
+def test_bad_lines_are_reported_once_each_and_reading_goes_on(piece: int) -> None:
     data = b'{"a":1}\nnot json\n[1,2]\n\n' + b'{"long":"' + b"x" * 300 + b'"}\n{"b":2}\n\xff\xfe\n{"c":3}'
-    objects, bad = await _read(data)
+    objects, bad = _read(data, piece=piece)
     assert objects == [{"a": 1}, {"b": 2}, {"c": 3}]
     assert len(bad) == 4
     assert bad[0].startswith("not JSON") and "list" in bad[1] and "over the limit of 100" in bad[2]
     assert bad[3].startswith("not JSON")
 
 
-async def test_a_long_line_spanning_reads_is_skipped_whole() -> None:
-    objects, bad = await _read(b'{"x":"' + b"y" * 200_000 + b'"}\n{"ok":true}\n', max_line_bytes=1000)
+def test_a_long_line_spanning_reads_is_skipped_whole() -> None:
+    objects, bad = _read(b'{"x":"' + b"y" * 200_000 + b'"}\n{"ok":true}\n', max_line_bytes=1000, piece=65536)
     assert objects == [{"ok": True}] and len(bad) == 1 and "200008 bytes" in bad[0]
+    objects, bad = _read(b'{"ok":1}\n{"x":"' + b"y" * 5000, max_line_bytes=1000, piece=3000)
+    assert objects == [{"ok": 1}] and bad == ["a line of 5006 bytes, over the limit of 1000, cut off by end of file"]
 
 
 def _event(seq: int, kind: str, **data: object) -> A2EEvent:
