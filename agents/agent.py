@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 from agents.context import TaskContext
@@ -40,6 +40,9 @@ class Agent:
     output_modes: ClassVar[Sequence[str]] = ("text/plain",)
     provider: ClassVar[AgentProvider | None] = None
     documentation_url: ClassVar[str | None] = None
+    # Set by the runtime serving the agent (AgentService.start): stops serving it and clears its
+    # card. An agent whose backend is gone for good (a worker past its restarts) calls it.
+    leave_mesh: Callable[[], Awaitable[None]] | None = None
 
     def __init__(
         self,

@@ -9,6 +9,9 @@ One entry::
       card_interval_s: 5                     # optional: any AgentSettings field
       limits: {max_parts: 50}
 
+Instead of ``class:``, ``worker: {command: [node, shout.js], cwd: ..., env: ...}`` serves a
+worker process in any language (:mod:`agents.a2e`); ``name:`` is then required.
+
 Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
 ``<file>: <key path>: <problem>; <fix>`` form.
@@ -35,7 +38,7 @@ __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_ag
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
 _CARD_KEYS = ("name", "description", "version")
-AGENT_KEYS = ("class", *_CARD_KEYS, "config")
+AGENT_KEYS = ("class", "worker", *_CARD_KEYS, "config")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
 
@@ -70,8 +73,11 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
             f"write the entry as a mapping with at least '{ENTRY_EXAMPLE}'",
         )
     check_keys(entry, [*AGENT_KEYS, *AgentSettings.model_fields], source=ctx.source, path=here)
-    agent_class = _agent_class(entry.get("class"), ctx, here)
     options = _options(entry.get("config"), ctx, here)
+    if "worker" in entry:
+        agent_class, options["worker"] = _worker(entry, ctx, here)
+    else:
+        agent_class = _agent_class(entry.get("class"), ctx, here)
     card = _card_fields(entry, agent_class, ctx, here)
     settings = _settings(entry, ctx, here)
     return AgentSpec(agent=_construct(agent_class, card, options, ctx, here), settings=settings)
@@ -113,6 +119,18 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
             "point it at your own subclass of agents.Agent (class MyAgent(Agent): ...)",
         )
     return found
+
+
+def _worker(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any]:
+    # Imported here: only files with worker agents need the A2E bridge.
+    from agents.a2e.config import parse_worker
+    from agents.a2e.worker import WorkerAgent
+
+    if "class" in entry:
+        raise config_error(
+            ctx.source, (*here, "worker"), "an entry has either 'class:' or 'worker:', not both", "remove one of them"
+        )
+    return WorkerAgent, parse_worker(entry["worker"], ctx.source, (*here, "worker"))
 
 
 def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:

@@ -139,6 +139,7 @@ class AgentService:
 
     async def start(self) -> None:
         """Connect, subscribe to the request topic and announce the card."""
+        self.agent.leave_mesh = self.stop
         await self.agent.setup()
         await self.transport.connect()
         await self.registry.start()

@@ -1,0 +1,405 @@
+"""One worker process: spawn, handshake, correlated calls, ping, and the shutdown sequence.
+
+Requests are correlated by ``req_id``: each has a :class:`PendingCall` that receives its
+events and then exactly one final message, or :class:`WorkerGone` when the process exits
+first, so no caller waits on a dead worker. ``max_parallel`` (from the handshake) bounds the
+skill calls in flight; a call holds its slot until the worker answers it, even when the
+caller stopped listening (a canceled task), because the worker is still busy with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.a2e.errors import WorkerGone, WorkerStartError
+from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode
+from agents.a2e.messages import (
+    A2EError,
+    A2EEvent,
+    A2EMessage,
+    GenericMessage,
+    HandshakeRequest,
+    HandshakeResponse,
+    Ping,
+    Shutdown,
+    SkillCallRequest,
+    SkillCancel,
+)
+from agents.a2e.pipes import WorkerPipes
+from agents.a2e.registry import TypeRegistry
+
+__all__ = [
+    "CLOSE_WAIT_S",
+    "TERM_WAIT_S",
+    "PendingCall",
+    "WorkerCommand",
+    "WorkerProcess",
+]
+
+log = logging.getLogger(__name__)
+
+# The A2E subprocess transport's shutdown: close stdin, wait 3 s, SIGTERM, wait 2 s, SIGKILL.
+CLOSE_WAIT_S = 3.0
+TERM_WAIT_S = 2.0
+# After stdout closes or the process exits, how long to wait for the other and for stderr.
+_EXIT_GRACE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCommand:
+    """How to run a worker: ``argv``, an optional working directory, variables added to the environment."""
+
+    argv: tuple[str, ...]
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, command: str | Sequence[str], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None
+    ) -> WorkerCommand:
+        """``command`` as an argv list, or a string split as a POSIX shell would."""
+        argv = tuple(shlex.split(command)) if isinstance(command, str) else tuple(command)
+        if not argv or not all(isinstance(arg, str) and arg for arg in argv):
+            raise ValueError(f"worker command {command!r} is empty or not all strings; give e.g. ['node', 'worker.js']")
+        return cls(argv, Path(cwd) if cwd is not None else None, dict(env or {}))
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv)
+
+
+class PendingCall:
+    """The answers to one request: events, then the final message (or :class:`WorkerGone`)."""
+
+    def __init__(self, request_id: str, release: Callable[[], None] | None) -> None:
+        self.request_id = request_id
+        self.done = False
+        self.abandoned = False
+        self._release = release
+        self._queue: asyncio.Queue[A2EMessage | WorkerGone] = asyncio.Queue()
+
+    def deliver(self, message: A2EMessage) -> None:
+        if not self.abandoned:
+            self._queue.put_nowait(message)
+
+    def finish(self, outcome: A2EMessage | WorkerGone) -> None:
+        self.done = True
+        if self._release is not None:
+            self._release()
+            self._release = None
+        if self.abandoned:
+            log.debug("discarding the late answer to abandoned request %s", self.request_id)
+        else:
+            self._queue.put_nowait(outcome)
+
+    async def next(self, timeout: float | None = None) -> A2EMessage:
+        """The next event or the final message; raises :class:`WorkerGone` or ``TimeoutError``."""
+        if self._queue.empty():
+            async with asyncio.timeout(timeout):
+                item = await self._queue.get()
+        else:
+            item = self._queue.get_nowait()
+        if isinstance(item, WorkerGone):
+            raise item
+        return item
+
+    async def result(self) -> A2EMessage:
+        """The final message, skipping events."""
+        while True:
+            item = await self.next()
+            if not isinstance(item, A2EEvent):
+                return item
+
+
+class WorkerProcess:
+    """A running worker. Build it, ``await start()``, then call; ``exited`` resolves with the exit status."""
+
+    def __init__(
+        self,
+        command: WorkerCommand,
+        *,
+        name: str,
+        registry: TypeRegistry | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        stderr_lines: int = 20,
+        on_exit: Callable[[WorkerProcess], None] | None = None,
+    ) -> None:
+        self.command = command
+        self.name = name
+        self.registry = registry or TypeRegistry()
+        self.max_line_bytes = max_line_bytes
+        self.handshake: HandshakeResponse | None = None
+        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.exit_reason = ""
+        self.bad_lines = 0
+        self.started_at = time.monotonic()
+        self.stderr_lines = stderr_lines
+        self._on_exit = on_exit
+        self._pending: dict[str, PendingCall] = {}
+        self._slots = asyncio.Semaphore(1)
+        self._pipes: WorkerPipes | None = None
+        self._finishing: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self, *, agent_caps: Sequence[str], timeout: float) -> HandshakeResponse:
+        """Spawn the process and run the handshake; :class:`WorkerStartError` says why not."""
+        try:
+            self._pipes = await WorkerPipes.spawn(
+                self.command.argv,
+                cwd=self.command.cwd,
+                env=self.command.env,
+                name=self.name,
+                on_message=self._on_message,
+                on_bad=self._bad_line,
+                on_closed=self._closing,
+                max_line_bytes=self.max_line_bytes,
+                stderr_lines=self.stderr_lines,
+            )
+        except OSError as exc:
+            where = f" in {self.command.cwd}" if self.command.cwd else ""
+            raise WorkerStartError(
+                f"worker {self.name!r}: cannot run {self.command}{where}: {exc}; check worker.command and worker.cwd"
+            ) from exc
+        self.started_at = time.monotonic()
+        request = HandshakeRequest(agent_id=self.name, agent_caps=list(agent_caps))
+        try:
+            answer = await self.request(request, timeout)
+        except TimeoutError:
+            await self.stop(reason="no handshake answer")
+            raise WorkerStartError(
+                f"worker {self.name!r} ({self.command}) did not answer the handshake within {timeout:g} s"
+                f"{self.stderr_text()}; make it answer handshake/req on stdout"
+            ) from None
+        except WorkerGone as exc:
+            raise WorkerStartError(f"{exc} before answering the handshake") from None
+        if isinstance(answer, HandshakeResponse) and answer.ok:
+            self.handshake = answer
+            self._slots = asyncio.Semaphore(answer.max_parallel)
+            return answer
+        reason = answer.reason if isinstance(answer, HandshakeResponse) else _error_text(answer)
+        await self.stop(reason="handshake refused")
+        raise WorkerStartError(
+            f"worker {self.name!r} ({self.command}) refused the handshake: {reason or 'no reason given'}"
+            f"{self.stderr_text()}"
+        )
+
+    @property
+    def accepted_caps(self) -> set[str]:
+        if self.handshake is None:
+            return set()
+        return {c.capability for c in self.handshake.accepted_caps if c.enabled}
+
+    @property
+    def max_parallel(self) -> int:
+        return self.handshake.max_parallel if self.handshake else 1
+
+    @property
+    def alive(self) -> bool:
+        return not self.exited.done() and not self._stopping
+
+    # ------------------------------------------------------------------ requests and calls
+
+    async def request(self, message: A2EMessage, timeout: float) -> A2EMessage:
+        """Send ``message`` and return its answer; ``TimeoutError`` / :class:`WorkerGone` otherwise."""
+        pending = self._register(message.id, None)
+        try:
+            await self._send(message, pending)
+            return await asyncio.wait_for(pending.result(), timeout)
+        finally:
+            if not pending.done:
+                pending.abandoned = True
+                self._pending.pop(message.id, None)
+
+    async def open_call(self, request: SkillCallRequest) -> PendingCall:
+        """Wait for a free slot, send the call, and return where its answers arrive."""
+        await self._acquire_slot()
+        pending = self._register(request.id, self._slots.release)
+        await self._send(request, pending)
+        return pending
+
+    def abandon(self, pending: PendingCall) -> None:
+        """The caller stops listening (its task was canceled); the answer will be discarded."""
+        if pending.done:
+            return
+        pending.abandoned = True
+        if "cancel" in self.accepted_caps and self.alive:
+            sending = asyncio.get_running_loop().create_task(self._send_quietly(SkillCancel(req_id=pending.request_id)))
+            self._background.add(sending)
+            sending.add_done_callback(self._background.discard)
+
+    async def ping(self, timeout: float) -> None:
+        """One ping; a worker that does not answer in time is killed (its calls fail as it exits)."""
+        try:
+            await self.request(Ping(), timeout)
+        except TimeoutError:
+            self.kill(f"it did not answer ping within {timeout:g} s")
+
+    def _register(self, request_id: str, release: Callable[[], None] | None) -> PendingCall:
+        if self.exited.done():
+            if release is not None:
+                release()
+            raise WorkerGone(self._gone_text(), sent=False)
+        pending = PendingCall(request_id, release)
+        self._pending[request_id] = pending
+        return pending
+
+    async def _acquire_slot(self) -> None:
+        if self.exited.done():
+            raise WorkerGone(self._gone_text(), sent=False)
+        if not self._slots.locked():  # the common case: a free slot, taken without waiting
+            await self._slots.acquire()
+            return
+        acquire = asyncio.ensure_future(self._slots.acquire())
+        either: set[asyncio.Future[Any]] = {acquire, self.exited}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not acquire.done():
+                acquire.cancel()
+            elif not acquire.cancelled() and self.exited.done():
+                self._slots.release()
+        if self.exited.done():
+            raise WorkerGone(self._gone_text(), sent=False)
+
+    async def _send(self, message: A2EMessage, pending: PendingCall) -> None:
+        if not await self._write(message):  # stdin is closed: the process is going away
+            self._pending.pop(message.id, None)
+            pending.abandoned = True
+            pending.finish(WorkerGone(self._gone_text(), sent=False))
+            raise WorkerGone(f"worker {self.name!r}: its stdin is closed", sent=False)
+
+    async def _write(self, message: A2EMessage) -> bool:
+        assert self._pipes is not None
+        if not self._pipes.write(encode(message)):
+            return False
+        await self._pipes.drain()
+        return True
+
+    async def _send_quietly(self, message: A2EMessage) -> None:
+        await self._write(message)
+
+    # ------------------------------------------------------------------ reading
+
+    def _on_message(self, obj: dict[str, Any]) -> None:
+        self._dispatch(self.registry.decode(obj))
+
+    def _dispatch(self, message: A2EMessage) -> None:
+        req_id = getattr(message, "req_id", None)
+        pending = self._pending.get(req_id) if isinstance(req_id, str) else None
+        if pending is None:
+            if isinstance(message, A2EError):
+                log.warning("worker %s: error without a pending request: %s", self.name, _error_text(message))
+            else:
+                log.debug("worker %s: %s message answers no pending request; ignored", self.name, message.type)
+            return
+        if isinstance(message, A2EEvent):
+            pending.deliver(message)
+            return
+        if isinstance(message, GenericMessage) and message.type.endswith("/event"):
+            # An event that fits no model (an unknown kind...) is not the call's answer.
+            log.warning("worker %s: skipped a %s message that fits no event model", self.name, message.type)
+            return
+        # Any other message with this req_id ends the request, even one of an unknown type.
+        del self._pending[pending.request_id]
+        pending.finish(message)
+
+    def _bad_line(self, problem: str, head: bytes) -> None:
+        self.bad_lines += 1
+        log.warning("worker %s: skipped a stdout line that is %s: %r", self.name, problem, head)
+
+    def _closing(self) -> None:
+        if self._finishing is None:
+            self._finishing = asyncio.get_running_loop().create_task(self._finish())
+
+    async def _finish(self) -> None:
+        """Once stdout closed or the process exited: wait for the other (bounded), then fail what is pending."""
+        pipes = self._pipes
+        assert pipes is not None
+        if not await _within(pipes.exited.wait(), _EXIT_GRACE_S):
+            self.kill("it closed its stdout")  # alive but deaf: it can answer nothing any more
+            await pipes.exited.wait()
+        # The last answers and stderr lines may still be in the pipes when the exit is reported.
+        await _within(pipes.stdout_closed.wait(), _EXIT_GRACE_S)
+        await _within(pipes.stderr_closed.wait(), _EXIT_GRACE_S)
+        status = pipes.returncode if pipes.returncode is not None else -1
+        gone = WorkerGone(self._gone_text(status))
+        pending, self._pending = list(self._pending.values()), {}
+        for call in pending:
+            call.finish(gone)
+        if not self.exited.done():
+            self.exited.set_result(status)
+        pipes.close()
+        if not self._stopping:
+            log.warning("%s", gone)
+        if self._on_exit is not None:
+            self._on_exit(self)
+
+    # ------------------------------------------------------------------ status and stop
+
+    def stderr_tail(self) -> list[str]:
+        return list(self._pipes.stderr_tail) if self._pipes is not None else []
+
+    def stderr_text(self) -> str:
+        tail = self.stderr_tail()
+        return f"; last stderr lines: {' | '.join(tail)}" if tail else "; no stderr output"
+
+    def _gone_text(self, status: int | None = None) -> str:
+        if status is None:
+            status = self.exited.result() if self.exited.done() else -1
+        how = f"exited with status {status}"
+        if status < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by {signal.Signals(-status).name}"
+        why = f" ({self.exit_reason})" if self.exit_reason else ""
+        return f"worker {self.name!r} ({self.command}) {how}{why}{self.stderr_text()}"
+
+    def kill(self, reason: str) -> None:
+        """Kill the process now; ``reason`` goes into the message its pending calls fail with."""
+        if self._pipes is not None and self._pipes.returncode is None:
+            self.exit_reason = self.exit_reason or reason
+            log.warning("worker %s: killing it: %s", self.name, reason)
+            self._pipes.send_signal(signal.SIGKILL)
+
+    async def stop(self, *, reason: str = "the agent is stopping", drain_s: int = 10) -> int:
+        """The shutdown sequence: ``shutdown``, close stdin, wait, SIGTERM, wait, SIGKILL."""
+        self._stopping = True
+        self.exit_reason = self.exit_reason or reason
+        pipes = self._pipes
+        if pipes is None:
+            return -1
+        if not pipes.exited.is_set():
+            await self._send_quietly(Shutdown(timeout=drain_s))
+            pipes.close_stdin()
+            for wait_s, then in ((CLOSE_WAIT_S, signal.SIGTERM), (TERM_WAIT_S, signal.SIGKILL)):
+                if await _within(pipes.exited.wait(), wait_s):
+                    break
+                log.warning("worker %s did not exit within %g s; sending %s", self.name, wait_s, then.name)
+                pipes.send_signal(then)
+        await pipes.exited.wait()
+        return await asyncio.shield(self.exited)
+
+
+async def _within(waiting: Awaitable[object], timeout: float) -> bool:
+    """Whether ``waiting`` finished within ``timeout`` seconds."""
+    try:
+        await asyncio.wait_for(waiting, timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _error_text(message: A2EMessage) -> str:
+    if isinstance(message, A2EError):
+        return f"{message.code}: {message.message}" if message.message else message.code
+    return f"an unexpected {message.type or 'untyped'} message"
