@@ -27,9 +27,8 @@ from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
 from mesh.a2a import RpcError
-from mesh.answers import Answer
 from mesh.broker import BrokerSettings
-from mesh.calls import Call, CallOptions, CallPath
+from mesh.calls import Answer, Call, CallOptions, CallPath
 from mesh.errors import CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry

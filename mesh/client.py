@@ -41,9 +41,8 @@ from mesh.a2a import (
     create_user_message,
 )
 from mesh.a2a.base import A2AModel
-from mesh.answers import Answer, parse_model
 from mesh.broker import BrokerSettings
-from mesh.calls import CallOptions, CallPath
+from mesh.calls import Answer, CallOptions, CallPath, parse_model
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
 from topics import validate_identifier, validate_namespace

@@ -1,0 +1,216 @@
+"""One request in flight (:class:`Call`) and what goes with it (:class:`CallOptions`).
+
+A call is made by :meth:`mesh.calls.CallPath.call` and sent when its ``async with`` block is
+entered; see :mod:`mesh.calls` for its life. The wait lives here: an idle timer restarted by
+every answer, an optional deadline, and the cancel of the remote task when either runs out or
+the waiting coroutine is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from mesh.a2a import A2AModel, request_bytes
+from mesh.calls.answers import Answer, read_answer
+from mesh.errors import CallTimeoutError
+from mesh.transport import InboundMessage
+
+if TYPE_CHECKING:
+    from mesh.calls.path import CallPath
+
+__all__ = ["SEND_METHODS", "Call", "CallOptions", "Params"]
+
+#: A request's params: a typed model, or 0.3 JSON as the gateway has it.
+Params = A2AModel | Mapping[str, Any]
+
+SEND_METHODS = frozenset({"message/send", "message/stream"})
+# The calls that start or follow work on the callee, which a timeout therefore cancels.
+_WORK_METHODS = SEND_METHODS | {"tasks/resubscribe"}
+
+
+@dataclass(slots=True)
+class CallOptions:
+    """What goes with a request besides its method and params, and how long to wait for it."""
+
+    user_id: str | None = None
+    user_config: dict[str, Any] | None = None
+    auth_token: str | None = None
+    call_depth: int | None = None
+    call_chain: list[str] | None = None
+    traceparent: str | None = None
+    #: The longest silence between two answers; every event restarts it.
+    idle_timeout_s: float = 60.0
+    #: An overall bound on the call, if any.
+    deadline_s: float | None = None
+    #: Ask for stream events (send an ``a2aStatusTopic``); they also restart the idle timeout.
+    events: bool = True
+    #: Cancel the remote task when the waiting coroutine is cancelled.
+    cancel_on_abandon: bool = True
+
+    @property
+    def expiry_s(self) -> int:
+        """The request's Message Expiry: how long the call is prepared to wait, in whole seconds."""
+        return max(1, math.ceil(self.deadline_s if self.deadline_s is not None else self.idle_timeout_s))
+
+
+class Call:
+    """One request in flight: ``async with`` it, then read :meth:`events` or :meth:`result`."""
+
+    __slots__ = (
+        "_deadline",
+        "_failure",
+        "_inbox",
+        "_payload",
+        "_state",
+        "_waiter",
+        "agent",
+        "correlation",
+        "key",
+        "method",
+        "options",
+        "path",
+        "reply_topic",
+        "status_topic",
+        "task_id",
+    )
+
+    def __init__(self, path: CallPath, agent: str, method: str, params: Params, options: CallOptions) -> None:
+        self.path = path
+        self.agent = agent
+        self.method = method
+        self.options = options
+        self.key = f"{path.key_prefix}{uuid.uuid4().hex}"
+        self.correlation = self.key.encode()
+        self.reply_topic = path.reply_topic(self.key)
+        self.status_topic = path.status_topic(self.key)
+        #: The remote task this call is about, as far as known (updated from every answer).
+        self.task_id = _named_task(method, params) or (self.key if method in SEND_METHODS else None)
+        self._payload = request_bytes(method, self.key, params)
+        self._inbox: deque[tuple[bool, InboundMessage]] = deque()
+        self._waiter: asyncio.Future[bool] | None = None
+        self._failure: BaseException | None = None
+        self._deadline: float | None = None
+        # "new" -> "open" (sent) -> "answered" (final answer read) / "closed" (block left)
+        self._state = "new"
+
+    def __repr__(self) -> str:
+        return f"<Call {self.method} to {self.agent!r} key={self.key!r} task={self.task_id!r} {self._state}>"
+
+    async def __aenter__(self) -> Call:
+        await self.path._send(self)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.path._close(self)
+
+    # ------------------------------------------------------------------ reading
+
+    async def events(self) -> AsyncGenerator[Answer, None]:
+        """Every answer in order: the stream events, then the final answer (and the end)."""
+        while True:
+            answer = await self.next()
+            yield answer
+            if answer.final:
+                return
+
+    async def result(self) -> Answer:
+        """The final answer; events only restart the idle timeout."""
+        while True:
+            answer = await self.next()
+            if answer.final:
+                return answer
+
+    async def next(self) -> Answer:
+        """The next answer, event or final (don't ask again after the final one)."""
+        while not self._inbox:
+            if self._failure is not None:
+                raise self._failure
+            await self._wait()
+        final, message = self._inbox.popleft()
+        if final:
+            self._state = "answered"  # nothing left to cancel, whatever the answer says
+        answer = read_answer(message.payload, message.properties, final=final)
+        task_id = answer.task_id
+        if task_id is not None:
+            self.task_id = task_id
+        return answer
+
+    def fail(self, error: BaseException) -> None:
+        """End the call with ``error``: its reader raises it once the answers already in are read."""
+        if self._state != "open" or self._failure is not None:
+            return
+        self._failure = error
+        self._wake(True)
+
+    # ------------------------------------------------------------------ internals
+
+    def _deliver(self, final: bool, message: InboundMessage) -> None:
+        self._inbox.append((final, message))
+        self._wake(True)
+
+    def _wake(self, woken: bool) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(woken)
+
+    async def _wait(self) -> None:
+        """Wait for the next arrival; raise :class:`CallTimeoutError` when the wait runs out."""
+        loop = asyncio.get_running_loop()
+        wait, reason, waited = self.options.idle_timeout_s, "idle", self.options.idle_timeout_s
+        if self._deadline is not None:
+            remaining = self._deadline - loop.time()
+            if remaining < wait:
+                wait, reason, waited = remaining, "deadline", self.options.deadline_s or 0.0
+        if wait > 0:
+            # A timer on a bare future: lighter than asyncio.timeout() on every hop.
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(wait, self._wake, False)
+            try:
+                if await waiter:
+                    return
+            except asyncio.CancelledError:
+                if self.options.cancel_on_abandon:
+                    self._cancel_remote("its caller stopped waiting")
+                raise
+            finally:
+                timer.cancel()
+                self._waiter = None
+        canceled = self._cancel_remote(f"{reason} timeout")
+        raise CallTimeoutError(
+            agent=self.agent,
+            method=self.method,
+            task_id=self.task_id,
+            waited_s=waited,
+            reason=reason,
+            canceled=canceled,
+        )
+
+    def _cancel_remote(self, why: str) -> bool:
+        if self._state != "open" or self.method not in _WORK_METHODS or self.task_id is None:
+            return False
+        self._state = "answered"  # once
+        return self.path.cancel(self.agent, self.task_id, key=self.key, why=why)
+
+
+def _named_task(method: str, params: Params) -> str | None:
+    """The task a request names: the message's ``taskId``, or the ``id`` / ``taskId`` of tasks/*."""
+    if isinstance(params, Mapping):
+        if method in SEND_METHODS:
+            message = params.get("message")
+            value = message.get("taskId") if isinstance(message, Mapping) else None
+        else:
+            value = params.get("id", params.get("taskId"))
+    elif method in SEND_METHODS:
+        value = getattr(getattr(params, "message", None), "task_id", None)
+    else:
+        value = getattr(params, "id", None) or getattr(params, "task_id", None)
+    return value if isinstance(value, str) else None

@@ -1,0 +1,219 @@
+"""Sending requests and routing their answers: :class:`CallPath` (see :mod:`mesh.calls`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Literal
+
+from mesh.a2a import TaskIdParams, request_bytes
+from mesh.calls.answers import Answer
+from mesh.calls.call import Call, CallOptions, Params
+from mesh.errors import MeshError
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.transport import InboundMessage, Transport
+from topics import (
+    get_agent_request_topic,
+    get_agent_response_subscription_topic,
+    get_agent_status_subscription_topic,
+    get_client_response_topic,
+    get_client_status_subscription_topic,
+    get_gateway_response_subscription_topic,
+    get_gateway_status_subscription_topic,
+    validate_identifier,
+    validate_namespace,
+)
+
+__all__ = ["CallPath", "Role"]
+
+log = logging.getLogger(__name__)
+
+Role = Literal["agent", "gateway", "client"]
+_KEY_PREFIXES: dict[str, str] = {"agent": "a2a_subtask_", "gateway": "gw_", "client": ""}
+
+
+class CallPath:
+    """Sends one owner's requests and routes the answers to its open calls (see the module doc)."""
+
+    def __init__(
+        self, transport: Transport, namespace: str, owner: str, *, role: Role, key_prefix: str | None = None
+    ) -> None:
+        self.transport = transport
+        self.namespace = validate_namespace(namespace)
+        self.owner = validate_identifier(owner, f"{role} id")
+        self.role = role
+        self.key_prefix = _KEY_PREFIXES[role] if key_prefix is None else key_prefix
+        if role == "agent":
+            self._responses = get_agent_response_subscription_topic(self.namespace, self.owner)
+            self._statuses = get_agent_status_subscription_topic(self.namespace, self.owner)
+        elif role == "gateway":
+            self._responses = get_gateway_response_subscription_topic(self.namespace, self.owner)
+            self._statuses = get_gateway_status_subscription_topic(self.namespace, self.owner)
+        else:
+            self._responses = get_client_response_topic(self.namespace, self.owner)
+            self._statuses = get_client_status_subscription_topic(self.namespace, self.owner)
+        self._calls: dict[bytes, Call] = {}
+        self._by_agent: dict[str, set[Call]] = {}
+        self._started: asyncio.Future[None] | None = None
+        self._cancels: set[asyncio.Future[None]] = set()  # tasks/cancel not yet acknowledged
+
+    # ------------------------------------------------------------------ topics
+
+    def reply_topic(self, key: str) -> str:
+        """The ``replyTo`` of the call with ``key``."""
+        if self.role == "client":
+            return self._responses
+        return self._responses[:-1] + key  # the filter's "+" is the key level
+
+    def status_topic(self, key: str) -> str:
+        """The ``a2aStatusTopic`` of the call with ``key``."""
+        return self._statuses[:-1] + key
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Subscribe to the owner's answer topics (once; later calls wait for the same SUBACKs)."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._subscribe())
+        try:
+            await asyncio.shield(self._started)
+        except Exception:
+            self._started = None
+            raise
+
+    async def _subscribe(self) -> None:
+        await asyncio.gather(
+            self.transport.subscribe(self._responses, self._on_reply),
+            self.transport.subscribe(self._statuses, self._on_event),
+        )
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, agent: str, method: str, params: Params, options: CallOptions | None = None) -> Call:
+        """A call of ``method`` on ``agent``, sent when its ``async with`` block is entered."""
+        return Call(self, agent, method, params, options if options is not None else CallOptions())
+
+    async def request(self, agent: str, method: str, params: Params, options: CallOptions | None = None) -> Answer:
+        """Send one request and return its final answer (raising its error, or a timeout)."""
+        async with self.call(agent, method, params, options) as call:
+            return await call.result()
+
+    def calls_to(self, agent: str) -> list[Call]:
+        """The open calls waiting on ``agent``."""
+        return list(self._by_agent.get(agent, ()))
+
+    def fail_calls_to(self, agent: str, error: BaseException) -> int:
+        """Fail every open call waiting on ``agent`` with ``error``; return how many there were."""
+        calls = self.calls_to(agent)
+        for call in calls:
+            call.fail(error)
+        return len(calls)
+
+    def cancel(self, agent: str, task_id: str, *, key: str | None = None, why: str = "") -> bool:
+        """Send ``tasks/cancel`` for ``task_id`` to ``agent`` without waiting for its answer.
+
+        The answer comes back under ``{key}-cancel``, which no call has open, so it is dropped.
+        False (logged) when the request could not be sent.
+        """
+        cancel_key = f"{key or self.key_prefix + uuid.uuid4().hex}-cancel"
+        props = MessageProperties(
+            client_id=self.owner,
+            reply_to=self.reply_topic(cancel_key),
+            timestamp_ms=int(time.time() * 1000),
+            correlation_data=cancel_key.encode(),
+            content_type=JSON_CONTENT_TYPE,
+            payload_format_utf8=True,
+        )
+        try:
+            ack = self.transport.publish_nowait(
+                get_agent_request_topic(self.namespace, agent),
+                request_bytes("tasks/cancel", cancel_key, TaskIdParams(id=task_id)),
+                properties=props,
+            )
+        except (MeshError, ValueError) as exc:
+            log.warning("%s: could not cancel task %s on %s: %s", self.owner, task_id, agent, exc)
+            return False
+        self._cancels.add(ack)
+        ack.add_done_callback(self._cancel_sent)
+        log.info("%s: canceling task %s on %s (%s)", self.owner, task_id, agent, why or "asked to")
+        return True
+
+    async def flush(self, timeout: float = 1.0) -> None:
+        """Wait (up to ``timeout``) until the broker took every ``tasks/cancel`` sent: call before closing."""
+        if self._cancels:
+            await asyncio.wait(list(self._cancels), timeout=timeout)
+
+    def _cancel_sent(self, ack: asyncio.Future[None]) -> None:
+        self._cancels.discard(ack)
+        if not ack.cancelled() and ack.exception() is not None:
+            log.debug("%s: a tasks/cancel was refused: %s", self.owner, ack.exception())
+
+    async def _send(self, call: Call) -> None:
+        if call._state != "new":
+            raise RuntimeError(f"{call!r} was already sent; make a new call with CallPath.call()")
+        topic = get_agent_request_topic(self.namespace, call.agent)  # validates the agent's name
+        if self._started is None or not self._started.done():
+            await self.start()
+        options = call.options
+        props = MessageProperties(
+            client_id=self.owner,
+            user_id=options.user_id,
+            reply_to=call.reply_topic,
+            status_topic=call.status_topic if options.events else None,
+            user_config=options.user_config,
+            auth_token=options.auth_token,
+            call_depth=options.call_depth,
+            call_chain=options.call_chain,
+            timestamp_ms=int(time.time() * 1000),
+            traceparent=options.traceparent,
+            correlation_data=call.correlation,
+            content_type=JSON_CONTENT_TYPE,
+            payload_format_utf8=True,
+            message_expiry_s=options.expiry_s,
+        )
+        loop = asyncio.get_running_loop()
+        if options.deadline_s is not None:
+            call._deadline = loop.time() + options.deadline_s
+        # Registered before the publish: an answer can come back before publish_nowait returns.
+        self._calls[call.correlation] = call
+        self._by_agent.setdefault(call.agent, set()).add(call)
+        call._state = "open"
+        try:
+            ack = self.transport.publish_nowait(topic, call._payload, properties=props)
+        except BaseException:
+            self._close(call)
+            raise
+        ack.add_done_callback(lambda done: _fail_on_refusal(call, done))
+
+    def _close(self, call: Call) -> None:
+        call._state = "closed"
+        if self._calls.get(call.correlation) is call:
+            del self._calls[call.correlation]
+        waiting = self._by_agent.get(call.agent)
+        if waiting is not None:
+            waiting.discard(call)
+            if not waiting:
+                del self._by_agent[call.agent]
+
+    # ------------------------------------------------------------------ routing
+
+    def _on_reply(self, message: InboundMessage) -> None:
+        self._route(message, True)
+
+    def _on_event(self, message: InboundMessage) -> None:
+        self._route(message, False)
+
+    def _route(self, message: InboundMessage, final: bool) -> None:
+        correlation = message.properties.correlation_data
+        call = self._calls.get(correlation) if correlation is not None else None
+        if call is None:
+            log.debug("%s: an answer on %s matches no open call (late or foreign); dropped", self.owner, message.topic)
+            return
+        call._deliver(final, message)
+
+
+def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:
+    if not ack.cancelled() and ack.exception() is not None:
+        call.fail(ack.exception())  # type: ignore[arg-type]
