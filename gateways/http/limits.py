@@ -6,7 +6,7 @@
     response_headers.update(decision.headers())
     decision.raise_if_refused()  # EdgeError -32003 / 429
     check_body_size(declared_or_read_length, edge.limits)  # EdgeError -32600 / 413
-    async with concurrency.requests.hold(principal.name):  # EdgeError -32007 / 429 when full
+    with concurrency.requests.hold(principal.name):  # EdgeError -32007 / 429 when full
         check_message_limits(params["message"], edge.limits)  # mesh.limits: InvalidParams naming the part
         timeout = request_timeout(request.headers, edge.timeouts, streaming=False)
 
@@ -20,8 +20,8 @@ import math
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -168,9 +168,11 @@ class Slots:
         self._held[key] = count + 1
         return Slot(self, key)
 
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[Slot]:
-        """Hold a slot of ``key`` for the block; released however the block ends (cancel too)."""
+    @contextmanager
+    def hold(self, key: str) -> Iterator[Slot]:
+        """Hold a slot of ``key`` for the block; released however the block ends (cancel too).
+
+        The slot may be released earlier (:meth:`Slot.release` is idempotent)."""
         slot = self.acquire(key)
         try:
             yield slot

@@ -17,7 +17,6 @@ Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other error
         -32000  AgentNotFound            404  agent_not_found()
         -32003  RateLimited              429  rate_limited()        (+ Retry-After)
         -32004  AuthenticationRequired   401  auth_required()       (+ WWW-Authenticate)
-        -32005  PermissionDenied         403  permission_denied()
         -32007  ResourceExhausted   429/503  resource_exhausted()  (429: the caller's own quota
                                                                      is full; 503: the gateway's)
         -32600  PayloadTooLarge          413  payload_too_large()
@@ -119,17 +118,6 @@ def auth_required(reason: str, *, challenge: str) -> EdgeError:
         error_type="AuthenticationRequired",
         http_status=401,
         headers={"WWW-Authenticate": challenge},
-    )
-
-
-def permission_denied(principal: str, action: str) -> EdgeError:
-    """-32005 / 403: the caller is authenticated but may not do ``action``."""
-    return EdgeError(
-        f"{principal!r} may not {action}; ask the gateway's operator for access",
-        code=-32005,
-        error_type="PermissionDenied",
-        http_status=403,
-        details={"principal": principal, "action": action},
     )
 
 

@@ -455,7 +455,7 @@ async def test_slots_are_given_back_when_a_stream_is_never_sent(
         "server": ("127.0.0.1", gateway.port),
     }
     await gateway.app(scope, receive, send)
-    limits = gateway.app.state.edge.concurrency
+    limits = gateway.app.state.concurrency
     assert limits.requests.in_use("127.0.0.1") == 0 and limits.contexts.in_use("ctx-gone") == 0
     assert len(echo.tasks) == 0  # nothing was sent to the mesh either
 
