@@ -86,7 +86,7 @@ from gateways.e2a.models import (
     IdentityOrigin,
     utc_now_iso,
 )
-from gateways.e2a.stream import ResponseSequencer, validate_response_frames
+from gateways.e2a.stream import ResponseSequencer
 
 __all__ = [
     # models
@@ -106,7 +106,6 @@ __all__ = [
     "merge_params_to_acp_prompt",
     # streams and logging
     "ResponseSequencer",
-    "validate_response_frames",
     "ResponseLog",
     "LOG_REQUIRED_KEYS",
     "REDACTED",

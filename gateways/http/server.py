@@ -16,7 +16,7 @@ from gateways.http.settings import HttpGatewaySettings
 from gateways.runtime import GatewayRuntime
 from mesh.broker import BrokerSettings
 
-log = logging.getLogger("gateways.http")
+log = logging.getLogger(__name__)
 
 
 class HttpGateway:

@@ -15,7 +15,6 @@ from gateways.e2a import (
     E2AResponse,
     ResponseLog,
     envelope_from_a2a_send_message,
-    validate_response_frames,
 )
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCapabilities, AgentCard, TaskState
@@ -23,6 +22,7 @@ from mesh.broker import BrokerSettings
 from mesh.registry import DiscoveryRegistry
 from tests.agents.service_agents import Blocker, Echo, Streamer
 from tests.conftest import ServeAgent, TransportFactory
+from tests.gateways.frames import validate_response_frames
 
 Start = Callable[..., Awaitable[GatewayRuntime]]
 
