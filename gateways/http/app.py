@@ -14,8 +14,10 @@
 
 Every request is rate limited (``X-RateLimit-*`` headers on every answer); the JSON-RPC and
 agent-listing routes need the configured authentication; cards and health are public, as
-A2A discovery expects. JSON-RPC errors are answered with HTTP 200 (A2A's convention), edge
-refusals with their HTTP status (401, 413, 429...).
+A2A discovery expects. These protections are middleware (:mod:`gateways.http.edge`); the
+endpoints read the mesh through the runtime's facade (``agents()``, ``agent(name)``...).
+JSON-RPC errors are answered with HTTP 200 (A2A's convention), edge refusals with their HTTP
+status (401, 413, 429...).
 """
 
 from __future__ import annotations

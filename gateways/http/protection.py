@@ -2,10 +2,11 @@
 
 The JAF A2A spec asks an HTTP server for authentication, rate limiting, concurrency and size
 limits and request timeouts. This module holds what they share: the JSON-RPC errors they
-raise and the pydantic models of the ``edge:`` configuration. The behaviour is framework-free
-and lives next door: :mod:`gateways.http.auth` (``Authenticator``) and
-:mod:`gateways.http.limits` (``RateLimiter``, ``ConcurrencyLimits``,
-``check_message_limits``, ``check_body_size``, ``request_timeout``).
+raise and the pydantic models of the edge configuration (:class:`EdgeConfig`, which
+``HttpGatewaySettings`` extends). The behaviour is framework-free and lives next door:
+:mod:`gateways.http.auth` (``Authenticator``) and :mod:`gateways.http.limits`
+(``RateLimiter``, ``ConcurrencyLimits``, ``check_body_size``, ``request_timeout``);
+:mod:`gateways.http.edge` puts them in the Starlette app as middleware.
 
 Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other errors
 (-32003 is also "push notifications not supported"), so every error raised here carries
