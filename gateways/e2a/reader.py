@@ -20,10 +20,6 @@ from gateways.e2a.errors import E2AValidationError
 
 __all__ = ["FieldReader", "ObjectReader"]
 
-# dict first: isinstance() tries the tuple in order, and decoded JSON is always a dict.
-_OBJECT = (dict, Mapping)
-_ARRAY = (list, tuple)
-
 
 class ObjectReader:
     """Reads the members of ``data``, an object found at ``path`` (``"params.message"``)."""
@@ -36,7 +32,7 @@ class ObjectReader:
     EMPTY_STRING_IS_ABSENT: ClassVar[bool] = False
 
     def __init__(self, data: Any, path: str) -> None:
-        if not isinstance(data, _OBJECT):
+        if data.__class__ is not dict and not isinstance(data, Mapping):
             self.fail(path, "an object", data, "dict_type")
         self.data: Mapping[str, Any] = data
         self.path = path
@@ -61,17 +57,19 @@ class ObjectReader:
         """The path of member ``key``."""
         return f"{self.path}.{key}"
 
-    def _typed(self, key: str, types: tuple[type, ...], expected: str, kind: str) -> Any:
-        value = self.raw(key)
-        if value is None:
-            return None
-        # bool is an int subclass; JSON true must not pass for a number or an id.
-        if not isinstance(value, types) or (value.__class__ is bool and bool not in types):
-            self.fail(self.at(key), expected, value, kind)
-        return value
+    def _checked(self, key: str, value: Any, types: tuple[type, ...], expected: str, kind: str) -> Any:
+        """``value`` (not None, not of the exact class wanted) if it is of a subclass; bool is
+        an int subclass, but JSON true must not pass for a number or an id."""
+        if isinstance(value, types) and value.__class__ is not bool:
+            return value
+        self.fail(self.at(key), expected, value, kind)
+
+    # Each reader takes the exact class of decoded JSON at once; _checked decides the rest.
 
     def string(self, key: str) -> str | None:
-        value: str | None = self._typed(key, (str,), "a string", "string_type")
+        value = self.raw(key)
+        if value is not None and value.__class__ is not str:
+            value = self._checked(key, value, (str,), "a string", "string_type")
         return None if self.EMPTY_STRING_IS_ABSENT and not value else value
 
     def required_string(self, key: str) -> str:
@@ -81,28 +79,43 @@ class ObjectReader:
         return value
 
     def integer(self, key: str) -> int | None:
-        value: int | None = self._typed(key, (int,), "an integer", "int_type")
-        return value
+        value = self.raw(key)
+        if value is not None and value.__class__ is not int:
+            value = self._checked(key, value, (int,), "an integer", "int_type")
+        result: int | None = value
+        return result
 
     def boolean(self, key: str) -> bool | None:
-        value: bool | None = self._typed(key, (bool,), "true or false", "bool_type")
-        return value
+        value = self.raw(key)
+        if value is not None and value.__class__ is not bool:
+            self.fail(self.at(key), "true or false", value, "bool_type")
+        result: bool | None = value
+        return result
+
+    def _object(self, key: str) -> Mapping[str, Any] | None:
+        value = self.raw(key)
+        if value is not None and value.__class__ is not dict:
+            value = self._checked(key, value, (Mapping,), "an object", "dict_type")
+        result: Mapping[str, Any] | None = value
+        return result
 
     def struct(self, key: str) -> dict[str, Any] | None:
         """A shallow copy of a nested object."""
-        value = self._typed(key, _OBJECT, "an object", "dict_type")
+        value = self._object(key)
         return None if value is None else dict(value)
 
     def child(self, key: str) -> Self | None:
         """A reader of the same dialect for a nested object."""
-        value = self._typed(key, _OBJECT, "an object", "dict_type")
+        value = self._object(key)
         return None if value is None else type(self)(value, self.at(key))
 
     def items(self, key: str) -> list[tuple[str, Any]]:
         """The items of a list with their paths; ``[]`` when missing."""
-        value = self._typed(key, _ARRAY, "an array", "list_type")
+        value = self.raw(key)
         if value is None:
             return []
+        if value.__class__ is not list:
+            value = self._checked(key, value, (list, tuple), "an array", "list_type")
         at, path = self.ITEM_PATH, self.at(key)
         return [(at.format(path, i), item) for i, item in enumerate(value)]
 
@@ -118,7 +131,7 @@ class ObjectReader:
         """Readers of the objects of a list; ``[]`` when missing."""
         readers = []
         for path, item in self.items(key):
-            if not isinstance(item, _OBJECT):
+            if item.__class__ is not dict and not isinstance(item, Mapping):
                 self.fail(path, "an object", item, "dict_type")
             readers.append(type(self)(item, path))
         return readers
@@ -146,8 +159,11 @@ class FieldReader(ObjectReader):
 
     def identifier(self, key: str) -> str | int | None:
         """A JSON-RPC id: a string or an integer."""
-        value: str | int | None = self._typed(key, (str, int), "a string or an integer", "id_type")
-        return value
+        value = self.raw(key)
+        if value is not None and value.__class__ is not str and value.__class__ is not int:
+            value = self._checked(key, value, (str, int), "a string or an integer", "id_type")
+        result: str | int | None = value
+        return result
 
     def flag(self, key: str, default: bool = False) -> bool:
         value = self.boolean(key)

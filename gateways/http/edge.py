@@ -31,7 +31,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateways.http.auth import Authenticator, Principal
+from gateways.http.auth import ANONYMOUS, Authenticator, Principal
 from gateways.http.limits import BodyLimits, RateLimiter, Slots, check_body_size
 from gateways.http.protection import EdgeConfig, EdgeError, get_header
 from gateways.http.rpc import Version, error_response
@@ -92,8 +92,13 @@ class CallerBackend(AuthenticationBackend):
 
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
+        # Authentication off: every caller is the same, no header needs reading.
+        self._anonymous = (AuthCredentials(["authenticated"]), Caller(ANONYMOUS))
+        self._off = authenticator.config.mode == "none"
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
+        if self._off:
+            return self._anonymous
         try:
             principal = self.authenticator.authenticate(conn.headers)
         except EdgeError as refusal:
@@ -221,7 +226,7 @@ class RequestSlots:
         self.slots = slots
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        with self.slots.hold(client_key(scope)) as slot:
+        with self.slots.acquire(client_key(scope)) as slot:
 
             async def send_releasing(message: Message) -> None:
                 if message["type"] == "http.response.body" and not message.get("more_body", False):

@@ -128,6 +128,9 @@ async def test_wrong_credentials_are_401(
     assert error["code"] == -32004 and hint in error["message"] and SECRET not in response.text
     rate_limit_headers(response)
     assert len(service.tasks) == 0
+    # a wrong credential does not keep a caller from the public routes
+    for path in ("/a2a/health", "/a2a/agents/echo/card"):
+        assert (await http.get(gateway.public_url + path, headers=headers)).status_code == 200, path
 
 
 async def test_principals_are_names_never_secrets(

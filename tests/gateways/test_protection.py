@@ -371,33 +371,33 @@ def test_rate_limiter_survives_a_clock_stepping_back() -> None:
 
 async def test_requests_refuse_at_the_limit_at_once() -> None:
     limits = ConcurrencyLimits(ConcurrencyConfig(max_requests_per_client=2))
-    with limits.requests.hold("alice"), limits.requests.hold("alice"):
+    with limits.requests.acquire("alice"), limits.requests.acquire("alice"):
         assert limits.requests.in_use("alice") == 2
         with pytest.raises(EdgeError) as info:
-            with limits.requests.hold("alice"):
+            with limits.requests.acquire("alice"):
                 pytest.fail("a third request got a slot")
         assert (info.value.code, info.value.http_status) == (-32007, 429)
         assert info.value.data == {"errorType": "ResourceExhausted", "resource": "requestsPerClient", "limit": 2}
         assert "'alice'" in info.value.error.message and "max_requests_per_client" in info.value.error.message
-        with limits.requests.hold("bob"):  # another client is not affected
+        with limits.requests.acquire("bob"):  # another client is not affected
             assert limits.requests.in_use("bob") == 1
     assert limits.requests.in_use("alice") == 0 and len(limits.requests) == 0
 
 
-async def test_hold_releases_on_exception() -> None:
+async def test_a_slot_used_as_a_context_manager_is_released_on_exception() -> None:
     slots = ConcurrencyLimits(ConcurrencyConfig()).requests
     with pytest.raises(ValueError, match="boom"):
-        with slots.hold("c"):
+        with slots.acquire("c"):
             raise ValueError("boom")
     assert slots.in_use("c") == 0 and len(slots) == 0
 
 
-async def test_hold_releases_on_cancellation() -> None:
+async def test_a_slot_used_as_a_context_manager_is_released_on_cancellation() -> None:
     slots = Slots(1, resource="r", refusal=lambda key, limit: f"{key} full")
     holding, never = asyncio.Event(), asyncio.Event()
 
     async def request() -> None:
-        with slots.hold("c"):
+        with slots.acquire("c"):
             holding.set()
             await never.wait()
 
@@ -408,7 +408,7 @@ async def test_hold_releases_on_cancellation() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert slots.in_use("c") == 0
-    with slots.hold("c"):  # the slot is free again
+    with slots.acquire("c"):  # the slot is free again
         pass
 
 
