@@ -31,7 +31,7 @@ from mesh.broker import BrokerSettings
 from mesh.calls import Answer, Call, CallOptions, CallPath
 from mesh.errors import CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
-from mesh.registry import DiscoveryRegistry
+from mesh.registry import DiscoveryRegistry, Entry
 from mesh.transport import MqttTransport, Transport
 from topics import get_gateway_discovery_topic, validate_identifier, validate_namespace
 
@@ -252,6 +252,32 @@ class GatewayRuntime:
             route.task = result
             route.context_id = result.get("contextId", route.context_id)
         route.updated = time.time()
+
+    # ------------------------------------------------------------------ facade for the edges
+    # What an edge (the HTTP app) reads of the mesh, so that it never reaches into the
+    # transport or the registry.
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether the gateway is connected to the broker now."""
+        return self.transport.is_connected
+
+    @property
+    def broker_url(self) -> str:
+        """The broker's URL (no credentials)."""
+        return self.transport.url
+
+    def agents(self) -> list[Entry]:
+        """The agents on the mesh now."""
+        return self.registry.agents()
+
+    def agent(self, name: str) -> Entry | None:
+        """Agent ``name`` as discovery knows it, or ``None``."""
+        return self.registry.get(name)
+
+    def agent_names(self) -> list[str]:
+        """The names of the agents on the mesh now."""
+        return self.registry.agent_names()
 
 
 _BRANCHES = {

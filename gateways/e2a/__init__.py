@@ -85,7 +85,7 @@ from gateways.e2a.models import (
     E2AResponse,
     IdentityOrigin,
 )
-from gateways.e2a.stream import ResponseSequencer, validate_response_frames
+from gateways.e2a.stream import ResponseSequencer
 from mesh.redaction import is_secret_key
 from mesh.timestamps import utc_now_iso
 
@@ -107,7 +107,6 @@ __all__ = [
     "merge_params_to_acp_prompt",
     # streams and logging
     "ResponseSequencer",
-    "validate_response_frames",
     "ResponseLog",
     "LOG_REQUIRED_KEYS",
     "REDACTED",

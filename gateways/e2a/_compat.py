@@ -10,7 +10,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gateways.e2a._reader import FieldReader
 from gateways.e2a.constants import (
     E2A_SOURCE_PROTOCOL_A2A,
     E2A_SOURCE_PROTOCOL_ACP,
@@ -18,30 +17,31 @@ from gateways.e2a.constants import (
     E2A_WIRE_INTERNAL_METADATA_KEYS,
 )
 from gateways.e2a.errors import E2AValidationError
+from gateways.e2a.reader import FieldReader
 from mesh.timestamps import utc_iso
 
 
 def channel(r: FieldReader) -> str | None:
     """``channel``, else the legacy ``channel_id``."""
-    value = r.opt_str("channel")
-    return value if value is not None else r.opt_str("channel_id")
+    value = r.string("channel")
+    return value if value is not None else r.string("channel_id")
 
 
 def method(r: FieldReader) -> str | None:
     """``method``, else the legacy ``req_method``."""
-    value = r.opt_str("method")
-    return value if value is not None else r.opt_str("req_method")
+    value = r.string("method")
+    return value if value is not None else r.string("req_method")
 
 
 def agent_id(r: FieldReader) -> str | None:
     """``agent_id``, else ``source_agent_id``; never ``agent_ref.id``, a routing identity
     (often the sentinel ``default``) rather than the tenant agent id."""
-    return r.opt_stripped("agent_id") or r.opt_stripped("source_agent_id")
+    return r.stripped("agent_id") or r.stripped("source_agent_id")
 
 
 def workspace_key(r: FieldReader) -> str | None:
     """``workspace_key``, else the legacy ``workspace_dir``."""
-    return r.opt_stripped("workspace_key") or r.opt_stripped("workspace_dir")
+    return r.stripped("workspace_key") or r.stripped("workspace_dir")
 
 
 def params_with_legacy_payload(r: FieldReader) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def channel_context(r: FieldReader) -> dict[str, Any]:
         # Wire-internal keys are codec bookkeeping; forwarding them would let a channel forge them.
         if key not in E2A_WIRE_INTERNAL_METADATA_KEYS:
             context.setdefault(key, value)
-    app_id = r.opt_str("app_id")
+    app_id = r.string("app_id")
     if app_id:
         context.setdefault("app_id", app_id)
     return context
@@ -79,7 +79,7 @@ def legacy_binding(r: FieldReader, source_protocol: str, details: dict[str, Any]
     if isinstance(legacy, Mapping) and "value" in legacy:  # a serialized enum {"value": "acp"}
         legacy = legacy["value"]
     if not isinstance(legacy, str):
-        raise E2AValidationError(r.where("binding"), "a string such as 'acp' or 'a2a'", legacy)
+        raise E2AValidationError(r.at("binding"), "a string such as 'acp' or 'a2a'", legacy)
     # An explicit acp/a2a source wins over the legacy field.
     if source_protocol == E2A_SOURCE_PROTOCOL_E2A and legacy in (
         E2A_SOURCE_PROTOCOL_ACP,
@@ -99,7 +99,7 @@ def timestamp(r: FieldReader) -> str | None:
             return utc_iso(float(raw))
         except (OverflowError, OSError, ValueError):
             pass
-    raise E2AValidationError(r.where("timestamp"), "an RFC 3339 string or epoch seconds", raw)
+    raise E2AValidationError(r.at("timestamp"), "an RFC 3339 string or epoch seconds", raw)
 
 
 def sequence(raw: Any) -> int:

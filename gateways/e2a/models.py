@@ -20,13 +20,13 @@ from enum import Enum
 from typing import Any
 
 from gateways.e2a import _compat
-from gateways.e2a._reader import FieldReader
 from gateways.e2a.constants import (
     E2A_PROTOCOL_VERSION,
     E2A_RESPONSE_STATUS_IN_PROGRESS,
     E2A_SOURCE_PROTOCOL_E2A,
 )
 from gateways.e2a.errors import E2AValidationError
+from gateways.e2a.reader import FieldReader
 from mesh.timestamps import utc_now_iso
 
 # Dataclass field metadata key holding the JSON key when it differs from the attribute name.
@@ -52,7 +52,7 @@ class E2AProvenance:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_json(self)
+        return _fields_json(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> E2AProvenance:
@@ -62,8 +62,8 @@ class E2AProvenance:
     def _read(cls, r: FieldReader) -> E2AProvenance:
         return cls(
             source_protocol=r.text("source_protocol", E2A_SOURCE_PROTOCOL_E2A),
-            converter=r.opt_str("converter"),
-            converted_at=r.opt_str("converted_at"),
+            converter=r.string("converter"),
+            converted_at=r.string("converted_at"),
             details=r.obj("details"),
         )
 
@@ -79,7 +79,7 @@ class E2AFileRef:
     meta: dict[str, Any] = field(default_factory=dict, metadata={_WIRE_KEY: "_meta"})
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_json(self)
+        return _fields_json(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> E2AFileRef:
@@ -88,10 +88,10 @@ class E2AFileRef:
     @classmethod
     def _read(cls, r: FieldReader) -> E2AFileRef:
         return cls(
-            uri=r.required_str("uri"),
-            name=r.opt_str("name"),
-            mime_type=r.opt_str("mime_type"),
-            size=r.opt_int("size"),
+            uri=r.required_string("uri"),
+            name=r.string("name"),
+            mime_type=r.string("mime_type"),
+            size=r.integer("size"),
             meta=r.obj("_meta"),
         )
 
@@ -108,7 +108,7 @@ class E2AAuth:
     meta: dict[str, Any] = field(default_factory=dict, metadata={_WIRE_KEY: "_meta"})
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_json(self)
+        return _fields_json(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> E2AAuth:
@@ -117,10 +117,10 @@ class E2AAuth:
     @classmethod
     def _read(cls, r: FieldReader) -> E2AAuth:
         return cls(
-            method_id=r.opt_str("method_id"),
-            bearer_token=r.opt_str("bearer_token"),
-            api_key_ref=r.opt_str("api_key_ref"),
-            credential_ref=r.opt_str("credential_ref"),
+            method_id=r.string("method_id"),
+            bearer_token=r.string("bearer_token"),
+            api_key_ref=r.string("api_key_ref"),
+            credential_ref=r.string("credential_ref"),
             extra_headers=r.str_map("extra_headers"),
             meta=r.obj("_meta"),
         )
@@ -180,7 +180,7 @@ class E2AEnvelope:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain JSON (snake_case keys, enums as values), in field order."""
-        return _to_json(self)
+        return _fields_json(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> E2AEnvelope:
@@ -191,34 +191,34 @@ class E2AEnvelope:
         """
         r = FieldReader(data, cls.__name__)
         params = _compat.params_with_legacy_payload(r)
-        _file_refs(params, r.where("params"))  # validate only; params stays plain JSON
+        _file_refs(params, r.at("params"))  # validate only; params stays plain JSON
         auth = r.child("auth")
         return cls(
             protocol_version=r.text("protocol_version", E2A_PROTOCOL_VERSION),
             provenance=_provenance(r, migrate_binding=True),
-            request_id=r.opt_str("request_id"),
-            jsonrpc_id=r.opt_id("jsonrpc_id"),
-            correlation_id=r.opt_str("correlation_id"),
-            task_id=r.opt_str("task_id"),
-            context_id=r.opt_str("context_id"),
-            session_id=r.opt_str("session_id"),
-            message_id=r.opt_str("message_id"),
+            request_id=r.string("request_id"),
+            jsonrpc_id=r.identifier("jsonrpc_id"),
+            correlation_id=r.string("correlation_id"),
+            task_id=r.string("task_id"),
+            context_id=r.string("context_id"),
+            session_id=r.string("session_id"),
+            message_id=r.string("message_id"),
             timestamp=_compat.timestamp(r),
             identity_origin=_identity_origin(r, IdentityOrigin.USER),
             channel=_compat.channel(r),
-            user_id=r.opt_str("user_id"),
-            agent_ref=r.opt_obj("agent_ref"),
-            chat_id=r.opt_str("chat_id"),
-            source_agent_id=r.opt_str("source_agent_id"),
+            user_id=r.string("user_id"),
+            agent_ref=r.struct("agent_ref"),
+            chat_id=r.string("chat_id"),
+            source_agent_id=r.string("source_agent_id"),
             agent_id=_compat.agent_id(r),
-            service_id=r.opt_stripped("service_id"),
+            service_id=r.stripped("service_id"),
             workspace_key=_compat.workspace_key(r),
             method=_compat.method(r),
             params=params,
-            ext_method=r.opt_str("ext_method"),
-            session_update_kind=r.opt_str("session_update_kind"),
+            ext_method=r.string("ext_method"),
+            session_update_kind=r.string("session_update_kind"),
             is_stream=r.flag("is_stream"),
-            expected_output_modes=r.str_list("expected_output_modes"),
+            expected_output_modes=r.strings("expected_output_modes"),
             auth=E2AAuth._read(auth) if auth is not None else None,
             channel_context=_compat.channel_context(r),
             a2a_metadata=r.obj("a2a_metadata"),
@@ -272,7 +272,7 @@ class E2AResponse:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain JSON (snake_case keys, enums as values), in field order."""
-        return _to_json(self)
+        return _fields_json(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> E2AResponse:
@@ -280,8 +280,8 @@ class E2AResponse:
         r = FieldReader(data, cls.__name__)
         return cls(
             protocol_version=r.text("protocol_version", E2A_PROTOCOL_VERSION),
-            response_id=r.opt_str("response_id"),
-            request_id=r.opt_str("request_id"),
+            response_id=r.string("response_id"),
+            request_id=r.string("request_id"),
             sequence=_compat.sequence(r.raw("sequence")),
             is_final=r.flag("is_final"),
             status=r.text("status", E2A_RESPONSE_STATUS_IN_PROGRESS),
@@ -289,19 +289,19 @@ class E2AResponse:
             timestamp=_compat.timestamp(r),
             provenance=_provenance(r),
             body=r.obj("body"),
-            jsonrpc_id=r.opt_id("jsonrpc_id"),
-            correlation_id=r.opt_str("correlation_id"),
-            task_id=r.opt_str("task_id"),
-            context_id=r.opt_str("context_id"),
-            session_id=r.opt_str("session_id"),
-            message_id=r.opt_str("message_id"),
+            jsonrpc_id=r.identifier("jsonrpc_id"),
+            correlation_id=r.string("correlation_id"),
+            task_id=r.string("task_id"),
+            context_id=r.string("context_id"),
+            session_id=r.string("session_id"),
+            message_id=r.string("message_id"),
             is_stream=r.flag("is_stream"),
             identity_origin=_identity_origin(r, IdentityOrigin.AGENT),
             channel=_compat.channel(r),
-            user_id=r.opt_str("user_id"),
-            agent_ref=r.opt_obj("agent_ref"),
-            source_agent_id=r.opt_str("source_agent_id"),
-            method=r.opt_str("method"),
+            user_id=r.string("user_id"),
+            agent_ref=r.struct("agent_ref"),
+            source_agent_id=r.string("source_agent_id"),
+            method=r.string("method"),
             projections=r.obj("projections"),
             channel_context=r.obj("channel_context"),
             metadata=r.obj("metadata"),
@@ -313,19 +313,24 @@ class E2AResponse:
 # --- serialization -------------------------------------------------------------------------
 
 
+def _fields_json(value: Any) -> dict[str, Any]:
+    """A dataclass's fields as JSON, keyed by their wire keys, in field order."""
+    out: dict[str, Any] = {}
+    for f in fields(value):
+        key = f.metadata.get(_WIRE_KEY, f.name)
+        item = getattr(value, f.name)
+        # Underscore keys are optional extension slots: omitted when None, but an empty
+        # ``_meta: {}`` is still emitted.
+        if item is None and key.startswith("_"):
+            continue
+        out[key] = _to_json(item)
+    return out
+
+
 def _to_json(value: Any) -> Any:
     """Recursively turn dataclasses, enums, mappings and sequences into JSON-ready values."""
     if is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
-        for f in fields(value):
-            key = f.metadata.get(_WIRE_KEY, f.name)
-            item = getattr(value, f.name)
-            # Underscore keys are optional extension slots: omitted when None, but an empty
-            # ``_meta: {}`` is still emitted.
-            if item is None and key.startswith("_"):
-                continue
-            out[key] = _to_json(item)
-        return out
+        return _fields_json(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Mapping):
@@ -355,7 +360,7 @@ def _identity_origin(r: FieldReader, default: IdentityOrigin) -> IdentityOrigin:
         return IdentityOrigin(raw)
     except ValueError:
         allowed = ", ".join(repr(o.value) for o in IdentityOrigin)
-        raise E2AValidationError(r.where("identity_origin"), f"one of {allowed}", raw) from None
+        raise E2AValidationError(r.at("identity_origin"), f"one of {allowed}", raw) from None
 
 
 def _file_refs(params: Mapping[str, Any], path: str) -> list[E2AFileRef]:

@@ -36,6 +36,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from mesh.a2a import (
     AgentCard,
     InvalidAgentResponse,
@@ -163,7 +165,7 @@ def _list_tasks(params: ProtoObject) -> ListTasksQuery:
     page_size = params.integer("pageSize", minimum=1, maximum=MAX_PAGE_SIZE)
     return ListTasksQuery(
         context_id=params.string("contextId"),
-        status=STATE_FROM_V1.get(status),  # type: ignore[arg-type]
+        status=STATE_FROM_V1.get(status),
         page_size=DEFAULT_PAGE_SIZE if page_size is None else page_size,
         after=None if token is None else _decode_cursor(token, params.at("pageToken")),
         history_length=params.integer("historyLength", minimum=0),
@@ -358,7 +360,7 @@ def served_card(card_0_3: AgentCard | Mapping[str, Any], *, url_v1: str, url_v0_
     """
     try:
         parsed = card_0_3 if isinstance(card_0_3, AgentCard) else AgentCard.model_validate(card_0_3)
-    except ValueError as exc:  # pydantic's ValidationError
+    except ValidationError as exc:
         raise InvalidAgentResponse(f"invalid agent card: {format_validation_error(exc)}") from None
     legacy = parsed.to_wire_dict()
     for key in _REPLACED:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
 from typing import Any, Final, Literal, NoReturn, TypeVar
 
+from gateways.e2a.reader import ObjectReader
 from mesh.a2a import METHOD_ALIASES, METHOD_PARAMS, InvalidParams, Method, MethodNotFound, RpcError
 from mesh.a2a.validation import short_repr
 
@@ -127,103 +127,61 @@ def _proto_name(name: str) -> str:
     return re.sub(r"([A-Z])", r"_\1", name).lower()
 
 
-@dataclass(frozen=True, slots=True)
-class ProtoObject:
+class ProtoObject(ObjectReader):
     """A ProtoJSON object being read and its path in the request (``params.message``).
 
-    Member readers return ``None`` for an absent member (``null`` and ``""`` are absent too)
-    and raise :class:`BadMember` for a member of the wrong type.
+    Member readers return ``None`` for an absent member (``null`` and ``""`` are absent too),
+    find a member by its camelCase or proto (snake_case) name, and raise :class:`BadMember`
+    for a member of the wrong type.
     """
 
-    data: Mapping[str, Any]
-    path: str
+    __slots__ = ()
+    ITEM_PATH = "{}.{}"
+    EMPTY_STRING_IS_ABSENT = True
 
-    def at(self, name: str) -> str:
-        return f"{self.path}.{name}"
+    def fail(self, path: str, expected: str, value: Any, kind: str) -> NoReturn:
+        raise BadMember(path, f"must be {expected}, {_got(value)}", kind)
 
-    def raw(self, name: str) -> Any:
-        value = self.data.get(name)
-        return self.data.get(_proto_name(name)) if value is None else value
+    def missing(self, path: str, expected: str) -> NoReturn:
+        raise BadMember(path, "required", "missing")
 
-    def has(self, name: str) -> bool:
-        return name in self.data or _proto_name(name) in self.data
+    def raw(self, key: str) -> Any:
+        value = self.data.get(key)
+        return self.data.get(_proto_name(key)) if value is None else value
 
-    def string(self, name: str, *, required: bool = False) -> str | None:
-        value = self.raw(name)
-        if value is not None and type(value) is not str:
-            raise BadMember(self.at(name), f"must be a string, {_got(value)}", "string_type")
-        if required and not value:
-            raise BadMember(self.at(name), "required", "missing")
-        return value or None
+    def has(self, key: str) -> bool:
+        return key in self.data or _proto_name(key) in self.data
 
-    def integer(self, name: str, *, minimum: int = _INT32[0], maximum: int = _INT32[1]) -> int | None:
-        value = self.raw(name)
+    def integer(self, key: str, *, minimum: int = _INT32[0], maximum: int = _INT32[1]) -> int | None:
+        """An int32 (bounds as given); ProtoJSON also takes numbers as strings (``"5"``, ``"1e2"``)."""
+        value = self.raw(key)
         if value is None:
             return None
         number: Any = None
         if type(value) is int or (type(value) is float and value.is_integer()):
             number = int(value)
-        elif type(value) is str:  # ProtoJSON also takes numbers as strings ("5", "1e2")
+        elif type(value) is str:
             try:
                 as_float = float(value)
             except ValueError:
                 as_float = 0.5
             number = int(as_float) if as_float.is_integer() else None
         if number is None:
-            raise BadMember(self.at(name), f"must be an integer, {_got(value)}", "int_type")
+            self.fail(self.at(key), "an integer", value, "int_type")
         if not minimum <= number <= maximum:
-            raise BadMember(self.at(name), f"must be in [{minimum}, {maximum}], got {number}", "range")
-        return number
+            raise BadMember(self.at(key), f"must be in [{minimum}, {maximum}], got {number}", "range")
+        return int(number)
 
-    def boolean(self, name: str) -> bool | None:
-        value = self.raw(name)
-        if value is not None and type(value) is not bool:
-            raise BadMember(self.at(name), f"must be true or false, {_got(value)}", "bool_type")
-        return value
-
-    def enum(self, name: str, names: tuple[str, ...]) -> str | None:
+    def enum(self, key: str, names: tuple[str, ...]) -> str:
         """The enum name (``names[0]``, UNSPECIFIED, when absent)."""
-        value = self.raw(name)
+        value = self.raw(key)
         if value is None:
             return names[0]
         if type(value) is int and 0 <= value < len(names):
             return names[value]
         if type(value) is str and value in names:
             return value
-        raise BadMember(self.at(name), f"must be one of {', '.join(names)}, {_got(value)}", "enum")
-
-    def struct(self, name: str) -> dict[str, Any] | None:
-        value = self.raw(name)
-        if value is not None and type(value) is not dict:
-            raise BadMember(self.at(name), f"must be an object, {_got(value)}", "dict_type")
-        return value
-
-    def obj(self, name: str) -> ProtoObject | None:
-        value = self.struct(name)
-        return None if value is None else ProtoObject(value, self.at(name))
-
-    def items(self, name: str) -> list[tuple[str, Any]]:
-        value = self.raw(name)
-        if value is None:
-            return []
-        if type(value) is not list:
-            raise BadMember(self.at(name), f"must be an array, {_got(value)}", "list_type")
-        return [(f"{self.at(name)}.{i}", item) for i, item in enumerate(value)]
-
-    def strings(self, name: str) -> list[str] | None:
-        items = self.items(name)
-        for path, item in items:
-            if type(item) is not str:
-                raise BadMember(path, f"must be a string, {_got(item)}", "string_type")
-        return [item for _, item in items] or None
-
-    def objects(self, name: str) -> list[ProtoObject]:
-        objs = []
-        for path, item in self.items(name):
-            if type(item) is not dict:
-                raise BadMember(path, f"must be an object, {_got(item)}", "dict_type")
-            objs.append(ProtoObject(item, path))
-        return objs
+        self.fail(self.at(key), f"one of {', '.join(names)}", value, "enum")
 
 
 def _put(target: JSON, key: str, value: Any) -> None:
@@ -260,7 +218,7 @@ def _part(part: ProtoObject) -> JSON:
             except ValueError as exc:
                 raise BadMember(part.at("raw"), str(exc), "base64") from None
         else:
-            file = {"uri": part.string("url", required=True)}
+            file = {"uri": part.required_string("url")}
         _put(file, "mimeType", media_type)
         _put(file, "name", filename)
         out = {"kind": "file", "file": file}
@@ -275,28 +233,28 @@ def _message(msg: ProtoObject) -> JSON:
     role = msg.enum("role", ROLE_NAMES)
     if role == ROLE_NAMES[0]:
         raise BadMember(msg.at("role"), "required: ROLE_USER or ROLE_AGENT", "missing")
-    out: JSON = {"kind": "message", "messageId": msg.string("messageId", required=True)}
-    out["role"] = ROLE_FROM_V1[role].value  # type: ignore[index]
-    parts = msg.objects("parts")
+    out: JSON = {"kind": "message", "messageId": msg.required_string("messageId")}
+    out["role"] = ROLE_FROM_V1[role].value
+    parts = msg.children("parts")
     if not parts:
         raise BadMember(msg.at("parts"), "required: at least one part", "missing")
     out["parts"] = [_part(p) for p in parts]
     for key in ("contextId", "taskId"):
         _put(out, key, msg.string(key))
     for key in ("referenceTaskIds", "extensions"):
-        _put(out, key, msg.strings(key))
+        _put(out, key, msg.strings(key) or None)
     _put(out, "metadata", msg.struct("metadata"))
     return out
 
 
 def _push_config(config: ProtoObject) -> JSON:
     """A flat 1.0 ``TaskPushNotificationConfig`` as a 0.3 ``PushNotificationConfig``."""
-    out: JSON = {"url": config.string("url", required=True)}
+    out: JSON = {"url": config.required_string("url")}
     _put(out, "id", config.string("id"))
     _put(out, "token", config.string("token"))
-    auth = config.obj("authentication")
+    auth = config.child("authentication")
     if auth is not None:
-        authentication: JSON = {"schemes": [auth.string("scheme", required=True)]}
+        authentication: JSON = {"schemes": [auth.required_string("scheme")]}
         _put(authentication, "credentials", auth.string("credentials"))
         out["authentication"] = authentication
     return out
@@ -306,16 +264,16 @@ def _push_config(config: ProtoObject) -> JSON:
 
 
 def _send_message(params: ProtoObject) -> JSON:
-    message = params.obj("message")
+    message = params.child("message")
     if message is None:
         raise BadMember(params.at("message"), "required", "missing")
-    config = params.obj("configuration")
+    config = params.child("configuration")
     configuration: JSON = {"blocking": True}
     if config is not None:
         configuration["blocking"] = not config.boolean("returnImmediately")
-        _put(configuration, "acceptedOutputModes", config.strings("acceptedOutputModes"))
+        _put(configuration, "acceptedOutputModes", config.strings("acceptedOutputModes") or None)
         _put(configuration, "historyLength", config.integer("historyLength", minimum=0))
-        push = config.obj("taskPushNotificationConfig")
+        push = config.child("taskPushNotificationConfig")
         if push is not None:
             configuration["pushNotificationConfig"] = _push_config(push)
     out: JSON = {"message": _message(message), "configuration": configuration}
@@ -324,32 +282,32 @@ def _send_message(params: ProtoObject) -> JSON:
 
 
 def _task_query(params: ProtoObject) -> JSON:
-    out: JSON = {"id": params.string("id", required=True)}
+    out: JSON = {"id": params.required_string("id")}
     _put(out, "historyLength", params.integer("historyLength", minimum=0))
     return out
 
 
 def _task_id(params: ProtoObject) -> JSON:
-    out: JSON = {"id": params.string("id", required=True)}
+    out: JSON = {"id": params.required_string("id")}
     _put(out, "metadata", params.struct("metadata"))
     return out
 
 
 def _push_set(params: ProtoObject) -> JSON:
-    return {"taskId": params.string("taskId", required=True), "pushNotificationConfig": _push_config(params)}
+    return {"taskId": params.required_string("taskId"), "pushNotificationConfig": _push_config(params)}
 
 
 def _push_get(params: ProtoObject) -> JSON:
     return {
-        "id": params.string("taskId", required=True),
-        "pushNotificationConfigId": params.string("id", required=True),
+        "id": params.required_string("taskId"),
+        "pushNotificationConfigId": params.required_string("id"),
     }
 
 
 def _push_list(params: ProtoObject) -> JSON:
     params.integer("pageSize", minimum=0)
     params.string("pageToken")
-    return {"id": params.string("taskId", required=True)}
+    return {"id": params.required_string("taskId")}
 
 
 _TRANSLATORS: dict[str, Callable[[ProtoObject], JSON]] = {

@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
+from pydantic import ValidationError
+
 from mesh.a2a import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -365,7 +367,7 @@ def _read_push_config(value: Any, path: str) -> TaskPushNotificationConfig:
         return value
     try:
         return TaskPushNotificationConfig.model_validate(value)
-    except ValueError as exc:  # pydantic's ValidationError
+    except ValidationError as exc:
         raise InvalidAgentResponse(
             f"invalid push notification config: {format_validation_error(exc, prefix=path)}",
             data={"errors": validation_error_details(exc, prefix=path)},

@@ -14,20 +14,20 @@
 
 Every request is rate limited (``X-RateLimit-*`` headers on every answer); the JSON-RPC and
 agent-listing routes need the configured authentication; cards and health are public, as
-A2A discovery expects. JSON-RPC errors are answered with HTTP 200 (A2A's convention), edge
-refusals with their HTTP status (401, 413, 429...).
+A2A discovery expects. These protections are middleware (:mod:`gateways.http.edge`); the
+endpoints read the mesh through the runtime's facade (``agents()``, ``agent(name)``...).
+JSON-RPC errors are answered with HTTP 200 (A2A's convention), edge refusals with their HTTP
+status (401, 413, 429...).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -36,153 +36,50 @@ from starlette.types import Message, Receive, Scope, Send
 from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
 from gateways.http.auth import Authenticator, Principal
 from gateways.http.cards import http_card
-from gateways.http.limits import ConcurrencyLimits, RateLimiter, Slot, check_body_size, request_timeout
-from gateways.http.protection import EdgeError, agent_not_found, get_header
-from gateways.http.rpc import RpcCall, Version, answer, envelope_for, error_response, parse_call, sse
-from gateways.runtime import GatewayError
+from gateways.http.edge import (
+    EXCEPTION_HANDLERS,
+    app_middleware,
+    asked_version,
+    caller_of,
+    private_route_middleware,
+    version_asked,
+)
+from gateways.http.limits import ConcurrencyLimits, Slot, request_timeout
+from gateways.http.protection import EdgeError, agent_not_found
+from gateways.http.rpc import RpcCall, answer, envelope_for, error_response, parse_call, sse
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
 from mesh.limits import check_message_limits
+from mesh.registry import Entry
 
 if TYPE_CHECKING:
     from gateways.http.server import HttpGateway
 
-VERSION_HEADER = "A2A-Version"
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-class Edge:
-    """The protections every request passes, built from the gateway's settings."""
-
-    def __init__(self, gateway: HttpGateway) -> None:
-        settings = gateway.settings
-        self.authenticator = Authenticator(settings.auth)
-        self.rate_limiter = RateLimiter(settings.rate_limit) if settings.rate_limit is not None else None
-        self.concurrency = ConcurrencyLimits(settings.concurrency)
-
-    def client_key(self, request: Request, principal: Principal | None) -> str:
-        if principal is not None and principal.scheme != "none":
-            return principal.name
-        return request.client.host if request.client is not None else "unknown"
-
 
 def build_app(gateway: HttpGateway) -> Starlette:
-    """The Starlette application of one HTTP gateway."""
-    edge = Edge(gateway)
-    public = _public(gateway, edge)
-    private = _private(gateway, edge)
+    """The Starlette application of one HTTP gateway (its protections: :mod:`gateways.http.edge`)."""
+    settings = gateway.settings
+    concurrency = ConcurrencyLimits(settings.concurrency)
+    private = private_route_middleware(concurrency.requests, settings.limits)
     routes = [
-        Route("/.well-known/agent-card.json", public(_default_card), methods=["GET"]),
-        Route("/.well-known/agent-card", public(_default_card), methods=["GET"]),
-        Route("/.well-known/agent.json", public(_default_card), methods=["GET"]),
-        Route("/a2a/health", public(_health), methods=["GET"]),
-        Route("/a2a/agents", private(_list_agents), methods=["GET"]),
-        Route("/a2a/agents/{name}", private(_describe_agent), methods=["GET"]),
-        Route("/a2a/agents/{name}/card", public(_agent_card), methods=["GET"]),
-        Route("/a2a/agents/{name}", private(_jsonrpc), methods=["POST"]),
-        Route("/a2a", private(_jsonrpc), methods=["POST"]),
+        Route("/.well-known/agent-card.json", _default_card, methods=["GET"]),
+        Route("/.well-known/agent-card", _default_card, methods=["GET"]),
+        Route("/.well-known/agent.json", _default_card, methods=["GET"]),
+        Route("/a2a/health", _health, methods=["GET"]),
+        Route("/a2a/agents", _list_agents, methods=["GET"], middleware=private),
+        Route("/a2a/agents/{name}", _describe_agent, methods=["GET"], middleware=private),
+        Route("/a2a/agents/{name}/card", _agent_card, methods=["GET"]),
+        Route("/a2a/agents/{name}", _jsonrpc, methods=["POST"], middleware=private),
+        Route("/a2a", _jsonrpc, methods=["POST"], middleware=private),
     ]
-    cors = gateway.settings.cors
-    middleware = []
-    if cors.allow_origins:
-        options = cors.model_dump()
-        # A2A 1.0 clients must send A2A-Version: a browser sends only the headers a preflight allowed.
-        if not {VERSION_HEADER.lower(), "*"} & {h.lower() for h in options["allow_headers"]}:
-            options["allow_headers"].append(VERSION_HEADER)
-        middleware.append(Middleware(CORSMiddleware, **options))
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(
+        routes=routes,
+        middleware=app_middleware(settings, Authenticator(settings.auth)),
+        exception_handlers=EXCEPTION_HANDLERS,
+    )
     app.state.gateway = gateway
-    app.state.edge = edge
+    app.state.concurrency = concurrency
     app.state.streams = OpenStreams()
     return app
-
-
-# ---------------------------------------------------------------- protections
-
-
-def _public(gateway: HttpGateway, edge: Edge) -> Callable[[Handler], Handler]:
-    """Rate limited; no authentication (cards and health are for anyone)."""
-
-    def wrap(handler: Handler) -> Handler:
-        async def endpoint(request: Request) -> Response:
-            headers: dict[str, str] = {}
-            try:
-                headers = _rate_limit(edge, edge.client_key(request, None))
-                response = await handler(request)
-            except EdgeError as exc:
-                return _edge_refusal(request, exc, headers)
-            response.headers.update(headers)
-            return response
-
-        return endpoint
-
-    return wrap
-
-
-def _private(gateway: HttpGateway, edge: Edge) -> Callable[[Handler], Handler]:
-    """Authenticated, rate limited by principal, and at most N requests at once per client."""
-
-    def wrap(handler: Handler) -> Handler:
-        async def endpoint(request: Request) -> Response:
-            headers: dict[str, str] = {}
-            try:
-                try:
-                    principal = edge.authenticator.authenticate(request.headers)
-                except EdgeError:
-                    # Counted against the caller's address: guessing credentials costs requests too.
-                    headers = _rate_limit(edge, edge.client_key(request, None))
-                    raise
-                key = edge.client_key(request, principal)
-                headers = _rate_limit(edge, key)
-                slot = edge.concurrency.requests.acquire(key)
-            except EdgeError as exc:
-                return _edge_refusal(request, exc, headers)
-            request.state.principal = principal
-            try:
-                response = await handler(request)
-            except EdgeError as exc:
-                response = _edge_refusal(request, exc)
-            except BaseException:
-                slot.release()
-                raise
-            response.headers.update(headers)  # on refusals too: the client sees its budget
-            _release_when_sent(response, slot)
-            return response
-
-        return endpoint
-
-    return wrap
-
-
-def _rate_limit(edge: Edge, key: str) -> dict[str, str]:
-    if edge.rate_limiter is None:
-        return {}
-    decision = edge.rate_limiter.check(key)
-    decision.raise_if_refused()  # a 429 carrying the X-RateLimit-* headers too
-    return decision.headers()
-
-
-def _release_when_sent(response: Response, slot: Slot) -> None:
-    """Free the client's request slot once the response (a whole SSE stream too) is sent."""
-    if isinstance(response, EventStream):
-        response.slots.append(slot)
-    else:
-        slot.release()
-
-
-def _edge_refusal(request: Request, exc: EdgeError, headers: dict[str, str] | None = None) -> Response:
-    version = _version(_version_asked(request))
-    body = error_response(version, exc.request_id, exc)
-    return JSONResponse(body, status_code=exc.http_status, headers={**(headers or {}), **exc.headers})
-
-
-def _version_asked(request: Request) -> str | None:
-    """The A2A-Version a client asked for: the header, or (A2A 1.0 allows it) the query parameter."""
-    return get_header(request.headers, VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
-
-
-def _version(header: str | None) -> Version:
-    """The A2A version errors are written in when the request could not be read (1.0 or 0.3)."""
-    return "1.0" if (header or "").strip().startswith("1") else "0.3"
 
 
 # ---------------------------------------------------------------- SSE responses
@@ -212,22 +109,22 @@ class OpenStreams:
 
 
 class EventStream(StreamingResponse):
-    """An SSE response that gives its concurrency ``slots`` back however it ends: at its last
-    event (before the end of the body goes out, so a client that saw the end may send again at
-    once), a client that left, even before the body was started, or a stopping gateway."""
+    """An SSE response that gives its context ``slot`` back however it ends: at its last event
+    (before the end of the body goes out, so a client that saw the end may send again at once),
+    a client that left, even before the body was started, or a stopping gateway."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], streams: OpenStreams, slots: list[Slot]) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], streams: OpenStreams, slot: Slot | None) -> None:
         super().__init__(
             self._releasing(chunks),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
         self.streams = streams
-        self.slots = slots
+        self.slot = slot
 
     def release(self) -> None:
-        for slot in self.slots:
-            slot.release()
+        if self.slot is not None:
+            self.slot.release()
 
     async def _releasing(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
@@ -279,26 +176,27 @@ async def _default_card(request: Request) -> Response:
             },
             status_code=404,
         )
-    return JSONResponse(http_card(_card_of(gateway, name), f"{gateway.public_url}/a2a", gateway.settings.auth))
+    return JSONResponse(http_card(_entry_of(gateway, name).card, f"{gateway.public_url}/a2a", gateway.settings.auth))
 
 
 async def _agent_card(request: Request) -> Response:
     gateway = _gateway(request)
     name = request.path_params["name"]
     url = f"{gateway.public_url}/a2a/agents/{name}"
-    return JSONResponse(http_card(_card_of(gateway, name), url, gateway.settings.auth))
+    return JSONResponse(http_card(_entry_of(gateway, name).card, url, gateway.settings.auth))
 
 
 async def _health(request: Request) -> Response:
     gateway = _gateway(request)
-    connected = gateway.runtime.transport.is_connected
+    runtime = gateway.runtime
+    connected = runtime.is_connected
     return JSONResponse(
         {
             "status": "ok" if connected else "degraded",
             "gateway": gateway.settings.id,
-            "namespace": gateway.runtime.namespace,
-            "broker": {"url": gateway.runtime.transport.url, "connected": connected},
-            "agents": len(gateway.runtime.registry.agents()),
+            "namespace": runtime.namespace,
+            "broker": {"url": runtime.broker_url, "connected": connected},
+            "agents": len(runtime.agents()),
         },
         status_code=200 if connected else 503,
     )
@@ -306,43 +204,39 @@ async def _health(request: Request) -> Response:
 
 async def _list_agents(request: Request) -> Response:
     gateway = _gateway(request)
-    return JSONResponse(
-        {"agents": [_summary(gateway, e.name, e.card, e.last_seen) for e in gateway.runtime.registry.agents()]}
-    )
+    return JSONResponse({"agents": [_summary(gateway, e) for e in gateway.runtime.agents()]})
 
 
 async def _describe_agent(request: Request) -> Response:
     gateway = _gateway(request)
-    name = request.path_params["name"]
-    entry = gateway.runtime.registry.get(name)
-    if entry is None:
-        _card_of(gateway, name)  # raises agent-not-found with the list
-    assert entry is not None
-    summary = _summary(gateway, name, entry.card, entry.last_seen)
+    entry = _entry_of(gateway, request.path_params["name"])
+    summary = _summary(gateway, entry)
     summary["skills"] = [s.to_wire_dict() for s in entry.card.skills]
     summary["capabilities"] = entry.card.capabilities.to_wire_dict()
     return JSONResponse(summary)
 
 
-def _summary(gateway: HttpGateway, name: str, card: Any, last_seen: float) -> dict[str, Any]:
-    url = f"{gateway.public_url}/a2a/agents/{name}"
+def _summary(gateway: HttpGateway, entry: Entry) -> dict[str, Any]:
+    card = entry.card
+    url = f"{gateway.public_url}/a2a/agents/{entry.name}"
     return {
-        "name": name,
+        "name": entry.name,
         "description": card.description,
         "version": card.version,
         "url": url,
         "cardUrl": f"{url}/card",
         "skills": [s.id for s in card.skills],
         "streaming": bool(card.capabilities.streaming),
-        "lastSeen": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last_seen)),
+        "lastSeen": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.last_seen)),
     }
 
 
-def _card_of(gateway: HttpGateway, name: str) -> Any:
-    try:
-        return gateway.runtime.agent_card(name)
-    except GatewayError as exc:
-        raise agent_not_found(name, exc.data.get("availableAgents", [])) from None
+def _entry_of(gateway: HttpGateway, name: str) -> Entry:
+    """Agent ``name``, or the JAF agent-not-found refusal (404) listing the agents there are."""
+    entry = gateway.runtime.agent(name)
+    if entry is None:
+        raise agent_not_found(name, gateway.runtime.agent_names())
+    return entry
 
 
 # ---------------------------------------------------------------- JSON-RPC
@@ -350,10 +244,10 @@ def _card_of(gateway: HttpGateway, name: str) -> Any:
 
 async def _jsonrpc(request: Request) -> Response:
     gateway = _gateway(request)
-    edge: Edge = request.app.state.edge
-    principal: Principal = request.state.principal
-    body = await _read_body(request, gateway)
-    version_header = _version_asked(request)
+    concurrency: ConcurrencyLimits = request.app.state.concurrency
+    principal = caller_of(request)
+    body = await request.body()  # BodyLimit refuses a body over the limit as it comes
+    version_header = version_asked(request)
     call: RpcCall | None = None
     try:
         call = parse_call(body, version_header)
@@ -364,18 +258,18 @@ async def _jsonrpc(request: Request) -> Response:
         if message is not None:
             check_message_limits(message, gateway.settings.limits)
         timeout = request_timeout(request.headers, gateway.settings.timeouts, streaming=call.streaming)
-        context_slot = edge.concurrency.contexts.acquire(call.context_id) if call.context_id else None
+        context_slot = concurrency.contexts.acquire(call.context_id) if call.context_id else None
     except RpcError as exc:
         if exc.request_id is None and call is not None:
             exc.request_id = call.request_id  # the request was read: answer it by its id
         if isinstance(exc, EdgeError):
             raise
-        version = call.version if call is not None else _version(version_header)
+        version = call.version if call is not None else asked_version(request)
         return JSONResponse(error_response(version, exc.request_id, exc))
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
     if call.streaming:
-        return EventStream(sse(call, frames), request.app.state.streams, [s for s in [context_slot] if s is not None])
+        return EventStream(sse(call, frames), request.app.state.streams, context_slot)
     try:
         async for frame in frames:
             if frame.is_final:
@@ -385,20 +279,6 @@ async def _jsonrpc(request: Request) -> Response:
             context_slot.release()
         await frames.aclose()  # type: ignore[attr-defined]
     raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
-
-
-async def _read_body(request: Request, gateway: HttpGateway) -> bytes:
-    """The request body, refused (413) as soon as it is larger than the limit."""
-    limit = gateway.settings.limits
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit():
-        check_body_size(int(declared), limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        check_body_size(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Principal) -> str:
@@ -412,7 +292,7 @@ def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Pr
     if route is not None:
         return route.agent
     if gateway.settings.default_agent is None:
-        available = gateway.runtime.registry.agent_names()
+        available = gateway.runtime.agent_names()
         raise EdgeError(
             f"this gateway has no default agent: POST to /a2a/agents/{{name}} instead "
             f"(agents: {', '.join(available) or 'none'})",

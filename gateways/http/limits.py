@@ -6,7 +6,7 @@
     response_headers.update(decision.headers())
     decision.raise_if_refused()  # EdgeError -32003 / 429
     check_body_size(declared_or_read_length, edge.limits)  # EdgeError -32600 / 413
-    async with concurrency.requests.hold(principal.name):  # EdgeError -32007 / 429 when full
+    with concurrency.requests.acquire(principal.name):  # EdgeError -32007 / 429 when full
         check_message_limits(params["message"], edge.limits)  # mesh.limits: InvalidParams naming the part
         timeout = request_timeout(request.headers, edge.timeouts, streaming=False)
 
@@ -20,8 +20,7 @@ import math
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -161,21 +160,13 @@ class Slots:
         return len(self._held)
 
     def acquire(self, key: str) -> Slot:
-        """Take a slot of ``key`` or raise :class:`EdgeError` (-32007, HTTP 429); release it once done."""
+        """Take a slot of ``key`` or raise :class:`EdgeError` (-32007, HTTP 429); release it once
+        done, or use it as a context manager (``with slots.acquire(key):``)."""
         count = self._held.get(key, 0)
         if count >= self.limit:
             raise resource_exhausted(self._refusal(key, self.limit), resource=self.resource, limit=self.limit)
         self._held[key] = count + 1
         return Slot(self, key)
-
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[Slot]:
-        """Hold a slot of ``key`` for the block; released however the block ends (cancel too)."""
-        slot = self.acquire(key)
-        try:
-            yield slot
-        finally:
-            slot.release()
 
     def _release(self, key: str) -> None:
         count = self._held[key] - 1
@@ -186,7 +177,8 @@ class Slots:
 
 
 class Slot:
-    """One held slot; :meth:`release` is idempotent, so every path that ends its work may call it."""
+    """One held slot; :meth:`release` is idempotent, so every path that ends its work may call it.
+    As a context manager it is released when the block ends."""
 
     __slots__ = ("_owner", "key", "_held")
 
@@ -203,6 +195,12 @@ class Slot:
         if self._held:
             self._held = False
             self._owner._release(self.key)
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class ConcurrencyLimits:

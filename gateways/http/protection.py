@@ -2,10 +2,11 @@
 
 The JAF A2A spec asks an HTTP server for authentication, rate limiting, concurrency and size
 limits and request timeouts. This module holds what they share: the JSON-RPC errors they
-raise and the pydantic models of the ``edge:`` configuration. The behaviour is framework-free
-and lives next door: :mod:`gateways.http.auth` (``Authenticator``) and
-:mod:`gateways.http.limits` (``RateLimiter``, ``ConcurrencyLimits``,
-``check_message_limits``, ``check_body_size``, ``request_timeout``).
+raise and the pydantic models of the edge configuration (:class:`EdgeConfig`, which
+``HttpGatewaySettings`` extends). The behaviour is framework-free and lives next door:
+:mod:`gateways.http.auth` (``Authenticator``) and :mod:`gateways.http.limits`
+(``RateLimiter``, ``ConcurrencyLimits``, ``check_body_size``, ``request_timeout``);
+:mod:`gateways.http.edge` puts them in the Starlette app as middleware.
 
 Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other errors
 (-32003 is also "push notifications not supported"), so every error raised here carries
@@ -17,7 +18,6 @@ Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other error
         -32000  AgentNotFound            404  agent_not_found()
         -32003  RateLimited              429  rate_limited()        (+ Retry-After)
         -32004  AuthenticationRequired   401  auth_required()       (+ WWW-Authenticate)
-        -32005  PermissionDenied         403  permission_denied()
         -32007  ResourceExhausted   429/503  resource_exhausted()  (429: the caller's own quota
                                                                      is full; 503: the gateway's)
         -32600  PayloadTooLarge          413  payload_too_large()
@@ -119,17 +119,6 @@ def auth_required(reason: str, *, challenge: str) -> EdgeError:
         error_type="AuthenticationRequired",
         http_status=401,
         headers={"WWW-Authenticate": challenge},
-    )
-
-
-def permission_denied(principal: str, action: str) -> EdgeError:
-    """-32005 / 403: the caller is authenticated but may not do ``action``."""
-    return EdgeError(
-        f"{principal!r} may not {action}; ask the gateway's operator for access",
-        code=-32005,
-        error_type="PermissionDenied",
-        http_status=403,
-        details={"principal": principal, "action": action},
     )
 
 

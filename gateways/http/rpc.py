@@ -184,7 +184,9 @@ def result_of(frame: E2AResponse) -> Any:
 def error_of(frame: E2AResponse) -> RpcError:
     body = frame.body
     details = body.get("details")
-    code = body.get("code") if isinstance(body.get("code"), int) else -32603
+    code = body.get("code")
+    if not isinstance(code, int):
+        code = -32603
     error = JSONRPCErrorObject(code=code, message=str(body.get("message", "")), data=details or None)
     return RpcError.from_error(error)
 

@@ -22,22 +22,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from gateways.http.protection import (
-    AuthConfig,
-    ConcurrencyConfig,
-    CorsConfig,
-    EdgeConfig,
-    RateLimitConfig,
-    TimeoutConfig,
-)
-from mesh.limits import MessageLimits
+from gateways.http.protection import EdgeConfig
 from topics import validate_identifier
 
 
-class HttpGatewaySettings(BaseModel):
-    """One HTTP gateway; the edge protections have the JAF A2A spec's defaults."""
+class HttpGatewaySettings(EdgeConfig):
+    """One HTTP gateway: where it listens and what it serves, plus its edge protections
+    (:class:`~gateways.http.protection.EdgeConfig`, with the JAF A2A spec's defaults)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,25 +44,8 @@ class HttpGatewaySettings(BaseModel):
     card_interval_s: float = Field(10.0, gt=0, description="republish the gateway card this often")
     discovery_ttl_s: float = Field(60.0, gt=0, description="forget an agent card not refreshed this long")
     response_log: str | None = Field(None, description="NDJSON file of the E2A responses (secrets redacted)")
-    auth: AuthConfig = Field(default_factory=AuthConfig)
-    rate_limit: RateLimitConfig | None = Field(default_factory=RateLimitConfig)
-    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
-    limits: MessageLimits = Field(default_factory=MessageLimits)
-    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
-    cors: CorsConfig = Field(default_factory=CorsConfig)
 
     @field_validator("id", "default_agent")
     @classmethod
     def _identifier(cls, value: str | None) -> str | None:
         return None if value is None else validate_identifier(value, "gateway id or agent name")
-
-    @property
-    def edge(self) -> EdgeConfig:
-        return EdgeConfig(
-            auth=self.auth,
-            rate_limit=self.rate_limit,
-            concurrency=self.concurrency,
-            limits=self.limits,
-            timeouts=self.timeouts,
-            cors=self.cors,
-        )

@@ -19,8 +19,8 @@ from gateways.e2a import (
     format_response_line,
     is_secret_key,
     redact,
-    validate_response_frames,
 )
+from tests.gateways.frames import validate_response_frames
 
 
 def _frame(**fields: object) -> E2AResponse:

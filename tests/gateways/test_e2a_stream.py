@@ -19,8 +19,8 @@ from gateways.e2a import (
     ResponseSequencer,
     e2a_response_to_a2a_stream_payload,
     e2a_response_to_acp_jsonrpc_response,
-    validate_response_frames,
 )
+from tests.gateways.frames import validate_response_frames
 
 # Spec 12.8, verbatim: two chunks and a final.
 SEED_12_8 = """\

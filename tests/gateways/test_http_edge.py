@@ -128,6 +128,9 @@ async def test_wrong_credentials_are_401(
     assert error["code"] == -32004 and hint in error["message"] and SECRET not in response.text
     rate_limit_headers(response)
     assert len(service.tasks) == 0
+    # a wrong credential does not keep a caller from the public routes
+    for path in ("/a2a/health", "/a2a/agents/echo/card"):
+        assert (await http.get(gateway.public_url + path, headers=headers)).status_code == 200, path
 
 
 async def test_principals_are_names_never_secrets(
@@ -455,7 +458,7 @@ async def test_slots_are_given_back_when_a_stream_is_never_sent(
         "server": ("127.0.0.1", gateway.port),
     }
     await gateway.app(scope, receive, send)
-    limits = gateway.app.state.edge.concurrency
+    limits = gateway.app.state.concurrency
     assert limits.requests.in_use("127.0.0.1") == 0 and limits.contexts.in_use("ctx-gone") == 0
     assert len(echo.tasks) == 0  # nothing was sent to the mesh either
 

@@ -33,7 +33,6 @@ from gateways.http.protection import (
     get_header,
     invalid_header,
     payload_too_large,
-    permission_denied,
     rate_limited,
     resource_exhausted,
 )
@@ -73,7 +72,6 @@ def basic(user: str, password: str) -> str:
         (agent_not_found("Nope", ["b", "a"]), -32000, "AgentNotFound", 404),
         (rate_limited(100, 60, 3), -32003, "RateLimited", 429),
         (auth_required("send a token", challenge='Bearer realm="a2a"'), -32004, "AuthenticationRequired", 401),
-        (permission_denied("ci", "call agent 'x'"), -32005, "PermissionDenied", 403),
         (resource_exhausted("full", resource="r", limit=1), -32007, "ResourceExhausted", 429),
         (resource_exhausted("full", resource="r", limit=1, status=503), -32007, "ResourceExhausted", 503),
         (payload_too_large(2_000_000, 1_000_000), -32600, "PayloadTooLarge", 413),
@@ -373,33 +371,33 @@ def test_rate_limiter_survives_a_clock_stepping_back() -> None:
 
 async def test_requests_refuse_at_the_limit_at_once() -> None:
     limits = ConcurrencyLimits(ConcurrencyConfig(max_requests_per_client=2))
-    async with limits.requests.hold("alice"), limits.requests.hold("alice"):
+    with limits.requests.acquire("alice"), limits.requests.acquire("alice"):
         assert limits.requests.in_use("alice") == 2
         with pytest.raises(EdgeError) as info:
-            async with limits.requests.hold("alice"):
+            with limits.requests.acquire("alice"):
                 pytest.fail("a third request got a slot")
         assert (info.value.code, info.value.http_status) == (-32007, 429)
         assert info.value.data == {"errorType": "ResourceExhausted", "resource": "requestsPerClient", "limit": 2}
         assert "'alice'" in info.value.error.message and "max_requests_per_client" in info.value.error.message
-        async with limits.requests.hold("bob"):  # another client is not affected
+        with limits.requests.acquire("bob"):  # another client is not affected
             assert limits.requests.in_use("bob") == 1
     assert limits.requests.in_use("alice") == 0 and len(limits.requests) == 0
 
 
-async def test_hold_releases_on_exception() -> None:
+async def test_a_slot_used_as_a_context_manager_is_released_on_exception() -> None:
     slots = ConcurrencyLimits(ConcurrencyConfig()).requests
     with pytest.raises(ValueError, match="boom"):
-        async with slots.hold("c"):
+        with slots.acquire("c"):
             raise ValueError("boom")
     assert slots.in_use("c") == 0 and len(slots) == 0
 
 
-async def test_hold_releases_on_cancellation() -> None:
+async def test_a_slot_used_as_a_context_manager_is_released_on_cancellation() -> None:
     slots = Slots(1, resource="r", refusal=lambda key, limit: f"{key} full")
     holding, never = asyncio.Event(), asyncio.Event()
 
     async def request() -> None:
-        async with slots.hold("c"):
+        with slots.acquire("c"):
             holding.set()
             await never.wait()
 
@@ -410,7 +408,7 @@ async def test_hold_releases_on_cancellation() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert slots.in_use("c") == 0
-    async with slots.hold("c"):  # the slot is free again
+    with slots.acquire("c"):  # the slot is free again
         pass
 
 

@@ -15,7 +15,6 @@ from gateways.e2a import (
     E2AResponse,
     ResponseLog,
     envelope_from_a2a_send_message,
-    validate_response_frames,
 )
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCapabilities, AgentCard, TaskState
@@ -23,6 +22,7 @@ from mesh.broker import BrokerSettings
 from mesh.registry import DiscoveryRegistry
 from tests.agents.service_agents import Blocker, Echo, Streamer
 from tests.conftest import ServeAgent, TransportFactory
+from tests.gateways.frames import validate_response_frames
 
 Start = Callable[..., Awaitable[GatewayRuntime]]
 
@@ -161,3 +161,14 @@ async def test_the_response_log_has_every_frame_and_no_secret(serve_agent: Serve
     lines = [json.loads(line) for line in sink.getvalue().splitlines()]
     assert [line["sequence"] for line in lines] == [f.sequence for f in frames]
     assert lines[-1]["is_final"] is True and "tok-123" not in sink.getvalue()
+
+
+async def test_the_facade_shows_the_connection_and_the_agents(serve_agent: ServeAgent, gateway: Start) -> None:
+    runtime = await gateway()
+    assert runtime.is_connected and runtime.broker_url == runtime.transport.url
+    assert runtime.agent("echo") is None and runtime.agent_names() == [] and runtime.agents() == []
+    await serve_agent(Echo())
+    await runtime.registry.wait_for("echo", 2)
+    entry = runtime.agent("echo")
+    assert entry is not None and entry.name == "echo" and entry.card.name == "echo"
+    assert runtime.agent_names() == ["echo"] and [e.name for e in runtime.agents()] == ["echo"]

@@ -1,0 +1,269 @@
+"""The edge protections of the HTTP app as Starlette middleware and an authentication backend.
+
+The layers a request passes, outermost first::
+
+    CORSMiddleware            when ``cors.allow_origins`` is set: refusals carry CORS headers too
+    AuthenticationMiddleware  CallerBackend: who is calling (``request.user``); refuses nobody
+    RateLimitMiddleware       a token bucket per caller: 429, and X-RateLimit-* on every answer
+    Router
+      private routes          RequireCaller (401), RequestSlots (429), BodyLimit (413)
+      endpoint
+    an EdgeError raised anywhere under the router is answered by :func:`edge_refusal`
+
+The backend never refuses by itself: cards and health are public (A2A discovery needs them),
+so a wrong credential must not keep a caller from them. It hands the private routes the
+refusal to answer (401) instead, and the rate limiter counts a refused caller against its
+address: guessing credentials costs requests too.
+
+Nothing waits: every limit is checked synchronously and a full one refuses at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser, UnauthenticatedUser
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateways.http.auth import ANONYMOUS, Authenticator, Principal
+from gateways.http.limits import BodyLimits, RateLimiter, Slots, check_body_size
+from gateways.http.protection import EdgeConfig, EdgeError, get_header
+from gateways.http.rpc import Version, error_response
+
+__all__ = [
+    "VERSION_HEADER",
+    "EXCEPTION_HANDLERS",
+    "BodyLimit",
+    "Caller",
+    "CallerBackend",
+    "RateLimitMiddleware",
+    "RefusedCaller",
+    "RequestSlots",
+    "RequireCaller",
+    "app_middleware",
+    "asked_version",
+    "caller_of",
+    "client_key",
+    "edge_refusal",
+    "private_route_middleware",
+    "version_asked",
+]
+
+VERSION_HEADER = "A2A-Version"
+
+
+# ---------------------------------------------------------------- authentication
+
+
+class Caller(BaseUser):
+    """An authenticated caller (``request.user``); ``ANONYMOUS`` when authentication is off."""
+
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def display_name(self) -> str:
+        return self.principal.name
+
+    @property
+    def identity(self) -> str:
+        return self.principal.name
+
+
+class RefusedCaller(UnauthenticatedUser):
+    """A caller whose credentials were refused; ``refusal`` is the 401 a private route answers."""
+
+    def __init__(self, refusal: EdgeError) -> None:
+        self.refusal = refusal
+
+
+class CallerBackend(AuthenticationBackend):
+    """Starlette's authentication backend over :class:`~gateways.http.auth.Authenticator`."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
+        # Authentication off: every caller is the same, no header needs reading.
+        self._anonymous = (AuthCredentials(["authenticated"]), Caller(ANONYMOUS))
+        self._off = authenticator.config.mode == "none"
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
+        if self._off:
+            return self._anonymous
+        try:
+            principal = self.authenticator.authenticate(conn.headers)
+        except EdgeError as refusal:
+            return AuthCredentials(), RefusedCaller(refusal)
+        return AuthCredentials(["authenticated"]), Caller(principal)
+
+
+def caller_of(request: HTTPConnection) -> Principal:
+    """The principal of a request that passed :class:`RequireCaller`."""
+    user = request.user
+    if not isinstance(user, Caller):  # pragma: no cover - a private route without RequireCaller
+        raise TypeError(f"{request.url.path} is not a private route: its user is {user!r}")
+    return user.principal
+
+
+def client_key(scope: Scope) -> str:
+    """Whom limits count a request against: the principal's name, else the client's address."""
+    user = scope.get("user")
+    if isinstance(user, Caller) and user.principal.scheme != "none":
+        return user.principal.name
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def asked_version(request: HTTPConnection) -> Version:
+    """The A2A version errors are written in when the request could not be read: the
+    ``A2A-Version`` header or (A2A 1.0 allows it) query parameter; 1.x is 1.0, else 0.3."""
+    header = version_asked(request)
+    return "1.0" if (header or "").strip().startswith("1") else "0.3"
+
+
+def version_asked(request: HTTPConnection) -> str | None:
+    """The raw ``A2A-Version`` a client sent (header, else query parameter), if any."""
+    return get_header(request.headers, VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
+
+
+async def edge_refusal(request: Request, exc: Exception) -> Response:
+    """The answer to an :class:`EdgeError`: its JSON-RPC error, HTTP status and headers
+    (Starlette's exception handler for it; async, so it runs in the loop, not a thread)."""
+    if not isinstance(exc, EdgeError):  # pragma: no cover - registered for EdgeError only
+        raise exc
+    body = error_response(asked_version(request), exc.request_id, exc)
+    return JSONResponse(body, status_code=exc.http_status, headers=dict(exc.headers))
+
+
+# ---------------------------------------------------------------- app-level middleware
+
+
+class RateLimitMiddleware:
+    """Every request takes a token of its caller's bucket: refused with 429 when empty; every
+    answer carries the caller's ``X-RateLimit-*`` headers (SSE streams too: pure ASGI)."""
+
+    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+        self.app = app
+        self.limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        decision = self.limiter.check(client_key(scope))
+        if not decision.allowed:
+            try:
+                decision.raise_if_refused()
+            except EdgeError as exc:
+                response = await edge_refusal(Request(scope, receive), exc)
+                await response(scope, receive, send)
+                return
+        headers = decision.headers()
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(headers)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Middleware]:
+    """CORS (when configured), authentication and rate limiting, outermost first."""
+    middleware = []
+    if config.cors.allow_origins:
+        options = config.cors.model_dump()
+        # A2A 1.0 clients must send A2A-Version: a browser sends only the headers a preflight allowed.
+        if not {VERSION_HEADER.lower(), "*"} & {h.lower() for h in options["allow_headers"]}:
+            options["allow_headers"].append(VERSION_HEADER)
+        middleware.append(Middleware(CORSMiddleware, **options))
+    middleware.append(Middleware(AuthenticationMiddleware, backend=CallerBackend(authenticator)))
+    if config.rate_limit is not None:
+        middleware.append(Middleware(RateLimitMiddleware, limiter=RateLimiter(config.rate_limit)))
+    return middleware
+
+
+# ---------------------------------------------------------------- private-route middleware
+
+
+class RequireCaller:
+    """Route middleware: a caller whose credentials were refused gets the 401 (-32004)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if isinstance(user, RefusedCaller):
+            raise user.refusal
+        if not isinstance(user, Caller):  # pragma: no cover - the app always authenticates
+            raise TypeError("RequireCaller needs AuthenticationMiddleware(CallerBackend) around the router")
+        await self.app(scope, receive, send)
+
+
+class RequestSlots:
+    """Route middleware: at most N requests in flight per caller (429, -32007 beyond).
+
+    The slot is held for the whole exchange, an SSE stream included, and given back just
+    before the last body message goes out (a client that saw the end may send again at
+    once) or however the exchange ends (a client that left, a stopping gateway).
+    """
+
+    def __init__(self, app: ASGIApp, slots: Slots) -> None:
+        self.app = app
+        self.slots = slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with self.slots.acquire(client_key(scope)) as slot:
+
+            async def send_releasing(message: Message) -> None:
+                if message["type"] == "http.response.body" and not message.get("more_body", False):
+                    slot.release()
+                await send(message)
+
+            await self.app(scope, receive, send_releasing)
+
+
+class BodyLimit:
+    """Route middleware: a body over ``max_message_bytes`` is refused (413) as soon as its
+    declared length or the bytes read so far say so; nothing larger is ever buffered."""
+
+    def __init__(self, app: ASGIApp, limits: BodyLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit():
+            check_body_size(int(declared), self.limits)
+        size = 0
+
+        async def receive_limited() -> Message:
+            nonlocal size
+            message = await receive()
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                check_body_size(size, self.limits)
+            return message
+
+        await self.app(scope, receive_limited, send)
+
+
+def private_route_middleware(slots: Slots, limits: BodyLimits) -> list[Middleware]:
+    """The middleware of a route that needs authentication, outermost first."""
+    return [Middleware(RequireCaller), Middleware(RequestSlots, slots=slots), Middleware(BodyLimit, limits=limits)]
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {EdgeError: edge_refusal}
