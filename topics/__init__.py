@@ -10,6 +10,7 @@ Every error raised here is a :class:`TopicError`, itself a ``ValueError``.
 
 from __future__ import annotations
 
+from .answers import ANSWER_TEMPLATES, answer_topic_problem, validate_answer_topic
 from .builders import (
     A2A_BASE,
     AGENT_CARD_TOPIC,
@@ -105,6 +106,10 @@ __all__ = [
     "solace_to_mqtt",
     "split_shared_subscription",
     "topic_matches",
+    # answer topics
+    "ANSWER_TEMPLATES",
+    "answer_topic_problem",
+    "validate_answer_topic",
     # validation
     "MAX_TOPIC_BYTES",
     "validate_filter",

@@ -28,7 +28,7 @@ SAM_HELPERS = [
     "get_a2a_base_topic",
     "extract_task_id_from_topic",
 ]
-MODULES = ["builders", "errors", "matching", "solace", "templates", "validation"]
+MODULES = ["answers", "builders", "errors", "matching", "solace", "templates", "validation"]
 PACKAGE = Path(topics.__file__).parent
 
 
