@@ -2,6 +2,8 @@
 
 The final answer to a request (a Task, a result, or a JSON-RPC error) goes to its ``replyTo``,
 else to the client response topic of its ``clientId``; with neither it is logged and dropped.
+A ``replyTo`` or ``a2aStatusTopic`` outside the agent's answer topics (DESIGN, "Reply topics
+are confined"; :func:`topics.answer_topic_problem`) is never published to.
 Stream events go to a :class:`~agents.tasks.Listener`'s topic. Every answer carries the
 request's Correlation Data and is handed to the transport with ``publish_nowait``, in order,
 without waiting for the broker.
@@ -14,11 +16,11 @@ import logging
 from dataclasses import dataclass
 
 from agents.tasks import Listener, TaskRecord
-from mesh.a2a import RpcError, success_response_bytes
+from mesh.a2a import InternalFailure, RpcError, success_response_bytes
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import Transport
-from topics import get_client_response_topic
+from topics import answer_topic_problem, get_client_response_topic
 
 __all__ = ["Answers", "Route", "reply_properties"]
 
@@ -60,6 +62,10 @@ class Answers:
         request_id = correlation.decode(errors="replace") if correlation else None
         return Route(topic, correlation, request_id)
 
+    def topic_problem(self, topic: str) -> str | None:
+        """Why the agent may not answer on ``topic`` (see :func:`topics.answer_topic_problem`), or ``None``."""
+        return answer_topic_problem(topic, self.namespace)
+
     def send(self, route: Route, payload: bytes) -> None:
         """Publish a whole JSON-RPC response on the route."""
         if route.topic is None:
@@ -84,21 +90,40 @@ class Answers:
         self.send(route, success_response_bytes(route.request_id, result_json))
 
     def task(self, route: Route, record: TaskRecord, history_length: int | None = None) -> None:
-        """Answer with the task as it is now."""
-        self.result(route, record.snapshot(history_length).to_json_bytes())
+        """Answer with the task as it is now (an internal error if it cannot be serialized)."""
+        try:
+            result_json = record.snapshot(history_length).to_json_bytes()
+        except ValueError as exc:  # a handler's text no JSON can carry (a lone surrogate)
+            log.warning("%s: task %s cannot be serialized: %s", self.agent_name, record.id, exc)
+            self.error(route, InternalFailure(f"task {record.id!r} holds text that is not valid UTF-8: {exc}"))
+            return
+        self.result(route, result_json)
 
     def error(self, route: Route, error: RpcError) -> None:
         """Answer with a JSON-RPC error (under the request id it carries, else the route's)."""
         request_id = error.request_id if error.request_id is not None else route.request_id
-        self.send(route, error.to_response(request_id).to_json_bytes())
+        try:
+            payload = error.to_response(request_id).to_json_bytes()
+        except ValueError:  # an error text or data no JSON can carry: say so, without them
+            payload = InternalFailure("the error could not be serialized").to_response(route.request_id).to_json_bytes()
+        self.send(route, payload)
 
     def stream(self, listener: Listener, result_json: bytes) -> None:
         """Publish one event (or the current Task) of a stream to its listener."""
-        self.transport.publish_nowait(
-            listener.topic,
-            success_response_bytes(listener.request_id, result_json),
-            properties=reply_properties(listener.correlation),
-        )
+        try:
+            self.transport.publish_nowait(
+                listener.topic,
+                success_response_bytes(listener.request_id, result_json),
+                properties=reply_properties(listener.correlation),
+            )
+        except (TransportError, ValueError) as exc:
+            log.warning(
+                "%s: could not send an event of request %r on %r: %s",
+                self.agent_name,
+                listener.request_id,
+                listener.topic,
+                exc,
+            )
 
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the answers on their way to be acknowledged."""

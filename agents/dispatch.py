@@ -1,6 +1,7 @@
 """From a request on the agent's topic to the handler of its method, and every error to an answer.
 
-Requests are handled synchronously in the transport's callback: the size check, one
+Requests are handled synchronously in the transport's callback: the answer topics' check
+(cached per topic), the size check, one
 :func:`~mesh.a2a.parse_request`, one lookup in the handler table, the handler. A handler that
 must wait (cancel, a push URL check) returns an awaitable, which runs as a task of its own;
 any :class:`~mesh.a2a.RpcError` it raises, or any other failure, is answered as a JSON-RPC
@@ -19,7 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, get_type_hints
 
 from agents.answers import Answers, Route
-from mesh.a2a import InternalFailure, InvalidRequest, Method, RpcError, parse_request
+from mesh.a2a import DEFAULT_MAX_DEPTH, InternalFailure, InvalidRequest, Method, RpcError, parse_request
+from mesh.errors import short_repr
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage
 
@@ -72,26 +74,49 @@ def handler_table(handlers: object) -> dict[Method, Handler]:
 
 
 class RequestDispatcher:
-    """Answers every request of one agent: parse, dispatch, and errors as JSON-RPC errors."""
+    """Answers every request of one agent: parse, dispatch, and errors as JSON-RPC errors.
+
+    Each refused request costs one log line with its reason. A request whose ``replyTo`` is
+    no answer topic of the agent has nowhere to be answered: it is logged and dropped. One
+    whose ``a2aStatusTopic`` is no answer topic is answered with the error on its ``replyTo``.
+    """
 
     def __init__(
-        self, agent_name: str, handlers: Mapping[Method, Handler], answers: Answers, *, max_message_bytes: int
+        self,
+        agent_name: str,
+        handlers: Mapping[Method, Handler],
+        answers: Answers,
+        *,
+        max_message_bytes: int,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         self.agent_name = agent_name
         self.handlers = handlers
         self.answers = answers
         self.max_message_bytes = max_message_bytes
+        self.max_depth = max_depth
         #: Once set, requests are refused (the agent is shutting down).
         self.stopping = False
+        #: Requests dropped because their replyTo is no answer topic of the agent.
+        self.dropped = 0
         self._waiting: set[asyncio.Task[None]] = set()
 
     def on_request(self, message: InboundMessage) -> None:
         """The transport callback of the request topic."""
         props = message.properties
+        if props.reply_to is not None and (problem := self.answers.topic_problem(props.reply_to)) is not None:
+            self.dropped += 1
+            log.warning(
+                "%s: dropped a request: its replyTo %s %s; nothing is answered",
+                self.agent_name,
+                short_repr(props.reply_to),
+                problem,
+            )
+            return
         route = self.answers.route(props)
         limit = self.max_message_bytes
         if len(message.payload) > limit:
-            self.answers.error(
+            self._refuse(
                 route,
                 InvalidRequest(
                     f"the request is {len(message.payload)} bytes; agent {self.agent_name!r} accepts at most "
@@ -101,11 +126,20 @@ class RequestDispatcher:
             )
             return
         try:
-            request = parse_request(message.payload)
+            request = parse_request(message.payload, max_depth=self.max_depth)
         except RpcError as exc:
-            self.answers.error(route, exc)
+            self._refuse(route, exc)
             return
         route = Route(route.topic, route.correlation, request.id)
+        if props.status_topic is not None and (problem := self.answers.topic_problem(props.status_topic)) is not None:
+            self._refuse(
+                route,
+                InvalidRequest(
+                    f"the a2aStatusTopic {short_repr(props.status_topic)} {problem}",
+                    data={"property": "a2aStatusTopic"},
+                ),
+            )
+            return
         try:
             if self.stopping:
                 raise InternalFailure(f"agent {self.agent_name!r} is shutting down; send the request again later")
@@ -118,6 +152,10 @@ class RequestDispatcher:
             self._waiting.add(task)
             task.add_done_callback(self._waiting.discard)
 
+    def _refuse(self, route: Route, error: RpcError) -> None:
+        log.info("%s: refused request %r: %s", self.agent_name, route.request_id, error.error.message)
+        self.answers.error(route, error)
+
     async def _finish(self, method: Method, route: Route, pending: Awaitable[None]) -> None:
         """The rest of a method that had to wait, with the same error answers."""
         try:
@@ -128,8 +166,9 @@ class RequestDispatcher:
     def _fail(self, method: Method, route: Route, exc: Exception) -> None:
         if not isinstance(exc, RpcError):
             log.error("%s: %s failed", self.agent_name, method, exc_info=exc)
-            exc = InternalFailure(f"{type(exc).__name__}: {exc}")
-        self.answers.error(route, exc)
+            self.answers.error(route, InternalFailure(f"{type(exc).__name__}: {exc}"))
+            return
+        self._refuse(route, exc)
 
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the methods still waiting to answer."""

@@ -24,6 +24,7 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import (
     INTERRUPTED_STATES,
+    AgentBusy,
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
     InvalidParams,
@@ -39,7 +40,7 @@ from mesh.a2a import (
     TaskQueryParams,
     UnsupportedOperation,
 )
-from mesh.limits import check_message_limits
+from mesh.limits import check_message_limits, check_user_config
 from mesh.properties import MessageProperties
 from topics import validate_identifier
 
@@ -85,6 +86,8 @@ class AgentMethods:
     ) -> Awaitable[None] | None:
         if not self.agent.streaming:
             raise UnsupportedOperation(f"agent {self.name!r} does not stream; use message/send")
+        if props.status_topic is None and not props.client_id:  # refused before a task exists
+            raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
         return self._after_push_check(params, props, route, self._stream_now)
 
     def _after_push_check(
@@ -139,7 +142,15 @@ class AgentMethods:
         """Create the task of a new message, or pick up the interrupted task it answers."""
         message = params.message
         check_message_limits(message, self.settings.limits)
+        check_user_config(props, self.settings.limits)
         self._check_call_chain(props)
+        if self.runner.at_capacity:
+            limit = self.settings.max_concurrent_tasks
+            raise AgentBusy(
+                f"agent {self.name!r} runs {limit} tasks, its maximum (max_concurrent_tasks); "
+                "send the request again later",
+                data={"maxConcurrentTasks": limit},
+            )
         if message.task_id:
             record = self._task(message.task_id)
             if record.state not in INTERRUPTED_STATES:

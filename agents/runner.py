@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -47,13 +48,28 @@ CANCEL_GRACE_S = 5.0
 
 
 class TaskRunner:
-    """Drives one agent's handler for every task segment."""
+    """Drives one agent's handler for every task segment.
 
-    def __init__(self, agent: Agent, on_event: EventSink, *, max_concurrent: int) -> None:
+    At most ``max_concurrent`` segments run at once (:attr:`at_capacity` tells the methods to
+    answer busy). With ``stall_timeout_s`` a watchdog fails a running task that emitted no
+    event for that long, saying so.
+    """
+
+    def __init__(
+        self, agent: Agent, on_event: EventSink, *, max_concurrent: int, stall_timeout_s: float | None = None
+    ) -> None:
         self.agent = agent
         self._on_event = on_event
-        self._slots = asyncio.Semaphore(max_concurrent)
-        self._segments: set[asyncio.Task[None]] = set()
+        self.max_concurrent = max_concurrent
+        self.stall_timeout_s = stall_timeout_s
+        self._segments: dict[asyncio.Task[None], TaskRecord] = {}
+        self._watchdog: asyncio.Task[None] | None = None
+        self._giving_up: set[asyncio.Task[None]] = set()
+
+    @property
+    def at_capacity(self) -> bool:
+        """Whether as many segments run as may (a new one would be refused as busy)."""
+        return len(self._segments) >= self.max_concurrent
 
     # ------------------------------------------------------------------ transitions
 
@@ -86,38 +102,76 @@ class TaskRunner:
     def launch(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
         """Start a segment for ``message`` (a new task, or the reply to an interrupted one)."""
         record.settled.clear()
+        record.progressed_at = time.monotonic()
         segment = asyncio.get_running_loop().create_task(self._run_segment(record, message, ctx))
-        self._segments.add(segment)
-        segment.add_done_callback(self._segments.discard)
+        self._segments[segment] = record
+        segment.add_done_callback(self._segment_done)
+        if self.stall_timeout_s is not None and self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch(self.stall_timeout_s))
+
+    def _segment_done(self, segment: asyncio.Task[None]) -> None:
+        record = self._segments.pop(segment)
+        if segment.cancelled() or (exc := segment.exception()) is None:
+            return
+        # A failure outside the handler (sending an event): the task must still end.
+        log.error("%s: task %s: the runtime failed: %s: %s", self.agent.name, record.id, type(exc).__name__, exc)
+        try:
+            self._end(record, TaskState.failed, f"the agent's runtime failed: {type(exc).__name__}: {exc}")
+        except Exception as again:
+            log.error("%s: task %s could not be failed: %s", self.agent.name, record.id, again)
 
     async def _run_segment(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
-        async with self._slots:
-            if record.is_terminal:
-                return  # canceled while it waited for a slot
-            self.transition(record, TaskState.working)
-            ctx.emit = lambda update: self.apply(record, update) if record.state is TaskState.working else None
-            # The handler runs in this task, so tasks/cancel cancels exactly this task.
-            this = asyncio.current_task()
-            record.drive = this
-            try:
-                await self._drive(record, message, ctx)
-            except asyncio.CancelledError:
-                if not record.cancelled.is_set() or this is None:
-                    raise  # not a tasks/cancel: the loop itself is going away
-                this.uncancel()
-                self._end(record, TaskState.canceled, record.cancel_reason)
-            except TaskFailed as failure:
-                record.generator = None
-                if not record.is_terminal:
-                    self.transition(record, TaskState.failed, failure.to_parts())
-            except Exception as exc:  # the handler's own failure ends the task, not the agent
-                log.warning(
-                    "%s: task %s failed: %s: %s", self.agent.name, record.id, type(exc).__name__, exc, exc_info=exc
-                )
-                record.generator = None
-                self._end(record, TaskState.failed, f"{type(exc).__name__}: {exc}")
-            finally:
-                record.drive = None
+        if record.is_terminal:
+            return  # canceled before it started
+        self.transition(record, TaskState.working)
+        ctx.emit = lambda update: self.apply(record, update) if record.state is TaskState.working else None
+        # The handler runs in this task, so tasks/cancel cancels exactly this task.
+        this = asyncio.current_task()
+        record.drive = this
+        try:
+            await self._drive(record, message, ctx)
+        except asyncio.CancelledError:
+            if not record.cancelled.is_set() or this is None:
+                raise  # not a tasks/cancel: the loop itself is going away
+            this.uncancel()
+            self._end(record, record.cancel_state, record.cancel_reason)
+        except TaskFailed as failure:
+            record.generator = None
+            if not record.is_terminal:
+                self.transition(record, TaskState.failed, failure.to_parts())
+        except Exception as exc:  # the handler's own failure ends the task, not the agent
+            log.warning("%s: task %s failed: %s: %s", self.agent.name, record.id, type(exc).__name__, exc, exc_info=exc)
+            record.generator = None
+            self._end(record, TaskState.failed, f"{type(exc).__name__}: {exc}")
+        finally:
+            record.drive = None
+
+    # ------------------------------------------------------------------ stalls
+
+    async def _watch(self, stall_timeout_s: float) -> None:
+        """Fail running tasks without progress for ``stall_timeout_s``; ends when none runs."""
+        period = min(max(stall_timeout_s / 4, 0.05), 30.0)
+        try:
+            while self._segments:
+                await asyncio.sleep(period)
+                horizon = time.monotonic() - stall_timeout_s
+                for record in list(self._segments.values()):
+                    if record.progressed_at < horizon and not record.cancelled.is_set() and not record.is_terminal:
+                        self._give_up(record, stall_timeout_s)
+        finally:
+            self._watchdog = None
+
+    def _give_up(self, record: TaskRecord, stall_timeout_s: float) -> None:
+        log.warning("%s: task %s made no progress for %g s; failing it", self.agent.name, record.id, stall_timeout_s)
+        reason = f"the task made no progress for {stall_timeout_s:g} s (stall_timeout_s) and was failed"
+        ending = asyncio.get_running_loop().create_task(self.cancel(record, reason, state=TaskState.failed))
+        self._giving_up.add(ending)
+        ending.add_done_callback(self._given_up)
+
+    def _given_up(self, ending: asyncio.Task[None]) -> None:
+        self._giving_up.discard(ending)
+        if not ending.cancelled() and (exc := ending.exception()) is not None:
+            log.error("%s: failing a stalled task failed: %s: %s", self.agent.name, type(exc).__name__, exc)
 
     async def _drive(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
         generator = record.generator
@@ -191,11 +245,14 @@ class TaskRunner:
 
     # ------------------------------------------------------------------ cancellation
 
-    async def cancel(self, record: TaskRecord, reason: str = "canceled") -> None:
-        """Cancel the task wherever it is: running, waiting for a slot, or waiting for input."""
+    async def cancel(
+        self, record: TaskRecord, reason: str = "canceled", *, state: TaskState = TaskState.canceled
+    ) -> None:
+        """End the task in ``state`` (canceled, or failed) wherever it is: running or waiting for input."""
         if record.is_terminal:
             return
         record.cancel_reason = reason
+        record.cancel_state = state
         record.cancelled.set()
         drive = record.drive
         if drive is not None and not drive.done():
@@ -206,12 +263,16 @@ class TaskRunner:
         generator, record.generator = record.generator, None
         if generator is not None:
             await _close(generator)
-        self._end(record, TaskState.canceled, record.cancel_reason)
+        self._end(record, record.cancel_state, record.cancel_reason)
 
     async def wait_idle(self, timeout: float) -> None:
-        """Wait for running segments to end (after their tasks were canceled)."""
+        """Wait for running segments to end (after their tasks were canceled); stop the watchdog."""
         if self._segments:
             await asyncio.wait(list(self._segments), timeout=timeout)
+        watchdog = self._watchdog
+        if watchdog is not None:
+            watchdog.cancel()
+            await asyncio.wait([watchdog])
 
 
 async def _settles(record: TaskRecord, timeout: float) -> bool:

@@ -84,7 +84,9 @@ class AgentService:
         self.transport: Transport = transport
         self.url = f"{transport.url}/{self.request_topic}"
         self.tasks = TaskStore(
-            retention_s=self.settings.task_retention_s, max_finished=self.settings.max_retained_tasks
+            retention_s=self.settings.task_retention_s,
+            max_finished=self.settings.max_retained_tasks,
+            max_bytes=self.settings.max_retained_bytes,
         )
         self.contexts = ContextHistory(per_context=self.settings.context_history_limit)
         self.push_configs = PushConfigStore()
@@ -99,7 +101,12 @@ class AgentService:
             push_configs=self.push_configs,
             notifier=self.notifier,
         )
-        self.runner = TaskRunner(agent, self._on_event, max_concurrent=self.settings.max_concurrent_tasks)
+        self.runner = TaskRunner(
+            agent,
+            self._on_event,
+            max_concurrent=self.settings.max_concurrent_tasks,
+            stall_timeout_s=self.settings.stall_timeout_s,
+        )
         self.input_timers = InputTimers(self.settings.input_timeout_s, self.runner.cancel)
         self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=self.settings.discovery_ttl_s)
         self.delegator = Delegator(self.name, self.namespace, self.transport, self.registry, self.settings.delegation)
@@ -126,6 +133,7 @@ class AgentService:
             handler_table(self.methods),
             self.answers,
             max_message_bytes=self.settings.limits.max_message_bytes,
+            max_depth=self.settings.limits.max_nesting_depth,
         )
 
     def _on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:

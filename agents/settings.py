@@ -34,9 +34,17 @@ class AgentSettings(_Settings):
     push_notifications: bool = Field(True, description="serve the pushNotificationConfig methods")
     allow_private_push_urls: bool = Field(False, description="allow push URLs on loopback/private networks")
     push_timeout_s: float = Field(5.0, gt=0, description="timeout of one push POST")
-    max_concurrent_tasks: int = Field(1000, gt=0, description="handlers running at once; more wait")
+    max_concurrent_tasks: int = Field(
+        1000, gt=0, description="tasks running at once; beyond it a new message is answered busy (-32050)"
+    )
+    stall_timeout_s: float | None = Field(
+        600.0, gt=0, description="fail a running task that emitted no event for this long (None: never)"
+    )
     task_retention_s: float = Field(3600.0, gt=0, description="keep finished tasks this long for tasks/get")
     max_retained_tasks: int = Field(10_000, gt=0, description="finished tasks kept at most")
+    max_retained_bytes: int = Field(
+        256_000_000, gt=0, description="JSON bytes of the finished tasks kept at most (oldest go first)"
+    )
     context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
     input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
     # Request size limits (the JAF spec's defaults), shared with the gateways.

@@ -4,10 +4,13 @@ Every status or artifact event a :class:`~agents.runner.TaskRunner` emits passes
 :meth:`TaskStreams.on_event`, which sends it to each stream listening to the task (in order,
 serialized once), and when the task settles runs the callbacks that answer the requests
 waiting for it, adds the agent's reply to the conversation, notifies push subscribers and lets
-the task store forget tasks past retention.
+the task store forget tasks past retention (with their push configs, and their conversation
+once no kept task belongs to it).
 """
 
 from __future__ import annotations
+
+import logging
 
 from agents.answers import Answers, Route
 from agents.push import PushConfigStore, PushNotifier
@@ -17,6 +20,8 @@ from mesh.properties import MessageProperties
 from topics import get_client_status_topic
 
 __all__ = ["TaskStreams"]
+
+log = logging.getLogger(__name__)
 
 
 class TaskStreams:
@@ -55,10 +60,14 @@ class TaskStreams:
     def on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         """Fan an event out to the task's streams (in order) and push subscribers."""
         if record.listeners:
-            result_json = event.to_json_bytes()
-            for listener in record.listeners:
-                if listener.wants(event):
-                    self.answers.stream(listener, result_json)
+            try:
+                result_json = event.to_json_bytes()
+            except ValueError as exc:  # a handler's text no JSON can carry (a lone surrogate)
+                log.warning("%s: task %s: an event could not be sent: %s", self.answers.agent_name, record.id, exc)
+            else:
+                for listener in record.listeners:
+                    if listener.wants(event):
+                        self.answers.stream(listener, result_json)
         if isinstance(event, TaskStatusUpdateEvent) and event.final:
             record.listeners.clear()
             if event.status.message is not None:  # the agent's answer joins the conversation
@@ -71,4 +80,6 @@ class TaskStreams:
             self.notifier.notify(record.snapshot(), configs)
         if record.is_terminal:
             for dropped in self.tasks.finished(record):
-                self.push_configs.drop_task(dropped)
+                self.push_configs.drop_task(dropped.id)
+                if not self.tasks.has_context(dropped.context_id):
+                    self.contexts.drop(dropped.context_id)

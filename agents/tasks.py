@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +61,10 @@ class TaskRecord:
     # Set whenever the task is terminal or interrupted: what blocking requests wait for.
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     finished_at: float | None = None
+    # When the task last changed (status or artifact): what the stall watchdog looks at.
+    progressed_at: float = field(default_factory=time.monotonic)
+    # The state a cancellation ends in: canceled, or failed when the runtime gave up on it.
+    cancel_state: TaskState = TaskState.canceled
     input_timer: asyncio.TimerHandle | None = None
     # Called once, the next time the task settles: how blocking requests get their answer.
     on_settle: list[Callable[[], None]] = field(default_factory=list)
@@ -93,6 +97,7 @@ class TaskRecord:
     def set_status(self, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
         """Move to ``state`` (checked against the state machine) and return the event."""
         check_transition(self.state, state)
+        self.progressed_at = time.monotonic()
         self.task.status = TaskStatus(state=state, message=message, timestamp=utc_now_iso())
         if message is not None:
             self.add_message(message)
@@ -106,6 +111,7 @@ class TaskRecord:
     def add_artifact(self, update: ArtifactUpdate) -> TaskArtifactUpdateEvent:
         """Record an artifact (or append a chunk to an earlier one) and return the event."""
         assert self.task.artifacts is not None
+        self.progressed_at = time.monotonic()
         parts = update.to_parts()
         artifact_id = update.artifact_id or uuid.uuid4().hex
         existing = next((a for a in self.task.artifacts if a.artifact_id == artifact_id), None)
@@ -145,13 +151,21 @@ class TaskRecord:
 
 
 class TaskStore:
-    """Tasks by id; finished ones are kept for a while (for tasks/get), then forgotten."""
+    """Tasks by id; finished ones are kept for tasks/get, bounded by count, bytes and age.
 
-    def __init__(self, *, retention_s: float, max_finished: int) -> None:
+    A finished task is accounted at its JSON size; the oldest finished tasks are forgotten
+    first whenever the count, the bytes or the age goes past its bound.
+    """
+
+    def __init__(self, *, retention_s: float, max_finished: int, max_bytes: int) -> None:
         self.retention_s = retention_s
         self.max_finished = max_finished
+        self.max_bytes = max_bytes
+        #: JSON bytes of the finished tasks kept now (at most ``max_bytes`` after each finish).
+        self.retained_bytes = 0
         self._tasks: dict[str, TaskRecord] = {}
-        self._finished: OrderedDict[str, float] = OrderedDict()
+        self._finished: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._per_context: Counter[str] = Counter()
 
     def __contains__(self, task_id: str) -> bool:
         return task_id in self._tasks
@@ -164,23 +178,46 @@ class TaskStore:
 
     def add(self, record: TaskRecord) -> None:
         self._tasks[record.id] = record
+        self._per_context[record.context_id] += 1
 
     def active(self) -> Iterator[TaskRecord]:
         return (r for r in list(self._tasks.values()) if not r.is_terminal)
 
-    def finished(self, record: TaskRecord) -> list[str]:
-        """Note that ``record`` ended; return the ids of tasks forgotten to make room."""
-        self._finished[record.id] = time.monotonic()
+    def has_context(self, context_id: str) -> bool:
+        """Whether a task of ``context_id`` is still kept."""
+        return context_id in self._per_context
+
+    def finished(self, record: TaskRecord) -> list[TaskRecord]:
+        """Note that ``record`` ended; return the tasks forgotten to stay within the bounds."""
+        now = time.monotonic()
+        if (earlier := self._finished.pop(record.id, None)) is not None:
+            self.retained_bytes -= earlier[1]
+        size = _json_size(record.task)
+        self._finished[record.id] = (now, size)
+        self.retained_bytes += size
         dropped = []
-        horizon = time.monotonic() - self.retention_s
+        horizon = now - self.retention_s
         while self._finished:
-            oldest_id, ended = next(iter(self._finished.items()))
-            if ended > horizon and len(self._finished) <= self.max_finished:
+            oldest_id, (ended, oldest_size) = next(iter(self._finished.items()))
+            if ended > horizon and len(self._finished) <= self.max_finished and self.retained_bytes <= self.max_bytes:
                 break
             self._finished.popitem(last=False)
-            self._tasks.pop(oldest_id, None)
-            dropped.append(oldest_id)
+            self.retained_bytes -= oldest_size
+            if (gone := self._tasks.pop(oldest_id, None)) is not None:
+                dropped.append(gone)
+                left = self._per_context[gone.context_id] - 1
+                if left > 0:
+                    self._per_context[gone.context_id] = left
+                else:
+                    del self._per_context[gone.context_id]
         return dropped
+
+
+def _json_size(task: Task) -> int:
+    try:
+        return len(task.to_json_bytes())
+    except ValueError:  # text no JSON can carry (a handler's lone surrogate): count it anyway
+        return len(repr(task))
 
 
 class ContextHistory:
@@ -190,6 +227,9 @@ class ContextHistory:
         self.per_context = per_context
         self.max_contexts = max_contexts
         self._contexts: OrderedDict[str, deque[Message]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._contexts)
 
     def messages(self, context_id: str) -> list[Message]:
         found = self._contexts.get(context_id)
@@ -204,3 +244,7 @@ class ContextHistory:
         else:
             self._contexts.move_to_end(context_id)
         found.append(message)
+
+    def drop(self, context_id: str) -> None:
+        """Forget a conversation (its last task was forgotten)."""
+        self._contexts.pop(context_id, None)

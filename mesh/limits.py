@@ -1,7 +1,8 @@
-"""Size limits of a request's message, shared by agents and gateways (JAF's defaults).
+"""Size and nesting limits of a request, shared by agents and gateways (JAF's defaults).
 
 Agents check them on receipt and the gateways at the edge, to refuse early; both answer with
-the same ``InvalidParams`` naming the bad part.
+the same ``InvalidParams`` naming the bad part. JAF sets no nesting depth; the mesh's default
+of 32 levels (:data:`~mesh.a2a.DEFAULT_MAX_DEPTH`) is far beyond any real A2A message.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mesh.a2a import InvalidParams
+from mesh.a2a import DEFAULT_MAX_DEPTH, InvalidParams, InvalidRequest, find_unserializable
+from mesh.properties import USER_CONFIG, MessageProperties
 
 
 class MessageLimits(BaseModel):
@@ -24,6 +26,25 @@ class MessageLimits(BaseModel):
     max_parts: int = Field(100, gt=0, description="parts in one message")
     max_text_part_bytes: int = Field(100_000, gt=0, description="UTF-8 bytes of one text part")
     max_data_part_bytes: int = Field(1_000_000, gt=0, description="JSON bytes of one data part")
+    max_nesting_depth: int = Field(
+        DEFAULT_MAX_DEPTH, gt=0, description="objects and arrays nested in the params or the a2aUserConfig"
+    )
+
+
+def check_user_config(props: MessageProperties, limits: MessageLimits) -> None:
+    """Refuse an ``a2aUserConfig`` that is no JSON object or nests too deep: :class:`InvalidRequest`."""
+    raw = props.get_extra(USER_CONFIG)
+    if raw is not None:  # what the properties could not read as a JSON object
+        raise InvalidRequest(
+            f"the a2aUserConfig user property must be a JSON object nested at most {limits.max_nesting_depth} "
+            f"levels deep (limits.max_nesting_depth); got {len(raw)} characters that are not",
+            data={"property": USER_CONFIG},
+        )
+    if props.user_config:
+        found = find_unserializable(props.user_config, USER_CONFIG, limits.max_nesting_depth)
+        if found is not None:
+            where, reason = found
+            raise InvalidRequest(f"{where}: {reason}", data={"property": USER_CONFIG, "path": where})
 
 
 def check_message_limits(message: Any, limits: MessageLimits, *, path: str = "params.message") -> None:

@@ -134,7 +134,7 @@ def _set_str(attr: str) -> Any:
 def _set_user_config(props: MessageProperties, value: str) -> bool:
     try:
         decoded = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # absurd nesting too: the raw pair stays in extra
         return False
     if not isinstance(decoded, dict):
         return False
@@ -145,7 +145,7 @@ def _set_user_config(props: MessageProperties, value: str) -> bool:
 def _set_call_chain(props: MessageProperties, value: str) -> bool:
     try:
         decoded = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     if not isinstance(decoded, list) or not all(isinstance(name, str) for name in decoded):
         return False

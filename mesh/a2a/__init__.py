@@ -21,6 +21,7 @@ from .cards import (
 )
 from .errors import (
     ERROR_TYPES,
+    AgentBusyErrorObject,
     AnyErrorObject,
     AuthenticatedExtendedCardNotConfiguredErrorObject,
     ContentTypeNotSupportedErrorObject,
@@ -39,6 +40,7 @@ from .errors import (
 )
 from .exceptions import (
     EXCEPTION_TYPES,
+    AgentBusy,
     AuthenticatedExtendedCardNotConfigured,
     ContentTypeNotSupported,
     InternalFailure,
@@ -96,7 +98,16 @@ from .params import (
     TaskIdParams,
     TaskQueryParams,
 )
-from .parse import ParsedRequest, decode_json, parse_request, parse_response, parse_result, result_of
+from .parse import (
+    DEFAULT_MAX_DEPTH,
+    ParsedRequest,
+    decode_json,
+    find_unserializable,
+    parse_request,
+    parse_response,
+    parse_result,
+    result_of,
+)
 from .parts import DataPart, FileContent, FilePart, FileWithBytes, FileWithUri, Part, TextPart
 from .push import (
     PushNotificationAuthenticationInfo,
@@ -213,8 +224,10 @@ __all__ = [
     "SendStreamingMessageRequest",
     "TypedRequest",
     # parsing
+    "DEFAULT_MAX_DEPTH",
     "ParsedRequest",
     "decode_json",
+    "find_unserializable",
     "format_validation_error",
     "parse_request",
     "parse_response",
@@ -223,6 +236,7 @@ __all__ = [
     "validation_error_details",
     # error objects
     "AnyErrorObject",
+    "AgentBusyErrorObject",
     "AuthenticatedExtendedCardNotConfiguredErrorObject",
     "ContentTypeNotSupportedErrorObject",
     "ERROR_TYPES",
@@ -239,6 +253,7 @@ __all__ = [
     "TaskNotFoundErrorObject",
     "UnsupportedOperationErrorObject",
     # exceptions
+    "AgentBusy",
     "AuthenticatedExtendedCardNotConfigured",
     "ContentTypeNotSupported",
     "EXCEPTION_TYPES",

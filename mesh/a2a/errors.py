@@ -20,6 +20,7 @@ from .validation import discriminator, tag
 
 __all__ = [
     "ERROR_TYPES",
+    "AgentBusyErrorObject",
     "AnyErrorObject",
     "AuthenticatedExtendedCardNotConfiguredErrorObject",
     "ContentTypeNotSupportedErrorObject",
@@ -39,7 +40,7 @@ __all__ = [
 
 
 class ErrorCode(IntEnum):
-    """The error codes of JSON-RPC 2.0 and A2A 0.3, with their default messages.
+    """The error codes of JSON-RPC 2.0, A2A 0.3 and the mesh, with their default messages.
 
     Member names are the reasons A2A 1.0 gives them (``TASK_NOT_FOUND``...). Other codes
     (the HTTP gateway's, the mesh's own in -32000..-32099) are carried by the generic
@@ -69,6 +70,8 @@ class ErrorCode(IntEnum):
     CONTENT_TYPE_NOT_SUPPORTED = -32005, "Incompatible content types"
     INVALID_AGENT_RESPONSE = -32006, "Invalid agent response"
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007, "Authenticated Extended Card is not configured"
+    # The mesh's own, in the server range (-32008/-32009 are A2A 1.0's; the README's table)
+    AGENT_BUSY = -32050, "Agent busy"  # at its max_concurrent_tasks: try again later
 
 
 # The error object model of each code, filled as the models below are declared.
@@ -174,6 +177,13 @@ class AuthenticatedExtendedCardNotConfiguredErrorObject(JSONRPCErrorObject):
 
     code: Literal[ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED] = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED
     message: str = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED.message
+
+
+class AgentBusyErrorObject(JSONRPCErrorObject):
+    """The agent runs as many tasks as it may (mesh-specific); send the request again later."""
+
+    code: Literal[ErrorCode.AGENT_BUSY] = ErrorCode.AGENT_BUSY
+    message: str = ErrorCode.AGENT_BUSY.message
 
 
 if missing := [code.name for code in ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip

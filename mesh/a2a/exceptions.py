@@ -26,7 +26,8 @@ matching subclass::
         ├── UnsupportedOperation           -32004
         ├── ContentTypeNotSupported        -32005
         ├── InvalidAgentResponse           -32006
-        └── AuthenticatedExtendedCardNotConfigured  -32007
+        ├── AuthenticatedExtendedCardNotConfigured  -32007
+        └── AgentBusy                      -32050 (mesh)
 
 Each subclass names its error object model, which holds its code (:class:`ErrorCode`) and
 default message; a subclass registers itself in :data:`EXCEPTION_TYPES` by that code.
@@ -208,6 +209,12 @@ class AuthenticatedExtendedCardNotConfigured(RpcError):
     """The agent has no authenticated extended card."""
 
     error_type = e.AuthenticatedExtendedCardNotConfiguredErrorObject
+
+
+class AgentBusy(RpcError):
+    """The agent runs as many tasks as it may (``max_concurrent_tasks``); try again later."""
+
+    error_type = e.AgentBusyErrorObject
 
 
 if missing := [code.name for code in e.ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip

@@ -50,6 +50,46 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "number")
 
 
+#: How deep objects and arrays may nest in a request's params (and a user config), by default.
+DEFAULT_MAX_DEPTH = 32
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def find_unserializable(value: Any, path: str, max_depth: int, *, surrogates: bool = True) -> tuple[str, str] | None:
+    """The first ``(path, reason)`` in decoded JSON that nests deeper than ``max_depth``.
+
+    ``value`` itself is at depth 1 if it is an object or array. With ``surrogates`` a string
+    (or key) holding a lone surrogate (``"\\ud800"``: JSON, but not UTF-8, so no answer
+    could carry it back) is reported too. Iterative: hostile input cannot exhaust the stack.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, path, 1)]
+    while stack:
+        item, where, depth = stack.pop()
+        if type(item) is dict:
+            if depth > max_depth:
+                return where, f"nested deeper than {max_depth} levels (limits.max_nesting_depth)"
+            for key, member in item.items():
+                if surrogates and _has_lone_surrogate(key):
+                    return f"{where}.{short_repr(key)}", "the key holds a lone surrogate; text must be valid UTF-8"
+                stack.append((member, f"{where}.{key}", depth + 1))
+        elif type(item) is list:
+            if depth > max_depth:
+                return where, f"nested deeper than {max_depth} levels (limits.max_nesting_depth)"
+            stack.extend((member, f"{where}.{index}", depth + 1) for index, member in enumerate(item))
+        elif surrogates and type(item) is str and _has_lone_surrogate(item):
+            return where, "holds a lone surrogate (such as \\ud800); text must be valid UTF-8"
+    return None
+
+
 def decode_json(payload: bytes | bytearray | memoryview | str) -> Any:
     """Decode one strict UTF-8 JSON document; raises ``ValueError`` (incl. Unicode errors)."""
     text = payload if isinstance(payload, str) else str(payload, "utf-8")
@@ -70,25 +110,38 @@ class ParsedRequest:
     requested_method: str
 
 
-def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedRequest:
+def parse_request(
+    payload: bytes | bytearray | memoryview | str, *, max_depth: int = DEFAULT_MAX_DEPTH
+) -> ParsedRequest:
     """Parse and validate one JSON-RPC request payload.
+
+    Params nested deeper than ``max_depth`` and text that is not valid UTF-8 (a lone
+    surrogate written as a JSON escape) are refused before the params are validated: no
+    work starts on a request whose answer could not be written.
 
     Raises :class:`InvalidJSON` (-32700), :class:`InvalidRequest` (-32600),
     :class:`MethodNotFound` (-32601) or :class:`InvalidParams` (-32602, with the path and reason
     of every bad field in its message and in ``data["errors"]``).
     """
     try:
-        doc = decode_json(payload)
+        text = payload if isinstance(payload, str) else str(payload, "utf-8")
+        doc = decode_json(text)
     except ValueError as exc:
         raise InvalidJSON(f"Invalid JSON payload: {exc}") from None
     if type(doc) is not dict:
         raise InvalidRequest(f"a request must be a JSON object, got {_json_type(doc)}")
+    # Cheap guards on the raw text decide whether the decoded tree needs a walk: a lone
+    # surrogate can only come from a \\u escape, and deep nesting needs many brackets.
+    surrogates = "\\ud" in text or "\\uD" in text
+    deep = text.count("{") + text.count("[") > max_depth
 
     request_id = doc.get("id")
     if request_id is not None and type(request_id) not in (str, int):
         raise InvalidRequest(
             f"id must be a string, an integer or null, got {_json_type(request_id)} {short_repr(request_id)}"
         )
+    if surrogates and type(request_id) is str and _has_lone_surrogate(request_id):
+        raise InvalidRequest("id holds a lone surrogate (such as \\ud800); text must be valid UTF-8")
     if doc.get("jsonrpc") != "2.0":
         got = short_repr(doc["jsonrpc"]) if "jsonrpc" in doc else "nothing"
         raise InvalidRequest(f'jsonrpc must be "2.0", got {got}', request_id=request_id)
@@ -99,6 +152,10 @@ def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedReques
             request_id=request_id,
         )
 
+    if surrogates and _has_lone_surrogate(name):
+        raise InvalidRequest(
+            "method holds a lone surrogate (such as \\ud800); text must be valid UTF-8", request_id=request_id
+        )
     method = _DISPATCH.get(name)
     if method is None:
         raise MethodNotFound(
@@ -122,6 +179,15 @@ def parse_request(payload: bytes | bytearray | memoryview | str) -> ParsedReques
             data={"method": str(method), "errors": [error]},
             request_id=request_id,
         )
+    if surrogates or deep:
+        found = find_unserializable(params, "params", max_depth, surrogates=surrogates)
+        if found is not None:
+            where, reason = found
+            raise InvalidParams(
+                f"invalid params for {method}: {where}: {reason}",
+                data={"method": str(method), "errors": [{"path": where, "reason": reason, "type": "value"}]},
+                request_id=request_id,
+            )
     try:
         model = method.params.model_validate(params)
     except ValidationError as exc:

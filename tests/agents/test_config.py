@@ -264,7 +264,7 @@ def test_settings_errors_have_full_key_paths(ctx: BuildContext) -> None:
         "agents.yaml: agents[1].limits.max_parts: input should be greater than 0, got -1; "
         "set max_parts to a valid value (parts in one message)",
         "agents.yaml: agents[1].limits.max_partz: unknown key 'max_partz'; did you mean 'max_parts'? "
-        "allowed keys: max_message_bytes, max_parts, max_text_part_bytes, max_data_part_bytes",
+        "allowed keys: max_message_bytes, max_parts, max_text_part_bytes, max_data_part_bytes, max_nesting_depth",
         "agents.yaml: agents[1].delegation: expected a mapping, got 5; "
         "write delegation as a mapping of keys such as max_call_depth, allow_cycles, timeout_s, allow",
     ]

@@ -273,7 +273,7 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
     await serve_agent(Streamer(steps=2))
     watcher = await make_transport()  # type: ignore[operator]
     events = Inbox()
-    await watcher.subscribe(f"{namespace}/progress/+", events)
+    await watcher.subscribe(f"{namespace}/a2a/v1/client/status/watcher/+", events)
     payload = request_bytes(
         "message/send", "p-1", MessageSendParams(message=create_user_message([TextPart(text="go")]))
     )
@@ -284,12 +284,12 @@ async def test_a_send_with_a_status_topic_gets_only_the_progress(
         payload,
         timeout=5,
         correlation_id="p-1",
-        properties=MessageProperties(status_topic=f"{namespace}/progress/p-1"),
+        properties=MessageProperties(status_topic=f"{namespace}/a2a/v1/client/status/watcher/p-1"),
     )
     assert json.loads(reply.payload)["result"]["status"]["state"] == "completed"
     # Everything the agent sent before its answer reaches the watcher before this marker.
-    await watcher.publish(f"{namespace}/progress/marker", b"{}")
-    await events.wait_until_topic(f"{namespace}/progress/marker")
+    await watcher.publish(f"{namespace}/a2a/v1/client/status/watcher/marker", b"{}")
+    await events.wait_until_topic(f"{namespace}/a2a/v1/client/status/watcher/marker")
     kinds = []
     for message in events.messages[:-1]:
         result = json.loads(message.payload)["result"]
