@@ -9,8 +9,11 @@ to get a broker.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +86,20 @@ async def serve_agent(broker_settings: BrokerSettings, namespace: str) -> AsyncI
     yield start
     for service in started:
         await service.stop()  # a second stop does nothing
+
+
+@pytest.fixture
+def broker_dir() -> Iterator[Path]:
+    """A directory for files a test's own Mosquitto reads (ACL, passwords, certificates, store).
+
+    Mosquitto reads them as user 'mosquitto', so it sits directly under the system temp
+    directory: pytest's tmp_path lies under an owner-only parent that any other pytest session
+    on the machine may reset to 0700 at any time.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="mesh-test-broker-"))
+    directory.chmod(0o777)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, Transport
@@ -96,19 +95,6 @@ async def wait_until(
                 await changed.wait()
     except TimeoutError:
         raise AssertionError(f"timed out after {timeout:g} s: {describe()}") from None
-
-
-def readable_by_mosquitto(directory: Path) -> Path:
-    """Make a test directory readable for Mosquitto, which reads its files as user 'mosquitto'.
-
-    pytest's temporary directories sit under owner-only parents in /tmp.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    for part in (directory, *directory.parents):
-        if str(part).startswith("/tmp/") or part == directory:
-            part.chmod(part.stat().st_mode | 0o755)
-    directory.chmod(0o777)
-    return directory
 
 
 async def start_agent_process(

@@ -18,18 +18,17 @@ from mesh.localbroker import LocalBroker
 from mesh.sections import build_components
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
-from tests.support import Inbox, readable_by_mosquitto
+from tests.support import Inbox
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
 
 @pytest.fixture
-def secured_broker(make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path) -> LocalBroker:
+def secured_broker(make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path) -> LocalBroker:
     """Mosquitto with deploy/'s ACL (for this test's namespace) and users echo, caller, rogue."""
-    readable_by_mosquitto(tmp_path)
-    acl = tmp_path / "acl"
+    acl = broker_dir / "acl"
     acl.write_text((DEPLOY / "mosquitto" / "acl").read_text().replace("mesh/a2a/v1/", f"{namespace}/a2a/v1/"))
-    passwd = tmp_path / "passwd"
+    passwd = broker_dir / "passwd"
     for index, user in enumerate(("echo", "caller", "rogue")):
         create = ["-c"] if index == 0 else []
         subprocess.run(["mosquitto_passwd", *create, "-b", str(passwd), user, "pw"], check=True)

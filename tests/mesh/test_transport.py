@@ -23,7 +23,7 @@ from mesh.localbroker import LocalBroker, free_port
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
 from tests.conftest import TransportFactory
-from tests.support import Inbox, readable_by_mosquitto
+from tests.support import Inbox
 
 
 def full_properties() -> MessageProperties:
@@ -207,9 +207,9 @@ async def test_broker_restart_resumes_subscriptions_and_delivers_qos1(
 
 
 async def test_qos1_published_during_an_outage_reaches_a_persistent_session(
-    make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
+    make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path
 ) -> None:
-    store = readable_by_mosquitto(tmp_path / "store")
+    store = broker_dir
     broker = make_broker(f"persistence true\npersistence_location {store}/")
     fast = {"reconnect_min_delay_s": 0.05, "reconnect_max_delay_s": 0.2}
     publisher = MqttTransport(BrokerSettings.from_url(broker.url, **fast))
@@ -266,9 +266,9 @@ async def test_oversize_publish_is_refused_before_sending(
 
 
 async def test_acl_refusal_is_raised_with_the_broker_reason(
-    make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
+    make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path
 ) -> None:
-    acl = readable_by_mosquitto(tmp_path) / "acl"
+    acl = broker_dir / "acl"
     acl.write_text(f"topic readwrite {namespace}/open/#\n")
     broker = make_broker(f"acl_file {acl}")
     transport = MqttTransport(BrokerSettings.from_url(broker.url))
@@ -282,8 +282,10 @@ async def test_acl_refusal_is_raised_with_the_broker_reason(
         await transport.close()
 
 
-async def test_credentials_in_the_url(make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path) -> None:
-    passwd = readable_by_mosquitto(tmp_path) / "passwd"
+async def test_credentials_in_the_url(
+    make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path
+) -> None:
+    passwd = broker_dir / "passwd"
     subprocess.run(["mosquitto_passwd", "-c", "-b", str(passwd), "alice", "s3cret/pw"], check=True)
     passwd.chmod(0o644)
     broker = make_broker(f"allow_anonymous false\npassword_file {passwd}")
@@ -296,8 +298,10 @@ async def test_credentials_in_the_url(make_broker: Callable[..., LocalBroker], n
         await bad.connect()
 
 
-async def test_mqtts_with_a_private_ca(make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path) -> None:
-    certs = readable_by_mosquitto(tmp_path)
+async def test_mqtts_with_a_private_ca(
+    make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path
+) -> None:
+    certs = broker_dir
     _make_certificates(certs)
     tls_port = free_port()
     make_broker(
