@@ -21,6 +21,9 @@ from mesh.redaction import redact_url
 
 DEFAULT_BROKER_URL = "mqtt://localhost:1883"
 BROKER_URL_ENV = "MESH_BROKER_URL"
+# Five minutes: covers a broker restart or a network blip, without the broker holding the
+# queue of a component that is gone for good for long.
+DEFAULT_SESSION_EXPIRY_S = 300
 
 _DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 _TLS_SCHEMES = {"mqtts", "ssl"}
@@ -48,9 +51,12 @@ class BrokerSettings:
     tls: TlsOptions | None = None
     keepalive_s: int = 30
     connect_timeout_s: float = 10.0
-    # 0 = the session ends with the connection; >0 keeps subscriptions and queued QoS 1
-    # messages on the broker across a reconnect (needs a stable client id).
-    session_expiry_s: int = 0
+    # How long the broker keeps the session (subscriptions, QoS 1 messages queued for us)
+    # after the connection is lost (DESIGN, "Delivery guarantees"): answers published while a
+    # component is briefly away reach it when it returns. Each transport keeps its client id
+    # for its lifetime, and a clean close ends the session at once, so only a component that
+    # vanished leaves one behind, for this long. 0 = the session ends with the connection.
+    session_expiry_s: int = DEFAULT_SESSION_EXPIRY_S
     reconnect_min_delay_s: float = 0.1
     reconnect_max_delay_s: float = 10.0
 

@@ -79,7 +79,9 @@ class Transport(Protocol):
         ...
 
     @property
-    def is_connected(self) -> bool: ...
+    def is_connected(self) -> bool:
+        """Connected, with every subscription acknowledged by the broker's current session."""
+        ...
 
     async def connect(self) -> None:
         """Connect once (then reconnect by itself until :meth:`close`); raise ``ConnectError``."""
@@ -88,7 +90,7 @@ class Transport(Protocol):
         """Disconnect cleanly (no will fires) and fail whatever is still pending."""
 
     async def wait_connected(self, timeout: float | None = None) -> None:
-        """Wait until connected; raise ``NotConnectedError`` after ``timeout``."""
+        """Wait until connected (subscriptions acknowledged); raise ``NotConnectedError`` after ``timeout``."""
 
     async def publish(
         self,
@@ -129,7 +131,7 @@ class Transport(Protocol):
         """Stop delivering to ``subscription``."""
 
     def add_connect_listener(self, listener: ConnectListener) -> None:
-        """Call ``listener(session_present)`` after every successful (re)connection."""
+        """Call ``listener(session_present)`` after every (re)connection, once its subscriptions are acknowledged."""
 
     def add_disconnect_listener(self, listener: DisconnectListener) -> None:
         """Call ``listener(reason)`` whenever an established connection is lost."""

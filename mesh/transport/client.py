@@ -8,13 +8,16 @@ and no locks of ours around paho.
 :class:`MqttTransport` puts together what it adds on top of paho (DESIGN, "Transport rules"),
 one concept per module:
 
-- :mod:`~mesh.transport.connection`: connect from :class:`~mesh.broker.BrokerSettings`,
-  TCP_NODELAY, reconnect with exponential backoff, connect/disconnect listeners;
+- :mod:`~mesh.transport.connection`: connect from :class:`~mesh.broker.BrokerSettings`
+  (a persistent session: clean start off, ``session_expiry_s``, ended by a clean close),
+  TCP_NODELAY, reconnect with capped, jittered backoff (:mod:`~mesh.transport.backoff`),
+  connect/disconnect listeners;
 - :mod:`~mesh.transport.publishing`: ``publish`` awaits the PUBACK and raises the broker's
   reason; QoS 1 publishes in flight are bounded by the broker's Receive Maximum; the broker's
   Maximum Packet Size is checked before sending;
 - :mod:`~mesh.transport.inbound`: ``subscribe(filter, handler)``, subscriptions sent again on
-  every new session, dispatch by Subscription Identifier;
+  every new session (the transport is "connected" only once they are acknowledged), dispatch
+  by Subscription Identifier;
 - :mod:`~mesh.transport.pahoclient`: received packets decoded with the faster codec;
 """
 
@@ -123,7 +126,7 @@ class MqttTransport:
         await self._callbacks.cancel_all()
 
     def add_connect_listener(self, listener: ConnectListener) -> None:
-        """Call ``listener(session_present)`` after every successful (re)connection."""
+        """Call ``listener(session_present)`` after every (re)connection, once its subscriptions are acknowledged."""
         self._connection.add_connect_listener(listener)
 
     def add_disconnect_listener(self, listener: DisconnectListener) -> None:
@@ -131,7 +134,7 @@ class MqttTransport:
         self._connection.add_disconnect_listener(listener)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
-        """Wait until the connection is up; raise :class:`NotConnectedError` after ``timeout``."""
+        """Wait until connected and subscribed again; raise :class:`NotConnectedError` after ``timeout``."""
         await self._connection.wait_connected(timeout)
 
     def _on_connect(
@@ -143,8 +146,10 @@ class MqttTransport:
         self._publisher.read_limits(props)
         self._inbound.read_limits(props)
         session_present = bool(getattr(flags, "session_present", False))
-        self._inbound.resubscribe(session_present)
-        self._connection.established(session_present)
+        self._connection.accepted()
+        # Reported connected (and connect listeners run) only once the broker acknowledged
+        # every subscription: before that, an answer published to us could find none.
+        self._inbound.resubscribe(session_present, lambda: self._connection.established(session_present))
 
     # ------------------------------------------------------------------ publishing
 

@@ -2,13 +2,15 @@
 
 paho's socket is handed to the loop (:class:`~mesh.transport.driver.SocketDriver`) as soon as
 it opens; the blocking TCP/TLS connect itself runs in an executor thread. After the first
-successful connection, a lost one is re-established with capped exponential backoff until
+successful connection, a lost one is re-established with capped, jittered exponential backoff
+(:mod:`~mesh.transport.backoff`) until
 :meth:`Connection.close`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import ssl
@@ -23,6 +25,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from mesh.broker import BrokerSettings
 from mesh.errors import ConnectError, NotConnectedError, TransportError
+from mesh.transport.backoff import Backoff
 from mesh.transport.base import ConnectListener, DisconnectListener
 from mesh.transport.callbacks import CallbackRunner
 from mesh.transport.driver import SocketDriver
@@ -30,6 +33,9 @@ from mesh.transport.driver import SocketDriver
 __all__ = ["Connection"]
 
 log = logging.getLogger(__name__)
+
+# How long a clean close waits for the DISCONNECT to go out and for the broker to hang up.
+_CLOSE_TIMEOUT_S = 2.0
 
 
 class Connection:
@@ -42,12 +48,18 @@ class Connection:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._driver: SocketDriver | None = None
+        #: Set once the broker accepted the connection and acknowledged its subscriptions.
         self.connected = asyncio.Event()
+        #: Whether the current socket has a CONNACK (subscriptions may still await their SUBACK).
+        self.session_up = False
         self.closing = False
         self._started = False
         self._connack: asyncio.Future[None] | None = None
         self._disconnected: asyncio.Future[None] | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
+        # A duplicate of the socket paho closed after our DISCONNECT, until the broker closes too.
+        self._lingering: socket.socket | None = None
+        self._disconnecting = False
         self._connect_listeners: list[ConnectListener] = []
         self._disconnect_listeners: list[DisconnectListener] = []
         client.on_disconnect = self._threadsafe(self._on_disconnect)
@@ -82,14 +94,25 @@ class Connection:
             self._reconnect_task.cancel()
         if self.client.is_connected():
             self._disconnected = asyncio.get_running_loop().create_future()
-            self.client.disconnect()
-            self.sync_writer()
+            # A component leaving on purpose ends its session now rather than after the expiry.
+            disconnect_props = None
+            if self.settings.session_expiry_s:
+                disconnect_props = Properties(PacketTypes.DISCONNECT)  # type: ignore[no-untyped-call]
+                disconnect_props.SessionExpiryInterval = 0
+            self._disconnecting = True
             try:
-                await asyncio.wait_for(self._disconnected, timeout=2.0)
+                self.client.disconnect(properties=disconnect_props)
+                self.sync_writer()
+                await asyncio.wait_for(self._disconnected, timeout=_CLOSE_TIMEOUT_S)
             except TimeoutError:
                 log.warning("broker %s did not close the connection in time", self.settings.url)
+            finally:
+                self._disconnecting = False
+        if self._lingering is not None:
+            await self._linger(self._lingering)
         self._forget_socket()
         self.connected.clear()
+        self.session_up = False
         return True
 
     async def wait_connected(self, timeout: float | None = None) -> None:
@@ -108,11 +131,17 @@ class Connection:
     def add_disconnect_listener(self, listener: DisconnectListener) -> None:
         self._disconnect_listeners.append(listener)
 
-    def established(self, session_present: bool) -> None:
-        """The broker accepted the connection (CONNACK): report it connected."""
-        self.connected.set()
+    def accepted(self) -> None:
+        """The broker accepted the connection (CONNACK); subscriptions may still be on their way."""
+        self.session_up = True
         if self._connack is not None and not self._connack.done():
             self._connack.set_result(None)
+
+    def established(self, session_present: bool) -> None:
+        """The broker acknowledged the session's subscriptions too: report it connected."""
+        if not self.session_up or self.connected.is_set():
+            return  # lost again before the last SUBACK, or already reported
+        self.connected.set()
         for listener in self._connect_listeners:
             self._callbacks.run(listener, session_present)
 
@@ -166,14 +195,13 @@ class Connection:
             ) from None
 
     async def _reconnect(self) -> None:
-        delay = self.settings.reconnect_min_delay_s
-        attempts = 0
-        while not self.closing and not self.connected.is_set():
-            await asyncio.sleep(delay)
-            attempts += 1
+        backoff = Backoff(self.settings.reconnect_min_delay_s, self.settings.reconnect_max_delay_s)
+        while not self.closing and not self.session_up:
+            await asyncio.sleep(backoff.next_delay())
             try:
                 await self._open(first=False)
             except (OSError, ssl.SSLError, TransportError) as exc:
+                attempts = backoff.attempt
                 log.log(
                     logging.WARNING if attempts in (1, 10) or attempts % 60 == 0 else logging.DEBUG,
                     "reconnect to %s failed (attempt %d): %s",
@@ -181,15 +209,17 @@ class Connection:
                     attempts,
                     exc,
                 )
-                delay = min(delay * 2, self.settings.reconnect_max_delay_s)
             else:
-                log.info("reconnected to %s after %d attempt(s)", self.settings.url, attempts)
+                # CONNACK is in; "connected" follows once the subscriptions are acknowledged.
+                log.info("reconnected to %s after %d attempt(s)", self.settings.url, backoff.attempt)
+                return
 
     def _on_disconnect(
         self, _client: paho.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Properties | None
     ) -> None:
         was_connected = self.connected.is_set()
         self.connected.clear()
+        self.session_up = False
         self._forget_socket()
         if self._disconnected is not None and not self._disconnected.done():
             self._disconnected.set_result(None)
@@ -222,6 +252,28 @@ class Connection:
     def _on_socket_close(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
         if self._driver is not None and sock is self._driver.sock:
             self._driver.detach()
+        if self._disconnecting and self._lingering is None:
+            # paho closes the socket right after writing DISCONNECT. Closed with bytes unread
+            # (a message on its way to us), Linux sends RST, and a broker that sees the reset
+            # before reading the DISCONNECT publishes the will. A duplicate descriptor keeps
+            # the connection open so that _linger can end it with FIN instead.
+            with contextlib.suppress(OSError):
+                self._lingering = socket.fromfd(sock.fileno(), sock.family, sock.type)
+
+    async def _linger(self, sock: socket.socket) -> None:
+        """Half-close after DISCONNECT and read until the broker closes too: no RST."""
+        self._lingering = None
+        loop = self.require_loop()
+        try:
+            sock.setblocking(False)
+            sock.shutdown(socket.SHUT_WR)
+            async with asyncio.timeout(_CLOSE_TIMEOUT_S):
+                while await loop.sock_recv(sock, 65536):
+                    pass  # what the broker sent before it read our DISCONNECT
+        except (OSError, TimeoutError) as exc:
+            log.debug("closing the connection to %s: %s", self.settings.url, exc)
+        finally:
+            sock.close()
 
     def _forget_socket(self) -> None:
         if self._driver is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -38,6 +39,9 @@ class Inbound:
         self._callbacks = callbacks
         self._table = SubscriptionTable()
         self._use_subscription_ids = use_subscription_ids
+        # Packet ids of the SUBSCRIBEs sent for a new session, and who to tell when all are answered.
+        self._resubscribing: set[int] = set()
+        self._on_resubscribed: Callable[[], None] | None = None
         #: Whether the broker supports Subscription Identifiers (from CONNACK) and we use them.
         self.subscription_ids_available = use_subscription_ids
         self._client.on_message = self._on_message
@@ -49,10 +53,24 @@ class Inbound:
             getattr(props, "SubscriptionIdentifierAvailable", 1)
         )
 
-    def resubscribe(self, session_present: bool) -> None:
-        """After a (re)connection: subscribe again to what the broker's session lacks."""
+    def resubscribe(self, session_present: bool, done: Callable[[], None]) -> None:
+        """After a (re)connection: subscribe again to what the broker's session lacks.
+
+        ``done`` is called once every one of those SUBSCRIBEs is answered (at once if there
+        are none): until then a message published to us could find no subscription.
+        """
+        self._resubscribing.clear()
+        self._on_resubscribed = done
         for entry in self._table.to_resubscribe(session_present):
-            self._send_subscribe(entry)
+            mid = self._send_subscribe(entry)
+            if mid is not None:
+                self._resubscribing.add(mid)
+        self._check_resubscribed()
+
+    def _check_resubscribed(self) -> None:
+        if not self._resubscribing and self._on_resubscribed is not None:
+            done, self._on_resubscribed = self._on_resubscribed, None
+            done()
 
     async def subscribe(
         self, topic_filter: str, handler: MessageHandler, *, qos: int, no_local: bool, timeout: float
@@ -60,7 +78,7 @@ class Inbound:
         """See :meth:`mesh.transport.MqttTransport.subscribe`."""
         connection = self._connection
         entry, created = self._table.add(topic_filter, handler, qos, no_local, connection.require_loop())
-        if created and connection.connected.is_set():
+        if created and connection.session_up:
             self._send_subscribe(entry)
         try:
             await asyncio.wait_for(asyncio.shield(entry.acked), timeout)
@@ -83,11 +101,11 @@ class Inbound:
             self._drop_handler(entry, subscription.handler)
 
     def _drop_handler(self, entry: BrokerSubscription, handler: MessageHandler) -> None:
-        if self._table.drop(entry, handler) and self._connection.connected.is_set():
+        if self._table.drop(entry, handler) and self._connection.session_up:
             self._client.unsubscribe(entry.topic_filter)
             self._connection.sync_writer()
 
-    def _send_subscribe(self, entry: BrokerSubscription) -> None:
+    def _send_subscribe(self, entry: BrokerSubscription) -> int | None:
         props: Properties | None = None
         if self.subscription_ids_available:
             props = Properties(PacketTypes.SUBSCRIBE)  # type: ignore[no-untyped-call]
@@ -97,6 +115,7 @@ class Inbound:
         if mid is not None:
             self._table.sent(mid, entry)
         self._connection.sync_writer()
+        return mid
 
     def _on_subscribe(
         self, _client: paho.Client, _userdata: Any, mid: int, reasons: list[ReasonCode], _props: Properties | None
@@ -104,6 +123,12 @@ class Inbound:
         entry = self._table.suback(mid)
         if entry is None:
             return
+        self._answer(entry, reasons)
+        if mid in self._resubscribing:
+            self._resubscribing.discard(mid)
+            self._check_resubscribed()
+
+    def _answer(self, entry: BrokerSubscription, reasons: list[ReasonCode]) -> None:
         failed = [r for r in reasons if r.is_failure]
         if not failed:
             entry.confirmed = True

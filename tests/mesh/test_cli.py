@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from mesh.broker import BrokerSettings
 from mesh.localbroker import free_port, port_answers
+from mesh.transport import InboundMessage, MqttTransport
 from tests.mesh.cli_process import mesh, start_mesh
+from topics import get_agent_discovery_topic, get_discovery_subscription_topic, get_gateway_discovery_topic
 
 
 def agents_file(tmp_path: Path, body: str) -> Path:
@@ -25,7 +31,7 @@ async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) 
         assert banner
         assert any("echo, calculator, countdown, orchestrator" in line for line in up.stdout_lines)
         assert any(f"http http://127.0.0.1:{http_port}" in line for line in up.stdout_lines)  # the gateway's URL
-        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+        env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         hi = await mesh("send", "echo", "hi", **env)
         assert (hi.code, hi.stdout) == (0, "hi\n")
         calc = await mesh("send", "calculator", "what is (1/3) * 3 + 2^3?", **env)
@@ -71,7 +77,7 @@ async def test_run_serves_the_agents_of_a_file_and_stops_on_sigterm(
     run = await start_mesh("run", str(config))
     try:
         await run.wait_for_line("running agent parrot, agent blocker")
-        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+        env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         sent = await mesh("send", "parrot", "polly", "--json", **env)
         assert sent.code == 0
         task = json.loads(sent.stdout)
@@ -92,7 +98,7 @@ async def test_errors_exit_with_their_code_and_a_message(broker_url: str, namesp
     unreachable = await mesh("send", "echo", "hi", "--broker", nobody)
     assert unreachable.code == 3 and f"cannot connect to the MQTT broker at {nobody}" in unreachable.stderr
 
-    env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+    env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
     unknown = await mesh("send", "ghost", "hi", "--wait", "0.3", **env)
     assert unknown.code == 4 and "unknown agent 'ghost'" in unknown.stderr
 
@@ -111,7 +117,7 @@ async def test_task_errors_and_failed_tasks(broker_url: str, namespace: str) -> 
     up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port()))
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
-        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+        env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         failed = await mesh("send", "calculator", "2 +", **env)
         assert failed.code == 1 and "cannot evaluate '2 +'" in failed.stdout and "ended failed" in failed.stderr
         missing = await mesh("task", "get", "echo", "no-such-task", **env)
@@ -120,3 +126,50 @@ async def test_task_errors_and_failed_tasks(broker_url: str, namespace: str) -> 
         assert canceled.code == 6
     finally:
         assert await up.stop() == 0
+
+
+async def test_sigterm_disconnects_every_component_cleanly_so_no_will_fires(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    agents = [f"echo{i}" for i in range(4)]
+    entries = "".join(f"  - {{class: 'tests.agents.service_agents:Echo', name: {name}}}\n" for name in agents)
+    config = tmp_path / "five.yaml"
+    config.write_text(
+        f"namespace: {namespace}\nbroker: {broker_url}\nagents:\n{entries}"
+        "gateways:\n  - {kind: http, id: web, host: 127.0.0.1, port: 0}\n"
+    )
+    cards = {get_agent_discovery_topic(namespace, name) for name in agents}
+    cards.add(get_gateway_discovery_topic(namespace, "web"))
+    heard: list[InboundMessage] = []
+    changed = asyncio.Event()
+
+    def record(message: InboundMessage) -> None:
+        heard.append(message)
+        changed.set()
+
+    async def until(condition: Callable[[], bool]) -> None:
+        async with asyncio.timeout(30):
+            while not condition():
+                changed.clear()
+                await changed.wait()
+
+    def payloads(topic: str) -> list[bytes]:
+        return [m.payload for m in heard if m.topic == topic]
+
+    sentinel = f"{namespace}/test/sentinel"
+    async with MqttTransport(BrokerSettings.from_url(broker_url)) as watcher:
+        await watcher.subscribe(get_discovery_subscription_topic(namespace), record)
+        await watcher.subscribe(sentinel, record)
+        run = await start_mesh("run", str(config))
+        try:
+            await until(lambda: all(payloads(topic) for topic in cards))
+        finally:
+            code = await run.stop(signal.SIGTERM)
+        assert code == 0, run.output
+        # The process is gone, its sockets closed: a will would be on its way before this.
+        await watcher.publish(sentinel, b"end")
+        await until(lambda: bool(payloads(sentinel)))
+    for topic in cards:
+        seen = payloads(topic)
+        # The clean "gone" once, last; a second empty message would be the will.
+        assert seen[-1] == b"" and seen.count(b"") == 1, f"{topic}: {seen!r}\n{run.output}"

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -211,7 +212,7 @@ async def test_qos1_published_during_an_outage_reaches_a_persistent_session(
 ) -> None:
     store = broker_dir
     broker = make_broker(f"persistence true\npersistence_location {store}/")
-    fast = {"reconnect_min_delay_s": 0.05, "reconnect_max_delay_s": 0.2}
+    fast: dict[str, Any] = {"reconnect_min_delay_s": 0.05, "reconnect_max_delay_s": 0.2}
     publisher = MqttTransport(BrokerSettings.from_url(broker.url, **fast))
     # A stable client id and a session expiry: the broker keeps the subscription over the restart.
     subscriber = MqttTransport(
