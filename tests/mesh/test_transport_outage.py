@@ -12,7 +12,6 @@ from mesh.a2a import Message, Task, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.localbroker import LocalBroker
-from tests.support import readable_by_mosquitto
 
 TASKS = 15
 # The outage is 8 s; 2 s exercises the same path (both sides reconnect with backoff,
@@ -45,11 +44,11 @@ class Gated(Agent):
 
 
 async def test_answers_finished_during_a_broker_outage_all_reach_the_client(
-    make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
+    make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path
 ) -> None:
     # With persistence the restarted broker still has both sessions (subscriptions included),
     # so the agent's answers, sent as soon as it is back, are kept for the client.
-    store = readable_by_mosquitto(tmp_path / "store")
+    store = broker_dir
     broker = make_broker(f"persistence true\npersistence_location {store}/")
     settings = BrokerSettings.from_url(broker.url, reconnect_min_delay_s=0.05, reconnect_max_delay_s=0.5)
     assert settings.session_expiry_s > 0  # the default: persistent sessions
