@@ -21,6 +21,7 @@ from .cards import (
 )
 from .errors import (
     ERROR_TYPES,
+    AgentGoneErrorObject,
     AnyErrorObject,
     AuthenticatedExtendedCardNotConfiguredErrorObject,
     ContentTypeNotSupportedErrorObject,
@@ -39,6 +40,7 @@ from .errors import (
 )
 from .exceptions import (
     EXCEPTION_TYPES,
+    AgentGone,
     AuthenticatedExtendedCardNotConfigured,
     ContentTypeNotSupported,
     InternalFailure,
@@ -222,6 +224,7 @@ __all__ = [
     "parse_result",
     "validation_error_details",
     # error objects
+    "AgentGoneErrorObject",
     "AnyErrorObject",
     "AuthenticatedExtendedCardNotConfiguredErrorObject",
     "ContentTypeNotSupportedErrorObject",
@@ -239,6 +242,7 @@ __all__ = [
     "TaskNotFoundErrorObject",
     "UnsupportedOperationErrorObject",
     # exceptions
+    "AgentGone",
     "AuthenticatedExtendedCardNotConfigured",
     "ContentTypeNotSupported",
     "EXCEPTION_TYPES",

@@ -20,6 +20,7 @@ from .validation import discriminator, tag
 
 __all__ = [
     "ERROR_TYPES",
+    "AgentGoneErrorObject",
     "AnyErrorObject",
     "AuthenticatedExtendedCardNotConfiguredErrorObject",
     "ContentTypeNotSupportedErrorObject",
@@ -41,9 +42,9 @@ __all__ = [
 class ErrorCode(IntEnum):
     """The error codes of JSON-RPC 2.0 and A2A 0.3, with their default messages.
 
-    Member names are the reasons A2A 1.0 gives them (``TASK_NOT_FOUND``...). Other codes
-    (the HTTP gateway's, the mesh's own in -32000..-32099) are carried by the generic
-    :class:`JSONRPCErrorObject`.
+    Member names are the reasons A2A 1.0 gives them (``TASK_NOT_FOUND``...). The mesh's own
+    codes (in -32000..-32099, the README's error table) follow the A2A ones; other codes (the
+    HTTP gateway's JAF codes) are carried by the generic :class:`JSONRPCErrorObject`.
     """
 
     #: The message an error with this code carries unless a more precise one is given.
@@ -69,6 +70,8 @@ class ErrorCode(IntEnum):
     CONTENT_TYPE_NOT_SUPPORTED = -32005, "Incompatible content types"
     INVALID_AGENT_RESPONSE = -32006, "Invalid agent response"
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007, "Authenticated Extended Card is not configured"
+    # the mesh's own
+    AGENT_GONE = -32010, "The agent is gone"  # nobody listens on its request topic, or its card was removed
 
 
 # The error object model of each code, filled as the models below are declared.
@@ -174,6 +177,14 @@ class AuthenticatedExtendedCardNotConfiguredErrorObject(JSONRPCErrorObject):
 
     code: Literal[ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED] = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED
     message: str = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED.message
+
+
+class AgentGoneErrorObject(JSONRPCErrorObject):
+    """The agent that had the request is not there: nobody listens on its request topic, or its
+    card was removed (its will, or its shutdown) while the caller waited."""
+
+    code: Literal[ErrorCode.AGENT_GONE] = ErrorCode.AGENT_GONE
+    message: str = ErrorCode.AGENT_GONE.message
 
 
 if missing := [code.name for code in ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip

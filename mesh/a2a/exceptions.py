@@ -26,7 +26,8 @@ matching subclass::
         ├── UnsupportedOperation           -32004
         ├── ContentTypeNotSupported        -32005
         ├── InvalidAgentResponse           -32006
-        └── AuthenticatedExtendedCardNotConfigured  -32007
+        ├── AuthenticatedExtendedCardNotConfigured  -32007
+        └── AgentGone                      -32010 (the mesh's: the agent is not there)
 
 Each subclass names its error object model, which holds its code (:class:`ErrorCode`) and
 default message; a subclass registers itself in :data:`EXCEPTION_TYPES` by that code.
@@ -208,6 +209,12 @@ class AuthenticatedExtendedCardNotConfigured(RpcError):
     """The agent has no authenticated extended card."""
 
     error_type = e.AuthenticatedExtendedCardNotConfiguredErrorObject
+
+
+class AgentGone(RpcError):
+    """The agent is gone: nobody listens on its request topic, or its card was removed."""
+
+    error_type = e.AgentGoneErrorObject
 
 
 if missing := [code.name for code in e.ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip
