@@ -15,6 +15,7 @@ from agents.errors import (
     DelegationError,
     DelegationTimeoutError,
     PeerFailedError,
+    PeerGoneError,
     PeerNotAllowedError,
     PeerNotFoundError,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "MessageLimits",
     "PartsArtifact",
     "PeerFailedError",
+    "PeerGoneError",
     "PeerNotAllowedError",
     "PeerNotFoundError",
     "Reply",

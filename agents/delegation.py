@@ -11,8 +11,12 @@ agent can refuse chains that are too deep or that loop back to it.
 The wait for the peer is an *idle* timeout: every event from the peer restarts it. When it
 runs out, or when the delegating task is itself canceled, the call path sends the peer
 ``tasks/cancel`` for its exact task id (learned from its events), so no work is left running on
-the mesh. What stays here: the allow/deny, depth and cycle checks, finding the peer, passing its
-events on, and turning its answer into a Task or a :class:`~agents.errors.DelegationError`.
+the mesh. A peer that is not there fails the sub-task at once with
+:class:`~agents.errors.PeerGoneError`: the broker found no subscriber for the request, or the
+agent's registry reported the peer's card removed (its will, or its shutdown).
+
+What stays here: the allow/deny, depth and cycle checks, finding the peer, passing its events
+on, and turning its answer into a Task or a :class:`~agents.errors.DelegationError`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from agents.errors import (
     CallDepthExceededError,
     DelegationTimeoutError,
     PeerFailedError,
+    PeerGoneError,
     PeerNotAllowedError,
     PeerNotFoundError,
 )
@@ -42,8 +47,8 @@ from mesh.a2a import (
     TextPart,
     create_user_message,
 )
-from mesh.calls import CallOptions, CallPath
-from mesh.errors import AgentNotFoundError, CallTimeoutError
+from mesh.calls import CallOptions, CallPath, follow_registry
+from mesh.errors import AgentNotFoundError, AgentUnavailableError, CallTimeoutError
 from mesh.registry import DiscoveryRegistry, name_allowed
 from mesh.transport import Transport
 
@@ -75,6 +80,7 @@ class Delegator:
         self.settings = settings
         self.discovery_wait_s = discovery_wait_s
         self.calls = CallPath(transport, namespace, agent_name, role="agent")
+        follow_registry(self.calls, registry)  # a peer's card removed fails the sub-tasks waiting on it
 
     async def start(self) -> None:
         """Subscribe to this agent's response and status topics."""
@@ -127,6 +133,8 @@ class Delegator:
                     return result
             except CallTimeoutError as exc:
                 raise DelegationTimeoutError(peer, exc.task_id or call.key, idle_s) from None
+            except AgentUnavailableError as exc:  # nobody listens on its topic, or it went away
+                raise PeerGoneError(peer, exc) from None
             except RpcError as exc:  # the peer's error answer, or a malformed one
                 raise PeerFailedError(peer, error=exc) from None
 

@@ -7,6 +7,8 @@ AgentError (mesh.errors.MeshError)
     ├── CallDepthExceededError    the chain of calls would get deeper than allowed
     ├── CallCycleError            the peer is already in this chain of calls (A -> B -> A)
     ├── DelegationTimeoutError    the peer went silent for too long; its task was canceled
+    ├── PeerGoneError             the peer is not there: nobody listens on its request topic,
+    │                             or its card was removed while the sub-task waited
     └── PeerFailedError           the peer's task failed / was rejected or canceled, or it
                                   answered with a JSON-RPC error
 """
@@ -14,7 +16,7 @@ AgentError (mesh.errors.MeshError)
 from __future__ import annotations
 
 from mesh.a2a import RpcError, Task, TaskState, get_text_from_message
-from mesh.errors import MeshError
+from mesh.errors import AgentUnavailableError, MeshError
 
 
 class AgentError(MeshError):
@@ -59,6 +61,14 @@ class DelegationTimeoutError(DelegationError, TimeoutError):
             peer=peer,
         )
         self.peer_task_id = peer_task_id
+
+
+class PeerGoneError(DelegationError):
+    """The peer is not there to answer; ``error`` says which way (``error.reason``)."""
+
+    def __init__(self, peer: str, error: AgentUnavailableError) -> None:
+        super().__init__(f"delegation to {peer!r} failed: {error}", peer=peer)
+        self.error = error
 
 
 class PeerFailedError(DelegationError):

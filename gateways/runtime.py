@@ -11,7 +11,10 @@ and yields the answer as :class:`~gateways.e2a.E2AResponse` frames, sequenced by
 - a failure as one final ``e2a.error`` frame whose ``code`` is the JSON-RPC code.
 
 A task silent for ``idle_timeout_s`` (or past the request's deadline) is canceled on the mesh
-and answered with a timeout error, so no client is left waiting on a task nobody works on.
+and answered with a timeout error, so no client is left waiting on a task nobody works on. An
+agent that is not there (nobody listens on its request topic, or its card is removed while the
+gateway waits) is answered at once with the mesh's "agent gone" error
+(:attr:`~mesh.a2a.ErrorCode.AGENT_GONE`, ``data.errorType`` ``AgentGone``).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.a2a import RpcError
+from mesh.a2a import ErrorCode, RpcError
 from mesh.broker import BrokerSettings
-from mesh.calls import Answer, Call, CallOptions, CallPath
-from mesh.errors import CallTimeoutError, MeshError
+from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
+from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
 from mesh.transport import MqttTransport, Transport
@@ -95,6 +98,7 @@ class GatewayRuntime:
         self.transport: Transport = transport
         self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=discovery_ttl_s)
         self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
+        follow_registry(self.calls, self.registry)  # an agent's card removed fails the calls waiting on it
         self.presence = CardPresence(self.transport, card_topic, card, interval_s=card_interval_s)
         self.response_log = response_log
         self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
@@ -208,6 +212,12 @@ class GatewayRuntime:
             )
         except RpcError as exc:  # the agent's error answer, or a malformed answer
             final = sequencer.error(exc.code, exc.error.message, exc.data)
+        except AgentUnavailableError as exc:  # nobody listens on its topic, or it went away
+            final = sequencer.error(
+                int(ErrorCode.AGENT_GONE),
+                str(exc),
+                {"errorType": "AgentGone", "agentName": call.agent, "taskId": call.task_id, "reason": exc.reason},
+            )
         except MeshError as exc:  # the request could not be delivered
             final = sequencer.error(-32603, f"the request to agent {call.agent!r} failed: {exc}")
         else:

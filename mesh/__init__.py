@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 from mesh.broker import BrokerSettings, TlsOptions
 from mesh.errors import (
     AgentNotFoundError,
+    AgentUnavailableError,
     ConfigError,
     ConnectError,
     IllegalTransitionError,
     MeshError,
+    NoSubscribersError,
     NotAuthorizedError,
     NotConnectedError,
     PacketTooLargeError,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentNotFoundError",
+    "AgentUnavailableError",
     "BrokerSettings",
     "ConfigError",
     "ConnectError",
@@ -51,6 +54,7 @@ __all__ = [
     "MeshClient",
     "MeshError",
     "MessageLimits",
+    "NoSubscribersError",
     "NotAuthorizedError",
     "NotConnectedError",
     "PacketTooLargeError",

@@ -12,6 +12,12 @@ Requests go to ``{ns}/a2a/v1/agent/request/{agent}`` through a :class:`mesh.call
 status topics, both routed by Correlation Data. A timeout of ``send`` bounds the whole call; the
 ``idle_timeout`` of a stream bounds the wait for each next event. Either running out (or the
 caller being cancelled) cancels the agent's task and raises :class:`mesh.errors.CallTimeoutError`.
+
+An agent that is not there fails the call at once with :class:`mesh.errors.AgentUnavailableError`:
+a request nobody subscribes to ("no agent is listening on <topic>"), or the agent's card removed
+while the call waits ("agent '<name>' went away"). For the latter the client watches the card
+topic of each agent it calls (:class:`mesh.calls.CardWatch`; its first call to an agent waits
+for that subscription's SUBACK).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from mesh.a2a import (
 )
 from mesh.a2a.base import A2AModel
 from mesh.broker import BrokerSettings
-from mesh.calls import Answer, CallOptions, CallPath, parse_model
+from mesh.calls import Answer, CallOptions, CallPath, CardWatch, parse_model
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
 from topics import validate_identifier, validate_namespace
@@ -71,6 +77,7 @@ class MeshClient:
         self.user_config = user_config
         self.auth_token = auth_token
         self.calls = CallPath(transport, self.namespace, self.client_id, role="client")
+        self.cards = CardWatch(self.calls)
 
     @classmethod
     def create(
@@ -214,11 +221,13 @@ class MeshClient:
 
     async def _call(self, agent: str, method: str, params: A2AModel, timeout: float) -> Answer:
         """One request, its final answer; an error answer raises its RpcError."""
+        await self.cards.watch(agent)
         return await self.calls.request(agent, method, params, self._options(timeout, events=False))
 
     async def _stream_call(
         self, agent: str, method: str, params: A2AModel, idle_timeout: float
     ) -> AsyncIterator[StreamItem]:
+        await self.cards.watch(agent)
         async with self.calls.call(agent, method, params, self._options(idle_timeout, events=True)) as call:
             async with contextlib.aclosing(call.events()) as answers:
                 async for answer in answers:

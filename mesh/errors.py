@@ -9,7 +9,8 @@ Every exception the ``mesh`` package raises on purpose derives from :class:`Mesh
     │   ├── PublishError            the broker refused a publish (carries the reason code)
     │   │   ├── NotAuthorizedError  PUBACK 0x87 or CONNACK "not authorized"
     │   │   ├── PacketTooLargeError larger than the broker's Maximum Packet Size
-    │   │   └── QuotaExceededError  PUBACK 0x97
+    │   │   ├── QuotaExceededError  PUBACK 0x97
+    │   │   └── NoSubscribersError  PUBACK 0x10, when the publisher asked to know
     │   ├── SubscribeError          SUBACK refused a filter
     │   ├── PublishTimeoutError     no PUBACK in time
     │   └── RequestTimeoutError     no reply to a request in time
@@ -17,6 +18,7 @@ Every exception the ``mesh`` package raises on purpose derives from :class:`Mesh
     ├── ProtocolError               a message broke the A2A / JSON-RPC contract
     │   └── IllegalTransitionError  a task state change the state machine forbids
     ├── AgentNotFoundError          no card of the agent on the mesh (lists those that are)
+    ├── AgentUnavailableError       a call's agent is not there: nobody listens, or it went away
     └── ConfigError                 a configuration file or value is wrong
 
 Messages name the bad value and say what to do about it.
@@ -68,6 +70,22 @@ class PacketTooLargeError(PublishError):
 
 class QuotaExceededError(PublishError):
     """The broker's quota refused the publish (reason code 0x97)."""
+
+
+class NoSubscribersError(PublishError):
+    """The broker took the message but no subscription matched it (PUBACK 0x10).
+
+    Raised only for publishes that asked for it (``publish_nowait(..., require_subscriber=True)``):
+    for most messages (answers, events, cards) nobody listening is no error.
+    """
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(
+            f"nobody subscribes to {topic!r}: the broker answered PUBACK 0x10 (No matching subscribers)",
+            topic=topic,
+            reason="No matching subscribers",
+            reason_code=0x10,
+        )
 
 
 class SubscribeError(TransportError):
@@ -138,6 +156,36 @@ class AgentNotFoundError(MeshError, LookupError):
         )
         self.agent = agent
         self.available = available
+
+
+class AgentUnavailableError(MeshError):
+    """A call's agent is not there to answer (:mod:`mesh.calls`).
+
+    ``reason`` is ``"not_listening"`` (the broker found no subscriber for the request: the call
+    failed at once, ``topic`` is its request topic) or ``"gone"`` (the agent's card was removed,
+    by its will or its shutdown, while the call waited).
+    """
+
+    def __init__(self, message: str, *, agent: str, reason: str, topic: str | None = None) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.reason = reason
+        self.topic = topic
+
+    @classmethod
+    def not_listening(cls, agent: str, topic: str) -> AgentUnavailableError:
+        return cls(
+            f"no agent is listening on {topic!r}: agent {agent!r} is not running (or not under this "
+            "name on this namespace); start it, or check the name against `mesh agents`",
+            agent=agent,
+            reason="not_listening",
+            topic=topic,
+        )
+
+    @classmethod
+    def went_away(cls, agent: str, why: str | None = None) -> AgentUnavailableError:
+        why = why or "its card was removed (it shut down, or its connection died and the broker published its will)"
+        return cls(f"agent {agent!r} went away: {why} before it answered", agent=agent, reason="gone")
 
 
 class ConfigError(MeshError, ValueError):

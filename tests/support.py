@@ -7,12 +7,17 @@ import dataclasses
 import os
 import sys
 import textwrap
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, Transport
-from topics import get_client_response_topic
+from tests.agents.service_agents import Echo
+from topics import get_agent_discovery_topic, get_client_response_topic
+
+T = TypeVar("T")
 
 
 class Inbox:
@@ -98,18 +103,19 @@ async def wait_until(
 
 
 async def start_agent_process(
-    broker_url: str, namespace: str, name: str = "echo", interval_s: float = 10.0
+    broker_url: str, namespace: str, name: str = "echo", interval_s: float = 10.0, agent: str = "Echo"
 ) -> asyncio.subprocess.Process:
-    """An Echo agent in a process of its own (to kill -9), once it has announced itself."""
+    """An agent of ``tests.agents.service_agents`` (``agent`` names its class) in a process of its
+    own (to kill -9), once it has announced itself."""
     script = textwrap.dedent(
         f"""
         import asyncio
         from agents import AgentSettings
         from agents.service import AgentService
         from mesh.broker import BrokerSettings
-        from tests.agents.service_agents import Echo
+        from tests.agents.service_agents import {agent}
         async def main():
-            service = AgentService(Echo(name={name!r}), broker=BrokerSettings.from_url({broker_url!r}),
+            service = AgentService({agent}(name={name!r}), broker=BrokerSettings.from_url({broker_url!r}),
                                    namespace={namespace!r}, settings=AgentSettings(card_interval_s={interval_s}))
             await service.start()
             print("ready", flush=True)
@@ -123,3 +129,18 @@ async def start_agent_process(
     assert proc.stdout is not None
     assert (await asyncio.wait_for(proc.stdout.readline(), 20)).strip() == b"ready"
     return proc
+
+
+async def ended_at(outcome: Awaitable[T]) -> tuple[T | Exception, float]:
+    """What ``outcome`` came to (its result, or the exception it raised) and when (monotonic s)."""
+    try:
+        value: T | Exception = await outcome
+    except Exception as exc:
+        value = exc
+    return value, time.monotonic()
+
+
+async def publish_stale_card(transport: Transport, namespace: str, name: str) -> None:
+    """A retained card of an Echo named ``name`` with no agent behind it (a crash whose will was lost)."""
+    card = Echo(name=name).card(url="mqtt://nowhere", push_notifications=False).to_json_bytes()
+    await transport.publish(get_agent_discovery_topic(namespace, name), card, retain=True)

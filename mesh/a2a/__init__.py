@@ -22,6 +22,7 @@ from .cards import (
 from .errors import (
     ERROR_TYPES,
     AgentBusyErrorObject,
+    AgentGoneErrorObject,
     AnyErrorObject,
     AuthenticatedExtendedCardNotConfiguredErrorObject,
     ContentTypeNotSupportedErrorObject,
@@ -41,6 +42,7 @@ from .errors import (
 from .exceptions import (
     EXCEPTION_TYPES,
     AgentBusy,
+    AgentGone,
     AuthenticatedExtendedCardNotConfigured,
     ContentTypeNotSupported,
     InternalFailure,
@@ -235,6 +237,7 @@ __all__ = [
     "parse_result",
     "validation_error_details",
     # error objects
+    "AgentGoneErrorObject",
     "AnyErrorObject",
     "AgentBusyErrorObject",
     "AuthenticatedExtendedCardNotConfiguredErrorObject",
@@ -254,6 +257,7 @@ __all__ = [
     "UnsupportedOperationErrorObject",
     # exceptions
     "AgentBusy",
+    "AgentGone",
     "AuthenticatedExtendedCardNotConfigured",
     "ContentTypeNotSupported",
     "EXCEPTION_TYPES",

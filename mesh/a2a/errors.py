@@ -21,6 +21,7 @@ from .validation import discriminator, tag
 __all__ = [
     "ERROR_TYPES",
     "AgentBusyErrorObject",
+    "AgentGoneErrorObject",
     "AnyErrorObject",
     "AuthenticatedExtendedCardNotConfiguredErrorObject",
     "ContentTypeNotSupportedErrorObject",
@@ -42,9 +43,9 @@ __all__ = [
 class ErrorCode(IntEnum):
     """The error codes of JSON-RPC 2.0, A2A 0.3 and the mesh, with their default messages.
 
-    Member names are the reasons A2A 1.0 gives them (``TASK_NOT_FOUND``...). Other codes
-    (the HTTP gateway's, the mesh's own in -32000..-32099) are carried by the generic
-    :class:`JSONRPCErrorObject`.
+    Member names are the reasons A2A 1.0 gives them (``TASK_NOT_FOUND``...). The mesh's own
+    codes (in -32000..-32099, the README's error table) follow the A2A ones; other codes (the
+    HTTP gateway's JAF codes) are carried by the generic :class:`JSONRPCErrorObject`.
     """
 
     #: The message an error with this code carries unless a more precise one is given.
@@ -71,6 +72,7 @@ class ErrorCode(IntEnum):
     INVALID_AGENT_RESPONSE = -32006, "Invalid agent response"
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007, "Authenticated Extended Card is not configured"
     # The mesh's own, in the server range (-32008/-32009 are A2A 1.0's; the README's table)
+    AGENT_GONE = -32010, "The agent is gone"  # nobody listens on its request topic, or its card was removed
     AGENT_BUSY = -32050, "Agent busy"  # at its max_concurrent_tasks: try again later
 
 
@@ -177,6 +179,14 @@ class AuthenticatedExtendedCardNotConfiguredErrorObject(JSONRPCErrorObject):
 
     code: Literal[ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED] = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED
     message: str = ErrorCode.EXTENDED_AGENT_CARD_NOT_CONFIGURED.message
+
+
+class AgentGoneErrorObject(JSONRPCErrorObject):
+    """The agent that had the request is not there: nobody listens on its request topic, or its
+    card was removed (its will, or its shutdown) while the caller waited."""
+
+    code: Literal[ErrorCode.AGENT_GONE] = ErrorCode.AGENT_GONE
+    message: str = ErrorCode.AGENT_GONE.message
 
 
 class AgentBusyErrorObject(JSONRPCErrorObject):

@@ -27,7 +27,8 @@ matching subclass::
         ├── ContentTypeNotSupported        -32005
         ├── InvalidAgentResponse           -32006
         ├── AuthenticatedExtendedCardNotConfigured  -32007
-        └── AgentBusy                      -32050 (mesh)
+        ├── AgentGone                      -32010 (mesh: the agent is not there)
+        └── AgentBusy                      -32050 (mesh: at its max_concurrent_tasks)
 
 Each subclass names its error object model, which holds its code (:class:`ErrorCode`) and
 default message; a subclass registers itself in :data:`EXCEPTION_TYPES` by that code.
@@ -209,6 +210,12 @@ class AuthenticatedExtendedCardNotConfigured(RpcError):
     """The agent has no authenticated extended card."""
 
     error_type = e.AuthenticatedExtendedCardNotConfiguredErrorObject
+
+
+class AgentGone(RpcError):
+    """The agent is gone: nobody listens on its request topic, or its card was removed."""
+
+    error_type = e.AgentGoneErrorObject
 
 
 class AgentBusy(RpcError):

@@ -53,16 +53,24 @@ A call's life:
 
 From outside, :meth:`Call.fail` ends a waiting call with an error (answers already received
 are delivered first), and :meth:`CallPath.fail_calls_to` does so for every open call to one
-agent: the hooks for "the callee is gone" (a PUBACK "no matching subscribers", the removal of
-the callee's card).
+agent. The callee being gone uses them (:class:`~mesh.errors.AgentUnavailableError`):
+
+- a request nobody subscribes to (PUBACK 0x10 "No matching subscribers", which every request
+  asks the transport to report) fails its call at once: "no agent is listening on <topic>";
+- the removal of the callee's card (its will, or its shutdown) fails every call waiting on it:
+  "agent '<name>' went away" (:meth:`CallPath.agent_gone`). Removals come from the component's
+  registry (:func:`follow_registry`) or, for a component without one, from a watch on the
+  card topic of each agent it calls (:class:`CardWatch`); see :mod:`mesh.calls.gone`.
 
 Modules: :mod:`~mesh.calls.path` (:class:`CallPath`: topics, sending, routing, cancel),
 :mod:`~mesh.calls.call` (:class:`Call` and :class:`CallOptions`: one request and its wait),
-:mod:`~mesh.calls.answers` (:class:`Answer`: parsing).
+:mod:`~mesh.calls.answers` (:class:`Answer`: parsing), :mod:`~mesh.calls.gone` (learning
+that a callee is gone).
 """
 
 from mesh.calls.answers import Answer, AnswerValue, parse_model, read_answer
 from mesh.calls.call import Call, CallOptions, Params
+from mesh.calls.gone import CardWatch, follow_registry
 from mesh.calls.path import CallPath, Role
 
 __all__ = [
@@ -71,8 +79,10 @@ __all__ = [
     "Call",
     "CallOptions",
     "CallPath",
+    "CardWatch",
     "Params",
     "Role",
+    "follow_registry",
     "parse_model",
     "read_answer",
 ]

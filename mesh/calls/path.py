@@ -11,7 +11,7 @@ from typing import Literal
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.calls.answers import Answer
 from mesh.calls.call import Call, CallOptions, Params
-from mesh.errors import MeshError
+from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, Transport
 from topics import (
@@ -111,6 +111,12 @@ class CallPath:
             call.fail(error)
         return len(calls)
 
+    def agent_gone(self, agent: str, why: str | None = None) -> None:
+        """``agent``'s card was removed: fail the calls waiting on it with "agent 'x' went away: why"."""
+        failed = self.fail_calls_to(agent, AgentUnavailableError.went_away(agent, why))
+        if failed:
+            log.warning("%s: agent %s went away; failed the %d call(s) waiting on it", self.owner, agent, failed)
+
     def cancel(self, agent: str, task_id: str, *, key: str | None = None, why: str = "") -> bool:
         """Send ``tasks/cancel`` for ``task_id`` to ``agent`` without waiting for its answer.
 
@@ -181,7 +187,7 @@ class CallPath:
         self._by_agent.setdefault(call.agent, set()).add(call)
         call._state = "open"
         try:
-            ack = self.transport.publish_nowait(topic, call._payload, properties=props)
+            ack = self.transport.publish_nowait(topic, call._payload, properties=props, require_subscriber=True)
         except BaseException:
             self._close(call)
             raise
@@ -215,5 +221,8 @@ class CallPath:
 
 
 def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:
-    if not ack.cancelled() and ack.exception() is not None:
-        call.fail(ack.exception())  # type: ignore[arg-type]
+    if ack.cancelled() or (error := ack.exception()) is None:
+        return
+    if isinstance(error, NoSubscribersError):  # PUBACK 0x10: nobody subscribes to the request topic
+        error = AgentUnavailableError.not_listening(call.agent, error.topic)
+    call.fail(error)

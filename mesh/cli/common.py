@@ -17,6 +17,7 @@ from mesh.a2a import RpcError
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
 from mesh.errors import (
     AgentNotFoundError,
+    AgentUnavailableError,
     ConfigError,
     ConnectError,
     MeshError,
@@ -35,7 +36,7 @@ EXIT_OK = 0
 EXIT_TASK_NOT_COMPLETED = 1  # the task ended failed, canceled or rejected
 EXIT_USAGE = 2  # bad arguments or configuration
 EXIT_BROKER = 3  # the broker is unreachable or refused us
-EXIT_UNKNOWN_AGENT = 4
+EXIT_UNKNOWN_AGENT = 4  # no card of the agent, nobody listens on its topic, or it went away
 EXIT_TIMEOUT = 5
 EXIT_AGENT_ERROR = 6  # the agent answered with a JSON-RPC error
 EXIT_INTERRUPTED = 130
@@ -80,7 +81,7 @@ def exit_code_for(exc: BaseException) -> int | None:
     """The exit code of an error the CLI reports in one line (None: a bug, show the traceback)."""
     if isinstance(exc, ConnectError | NotConnectedError | BrokerUnavailableError):
         return EXIT_BROKER
-    if isinstance(exc, AgentNotFoundError):
+    if isinstance(exc, AgentNotFoundError | AgentUnavailableError):
         return EXIT_UNKNOWN_AGENT
     if isinstance(exc, RequestTimeoutError | PublishTimeoutError):
         return EXIT_TIMEOUT

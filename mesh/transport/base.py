@@ -111,8 +111,13 @@ class Transport(Protocol):
         *,
         retain: bool = False,
         properties: MessageProperties | None = None,
+        require_subscriber: bool = False,
     ) -> asyncio.Future[None]:
-        """Queue a QoS 1 publish in call order; the future resolves on the acknowledgement."""
+        """Queue a QoS 1 publish in call order; the future resolves on the acknowledgement.
+
+        With ``require_subscriber`` it fails with :class:`~mesh.errors.NoSubscribersError` when
+        no subscription matched the message (PUBACK 0x10): how a request learns nobody serves it.
+        """
         ...
 
     async def subscribe(

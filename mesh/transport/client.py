@@ -179,14 +179,19 @@ class MqttTransport:
         *,
         retain: bool = False,
         properties: MessageProperties | None = None,
+        require_subscriber: bool = False,
     ) -> asyncio.Future[None]:
         """Queue a QoS 1 publish without waiting; the returned future resolves on its PUBACK.
 
         Messages are handed to the broker in call order, behind any publish still waiting
         for room in the in-flight window, so a stream of events keeps its order while its
-        publishes overlap. A failure lands in the future (logged if nobody reads it).
+        publishes overlap. A failure lands in the future (logged if nobody reads it). With
+        ``require_subscriber``, a PUBACK saying no subscription matched (0x10) fails it with
+        :class:`~mesh.errors.NoSubscribersError`.
         """
-        return self._publisher.publish_nowait(topic, payload, retain=retain, properties=properties)
+        return self._publisher.publish_nowait(
+            topic, payload, retain=retain, properties=properties, require_subscriber=require_subscriber
+        )
 
     # ------------------------------------------------------------------ subscribing
 

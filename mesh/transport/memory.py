@@ -20,8 +20,9 @@ read them off the wire, and the will published when a connection is lost
 
 Delivery is asynchronous and in publish order: a publish schedules its deliveries on the loop
 (``call_soon``) and returns, so handlers never run inside ``publish``. Not emulated: Message
-Expiry, session persistence across connections, PUBACK reason codes (no "no matching
-subscribers"), packet size and in-flight limits.
+Expiry, session persistence across connections, PUBACK reason codes (but for "no matching
+subscribers", which fails a ``publish_nowait(..., require_subscriber=True)`` as on a broker),
+packet size and in-flight limits.
 
 The real mesh is always tested against a real broker; this is the double for code that sits on
 top of the transport.
@@ -34,7 +35,7 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from mesh.errors import NotConnectedError
+from mesh.errors import NoSubscribersError, NotConnectedError
 from mesh.properties import MessageProperties
 from mesh.transport.base import (
     ConnectListener,
@@ -115,8 +116,11 @@ class MemoryBroker:
         qos: int,
         retain: bool,
         properties: MessageProperties | None,
-    ) -> None:
-        """Route one message: store or clear it if retained, schedule its deliveries in order."""
+    ) -> bool:
+        """Route one message: store or clear it if retained, schedule its deliveries in order.
+
+        False when no subscription matched it.
+        """
         if retain:
             if payload:
                 # A copy: the sender may reuse its properties object for the next message.
@@ -124,10 +128,12 @@ class MemoryBroker:
             else:
                 self._retained.pop(topic, None)
         shared: dict[tuple[str, str], list[tuple[MemoryTransport, BrokerSubscription]]] = {}
+        matched = False
         for client in self._clients.values():
             for entry in client._table.entries():
                 if not topic_matches(entry.topic_filter, topic):
                     continue
+                matched = True
                 group, inner = split_shared_subscription(entry.topic_filter)
                 if group is not None:
                     shared.setdefault((group, inner), []).append((client, entry))
@@ -138,6 +144,7 @@ class MemoryBroker:
             self._share_turns[key] = turn + 1
             client, entry = members[turn % len(members)]
             client._schedule(entry, topic, payload, min(qos, entry.qos), False, properties)
+        return matched
 
     def _send_retained(self, client: MemoryTransport, entry: BrokerSubscription) -> None:
         """A new subscription gets the retained messages it matches (a shared one gets none)."""
@@ -240,23 +247,27 @@ class MemoryTransport:
         *,
         retain: bool = False,
         properties: MessageProperties | None = None,
+        require_subscriber: bool = False,
     ) -> asyncio.Future[None]:
-        """Hand a QoS 1 message to the hub; the returned future is already resolved."""
-        self._publish(topic, payload, 1, retain, properties)
+        """Hand a QoS 1 message to the hub; the returned future is already done."""
+        matched = self._publish(topic, payload, 1, retain, properties)
         ack: asyncio.Future[None] = self._require_loop().create_future()
-        ack.set_result(None)
+        if require_subscriber and not matched:
+            ack.set_exception(NoSubscribersError(topic))
+        else:
+            ack.set_result(None)
         return ack
 
     def _publish(
         self, topic: str, payload: bytes | str, qos: int, retain: bool, properties: MessageProperties | None
-    ) -> None:
+    ) -> bool:
         validate_publish_topic(topic)
         if qos not in (0, 1, 2):
             raise ValueError(f"qos must be 0, 1 or 2, got {qos!r}")
         if not self.is_connected:
             raise NotConnectedError(f"transport {self.client_id!r} is not connected to {self.url}; call connect()")
         data = payload.encode() if isinstance(payload, str) else bytes(payload)
-        self.broker._route(self, topic, data, qos, retain, properties)
+        return self.broker._route(self, topic, data, qos, retain, properties)
 
     # ------------------------------------------------------------------ subscribing
 

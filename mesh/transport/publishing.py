@@ -3,6 +3,9 @@
 QoS 1 publishes in flight are bounded by the broker's Receive Maximum (callers wait for room),
 a window kept here because paho can neither resize its own nor scan it cheaply. Each PUBACK
 resolves its publish's future, or fails it with the broker's reason as a :class:`PublishError`.
+PUBACK 0x10 ("No matching subscribers") is a success in MQTT; it fails the future with
+:class:`NoSubscribersError` only for a publish that asked (``require_subscriber``): a request
+to an agent nobody serves.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 from mesh.errors import (
+    NoSubscribersError,
     NotAuthorizedError,
     NotConnectedError,
     PacketTooLargeError,
@@ -39,6 +43,7 @@ MQTT_MAX_PACKET = 268_435_455
 _PUBLISH_OVERHEAD = 64
 # Below the broker's limit by this much, a message is not measured property by property.
 _SIZE_CHECK_MARGIN = 64 * 1024
+_NO_MATCHING_SUBSCRIBERS = 0x10
 
 
 class Publisher:
@@ -50,7 +55,8 @@ class Publisher:
         self.max_inflight = max_inflight
         self.timeout_s = timeout_s
         self.window = InflightWindow(min(max_inflight, 20))
-        self._pending_acks: dict[int, tuple[asyncio.Future[None], str]] = {}
+        # mid -> (its future, its topic, whether PUBACK 0x10 fails it)
+        self._pending_acks: dict[int, tuple[asyncio.Future[None], str, bool]] = {}
         #: The broker's Maximum Packet Size, from CONNACK.
         self.max_packet_size = MQTT_MAX_PACKET
         self._client.on_publish = self._on_publish
@@ -99,15 +105,16 @@ class Publisher:
         *,
         retain: bool = False,
         properties: MessageProperties | None = None,
+        require_subscriber: bool = False,
     ) -> asyncio.Future[None]:
         """See :meth:`mesh.transport.MqttTransport.publish_nowait`."""
         data = payload.encode() if isinstance(payload, str) else payload
         validate_publish_topic(topic)
         self.check_size(topic, data, properties)
         if self.window.try_acquire():
-            ack = self._send_qos1(topic, data, retain, properties)
+            ack = self._send_qos1(topic, data, retain, properties, require_subscriber)
         else:
-            ack = asyncio.ensure_future(self._publish_when_room(topic, data, retain, properties))
+            ack = asyncio.ensure_future(self._publish_when_room(topic, data, retain, properties, require_subscriber))
         ack.add_done_callback(_log_unread_failure)
         return ack
 
@@ -133,20 +140,25 @@ class Publisher:
     def fail_all(self, error: NotConnectedError) -> None:
         """The transport closed: fail every publish still waiting for room or a PUBACK."""
         self.window.close(error)
-        for ack, _topic in self._pending_acks.values():
+        for ack, _topic, _required in self._pending_acks.values():
             if not ack.done():
                 ack.set_exception(error)
                 ack.exception()  # nobody may be waiting; do not warn about it
         self._pending_acks.clear()
 
     async def _publish_when_room(
-        self, topic: str, data: bytes, retain: bool, properties: MessageProperties | None
+        self, topic: str, data: bytes, retain: bool, properties: MessageProperties | None, require_subscriber: bool
     ) -> None:
         await self.window.acquire()
-        await self._send_qos1(topic, data, retain, properties)
+        await self._send_qos1(topic, data, retain, properties, require_subscriber)
 
     def _send_qos1(
-        self, topic: str, data: bytes, retain: bool, properties: MessageProperties | None
+        self,
+        topic: str,
+        data: bytes,
+        retain: bool,
+        properties: MessageProperties | None,
+        require_subscriber: bool = False,
     ) -> asyncio.Future[None]:
         """Hand a QoS 1 message to paho; the caller holds a window slot, released on PUBACK."""
         connection = self._connection
@@ -158,7 +170,7 @@ class Publisher:
             raise
         connection.sync_writer()
         ack: asyncio.Future[None] = connection.require_loop().create_future()
-        self._pending_acks[info.mid] = (ack, topic)
+        self._pending_acks[info.mid] = (ack, topic, require_subscriber)
         return ack
 
     def _on_publish(
@@ -168,11 +180,13 @@ class Publisher:
         if pending is None:
             return
         self.window.release()
-        ack, topic = pending
+        ack, topic, require_subscriber = pending
         if ack.done():
             return
         if reason.is_failure:
             ack.set_exception(publish_error(reason, topic))
+        elif require_subscriber and reason.value == _NO_MATCHING_SUBSCRIBERS:
+            ack.set_exception(NoSubscribersError(topic))
         else:
             ack.set_result(None)
 
@@ -192,5 +206,6 @@ def publish_error(reason: ReasonCode, topic: str) -> PublishError:
 
 def _log_unread_failure(ack: asyncio.Future[None]) -> None:
     # Fire-and-forget publishes: report the broker's refusal instead of losing it.
-    if not ack.cancelled() and ack.exception() is not None:
-        log.warning("queued publish failed: %s", ack.exception())
+    # A NoSubscribersError was asked for: its publisher reads it.
+    if not ack.cancelled() and (error := ack.exception()) is not None and not isinstance(error, NoSubscribersError):
+        log.warning("queued publish failed: %s", error)

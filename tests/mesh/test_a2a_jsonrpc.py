@@ -14,6 +14,7 @@ from mesh.a2a import (
     EXCEPTION_TYPES,
     METHOD_ALIASES,
     METHOD_PARAMS,
+    AgentGoneErrorObject,
     AuthenticatedExtendedCardNotConfigured,
     AuthenticatedExtendedCardNotConfiguredErrorObject,
     CancelTaskRequest,
@@ -92,6 +93,7 @@ def request(method: str = "message/send", params: Any = None, **members: Any) ->
             -32007,
             "Authenticated Extended Card is not configured",
         ),
+        (AgentGoneErrorObject, -32010, "The agent is gone"),
     ],
 )
 def test_error_objects_have_fixed_codes(cls: type[JSONRPCErrorObject], code: int, message: str) -> None:

@@ -1,4 +1,5 @@
-"""The one call path (mesh.calls) against the real broker: routing, timeouts, cancel, parsing."""
+"""The one call path (mesh.calls) against the real broker: routing, timeouts, cancel, parsing,
+and the callee being gone (the end to end tests with kill -9: test_callee_gone.py)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ from mesh.a2a import (
     create_user_message,
     get_text_from_message,
 )
-from mesh.calls import CallOptions, CallPath, Role
-from mesh.errors import CallTimeoutError, MeshError
+from mesh.calls import CallOptions, CallPath, CardWatch, Role, follow_registry
+from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.properties import MessageProperties
+from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, Transport
 from tests.agents.service_agents import Blocker, Echo, Ticker
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import Inbox
+from tests.support import Inbox, publish_stale_card
 
 MakeCalls = Callable[..., Awaitable[CallPath]]
 
@@ -260,3 +262,46 @@ async def test_a_failure_injected_from_outside_ends_the_waiting_calls(
             with pytest.raises(MeshError, match="is gone"):
                 await task
     assert calls.calls_to("fake") == []
+
+
+async def test_a_request_nobody_subscribes_to_fails_at_once(make_calls: MakeCalls, namespace: str) -> None:
+    calls = await make_calls()
+    with pytest.raises(AgentUnavailableError) as caught:
+        await calls.request("nobody", "message/send", send("anyone?"), CallOptions(idle_timeout_s=30))
+    topic = f"{namespace}/a2a/v1/agent/request/nobody"
+    assert str(caught.value).startswith(f"no agent is listening on {topic!r}: agent 'nobody' is not running")
+    assert (caught.value.reason, caught.value.topic) == ("not_listening", topic)
+    assert calls.calls_to("nobody") == []
+
+
+@pytest.mark.parametrize("source", ["registry", "card watch"])
+async def test_the_callees_card_removed_fails_the_calls_waiting_on_it(
+    source: str, make_calls: MakeCalls, make_transport: TransportFactory, namespace: str
+) -> None:
+    fake_transport = await make_transport()
+    fake = await FakeAgent(fake_transport, namespace).start()
+    await publish_stale_card(fake_transport, namespace, "fake")  # its card, as the agent would publish it
+    calls = await make_calls()
+    registry = DiscoveryRegistry(calls.transport, namespace)
+    try:
+        if source == "registry":
+            follow_registry(calls, registry)
+            await registry.start()
+            await registry.wait_for("fake", 5)
+        else:
+            await CardWatch(calls).watch("fake")
+        async with (
+            calls.call("fake", "message/send", send("a")) as a,
+            calls.call("fake", "message/send", send("b")) as b,
+        ):
+            await fake.requests.wait_for(2)
+            waiting = [asyncio.create_task(call.result()) for call in (a, b)]
+            await fake_transport.publish(f"{namespace}/a2a/v1/discovery/agentcards/fake", b"", retain=True)  # will
+            gone = r"^agent 'fake' went away: its card was removed"
+            for task in waiting:
+                with pytest.raises(AgentUnavailableError, match=gone) as caught:
+                    await asyncio.wait_for(task, 5)
+                assert (caught.value.agent, caught.value.reason) == ("fake", "gone")
+        assert calls.calls_to("fake") == []
+    finally:
+        await registry.stop()

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from mesh.errors import NoSubscribersError
 from mesh.transport import InboundMessage, MemoryBroker, MemoryTransport, Transport
 from tests.mesh.test_transport import full_properties
 from tests.support import Inbox
@@ -238,3 +239,14 @@ async def test_connect_listeners_hear_of_the_connection_and_close_is_final(conne
     await transport.close()
     assert not transport.is_connected
     assert not heard.is_set()  # registered after connecting: only later (re)connections call it
+
+
+async def test_require_subscriber_fails_only_a_publish_nobody_gets(connect: Connect, namespace: str) -> None:
+    sender, receiver = await connect(), await connect()
+    await receiver.subscribe(f"{namespace}/served", Inbox())
+    with pytest.raises(NoSubscribersError, match=rf"nobody subscribes to '{namespace}/nobody'.*0x10") as caught:
+        await sender.publish_nowait(f"{namespace}/nobody", b"x", require_subscriber=True)
+    assert (caught.value.topic, caught.value.reason_code) == (f"{namespace}/nobody", 0x10)
+    await sender.publish_nowait(f"{namespace}/served", b"x", require_subscriber=True)
+    await sender.publish_nowait(f"{namespace}/nobody", b"x")  # not asked: nobody listening is no error
+    await sender.publish(f"{namespace}/nobody", b"x")
