@@ -42,7 +42,11 @@ def follow_registry(calls: CallPath, registry: DiscoveryRegistry) -> None:
     """Fail ``calls``' calls to an agent as soon as ``registry`` reports its card removed."""
 
     def on_change(event: RegistryEvent) -> None:
-        if event.type == "removed" and event.kind == "agent":
+        if event.kind != "agent":
+            return
+        if event.type != "removed":
+            calls.agent_back(event.name)
+        else:
             # "expired": a card that stopped coming (SAM heartbeats; a frozen agent before its will)
             why = None if event.reason == "gone" else f"its card {event.reason} (not refreshed in time)"
             calls.agent_gone(event.name, why)
@@ -81,3 +85,5 @@ class CardWatch:
     def _on_card(self, agent: str, message: InboundMessage) -> None:
         if not message.payload:  # the retained card was cleared: will or shutdown
             self.calls.agent_gone(agent)
+        else:
+            self.calls.agent_back(agent)

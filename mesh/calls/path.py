@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
 from typing import Literal
@@ -29,6 +30,16 @@ from topics import (
 __all__ = ["CallPath", "Role"]
 
 log = logging.getLogger(__name__)
+
+#: How long a card removal waits to see whether it was the broker's shutdown (which publishes
+#: every client's will, then drops the connections) before failing the calls on that agent.
+GONE_SETTLE_S = 0.3
+#: How long after its own reconnection a component treats a card removal as possibly the
+#: broker's restart.
+RESUME_WINDOW_S = 5.0
+#: How long such a removal waits for the agent's card to come back before failing its calls:
+#: long enough for the agent's own capped reconnect backoff (10 s by default) and its card.
+RESTART_GRACE_S = 15.0
 
 Role = Literal["agent", "gateway", "client"]
 _KEY_PREFIXES: dict[str, str] = {"agent": "a2a_subtask_", "gateway": "gw_", "client": ""}
@@ -58,6 +69,13 @@ class CallPath:
         self._by_agent: dict[str, set[Call]] = {}
         self._started: asyncio.Future[None] | None = None
         self._cancels: set[asyncio.Future[None]] = set()  # tasks/cancel not yet acknowledged
+        # A broker that shuts down publishes every client's will, so a removal seen across an
+        # outage of our own may be the broker's restart, not the agent's death (see agent_gone).
+        self._offline = False
+        self._resumed_at = -math.inf
+        self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
+        transport.add_disconnect_listener(self._went_offline)
+        transport.add_connect_listener(self._came_back)
 
     # ------------------------------------------------------------------ topics
 
@@ -112,10 +130,60 @@ class CallPath:
         return len(calls)
 
     def agent_gone(self, agent: str, why: str | None = None) -> None:
-        """``agent``'s card was removed: fail the calls waiting on it with "agent 'x' went away: why"."""
+        """``agent``'s card was removed: fail the calls waiting on it with "agent 'x' went away: why".
+
+        The calls fail :data:`GONE_SETTLE_S` later, unless by then this component's own
+        connection has dropped or just come back: a broker that shuts down publishes every
+        client's will first, so such a removal may be the broker's restart, not the agent's
+        death. Those calls fail only if the agent's card has not come back (:meth:`agent_back`)
+        within :data:`RESTART_GRACE_S`, so answers finished during a broker restart still arrive.
+        """
+        if agent in self._unconfirmed_gone or not self.calls_to(agent):
+            return
+        if self._maybe_restarted():
+            self._wait_for_return(agent, why)
+        else:
+            self._unconfirmed_gone[agent] = asyncio.get_running_loop().call_later(
+                GONE_SETTLE_S, self._settled, agent, why
+            )
+
+    def agent_back(self, agent: str) -> None:
+        """``agent``'s card is there (again): a removal still unconfirmed was the broker's restart."""
+        unconfirmed = self._unconfirmed_gone.pop(agent, None)
+        if unconfirmed is not None:
+            unconfirmed.cancel()
+
+    def _settled(self, agent: str, why: str | None) -> None:
+        del self._unconfirmed_gone[agent]
+        if self._maybe_restarted():  # our own connection dropped meanwhile: the broker's shutdown
+            self._wait_for_return(agent, why)
+        else:
+            self._fail_gone(agent, why)
+
+    def _wait_for_return(self, agent: str, why: str | None) -> None:
+        self._unconfirmed_gone[agent] = asyncio.get_running_loop().call_later(RESTART_GRACE_S, self._waited, agent, why)
+
+    def _waited(self, agent: str, why: str | None) -> None:
+        del self._unconfirmed_gone[agent]
+        if self._offline:  # the broker is still away: nothing to tell yet (the calls' own timeouts run)
+            self._wait_for_return(agent, why)
+        else:
+            self._fail_gone(agent, why)
+
+    def _maybe_restarted(self) -> bool:
+        return self._offline or time.monotonic() - self._resumed_at < RESUME_WINDOW_S
+
+    def _fail_gone(self, agent: str, why: str | None) -> None:
         failed = self.fail_calls_to(agent, AgentUnavailableError.went_away(agent, why))
         if failed:
             log.warning("%s: agent %s went away; failed the %d call(s) waiting on it", self.owner, agent, failed)
+
+    def _went_offline(self, _reason: str) -> None:
+        self._offline = True
+
+    def _came_back(self, _session_present: bool) -> None:
+        if self._offline:
+            self._offline, self._resumed_at = False, time.monotonic()
 
     def cancel(self, agent: str, task_id: str, *, key: str | None = None, why: str = "") -> bool:
         """Send ``tasks/cancel`` for ``task_id`` to ``agent`` without waiting for its answer.
