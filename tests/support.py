@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import sys
 import textwrap
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from mesh.client import MeshClient
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, Transport
 from tests.agents.service_agents import Echo
-from topics import get_agent_discovery_topic, get_client_response_topic
+from topics import get_agent_discovery_topic, get_agent_request_topic, get_client_response_topic
 
 T = TypeVar("T")
 
@@ -82,6 +84,22 @@ async def raw_request(
         return answer
     finally:
         await transport.unsubscribe(subscription)
+
+
+async def answer_of(
+    client: MeshClient, payload: bytes, properties: MessageProperties | None = None, agent: str = "echo"
+) -> dict[str, Any]:
+    """The JSON answer of ``agent`` to ``payload`` published as is (see :func:`raw_request`)."""
+    reply = await raw_request(
+        client.transport,
+        client.namespace,
+        get_agent_request_topic(client.namespace, agent),
+        payload,
+        correlation_id="c-1",
+        properties=properties,
+    )
+    answer: dict[str, Any] = json.loads(reply.payload)
+    return answer
 
 
 async def wait_until(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -25,22 +24,7 @@ from mesh.client import MeshClient
 from mesh.properties import MessageProperties
 from tests.agents.service_agents import Blocker, Echo
 from tests.conftest import ServeAgent
-from tests.support import raw_request
-
-
-async def answer_of(
-    client: MeshClient, payload: bytes, agent: str = "echo", properties: MessageProperties | None = None
-) -> dict[str, Any]:
-    reply = await raw_request(
-        client.transport,
-        client.namespace,
-        f"{client.namespace}/a2a/v1/agent/request/{agent}",
-        payload,
-        correlation_id="b-1",
-        properties=properties,
-    )
-    answer: dict[str, Any] = json.loads(reply.payload)
-    return answer
+from tests.support import answer_of
 
 
 def nested(depth: int) -> Any:

@@ -21,7 +21,7 @@ from mesh.errors import short_repr
 from mesh.properties import MessageProperties
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import Inbox, raw_request
+from tests.support import Inbox, answer_of
 
 
 def send_json(request_id: str, *, text: str = "hi", method: str = "message/send", **message: Any) -> bytes:
@@ -29,21 +29,6 @@ def send_json(request_id: str, *, text: str = "hi", method: str = "message/send"
     body = {"role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": text}], **message}
     doc = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"message": body}}
     return json.dumps(doc).encode()
-
-
-async def answer_of(
-    client: MeshClient, payload: bytes, properties: MessageProperties | None = None, agent: str = "echo"
-) -> dict[str, Any]:
-    reply = await raw_request(
-        client.transport,
-        client.namespace,
-        f"{client.namespace}/a2a/v1/agent/request/{agent}",
-        payload,
-        correlation_id="c-1",
-        properties=properties,
-    )
-    answer: dict[str, Any] = json.loads(reply.payload)
-    return answer
 
 
 def no_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
