@@ -6,15 +6,19 @@ A ``replyTo`` or ``a2aStatusTopic`` outside the agent's answer topics (DESIGN, "
 are confined"; :func:`topics.answer_topic_problem`) is never published to.
 Stream events go to a :class:`~agents.tasks.Listener`'s topic. Every answer carries the
 request's Correlation Data and is handed to the transport with ``publish_nowait``, in order,
-without waiting for the broker.
+without waiting for the broker. With a durable task journal, answers wait (in order) until
+the task state they report is stored: an agent never tells a caller what a restart could
+take back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
+from agents.journal import NullJournal, TaskJournal
 from agents.tasks import Listener, TaskRecord
 from mesh.a2a import InternalFailure, RpcError, success_response_bytes
 from mesh.errors import TransportError
@@ -34,6 +38,8 @@ class Route:
     topic: str | None
     correlation: bytes | None
     request_id: str | int | None = None
+    # Identifies the request's bytes (see agents.dispatch): how a redelivered request is known.
+    request_key: str | None = None
 
 
 def reply_properties(correlation: bytes | None) -> MessageProperties:
@@ -44,10 +50,13 @@ def reply_properties(correlation: bytes | None) -> MessageProperties:
 class Answers:
     """Sends one agent's answers and keeps track of those the broker has not acknowledged yet."""
 
-    def __init__(self, transport: Transport, namespace: str, agent_name: str) -> None:
+    def __init__(
+        self, transport: Transport, namespace: str, agent_name: str, *, journal: TaskJournal | None = None
+    ) -> None:
         self.transport = transport
         self.namespace = namespace
         self.agent_name = agent_name
+        self._journal: TaskJournal = journal if journal is not None else NullJournal()
         self._in_flight: set[asyncio.Future[None]] = set()
 
     def route(self, props: MessageProperties) -> Route:
@@ -75,12 +84,19 @@ class Answers:
                 route.request_id,
             )
             return
+        self._publish(route.topic, payload, reply_properties(route.correlation), route.request_id)
+
+    def _publish(self, topic: str, payload: bytes, props: MessageProperties, request_id: str | int | None) -> None:
+        if self._journal.durable:
+            self._journal.after_durable(functools.partial(self._publish_now, topic, payload, props, request_id))
+        else:
+            self._publish_now(topic, payload, props, request_id)
+
+    def _publish_now(self, topic: str, payload: bytes, props: MessageProperties, request_id: str | int | None) -> None:
         try:
-            ack = self.transport.publish_nowait(route.topic, payload, properties=reply_properties(route.correlation))
+            ack = self.transport.publish_nowait(topic, payload, properties=props)
         except (TransportError, ValueError) as exc:
-            log.warning(
-                "%s: could not answer request %r on %r: %s", self.agent_name, route.request_id, route.topic, exc
-            )
+            log.warning("%s: could not answer request %r on %r: %s", self.agent_name, request_id, topic, exc)
             return
         self._in_flight.add(ack)
         ack.add_done_callback(self._in_flight.discard)
@@ -110,20 +126,8 @@ class Answers:
 
     def stream(self, listener: Listener, result_json: bytes) -> None:
         """Publish one event (or the current Task) of a stream to its listener."""
-        try:
-            self.transport.publish_nowait(
-                listener.topic,
-                success_response_bytes(listener.request_id, result_json),
-                properties=reply_properties(listener.correlation),
-            )
-        except (TransportError, ValueError) as exc:
-            log.warning(
-                "%s: could not send an event of request %r on %r: %s",
-                self.agent_name,
-                listener.request_id,
-                listener.topic,
-                exc,
-            )
+        payload = success_response_bytes(listener.request_id, result_json)
+        self._publish(listener.topic, payload, reply_properties(listener.correlation), listener.request_id)
 
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the answers on their way to be acknowledged."""

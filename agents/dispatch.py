@@ -15,6 +15,7 @@ model (checked when the table is built), so a handler receives its own model, ty
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, get_type_hints
@@ -25,7 +26,7 @@ from mesh.errors import short_repr
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage
 
-__all__ = ["Handler", "RequestDispatcher", "handler_table", "serves"]
+__all__ = ["Handler", "RequestDispatcher", "handler_table", "request_key", "serves"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,22 @@ def handler_table(handlers: object) -> dict[Method, Handler]:
     return table
 
 
+_CREATES_TASKS = frozenset((Method.message_send, Method.message_stream))
+
+
+def request_key(message: InboundMessage) -> str:
+    """What identifies a request across redeliveries: a digest of its bytes and answer route.
+
+    A broker redelivers the very same bytes; a client that reuses a request id for another
+    message sends other bytes, so it is not taken for a repeat.
+    """
+    props = message.properties
+    digest = hashlib.blake2b(message.payload, digest_size=16)
+    digest.update(b"\0" + (props.reply_to or "").encode(errors="surrogatepass"))
+    digest.update(b"\0" + (props.correlation_data or b""))
+    return digest.hexdigest()
+
+
 class RequestDispatcher:
     """Answers every request of one agent: parse, dispatch, and errors as JSON-RPC errors.
 
@@ -89,8 +106,11 @@ class RequestDispatcher:
         *,
         max_message_bytes: int,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        key_requests: bool = False,
     ) -> None:
+        """``key_requests``: give each message/send and message/stream its :func:`request_key`."""
         self.agent_name = agent_name
+        self.key_requests = key_requests
         self.handlers = handlers
         self.answers = answers
         self.max_message_bytes = max_message_bytes
@@ -130,7 +150,10 @@ class RequestDispatcher:
         except RpcError as exc:
             self._refuse(route, exc)
             return
-        route = Route(route.topic, route.correlation, request.id)
+        key = None
+        if self.key_requests and request.method in _CREATES_TASKS:
+            key = request_key(message)
+        route = Route(route.topic, route.correlation, request.id, key)
         if props.status_topic is not None and (problem := self.answers.topic_problem(props.status_topic)) is not None:
             self._refuse(
                 route,

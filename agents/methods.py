@@ -9,6 +9,7 @@ checks (a DNS lookup) return an awaitable; the rest answer at once.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -45,6 +46,8 @@ from mesh.properties import MessageProperties
 from topics import validate_identifier
 
 __all__ = ["AgentMethods"]
+
+log = logging.getLogger(__name__)
 
 
 class AgentMethods:
@@ -119,6 +122,16 @@ class AgentMethods:
     def _send_now(self, params: MessageSendParams, props: MessageProperties, route: Route) -> None:
         config = params.configuration
         history_length = config.history_length if config is not None else None
+        if (known := self._repeated(route)) is not None:
+            if (
+                known.is_terminal
+                or known.state in INTERRUPTED_STATES
+                or (config is not None and config.blocking is False)
+            ):
+                self.answers.task(route, known, history_length)
+            else:
+                self.streams.answer_when_settled(known, route, history_length)
+            return
         record, ctx = self._accept(params, props, route)
         if props.status_topic is not None:
             # As in SAM, a status topic on message/send gets the events too: a delegating
@@ -131,10 +144,30 @@ class AgentMethods:
         self.runner.launch(record, params.message, ctx)
 
     def _stream_now(self, params: MessageSendParams, props: MessageProperties, route: Route) -> None:
+        if (known := self._repeated(route)) is not None:
+            self._follow(known, props, route)
+            return
         record, ctx = self._accept(params, props, route)
         record.listeners.append(self.streams.listener(record, props, route))
         self.streams.answer_when_settled(record, route)
         self.runner.launch(record, params.message, ctx)
+
+    def _repeated(self, route: Route) -> TaskRecord | None:
+        """The task this very request created before (a redelivery), or None to run it.
+
+        An orphan (left unfinished by the previous process) is forgotten instead: its
+        request came back, so it runs again, under the same task id.
+        """
+        if route.request_key is None or (known := self.tasks.by_request(route.request_key)) is None:
+            return None
+        if known.orphaned and not known.is_terminal:
+            log.info(
+                "%s: request %r came back after a restart; task %s runs again", self.name, route.request_id, known.id
+            )
+            self.tasks.discard(known)
+            return None
+        log.info("%s: request %r is a repeat; answering with task %s", self.name, route.request_id, known.id)
+        return known
 
     def _accept(
         self, params: MessageSendParams, props: MessageProperties, route: Route
@@ -166,6 +199,7 @@ class AgentMethods:
                 )
         else:
             record = TaskRecord.new(self._new_task_id(route.request_id), message.context_id or uuid.uuid4().hex)
+            record.request_key = route.request_key
             self.tasks.add(record)
         message.task_id, message.context_id = record.id, record.context_id
         ctx = TaskContext(
@@ -247,10 +281,13 @@ class AgentMethods:
                 f"task {record.id!r} is {record.state.value} and has no more events; read it with tasks/get",
                 data={"taskId": record.id, "state": record.state.value},
             )
+        self._follow(record, props, route)
+
+    def _follow(self, record: TaskRecord, props: MessageProperties, route: Route) -> None:
+        """Stream the task to the request: the current Task first, then every later event, in order."""
         listener = self.streams.listener(record, props, route)
-        # The current Task first, then every later event, in order.
         self.answers.stream(listener, record.snapshot().to_json_bytes())
-        if record.state in INTERRUPTED_STATES:
+        if record.is_terminal or record.state in INTERRUPTED_STATES:
             self.answers.task(route, record)
             return
         record.listeners.append(listener)

@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from agents.journal import NullJournal, TaskJournal
 from mesh.a2a import InvalidParams, PushNotificationConfig, Task, TaskPushNotificationConfig
 
 __all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigStore", "PushNotifier", "check_push_url", "validate_push_url"]
@@ -47,11 +48,34 @@ _ALLOW_HINT = "set allow_private_push_urls: true for this agent to allow it"
 
 
 class PushConfigStore:
-    """The push configs of each task, in memory. Task existence is the runtime's business."""
+    """The push configs of each task, written through to the task journal.
 
-    def __init__(self, *, max_per_task: int = MAX_CONFIGS_PER_TASK) -> None:
+    Task existence is the runtime's business (a forgotten task's configs leave the journal
+    with it).
+    """
+
+    def __init__(self, *, max_per_task: int = MAX_CONFIGS_PER_TASK, journal: TaskJournal | None = None) -> None:
         self._max = max_per_task
         self._tasks: dict[str, dict[str, PushNotificationConfig]] = {}
+        self._journal: TaskJournal = journal if journal is not None else NullJournal()
+
+    def restore(self, stored: dict[str, builtins.list[bytes]]) -> None:
+        """Take back the configs the journal held (task id -> JSON objects)."""
+        for task_id, configs in stored.items():
+            parsed = {}
+            for raw in configs:
+                try:
+                    config = PushNotificationConfig.model_validate_json(raw)
+                except ValueError:
+                    log.warning("dropped a stored push config of task %s that no longer parses", task_id)
+                    continue
+                parsed[config.id or uuid.uuid4().hex] = config
+            if parsed:
+                self._tasks[task_id] = parsed
+
+    def _write_through(self, task_id: str) -> None:
+        configs = self._tasks.get(task_id, {})
+        self._journal.push_configs(task_id, [c.to_json_bytes() for c in configs.values()])
 
     def set(self, task_id: str, config: PushNotificationConfig) -> TaskPushNotificationConfig:
         """Store a copy of ``config`` (``id`` assigned when missing); the same id replaces.
@@ -70,6 +94,7 @@ class PushConfigStore:
                 data={"taskId": task_id, "limit": self._max},
             )
         configs[config_id] = config.model_copy(deep=True, update={"id": config_id})
+        self._write_through(task_id)
         return _bound(task_id, configs[config_id])
 
     def get(self, task_id: str, config_id: str | None = None) -> TaskPushNotificationConfig:
@@ -98,6 +123,7 @@ class PushConfigStore:
             configs.pop(config_id, None)
             if not configs:
                 del self._tasks[task_id]
+            self._write_through(task_id)
 
     def drop_task(self, task_id: str) -> None:
         """Forget every config of the task."""

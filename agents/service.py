@@ -13,12 +13,20 @@ Requests are handled synchronously in the transport's callback, and answers are 
 the transport in order with ``publish_nowait``: a blocking ``message/send`` registers a
 callback that publishes the Task when it settles, rather than a coroutine waiting for it.
 Only methods that must wait (cancel, push-URL checks) run as tasks.
+
+Tasks are written through to a task journal (:mod:`agents.journal`; SQLite by default). A
+request is acknowledged to the broker only once what it changed is stored, so the broker
+redelivers a request whose agent died before that; the agent's MQTT session is persistent
+under a client id derived from its namespace and name, so the restarted agent is the one
+it redelivers to. On start, tasks the previous process left unfinished are failed with
+"agent restarted" unless their request comes back within :data:`REDELIVERY_WINDOW_S`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import uuid
 
 from agents.agent import Agent
@@ -26,25 +34,31 @@ from agents.answers import Answers
 from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
 from agents.input_timers import InputTimers
+from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path
 from agents.methods import AgentMethods
 from agents.push import PushConfigStore, PushNotifier
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
+from agents.sqlitejournal import SqliteJournal
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
-from mesh.a2a import TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from mesh.a2a import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
+from mesh.errors import ConfigError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
-from mesh.transport import MqttTransport, Transport
+from mesh.transport import InboundMessage, MqttTransport, Transport
 from topics import get_agent_discovery_topic, get_agent_request_topic, shared_subscription, validate_namespace
 
-__all__ = ["AgentService"]
+__all__ = ["REDELIVERY_WINDOW_S", "AgentService"]
 
 log = logging.getLogger(__name__)
 
 # How long a stopping agent waits for the answers to its canceled tasks to go out.
 _STOP_GRACE_S = 10.0
+#: After a restart, how long the requests of unfinished tasks may take to come back (the broker
+#: redelivers right after the session resumes) before those tasks fail as "agent restarted".
+REDELIVERY_WINDOW_S = 2.0
 
 
 class AgentService:
@@ -61,11 +75,13 @@ class AgentService:
         settings: AgentSettings | None = None,
         client_id: str | None = None,
         transport: Transport | None = None,
+        journal: TaskJournal | None = None,
     ) -> None:
         """Serve ``agent`` through ``transport``, or through an MQTT connection to ``broker``.
 
         A given transport must carry this agent's will (an empty retained message on its card
-        topic), as the default one does.
+        topic), as the default one does. Tasks are kept in ``journal``, else where the
+        ``task_store`` setting says.
         """
         self.agent = agent
         self.name = agent.name
@@ -73,27 +89,38 @@ class AgentService:
         self.settings = settings or AgentSettings()
         self.request_topic = get_agent_request_topic(self.namespace, self.name)
         self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
+        # One instance per name (replicas aside): its session, hence what the broker
+        # redelivers to it after a restart, follows the name.
+        instance = self.name if not self.settings.shared_subscription else f"{self.name}-{uuid.uuid4().hex[:8]}"
         if transport is None:
             if broker is None:
                 raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
             transport = MqttTransport(
                 broker,
-                client_id=client_id or f"{self.name}-{uuid.uuid4().hex[:8]}",
+                client_id=client_id or f"{self.namespace}/{instance}",
                 will=presence_will(self.card_topic),
             )
         self.transport: Transport = transport
         self.url = f"{transport.url}/{self.request_topic}"
+        task_store = self.settings.task_store
+        if self.settings.shared_subscription and not task_store:
+            task_store = MEMORY  # a replica's file would be a new one at every start
+        if journal is None:
+            path = journal_path(task_store, self.namespace, instance)
+            journal = SqliteJournal(path, agent_name=self.name) if path is not None else NullJournal()
+        self.journal: TaskJournal = journal
         self.tasks = TaskStore(
             retention_s=self.settings.task_retention_s,
             max_finished=self.settings.max_retained_tasks,
             max_bytes=self.settings.max_retained_bytes,
+            journal=self.journal,
         )
         self.contexts = ContextHistory(per_context=self.settings.context_history_limit)
-        self.push_configs = PushConfigStore()
+        self.push_configs = PushConfigStore(journal=self.journal)
         self.notifier = PushNotifier(
             allow_private=self.settings.allow_private_push_urls, timeout_s=self.settings.push_timeout_s
         )
-        self.answers = Answers(self.transport, self.namespace, self.name)
+        self.answers = Answers(self.transport, self.namespace, self.name, journal=self.journal)
         self.streams = TaskStreams(
             self.answers,
             tasks=self.tasks,
@@ -134,7 +161,10 @@ class AgentService:
             self.answers,
             max_message_bytes=self.settings.limits.max_message_bytes,
             max_depth=self.settings.limits.max_nesting_depth,
+            key_requests=self.journal.durable,
         )
+        self._orphans: list[TaskRecord] = []
+        self._orphan_timer: asyncio.TimerHandle | None = None
 
     def _on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         self.streams.on_event(record, event)
@@ -146,18 +176,77 @@ class AgentService:
         return self.agent.card(url=self.url, push_notifications=self.settings.push_notifications).to_json_bytes()
 
     async def start(self) -> None:
-        """Connect, subscribe to the request topic and announce the card."""
+        """Load the stored tasks, connect, subscribe to the request topic and announce the card."""
         self.agent.leave_mesh = self.stop
+        await self._load_tasks()
         await self.agent.setup()
-        await self.transport.connect()
-        await self.registry.start()
-        await self.delegator.start()
         topic_filter = self.request_topic
         if self.settings.shared_subscription:
             topic_filter = shared_subscription(self.name, self.request_topic)
-        self._subscription = await self.transport.subscribe(topic_filter, self.dispatcher.on_request)
+        # The handler is in place before the CONNACK: a resumed session redelivers at once.
+        subscribing = asyncio.get_running_loop().create_task(
+            self.transport.subscribe(topic_filter, self._on_request, manual_ack=True)
+        )
+        await asyncio.sleep(0)
+        try:
+            await self.transport.connect()
+        except BaseException:
+            subscribing.cancel()
+            await self.journal.close()
+            raise
+        self._subscription = await subscribing
+        await self.registry.start()
+        await self.delegator.start()
         await self.presence.start()
+        if self._orphans:
+            loop = asyncio.get_running_loop()
+            self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
         log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.url)
+
+    async def _load_tasks(self) -> None:
+        journal = self.journal
+        if not isinstance(journal, SqliteJournal):
+            return
+        try:
+            loaded = await asyncio.to_thread(journal.load)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(
+                f"agent {self.name!r} cannot open its task store {journal.path}: {exc}; fix the file or its "
+                "directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
+            ) from exc
+        journal.start(asyncio.get_running_loop())
+        self._orphans = self.tasks.restore(loaded)
+        self.push_configs.restore(loaded.push_configs)
+        for stored in loaded.tasks:  # the conversations, oldest first
+            for message in stored.task.history or ():
+                self.contexts.append(stored.task.context_id, message)
+        if loaded.tasks:
+            log.info(
+                "agent %s: %d task(s) back from %s, %d of them unfinished",
+                self.name,
+                len(loaded.tasks),
+                journal.path,
+                len(self._orphans),
+            )
+
+    def _on_request(self, message: InboundMessage) -> None:
+        self.dispatcher.on_request(message)
+        # Acknowledged once what the request changed is stored; else the broker redelivers it.
+        self.journal.after_durable(message.ack)
+
+    def _fail_orphans(self) -> None:
+        """Fail the tasks the previous process left unfinished and whose request did not come back."""
+        self._orphan_timer = None
+        orphans, self._orphans = self._orphans, []
+        failed = 0
+        for record in orphans:
+            if record.is_terminal or self.tasks.get(record.id) is not record:
+                continue  # its request came back and it ran again
+            text = f"agent {self.name!r} restarted while the task was {record.state.value}; send it again"
+            self.runner.transition(record, TaskState.failed, [TextPart(text=text)])
+            failed += 1
+        if failed:
+            log.warning("agent %s: %d task(s) left unfinished by the previous process failed", self.name, failed)
 
     async def stop(self) -> None:
         """Stop taking requests, cancel and answer in-flight tasks, clear the card, disconnect."""
@@ -167,8 +256,11 @@ class AgentService:
         await self.transport.unsubscribe(self._subscription)
         active = list(self.tasks.active())
         await asyncio.gather(*(self.runner.cancel(r, "the agent is shutting down") for r in active))
+        if self._orphan_timer is not None:
+            self._orphan_timer.cancel()
         await self.runner.wait_idle(_STOP_GRACE_S)
         await self.dispatcher.drain(_STOP_GRACE_S)
+        await self.journal.close()  # stores the last changes and lets their answers go
         await self.answers.drain(_STOP_GRACE_S)  # the answers to the canceled tasks: let them land
         await self.presence.stop()
         await self.registry.stop()

@@ -45,6 +45,10 @@ class AgentSettings(_Settings):
     max_retained_bytes: int = Field(
         256_000_000, gt=0, description="JSON bytes of the finished tasks kept at most (oldest go first)"
     )
+    task_store: str = Field(
+        "",
+        description="SQLite file of the tasks ('': <state dir>/<namespace>/<agent>.sqlite3; ':memory:': not kept)",
+    )
     context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
     input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
     # Request size limits (the JAF spec's defaults), shared with the gateways.

@@ -59,6 +59,7 @@ class TaskStreams:
 
     def on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         """Fan an event out to the task's streams (in order) and push subscribers."""
+        self.tasks.changed(record)
         if record.listeners:
             try:
                 result_json = event.to_json_bytes()

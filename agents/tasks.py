@@ -1,4 +1,8 @@
-"""Tasks in memory: their state machine, their streams, and how long they are kept."""
+"""Tasks in memory: their state machine, their streams, and how long they are kept.
+
+The :class:`TaskStore` writes every change through to a :class:`~agents.journal.TaskJournal`
+(SQLite by default), from which a restarted agent gets its tasks back.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.journal import LoadedTasks, NullJournal, TaskJournal
 from agents.updates import ArtifactUpdate
 from mesh.a2a import (
     INTERRUPTED_STATES,
@@ -68,6 +73,10 @@ class TaskRecord:
     input_timer: asyncio.TimerHandle | None = None
     # Called once, the next time the task settles: how blocking requests get their answer.
     on_settle: list[Callable[[], None]] = field(default_factory=list)
+    # The request that created it (see agents.dispatch.request_key): how a redelivery is known.
+    request_key: str | None = None
+    # Loaded from the journal unfinished: its handler died with the previous process.
+    orphaned: bool = False
 
     @classmethod
     def new(cls, task_id: str, context_id: str) -> TaskRecord:
@@ -154,16 +163,21 @@ class TaskStore:
     """Tasks by id; finished ones are kept for tasks/get, bounded by count, bytes and age.
 
     A finished task is accounted at its JSON size; the oldest finished tasks are forgotten
-    first whenever the count, the bytes or the age goes past its bound.
+    first whenever the count, the bytes or the age goes past its bound. Every change goes to
+    the ``journal`` too (call :meth:`changed`), and every task forgotten leaves it.
     """
 
-    def __init__(self, *, retention_s: float, max_finished: int, max_bytes: int) -> None:
+    def __init__(
+        self, *, retention_s: float, max_finished: int, max_bytes: int, journal: TaskJournal | None = None
+    ) -> None:
         self.retention_s = retention_s
         self.max_finished = max_finished
         self.max_bytes = max_bytes
+        self.journal: TaskJournal = journal if journal is not None else NullJournal()
         #: JSON bytes of the finished tasks kept now (at most ``max_bytes`` after each finish).
         self.retained_bytes = 0
         self._tasks: dict[str, TaskRecord] = {}
+        self._by_request: dict[str, TaskRecord] = {}
         self._finished: OrderedDict[str, tuple[float, int]] = OrderedDict()
         self._per_context: Counter[str] = Counter()
 
@@ -179,6 +193,60 @@ class TaskStore:
     def add(self, record: TaskRecord) -> None:
         self._tasks[record.id] = record
         self._per_context[record.context_id] += 1
+        if record.request_key is not None:
+            self._by_request[record.request_key] = record
+        self.journal.changed(record)
+
+    def changed(self, record: TaskRecord) -> None:
+        """The task changed (status, artifact, message): write it through."""
+        self.journal.changed(record)
+
+    def by_request(self, request_key: str) -> TaskRecord | None:
+        """The task the request with this key created, if it is still kept."""
+        return self._by_request.get(request_key)
+
+    def discard(self, record: TaskRecord) -> None:
+        """Forget a task at once (an orphan whose request came back to run again)."""
+        if self._tasks.get(record.id) is record:
+            self._forget(record)
+            self.journal.forgotten(record.id)
+
+    def restore(self, loaded: LoadedTasks) -> list[TaskRecord]:
+        """Take back what the journal held; return the tasks that were unfinished (orphans).
+
+        Finished tasks age from when they were last written; the bounds apply at once.
+        """
+        orphans = []
+        now = time.monotonic()
+        for stored in loaded.tasks:
+            record = TaskRecord(task=stored.task, request_key=stored.request_key)
+            self._tasks[record.id] = record
+            self._per_context[record.context_id] += 1
+            if record.request_key is not None:
+                self._by_request[record.request_key] = record
+            if record.is_terminal:
+                record.settled.set()
+                record.finished_at = now - stored.age_s
+                self._finished[record.id] = (record.finished_at, _json_size(record.task))
+                self.retained_bytes += self._finished[record.id][1]
+            else:
+                record.orphaned = True
+                orphans.append(record)
+        for dropped in self._enforce_bounds(now):
+            self.journal.forgotten(dropped.id)
+        return orphans
+
+    def _forget(self, record: TaskRecord) -> None:
+        del self._tasks[record.id]
+        if record.request_key is not None and self._by_request.get(record.request_key) is record:
+            del self._by_request[record.request_key]
+        if (finished := self._finished.pop(record.id, None)) is not None:
+            self.retained_bytes -= finished[1]
+        left = self._per_context[record.context_id] - 1
+        if left > 0:
+            self._per_context[record.context_id] = left
+        else:
+            del self._per_context[record.context_id]
 
     def active(self) -> Iterator[TaskRecord]:
         return (r for r in list(self._tasks.values()) if not r.is_terminal)
@@ -195,21 +263,23 @@ class TaskStore:
         size = _json_size(record.task)
         self._finished[record.id] = (now, size)
         self.retained_bytes += size
+        dropped = self._enforce_bounds(now)
+        for gone in dropped:
+            self.journal.forgotten(gone.id)
+        return dropped
+
+    def _enforce_bounds(self, now: float) -> list[TaskRecord]:
         dropped = []
         horizon = now - self.retention_s
         while self._finished:
-            oldest_id, (ended, oldest_size) = next(iter(self._finished.items()))
+            oldest_id, (ended, _size) = next(iter(self._finished.items()))
             if ended > horizon and len(self._finished) <= self.max_finished and self.retained_bytes <= self.max_bytes:
                 break
-            self._finished.popitem(last=False)
-            self.retained_bytes -= oldest_size
-            if (gone := self._tasks.pop(oldest_id, None)) is not None:
+            if (gone := self._tasks.get(oldest_id)) is not None:
+                self._forget(gone)
                 dropped.append(gone)
-                left = self._per_context[gone.context_id] - 1
-                if left > 0:
-                    self._per_context[gone.context_id] = left
-                else:
-                    del self._per_context[gone.context_id]
+            else:
+                self.retained_bytes -= self._finished.pop(oldest_id)[1]
         return dropped
 
 

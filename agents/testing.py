@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from agents.agent import Agent
+from agents.journal import NullJournal
 from agents.service import AgentService
 from agents.settings import AgentSettings
 from mesh.a2a import (
@@ -201,4 +202,7 @@ class AgentHarness:
     def _service(self, agent: Agent, settings: AgentSettings | None) -> AgentService:
         card_topic = get_agent_discovery_topic(self.namespace, agent.name)
         transport: Transport = MemoryTransport(self.hub, client_id=f"{agent.name}-1", will=presence_will(card_topic))
-        return AgentService(agent, namespace=self.namespace, settings=settings, transport=transport)
+        # Tasks in memory: a unit test leaves no files behind.
+        return AgentService(
+            agent, namespace=self.namespace, settings=settings, transport=transport, journal=NullJournal()
+        )

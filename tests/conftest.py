@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agents import Agent, AgentSettings
+from agents.journal import STATE_DIR_ENV
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
 from mesh.localbroker import (
@@ -30,6 +31,19 @@ from mesh.transport import MqttTransport
 
 TransportFactory = Callable[..., Awaitable[MqttTransport]]
 ServeAgent = Callable[..., Awaitable[AgentService]]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_dir() -> Iterator[Path]:
+    """Agents' task files (SQLite) go to a directory of the run's, inherited by child processes."""
+    with tempfile.TemporaryDirectory(prefix="mesh-state-") as directory:
+        previous = os.environ.get(STATE_DIR_ENV)
+        os.environ[STATE_DIR_ENV] = directory
+        yield Path(directory)
+        if previous is None:
+            del os.environ[STATE_DIR_ENV]
+        else:
+            os.environ[STATE_DIR_ENV] = previous
 
 
 @pytest.fixture(scope="session")

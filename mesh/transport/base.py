@@ -26,15 +26,27 @@ __all__ = [
 ]
 
 
+def _acknowledged() -> None:
+    """The acknowledgement of a message the transport acknowledges itself: nothing to do."""
+
+
 @dataclass(slots=True)
 class InboundMessage:
-    """A message received on a subscription."""
+    """A message received on a subscription.
+
+    On a subscription made with ``manual_ack``, the handler acknowledges a QoS 1 message to
+    the broker by calling :attr:`ack` (once it has done what must survive a crash); until then
+    the broker redelivers it to the same session after a reconnect, with
+    :attr:`redelivered` set. Elsewhere :attr:`ack` does nothing: the transport acknowledges.
+    """
 
     topic: str
     payload: bytes
     qos: int
     retain: bool
     properties: MessageProperties
+    redelivered: bool = False
+    ack: Callable[[], None] = _acknowledged
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +139,13 @@ class Transport(Protocol):
         *,
         qos: int = 1,
         no_local: bool = False,
+        manual_ack: bool = False,
         timeout: float | None = None,
     ) -> Subscription:
-        """Subscribe and wait for the broker's acknowledgement; survives reconnects."""
+        """Subscribe and wait for the broker's acknowledgement; survives reconnects.
+
+        With ``manual_ack`` the handler acknowledges each message with ``message.ack()``.
+        """
         ...
 
     async def unsubscribe(self, subscription: Subscription) -> None:

@@ -202,16 +202,28 @@ class MqttTransport:
         *,
         qos: int = 1,
         no_local: bool = False,
+        manual_ack: bool = False,
         timeout: float | None = None,
     ) -> Subscription:
         """Subscribe and wait for the SUBACK; ``handler`` gets every matching message.
 
         The handler may be a plain function (called on the loop, keep it short) or a
         coroutine function (run as a task). Exceptions are logged, never propagated.
-        The subscription survives reconnects until :meth:`unsubscribe`.
+        The subscription survives reconnects until :meth:`unsubscribe`. With
+        ``manual_ack`` the handler acknowledges each QoS 1 message (``message.ack()``) when
+        it is safe for the broker to forget it; otherwise the transport does, after the
+        handlers are called.
+
+        It may be called before :meth:`connect` (without awaiting it): the handler is then
+        in place for what a resumed session delivers right after the CONNACK.
         """
         return await self._inbound.subscribe(
-            topic_filter, handler, qos=qos, no_local=no_local, timeout=timeout or self.publish_timeout_s
+            topic_filter,
+            handler,
+            qos=qos,
+            no_local=no_local,
+            manual_ack=manual_ack,
+            timeout=timeout or self.publish_timeout_s,
         )
 
     async def unsubscribe(self, subscription: Subscription) -> None:

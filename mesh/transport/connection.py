@@ -52,6 +52,8 @@ class Connection:
         self.connected = asyncio.Event()
         #: Whether the current socket has a CONNACK (subscriptions may still await their SUBACK).
         self.session_up = False
+        #: Counts CONNACKs: what ties a received message's packet id to its connection.
+        self.session_number = 0
         self.closing = False
         self._started = False
         self._connack: asyncio.Future[None] | None = None
@@ -134,6 +136,7 @@ class Connection:
     def accepted(self) -> None:
         """The broker accepted the connection (CONNACK); subscriptions may still be on their way."""
         self.session_up = True
+        self.session_number += 1
         if self._connack is not None and not self._connack.done():
             self._connack.set_result(None)
 

@@ -73,11 +73,18 @@ class Inbound:
             done()
 
     async def subscribe(
-        self, topic_filter: str, handler: MessageHandler, *, qos: int, no_local: bool, timeout: float
+        self,
+        topic_filter: str,
+        handler: MessageHandler,
+        *,
+        qos: int,
+        no_local: bool,
+        manual_ack: bool,
+        timeout: float,
     ) -> Subscription:
         """See :meth:`mesh.transport.MqttTransport.subscribe`."""
         connection = self._connection
-        entry, created = self._table.add(topic_filter, handler, qos, no_local, connection.require_loop())
+        entry, created = self._table.add(topic_filter, handler, qos, no_local, asyncio.get_running_loop(), manual_ack)
         if created and connection.session_up:
             self._send_subscribe(entry)
         try:
@@ -157,8 +164,38 @@ class Inbound:
             qos=msg.qos,
             retain=bool(msg.retain),
             properties=from_paho(props),
+            redelivered=bool(msg.dup),
         )
         sub_ids = getattr(props, "SubscriptionIdentifier", None) if self.subscription_ids_available else None
+        entries = self._table.entries_for(message.topic, sub_ids)
+        ack_now = msg.qos > 0
+        if ack_now and any(entry.manual_ack for entry in entries):
+            message.ack = self._acknowledger(msg.mid, msg.qos)
+            ack_now = False
         run = self._callbacks.run
-        for handler in self._table.handlers_for(message.topic, sub_ids):
-            run(handler, message)
+        for entry in entries:
+            for handler in tuple(entry.handlers):
+                run(handler, message)
+        if ack_now:
+            self._client.ack(msg.mid, msg.qos)  # goes out with whatever this read answers
+
+    def _acknowledger(self, mid: int, qos: int) -> Callable[[], None]:
+        """``ack()`` of one message: once, and only on the connection that received it.
+
+        A packet id is only meaningful within its connection: after a reconnect the broker
+        redelivers the message under a new id, and an old one could acknowledge another.
+        """
+        connection = self._connection
+        session = connection.session_number
+        acked = False
+
+        def ack() -> None:
+            nonlocal acked
+            if acked or connection.session_number != session or not connection.session_up:
+                return
+            acked = True
+            connection.cork()
+            self._client.ack(mid, qos)
+            connection.sync_writer()
+
+        return ack

@@ -278,10 +278,16 @@ class MemoryTransport:
         *,
         qos: int = 1,
         no_local: bool = False,
+        manual_ack: bool = False,
         timeout: float | None = None,
     ) -> Subscription:
-        """Subscribe ``handler``; retained matches follow (asynchronously) for a new filter."""
-        entry, created = self._table.add(topic_filter, handler, qos, no_local, self._require_loop())
+        """Subscribe ``handler``; retained matches follow (asynchronously) for a new filter.
+
+        Nothing is redelivered in memory, so ``message.ack()`` does nothing here.
+        """
+        if self._loop is None:  # subscribing before connect(): delivered once connected
+            self._loop = asyncio.get_running_loop()
+        entry, created = self._table.add(topic_filter, handler, qos, no_local, self._loop, manual_ack)
         if created:
             entry.acked.set_result(None)
             entry.confirmed = True

@@ -116,4 +116,6 @@ def make_client(client_id: str) -> paho.Client:
         client_id=client_id,
         protocol=paho.MQTTv5,
         reconnect_on_failure=False,
+        # The transport acknowledges every QoS 1 message after its handlers (or lets them).
+        manual_ack=True,
     )

@@ -29,6 +29,8 @@ class BrokerSubscription:
     qos: int
     no_local: bool
     identifier: int
+    # Whether the handlers acknowledge the messages themselves (InboundMessage.ack).
+    manual_ack: bool
     # Resolved by the first SUBACK: what subscribe() calls wait for.
     acked: asyncio.Future[None]
     handlers: list[MessageHandler] = field(default_factory=list)
@@ -46,7 +48,13 @@ class SubscriptionTable:
         self._awaiting_suback: dict[int, BrokerSubscription] = {}
 
     def add(
-        self, topic_filter: str, handler: MessageHandler, qos: int, no_local: bool, loop: asyncio.AbstractEventLoop
+        self,
+        topic_filter: str,
+        handler: MessageHandler,
+        qos: int,
+        no_local: bool,
+        loop: asyncio.AbstractEventLoop,
+        manual_ack: bool = False,
     ) -> tuple[BrokerSubscription, bool]:
         """Register ``handler``; return its broker subscription and whether that is new.
 
@@ -58,12 +66,14 @@ class SubscriptionTable:
         entry = self._by_filter.get(topic_filter)
         created = entry is None
         if entry is None:
-            entry = BrokerSubscription(topic_filter, qos, no_local, next(self._identifiers), loop.create_future())
+            entry = BrokerSubscription(
+                topic_filter, qos, no_local, next(self._identifiers), manual_ack, loop.create_future()
+            )
             self._by_filter[topic_filter] = self._by_identifier[entry.identifier] = entry
-        elif (entry.qos, entry.no_local) != (qos, no_local):
+        elif (entry.qos, entry.no_local, entry.manual_ack) != (qos, no_local, manual_ack):
             raise ValueError(
-                f"{topic_filter!r} is already subscribed with qos={entry.qos}, no_local={entry.no_local}; "
-                "one connection holds one subscription per filter"
+                f"{topic_filter!r} is already subscribed with qos={entry.qos}, no_local={entry.no_local}, "
+                f"manual_ack={entry.manual_ack}; one connection holds one subscription per filter"
             )
         entry.handlers.append(handler)
         return entry, created
@@ -104,12 +114,20 @@ class SubscriptionTable:
             entry.confirmed = False
         return missing
 
-    def handlers_for(self, topic: str, identifiers: Sequence[int] | None) -> Iterator[MessageHandler]:
-        """The handlers of a delivered message: by the identifiers it carries, else by filter."""
+    def entries_for(self, topic: str, identifiers: Sequence[int] | None) -> list[BrokerSubscription]:
+        """The subscriptions of a delivered message: by the identifiers it carries, else by filter.
+
+        A message the broker kept for a session of an earlier process (redelivered after a
+        restart) carries that process's identifiers; one we do not know falls back to filters.
+        """
         if identifiers:
-            entries = [self._by_identifier.get(identifier) for identifier in identifiers]
-        else:
-            entries = [e for e in self._by_filter.values() if topic_matches(e.topic_filter, topic)]
-        for entry in entries:
-            if entry is not None:
-                yield from tuple(entry.handlers)
+            by_identifier = self._by_identifier
+            found = [by_identifier[i] for i in identifiers if i in by_identifier]
+            if len(found) == len(identifiers) and all(topic_matches(e.topic_filter, topic) for e in found):
+                return found
+        return [e for e in self._by_filter.values() if topic_matches(e.topic_filter, topic)]
+
+    def handlers_for(self, topic: str, identifiers: Sequence[int] | None) -> Iterator[MessageHandler]:
+        """The handlers of a delivered message (see :meth:`entries_for`)."""
+        for entry in self.entries_for(topic, identifiers):
+            yield from tuple(entry.handlers)

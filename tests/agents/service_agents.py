@@ -182,3 +182,18 @@ class Ticker(Agent):
             yield Status(f"tick {i}")
             await asyncio.sleep(self.every_s)
         yield Reply("ticked")
+
+
+class Ledger(Agent):
+    """Appends each message's text to the file its metadata names (``ledger``): a record of every
+    run that outlives the process. A text starting with ``hang`` then waits forever."""
+
+    name = "ledger"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        text = get_text_from_message(message)
+        with open(ctx.metadata["ledger"], "a", encoding="utf-8") as ledger:
+            ledger.write(text + "\n")
+        if text.startswith("hang"):
+            await asyncio.Event().wait()
+        return text

@@ -1,0 +1,137 @@
+"""Where an agent's tasks are kept across restarts: the task journal interface.
+
+The runtime keeps its tasks in memory (:class:`~agents.tasks.TaskStore`, with their asyncio
+state) and writes every change through to a :class:`TaskJournal`. On start the service loads
+what the journal holds: finished tasks serve ``tasks/get`` again, tasks that were running are
+failed with "agent restarted" unless the broker redelivers their request.
+
+The journal is also what the broker acknowledgement and the answers wait for (DESIGN,
+"Delivery guarantees"): :meth:`TaskJournal.after_durable` runs a callback once every change
+made so far is stored, so a request is acknowledged (manual PUBACK) only once its task is
+recorded, and an answer leaves only once the task state it reports is.
+
+Two journals: :class:`~agents.sqlitejournal.SqliteJournal` (the default: one SQLite file per
+agent instance) and :class:`NullJournal` (``task_store: ":memory:"``: nothing outlives the
+process, and nothing waits).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from mesh.a2a import Task
+
+if TYPE_CHECKING:
+    from agents.tasks import TaskRecord
+
+__all__ = [
+    "MEMORY",
+    "STATE_DIR_ENV",
+    "LoadedTasks",
+    "NullJournal",
+    "StoredTask",
+    "TaskJournal",
+    "default_state_dir",
+    "journal_path",
+]
+
+#: The ``task_store`` value that keeps tasks in memory only.
+MEMORY = ":memory:"
+#: Where task files go when ``task_store`` names none (default: ``$XDG_STATE_HOME/mesh``).
+STATE_DIR_ENV = "MESH_STATE_DIR"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTask:
+    """A task as the journal gave it back."""
+
+    task: Task
+    request_key: str | None
+    # Seconds since it last changed (wall clock at load minus at write): what retention ages.
+    age_s: float
+
+
+@dataclass(slots=True)
+class LoadedTasks:
+    """What a journal held when the agent started, oldest change first."""
+
+    tasks: list[StoredTask] = field(default_factory=list)
+    # task id -> its push configs, each a JSON object (PushNotificationConfig).
+    push_configs: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+class TaskJournal(Protocol):
+    """Stores task changes off the hot path; says when they are stored."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether anything outlives the process (False: redelivery dedupe is pointless)."""
+        ...
+
+    def load(self) -> LoadedTasks:
+        """Open the store and read what it holds (blocking: run it off the loop)."""
+        ...
+
+    def changed(self, record: TaskRecord) -> None:
+        """The task was created or changed: write its current state."""
+
+    def forgotten(self, task_id: str) -> None:
+        """The task is past retention: delete it."""
+
+    def push_configs(self, task_id: str, configs: list[bytes]) -> None:
+        """The task's push configs are now ``configs`` (JSON objects; empty: none)."""
+
+    def after_durable(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the loop once every change made so far is stored (at once if none)."""
+
+    async def close(self) -> None:
+        """Store what is pending and close the store."""
+
+
+class NullJournal:
+    """Keeps nothing: tasks live as long as the process (``task_store: ":memory:"``)."""
+
+    durable = False
+
+    def load(self) -> LoadedTasks:
+        return LoadedTasks()
+
+    def changed(self, record: TaskRecord) -> None:
+        pass
+
+    def forgotten(self, task_id: str) -> None:
+        pass
+
+    def push_configs(self, task_id: str, configs: list[bytes]) -> None:
+        pass
+
+    def after_durable(self, callback: Callable[[], None]) -> None:
+        callback()
+
+    async def close(self) -> None:
+        pass
+
+
+def default_state_dir() -> Path:
+    """``$MESH_STATE_DIR``, else ``$XDG_STATE_HOME/mesh``, else ``~/.local/state/mesh``."""
+    if configured := os.environ.get(STATE_DIR_ENV):
+        return Path(configured)
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "mesh"
+
+
+def journal_path(task_store: str, namespace: str, instance: str) -> Path | None:
+    """The SQLite file of an agent instance (None: in memory).
+
+    ``task_store`` is the agent's setting: ``":memory:"``, a file path, or empty for
+    ``<state dir>/<namespace>/<instance>.sqlite3``.
+    """
+    if task_store == MEMORY:
+        return None
+    if task_store:
+        return Path(task_store).expanduser()
+    return default_state_dir() / namespace.replace("/", "_") / f"{instance}.sqlite3"

@@ -1,0 +1,284 @@
+"""The SQLite task journal: one file per agent instance, written by a thread of its own.
+
+Changes are collected on the loop and written in batches (group commit): a task changed
+several times in one pass of the loop (an echo task is created and completed in the same
+pass) is serialized and written once. A writer thread commits each batch in one transaction
+and tells the loop, which then runs the :meth:`SqliteJournal.after_durable` callbacks (the
+broker acknowledgements and the held answers) of everything that batch covered.
+
+WAL mode with ``synchronous=NORMAL``: a commit costs no fsync, so a crash of the process loses
+nothing committed; a crash of the machine (power loss) may lose the last commits before the
+next checkpoint. What is queued but not yet committed when the process dies is lost, but none
+of it was acknowledged or answered: the broker redelivers those requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agents.journal import LoadedTasks, StoredTask
+from mesh.a2a import Task
+
+if TYPE_CHECKING:
+    from agents.tasks import TaskRecord
+
+__all__ = ["SqliteJournal"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    request_key TEXT,
+    terminal INTEGER NOT NULL,
+    changed_at REAL NOT NULL,
+    task BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS push_configs (
+    task_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    config BLOB NOT NULL,
+    PRIMARY KEY (task_id, position)
+);
+"""
+_UPSERT = (
+    "INSERT INTO tasks (id, request_key, terminal, changed_at, task) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT(id) DO UPDATE SET terminal = excluded.terminal, changed_at = excluded.changed_at, "
+    "task = excluded.task"
+)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What one pass of the loop changed, numbered in the order it was handed to the writer."""
+
+    number: int
+    rows: list[tuple[str, str | None, int, float, bytes]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    push_configs: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+class SqliteJournal:
+    """A :class:`~agents.journal.TaskJournal` in a SQLite file (created with its directory)."""
+
+    durable = True
+
+    def __init__(self, path: Path, *, agent_name: str) -> None:
+        self.path = path
+        self.agent_name = agent_name
+        self._db: sqlite3.Connection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: threading.Thread | None = None
+        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        # The batch being collected on the loop.
+        self._dirty: dict[str, TaskRecord] = {}
+        self._deleted: list[str] = []
+        self._push: dict[str, list[bytes]] = {}
+        self._flush_scheduled = False
+        self._handed = 0  # number of the last batch handed to the writer
+        self._stored = 0  # number of the last batch committed
+        self._waiting: list[tuple[int, Callable[[], None]]] = []
+        self._failing = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ opening
+
+    def load(self) -> LoadedTasks:
+        """Open (or create) the file and read its tasks; blocking, run it off the loop."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            loaded = _read(db)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        self._db = db
+        return loaded
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start writing (after :meth:`load`), telling ``loop`` what is stored."""
+        if self._db is None:
+            raise RuntimeError("SqliteJournal.start() before load()")
+        self._loop = loop
+        self._writer = threading.Thread(target=self._write_batches, name=f"journal-{self.agent_name}", daemon=True)
+        self._writer.start()
+
+    # ------------------------------------------------------------------ the loop side
+
+    def changed(self, record: TaskRecord) -> None:
+        if not self._closed:
+            self._dirty[record.id] = record
+            self._schedule_flush()
+
+    def forgotten(self, task_id: str) -> None:
+        if not self._closed:
+            self._dirty.pop(task_id, None)
+            self._deleted.append(task_id)
+            self._schedule_flush()
+
+    def push_configs(self, task_id: str, configs: list[bytes]) -> None:
+        if not self._closed:
+            self._push[task_id] = configs
+            self._schedule_flush()
+
+    def after_durable(self, callback: Callable[[], None]) -> None:
+        if self._closed:
+            callback()
+        elif self._flush_scheduled:
+            self._waiting.append((self._handed + 1, callback))
+        elif self._handed > self._stored:
+            self._waiting.append((self._handed, callback))
+        else:
+            callback()
+
+    async def close(self) -> None:
+        """Write what is pending, stop the writer and close the file (later changes are not kept)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._flush_scheduled:
+            self._flush()
+        if self._writer is not None:
+            self._queue.put(None)
+            await asyncio.get_running_loop().run_in_executor(None, self._writer.join)
+            self._writer = None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._release(self._handed)
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            # Two passes later: a task created and finished by the same request is written once.
+            self._loop.call_soon(self._loop.call_soon, self._flush)
+
+    def _flush(self) -> None:
+        if not self._flush_scheduled:
+            return
+        self._flush_scheduled = False
+        self._handed += 1
+        batch = _Batch(self._handed, deleted=self._deleted, push_configs=self._push)
+        now = time.time()
+        for record in self._dirty.values():
+            try:
+                task_json = record.task.to_json_bytes()
+            except ValueError as exc:  # text no JSON can carry (a lone surrogate from a handler)
+                log.warning("%s: task %s is not stored: %s", self.agent_name, record.id, exc)
+                continue
+            batch.rows.append((record.id, record.request_key, int(record.is_terminal), now, task_json))
+        self._dirty, self._deleted, self._push = {}, [], {}
+        self._queue.put(batch)
+
+    def _stored_up_to(self, number: int) -> None:
+        self._stored = max(self._stored, number)
+        self._release(self._stored)
+
+    def _release(self, number: int) -> None:
+        waiting = self._waiting
+        if not waiting:
+            return
+        ready = 0
+        while ready < len(waiting) and waiting[ready][0] <= number:
+            ready += 1
+        if not ready:
+            return
+        due, self._waiting = waiting[:ready], waiting[ready:]
+        for _number, callback in due:
+            try:
+                callback()
+            except Exception:
+                log.exception("%s: a callback waiting for the task store failed", self.agent_name)
+
+    # ------------------------------------------------------------------ the writer thread
+
+    def _write_batches(self) -> None:
+        db = self._db
+        loop = self._loop
+        assert db is not None and loop is not None
+        stopping = False
+        while not stopping:
+            batches: list[_Batch] = []
+            item = self._queue.get()
+            while True:
+                if item is None:
+                    stopping = True
+                else:
+                    batches.append(item)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if not batches:
+                continue
+            self._commit(db, batches)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(self._stored_up_to, batches[-1].number)
+
+    def _commit(self, db: sqlite3.Connection, batches: list[_Batch]) -> None:
+        try:
+            db.execute("BEGIN")
+            for batch in batches:
+                if batch.deleted:
+                    deleted = [(task_id,) for task_id in batch.deleted]
+                    db.executemany("DELETE FROM tasks WHERE id = ?", deleted)
+                    db.executemany("DELETE FROM push_configs WHERE task_id = ?", deleted)
+                if batch.rows:
+                    db.executemany(_UPSERT, batch.rows)
+                for task_id, configs in batch.push_configs.items():
+                    db.execute("DELETE FROM push_configs WHERE task_id = ?", (task_id,))
+                    db.executemany(
+                        "INSERT INTO push_configs (task_id, position, config) VALUES (?, ?, ?)",
+                        [(task_id, position, config) for position, config in enumerate(configs)],
+                    )
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            if not self._failing:
+                log.error(
+                    "%s: writing tasks to %s failed: %s; tasks are served from memory but will not survive "
+                    "a restart until writing works again (disk full? permissions?)",
+                    self.agent_name,
+                    self.path,
+                    exc,
+                )
+            self._failing = True
+            return
+        if self._failing:
+            log.warning("%s: writing tasks to %s works again", self.agent_name, self.path)
+            self._failing = False
+
+
+def _read(db: sqlite3.Connection) -> LoadedTasks:
+    loaded = LoadedTasks()
+    now = time.time()
+    bad = 0
+    for task_id, request_key, changed_at, task_json in db.execute(
+        "SELECT id, request_key, changed_at, task FROM tasks ORDER BY changed_at"
+    ):
+        try:
+            task = Task.model_validate_json(task_json)
+        except ValueError:
+            bad += 1
+            db.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
+            continue
+        loaded.tasks.append(StoredTask(task, request_key, max(0.0, now - changed_at)))
+    if bad:
+        log.warning("dropped %d stored task(s) that no longer parse as A2A tasks", bad)
+    for task_id, config in db.execute("SELECT task_id, config FROM push_configs ORDER BY task_id, position"):
+        loaded.push_configs.setdefault(task_id, []).append(config)
+    return loaded
