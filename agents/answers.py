@@ -6,19 +6,15 @@ A ``replyTo`` or ``a2aStatusTopic`` outside the agent's answer topics (DESIGN, "
 are confined"; :func:`topics.answer_topic_problem`) is never published to.
 Stream events go to a :class:`~agents.tasks.Listener`'s topic. Every answer carries the
 request's Correlation Data and is handed to the transport with ``publish_nowait``, in order,
-without waiting for the broker. With a durable task journal, answers wait (in order) until
-the task state they report is stored: an agent never tells a caller what a restart could
-take back.
+without waiting for the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from dataclasses import dataclass
 
-from agents.journal import NullJournal, TaskJournal
 from agents.tasks import Listener, TaskRecord
 from mesh.a2a import InternalFailure, RpcError, success_response_bytes
 from mesh.errors import TransportError
@@ -50,13 +46,10 @@ def reply_properties(correlation: bytes | None) -> MessageProperties:
 class Answers:
     """Sends one agent's answers and keeps track of those the broker has not acknowledged yet."""
 
-    def __init__(
-        self, transport: Transport, namespace: str, agent_name: str, *, journal: TaskJournal | None = None
-    ) -> None:
+    def __init__(self, transport: Transport, namespace: str, agent_name: str) -> None:
         self.transport = transport
         self.namespace = namespace
         self.agent_name = agent_name
-        self._journal: TaskJournal = journal if journal is not None else NullJournal()
         self._in_flight: set[asyncio.Future[None]] = set()
 
     def route(self, props: MessageProperties) -> Route:
@@ -87,12 +80,6 @@ class Answers:
         self._publish(route.topic, payload, reply_properties(route.correlation), route.request_id)
 
     def _publish(self, topic: str, payload: bytes, props: MessageProperties, request_id: str | int | None) -> None:
-        if self._journal.durable:
-            self._journal.after_durable(functools.partial(self._publish_now, topic, payload, props, request_id))
-        else:
-            self._publish_now(topic, payload, props, request_id)
-
-    def _publish_now(self, topic: str, payload: bytes, props: MessageProperties, request_id: str | int | None) -> None:
         try:
             ack = self.transport.publish_nowait(topic, payload, properties=props)
         except (TransportError, ValueError) as exc:

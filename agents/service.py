@@ -120,7 +120,7 @@ class AgentService:
         self.notifier = PushNotifier(
             allow_private=self.settings.allow_private_push_urls, timeout_s=self.settings.push_timeout_s
         )
-        self.answers = Answers(self.transport, self.namespace, self.name, journal=self.journal)
+        self.answers = Answers(self.transport, self.namespace, self.name)
         self.streams = TaskStreams(
             self.answers,
             tasks=self.tasks,

@@ -2,7 +2,10 @@
 
 Both echo agents run in processes of their own; this process is the client of both.
 
-- mesh: ``MeshClient.send`` -> Mosquitto -> ``AgentService(EchoAgent)`` -> the Task back;
+- mesh: ``MeshClient.send`` -> Mosquitto -> ``AgentService(EchoAgent)`` -> the Task back, with
+  the default task store (SQLite, a file in a temporary directory) and with ``:memory:``, in
+  the same run: ``mesh_*`` are the default's figures, ``sqlite_rps_ratio`` the cost of keeping
+  tasks across restarts;
 - a2a-sdk: JSON-RPC POSTs to the a2a-sdk server on uvicorn (bench/a2a_http_echo.py), in its
   native A2A 1.0 (``SendMessage``) and in 0.3 (``message/send``), from a minimal keep-alive
   HTTP/1.1 client (bench/http_client.py; httpx alone added ~0.8 ms per request, which would
@@ -12,7 +15,8 @@ Measures the sequential round trip (median) and throughput with 16 requests in f
 Last line on stdout::
 
     {"mesh_rtt_us": ..., "a2a_http_rtt_us": ..., "rtt_ratio": ...,
-     "mesh_rps": ..., "a2a_http_rps": ..., "rps_ratio": ...}
+     "mesh_rps": ..., "a2a_http_rps": ..., "rps_ratio": ...,
+     "mesh_memory_rtt_us": ..., "mesh_memory_rps": ..., "sqlite_rps_ratio": ...}
 
 Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M]``.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -126,16 +131,31 @@ def main() -> None:
     )
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
+    parser.add_argument("--task-store", default=":memory:", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace))
+        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store))
         return
 
     port = free_port()
     script = str(Path(__file__).resolve())
+    memory_namespace = f"{args.namespace}-memory"
     with (
         broker_url(args.broker) as url,
-        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]),
+        tempfile.TemporaryDirectory(prefix="mesh-bench-") as state_dir,
+        child(
+            [
+                script,
+                "--serve-echo",
+                "--broker",
+                url,
+                "--namespace",
+                args.namespace,
+                "--task-store",
+                str(Path(state_dir) / "echo.sqlite3"),
+            ]
+        ),
+        child([script, "--serve-echo", "--broker", url, "--namespace", memory_namespace]),
         child([str(HERE / "a2a_http_echo.py"), str(port)]),
     ):
         results = {}
@@ -147,8 +167,10 @@ def main() -> None:
             results[version] = asyncio.run(http_side(port, version, args.requests, args.concurrent_requests))
             progress(f"a2a-sdk {version}: {results[version]}")
         progress(f"mesh: {args.requests} sequential, then {args.concurrent_requests} with {CONCURRENCY} in flight")
+        memory = asyncio.run(mesh_side(url, memory_namespace, args.requests, args.concurrent_requests))
+        progress(f"mesh, tasks in memory: {memory}")
         mesh = asyncio.run(mesh_side(url, args.namespace, args.requests, args.concurrent_requests))
-        progress(f"mesh: {mesh}")
+        progress(f"mesh, tasks in SQLite: {mesh}")
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
     emit(
@@ -160,6 +182,9 @@ def main() -> None:
             "a2a_http_rps": best_rps,
             "rps_ratio": ratio(mesh["rps"], best_rps),
             "mesh_p99_us": mesh["p99_us"],
+            "mesh_memory_rtt_us": memory["rtt_us"],
+            "mesh_memory_rps": memory["rps"],
+            "sqlite_rps_ratio": ratio(mesh["rps"], memory["rps"]),
             "a2a_http_1_0": results["1.0"],
             "a2a_http_0_3": results["0.3"],
             "concurrency": CONCURRENCY,
@@ -169,12 +194,14 @@ def main() -> None:
     )
 
 
-async def serve_echo(url: str, namespace: str) -> None:
+async def serve_echo(url: str, namespace: str, task_store: str) -> None:
     from agents.builtin.echo import EchoAgent
     from agents.service import AgentService
+    from agents.settings import AgentSettings
     from mesh.broker import BrokerSettings
 
-    service = AgentService(EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace)
+    settings = AgentSettings(task_store=task_store)
+    service = AgentService(EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings)
     await service.start()
     print("ready", flush=True)
     await asyncio.Event().wait()

@@ -11,9 +11,11 @@ recorded task, not run again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +35,12 @@ from topics import get_agent_request_topic, get_client_response_topic
 def send_payload(text: str, ledger: Path, request_id: str) -> bytes:
     message = {"role": "user", "parts": [{"kind": "text", "text": text}], "messageId": uuid.uuid4().hex}
     return request_bytes("message/send", request_id, {"message": message, "metadata": {"ledger": str(ledger)}})
+
+
+def stored(store: Path, task_id: str) -> bool:
+    """Whether the agent's task store has committed a row for the task (read from outside)."""
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is not None
 
 
 def runs(ledger: Path) -> list[str]:
@@ -100,8 +108,9 @@ async def test_a_restarted_agent_keeps_its_tasks_and_runs_redelivered_requests_o
         return result
 
     await send("hang-1", "t-hang")
-    await until(lambda: "hang-1" in runs(ledger))
-    # Answers leave in order once what came before is stored: the request is recorded and acknowledged.
+    await until(lambda: "hang-1" in runs(ledger) and stored(store, "t-hang"))
+    # Its acknowledgement was queued on the agent's loop when the row was committed, so it
+    # went out before the agent reads this request (which crossed the broker after it).
     assert (await get("t-hang"))["status"]["state"] == "working"
 
     # Frozen, the agent receives three requests it can neither record nor acknowledge; then it dies.
