@@ -34,6 +34,7 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from mesh.broker import BrokerSettings
+from mesh.ownership import ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
@@ -73,6 +74,8 @@ class AgentService:
         self.settings = settings or AgentSettings()
         self.request_topic = get_agent_request_topic(self.namespace, self.name)
         self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
+        # The broker a start checks the name on (an injected transport: its owner's business).
+        self._name_check_broker = broker if transport is None else None
         if transport is None:
             if broker is None:
                 raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
@@ -146,22 +149,35 @@ class AgentService:
         return self.agent.card(url=self.url, push_notifications=self.settings.push_notifications).to_json_bytes()
 
     async def start(self) -> None:
-        """Connect, subscribe to the request topic and announce the card."""
+        """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`
+        otherwise; replicas skip it), connect, subscribe to the request topic and announce the card."""
         self.agent.leave_mesh = self.stop
+        # Before our own connection exists: no will of ours can clear the live owner's card.
+        timeout_s = self.settings.name_check_timeout_s
+        if self._name_check_broker is not None and timeout_s is not None and not self.settings.shared_subscription:
+            await ensure_agent_name_free(
+                MqttTransport(self._name_check_broker), self.namespace, self.name, timeout_s=timeout_s
+            )
         await self.agent.setup()
-        await self.transport.connect()
-        await self.registry.start()
-        await self.delegator.start()
-        topic_filter = self.request_topic
-        if self.settings.shared_subscription:
-            topic_filter = shared_subscription(self.name, self.request_topic)
-        self._subscription = await self.transport.subscribe(topic_filter, self.dispatcher.on_request)
-        await self.presence.start()
+        try:
+            await self.transport.connect()
+            await self.registry.start()
+            await self.delegator.start()
+            topic_filter = self.request_topic
+            if self.settings.shared_subscription:
+                topic_filter = shared_subscription(self.name, self.request_topic)
+            subscription = await self.transport.subscribe(topic_filter, self.dispatcher.on_request)
+            await self.presence.start()
+        except BaseException:
+            # A clean DISCONNECT discards our will, which would clear a card we never published.
+            await self.transport.close()
+            raise
+        self._subscription = subscription  # started: stop() has something to stop
         log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.url)
 
     async def stop(self) -> None:
         """Stop taking requests, cancel and answer in-flight tasks, clear the card, disconnect."""
-        if self.dispatcher.stopping:
+        if self.dispatcher.stopping or not hasattr(self, "_subscription"):  # stopped, or never started
             return
         self.dispatcher.stopping = True
         await self.transport.unsubscribe(self._subscription)

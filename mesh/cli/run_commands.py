@@ -122,9 +122,11 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
         with stopped_by_signals(stop):
             results = await asyncio.gather(*(c.start() for c in components), return_exceptions=True)
             started = [c for c, r in zip(components, results, strict=True) if not isinstance(r, BaseException)]
-            failures = [r for r in results if isinstance(r, BaseException)]
+            failures = [(c, r) for c, r in zip(components, results, strict=True) if isinstance(r, BaseException)]
+            for component, error in failures[1:]:  # the first one is the command's error message
+                log.error("%s %s did not start: %s", component.kind, component.name, error)
             if failures:
-                raise failures[0]
+                raise failures[0][1]
             log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
             if banner is not None:
                 print(banner(), flush=True)
