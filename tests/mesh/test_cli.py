@@ -176,9 +176,10 @@ async def test_sigterm_disconnects_every_component_cleanly_so_no_will_fires(
         assert seen[-1] == b"" and seen.count(b"") == 1, f"{topic}: {seen!r}\n{run.output}"
 
 
-async def test_a_second_instance_of_an_agent_name_exits_2_and_the_first_keeps_its_card(
+async def test_a_second_instance_of_an_agent_name_exits_2_and_the_first_keeps_its_cards(
     broker_url: str, namespace: str, tmp_path: Path
 ) -> None:
+    # An echo and a gateway "http", as in `mesh up`.
     config = agents_file(
         tmp_path,
         f"""
@@ -186,31 +187,36 @@ async def test_a_second_instance_of_an_agent_name_exits_2_and_the_first_keeps_it
         broker: {broker_url}
         agents:
           - class: tests.agents.service_agents:Echo
+        gateways:
+          - {{kind: http, id: http, host: 127.0.0.1, port: 0}}
         """,
     )
-    card_topic, sentinel = get_agent_discovery_topic(namespace, "echo"), f"{namespace}/test/sentinel"
+    cards = {get_agent_discovery_topic(namespace, "echo"), get_gateway_discovery_topic(namespace, "http")}
+    sentinel = f"{namespace}/test/sentinel"
     env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
     inbox = Inbox()
     async with MqttTransport(BrokerSettings.from_url(broker_url)) as watcher:
-        await watcher.subscribe(card_topic, inbox)
-        await watcher.subscribe(sentinel, inbox)
+        for topic in (*cards, sentinel):
+            await watcher.subscribe(topic, inbox)
         first = await start_mesh("run", str(config))
         try:
-            await first.wait_for_line("running agent echo")
+            await first.wait_for_line("running agent echo, gateway http")
             again = await mesh("run", str(config))
-            # `mesh up` runs an echo too: it stops the components it had started, and exits 2 as well.
+            # `mesh up` runs an echo too: it stops the agents it had started, and exits 2 as well,
+            # before its gateway "http" ever published a card.
             up = await mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port()))
             for second in (again, up):
                 assert second.code == 2, second
                 assert f"mesh: agent 'echo' is already running on namespace '{namespace}'" in second.stderr
                 assert "shared_subscription: true" in second.stderr and "Traceback" not in second.stderr
-            assert any("agent calculator stopped" in line for line in up.stderr.splitlines())
+            assert "agent calculator stopped" in up.stderr
 
             sent = await mesh("send", "echo", "still me", **env)
             assert (sent.code, sent.stdout) == (0, "still me\n")
             await watcher.publish(sentinel, b"end")  # after everything the refused processes did
             await inbox.wait_until_topic(sentinel)
-            cards = [m.payload for m in inbox.messages if m.topic == card_topic]
-            assert cards and all(card.startswith(b"{") for card in cards), cards  # the first's card, never cleared
+            for topic in cards:  # the first's cards only, never cleared
+                seen = [m.payload for m in inbox.messages if m.topic == topic]
+                assert seen and all(card.startswith(b"{") for card in seen), (topic, seen)
         finally:
             assert await first.stop(signal.SIGTERM) == 0, first.output
