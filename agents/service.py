@@ -45,6 +45,7 @@ from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
 from mesh.errors import ConfigError
+from mesh.ownership import ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, MqttTransport, Transport
@@ -92,6 +93,8 @@ class AgentService:
         # One instance per name (replicas aside): its session, hence what the broker
         # redelivers to it after a restart, follows the name.
         instance = self.name if not self.settings.shared_subscription else f"{self.name}-{uuid.uuid4().hex[:8]}"
+        # The broker a start checks the name on (an injected transport: its owner's business).
+        self._name_check_broker = broker if transport is None else None
         if transport is None:
             if broker is None:
                 raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
@@ -176,28 +179,43 @@ class AgentService:
         return self.agent.card(url=self.url, push_notifications=self.settings.push_notifications).to_json_bytes()
 
     async def start(self) -> None:
-        """Load the stored tasks, connect, subscribe to the request topic and announce the card."""
+        """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`
+        otherwise; replicas skip it), load the stored tasks, connect, subscribe to the request
+        topic and announce the card."""
         self.agent.leave_mesh = self.stop
+        # Before our own connection exists: connecting under the owner's client id would take
+        # its session over, and no will of ours can clear the live owner's card.
+        timeout_s = self.settings.name_check_timeout_s
+        if self._name_check_broker is not None and timeout_s is not None and not self.settings.shared_subscription:
+            await ensure_agent_name_free(
+                MqttTransport(self._name_check_broker), self.namespace, self.name, timeout_s=timeout_s
+            )
         await self._load_tasks()
         await self.agent.setup()
         topic_filter = self.request_topic
         if self.settings.shared_subscription:
             topic_filter = shared_subscription(self.name, self.request_topic)
-        # The handler is in place before the CONNACK: a resumed session redelivers at once.
-        subscribing = asyncio.get_running_loop().create_task(
-            self.transport.subscribe(topic_filter, self._on_request, manual_ack=True)
-        )
-        await asyncio.sleep(0)
         try:
-            await self.transport.connect()
+            # The handler is in place before the CONNACK: a resumed session redelivers at once.
+            subscribing = asyncio.get_running_loop().create_task(
+                self.transport.subscribe(topic_filter, self._on_request, manual_ack=True)
+            )
+            await asyncio.sleep(0)
+            try:
+                await self.transport.connect()
+            except BaseException:
+                subscribing.cancel()
+                raise
+            subscription = await subscribing
+            await self.registry.start()
+            await self.delegator.start()
+            await self.presence.start()
         except BaseException:
-            subscribing.cancel()
+            # A clean DISCONNECT discards our will, which would clear a card we never published.
+            await self.transport.close()
             await self.journal.close()
             raise
-        self._subscription = await subscribing
-        await self.registry.start()
-        await self.delegator.start()
-        await self.presence.start()
+        self._subscription = subscription  # started: stop() has something to stop
         if self._orphans:
             loop = asyncio.get_running_loop()
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
@@ -250,7 +268,7 @@ class AgentService:
 
     async def stop(self) -> None:
         """Stop taking requests, cancel and answer in-flight tasks, clear the card, disconnect."""
-        if self.dispatcher.stopping:
+        if self.dispatcher.stopping or not hasattr(self, "_subscription"):  # stopped, or never started
             return
         self.dispatcher.stopping = True
         await self.transport.unsubscribe(self._subscription)

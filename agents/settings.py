@@ -31,6 +31,9 @@ class AgentSettings(_Settings):
     card_expiry_intervals: int = Field(3, ge=1, description="card Message Expiry, in intervals")
     discovery_ttl_s: float = Field(60.0, gt=0, description="forget a peer's card not refreshed this long")
     shared_subscription: bool = Field(False, description="replicas share requests via $share/<agent>/")
+    name_check_timeout_s: float | None = Field(
+        2.0, gt=0, description="at start, wait this long for a live instance of the name to answer (None: no check)"
+    )
     push_notifications: bool = Field(True, description="serve the pushNotificationConfig methods")
     allow_private_push_urls: bool = Field(False, description="allow push URLs on loopback/private networks")
     push_timeout_s: float = Field(5.0, gt=0, description="timeout of one push POST")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from mesh.broker import BrokerSettings, TlsOptions
 from mesh.errors import (
+    AgentNameTakenError,
     AgentNotFoundError,
     AgentUnavailableError,
     ConfigError,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from mesh.limits import MessageLimits
 
 __all__ = [
+    "AgentNameTakenError",
     "AgentNotFoundError",
     "AgentUnavailableError",
     "BrokerSettings",

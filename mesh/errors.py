@@ -19,6 +19,7 @@ Every exception the ``mesh`` package raises on purpose derives from :class:`Mesh
     │   └── IllegalTransitionError  a task state change the state machine forbids
     ├── AgentNotFoundError          no card of the agent on the mesh (lists those that are)
     ├── AgentUnavailableError       a call's agent is not there: nobody listens, or it went away
+    ├── AgentNameTakenError         a live instance already serves this agent name
     └── ConfigError                 a configuration file or value is wrong
 
 Messages name the bad value and say what to do about it.
@@ -186,6 +187,20 @@ class AgentUnavailableError(MeshError):
     def went_away(cls, agent: str, why: str | None = None) -> AgentUnavailableError:
         why = why or "its card was removed (it shut down, or its connection died and the broker published its will)"
         return cls(f"agent {agent!r} went away: {why} before it answered", agent=agent, reason="gone")
+
+
+class AgentNameTakenError(MeshError):
+    """A live instance already serves this agent name on this namespace (:mod:`mesh.ownership`)."""
+
+    def __init__(self, agent: str, *, namespace: str, broker_url: str) -> None:
+        super().__init__(
+            f"agent {agent!r} is already running on namespace {namespace!r} at {broker_url} (it answered "
+            "on its request topic); stop the other instance, use another name or namespace, or set "
+            "`shared_subscription: true` on every instance to run them as replicas"
+        )
+        self.agent = agent
+        self.namespace = namespace
+        self.broker_url = broker_url
 
 
 class ConfigError(MeshError, ValueError):

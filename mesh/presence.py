@@ -6,6 +6,10 @@ without a trace still disappears from the broker. Its MQTT will is an empty reta
 on the same topic ("gone"), which the broker sends if the connection dies; a clean shutdown
 publishes the same. After a reconnect the card is published at once: a restarted broker
 without persistence has forgotten it.
+
+A component clears only a card it published itself: one that failed to start leaves the card
+of a live instance of its name alone (see :mod:`mesh.ownership`, which keeps a second instance
+from starting at all).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class CardPresence:
         self._expiry_s = max(1, round(interval_s * expiry_intervals))
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._published = False
 
     async def start(self) -> None:
         """Publish the card now (raising if the broker refuses it), then keep it fresh."""
@@ -54,19 +59,20 @@ class CardPresence:
         self._task = asyncio.get_running_loop().create_task(self._refresh())
 
     async def publish(self) -> None:
+        self._published = True  # from the moment it is handed over, the card on the broker may be ours
         props = MessageProperties(
             content_type=JSON_CONTENT_TYPE, payload_format_utf8=True, message_expiry_s=self._expiry_s
         )
         await self.transport.publish(self.card_topic, self._card(), retain=True, properties=props)
 
     async def stop(self) -> None:
-        """Stop refreshing and clear the retained card (an empty retained message)."""
+        """Stop refreshing and clear the retained card (an empty retained message) if we published it."""
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self.transport.is_connected:
+        if self._published and self.transport.is_connected:
             try:
                 await self.transport.publish(self.card_topic, b"", retain=True, timeout=5)
             except TransportError as exc:

@@ -13,7 +13,7 @@ from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.config import load_config
-from mesh.errors import NotAuthorizedError
+from mesh.errors import AgentNameTakenError, NotAuthorizedError
 from mesh.localbroker import LocalBroker
 from mesh.sections import build_components
 from mesh.transport import MqttTransport
@@ -44,6 +44,8 @@ def as_user(broker: LocalBroker, user: str) -> BrokerSettings:
 async def test_the_acl_lets_each_component_do_its_job_and_no_more(secured_broker: LocalBroker, namespace: str) -> None:
     echo = AgentService(Echo(), broker=as_user(secured_broker, "echo"), namespace=namespace)
     await echo.start()  # subscribes to its requests, publishes its card: both allowed
+    with pytest.raises(AgentNameTakenError):  # the ACL lets a second echo's name check see the first
+        await AgentService(Echo(), broker=as_user(secured_broker, "echo"), namespace=namespace).start()
     rogue = MqttTransport(as_user(secured_broker, "rogue"))
     await rogue.connect()
     try:

@@ -1,8 +1,9 @@
 """The ``mesh`` command.
 
 Exit codes: 0 success; 1 the task did not complete (failed, canceled, rejected); 2 bad
-arguments or configuration; 3 broker unreachable; 4 unknown agent; 5 timeout; 6 the agent
-answered with a JSON-RPC error; 130 interrupted.
+arguments or configuration, or an agent name a live instance already serves; 3 broker
+unreachable; 4 unknown agent; 5 timeout; 6 the agent answered with a JSON-RPC error;
+130 interrupted.
 """
 
 from __future__ import annotations

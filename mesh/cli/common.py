@@ -16,6 +16,7 @@ from typing import Any
 from mesh.a2a import RpcError
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
 from mesh.errors import (
+    AgentNameTakenError,
     AgentNotFoundError,
     AgentUnavailableError,
     ConfigError,
@@ -34,7 +35,7 @@ DEFAULT_NAMESPACE = "mesh"
 # Exit codes, documented in the README.
 EXIT_OK = 0
 EXIT_TASK_NOT_COMPLETED = 1  # the task ended failed, canceled or rejected
-EXIT_USAGE = 2  # bad arguments or configuration
+EXIT_USAGE = 2  # bad arguments or configuration, or an agent name a live instance already serves
 EXIT_BROKER = 3  # the broker is unreachable or refused us
 EXIT_UNKNOWN_AGENT = 4  # no card of the agent, nobody listens on its topic, or it went away
 EXIT_TIMEOUT = 5
@@ -87,7 +88,7 @@ def exit_code_for(exc: BaseException) -> int | None:
         return EXIT_TIMEOUT
     if isinstance(exc, RpcError):
         return EXIT_AGENT_ERROR
-    if isinstance(exc, ConfigError | TopicError):
+    if isinstance(exc, ConfigError | TopicError | AgentNameTakenError):
         return EXIT_USAGE
     if isinstance(exc, MeshError):
         return EXIT_BROKER

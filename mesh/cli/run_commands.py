@@ -120,11 +120,17 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
     try:
         # Leaving the block restores the default handlers: a second Ctrl-C interrupts a stuck shutdown.
         with stopped_by_signals(stop):
-            results = await asyncio.gather(*(c.start() for c in components), return_exceptions=True)
-            started = [c for c, r in zip(components, results, strict=True) if not isinstance(r, BaseException)]
-            failures = [r for r in results if isinstance(r, BaseException)]
-            if failures:
-                raise failures[0]
+            # Agents first: when one is refused (a live instance owns its name: a second `mesh up`),
+            # the run ends before its gateways publish, and on their way out clear, cards of their own.
+            agents = [c for c in components if c.kind == "agent"]
+            for phase in (agents, [c for c in components if c.kind != "agent"]):
+                results = await asyncio.gather(*(c.start() for c in phase), return_exceptions=True)
+                started += [c for c, r in zip(phase, results, strict=True) if not isinstance(r, BaseException)]
+                failures = [(c, r) for c, r in zip(phase, results, strict=True) if isinstance(r, BaseException)]
+                for component, error in failures[1:]:  # the first one is the command's error message
+                    log.error("%s %s did not start: %s", component.kind, component.name, error)
+                if failures:
+                    raise failures[0][1]
             log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
             if banner is not None:
                 print(banner(), flush=True)

@@ -14,6 +14,7 @@ from mesh.broker import BrokerSettings
 from mesh.localbroker import free_port, port_answers
 from mesh.transport import InboundMessage, MqttTransport
 from tests.mesh.cli_process import mesh, start_mesh
+from tests.support import Inbox
 from topics import get_agent_discovery_topic, get_discovery_subscription_topic, get_gateway_discovery_topic
 
 
@@ -173,3 +174,49 @@ async def test_sigterm_disconnects_every_component_cleanly_so_no_will_fires(
         seen = payloads(topic)
         # The clean "gone" once, last; a second empty message would be the will.
         assert seen[-1] == b"" and seen.count(b"") == 1, f"{topic}: {seen!r}\n{run.output}"
+
+
+async def test_a_second_instance_of_an_agent_name_exits_2_and_the_first_keeps_its_cards(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    # An echo and a gateway "http", as in `mesh up`.
+    config = agents_file(
+        tmp_path,
+        f"""
+        namespace: {namespace}
+        broker: {broker_url}
+        agents:
+          - class: tests.agents.service_agents:Echo
+        gateways:
+          - {{kind: http, id: http, host: 127.0.0.1, port: 0}}
+        """,
+    )
+    cards = {get_agent_discovery_topic(namespace, "echo"), get_gateway_discovery_topic(namespace, "http")}
+    sentinel = f"{namespace}/test/sentinel"
+    env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+    inbox = Inbox()
+    async with MqttTransport(BrokerSettings.from_url(broker_url)) as watcher:
+        for topic in (*cards, sentinel):
+            await watcher.subscribe(topic, inbox)
+        first = await start_mesh("run", str(config))
+        try:
+            await first.wait_for_line("running agent echo, gateway http")
+            again = await mesh("run", str(config))
+            # `mesh up` runs an echo too: it stops the agents it had started, and exits 2 as well,
+            # before its gateway "http" ever published a card.
+            up = await mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port()))
+            for second in (again, up):
+                assert second.code == 2, second
+                assert f"mesh: agent 'echo' is already running on namespace '{namespace}'" in second.stderr
+                assert "shared_subscription: true" in second.stderr and "Traceback" not in second.stderr
+            assert "agent calculator stopped" in up.stderr
+
+            sent = await mesh("send", "echo", "still me", **env)
+            assert (sent.code, sent.stdout) == (0, "still me\n")
+            await watcher.publish(sentinel, b"end")  # after everything the refused processes did
+            await inbox.wait_until_topic(sentinel)
+            for topic in cards:  # the first's cards only, never cleared
+                seen = [m.payload for m in inbox.messages if m.topic == topic]
+                assert seen and all(card.startswith(b"{") for card in seen), (topic, seen)
+        finally:
+            assert await first.stop(signal.SIGTERM) == 0, first.output
