@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, get_type_hints
 
 from agents.answers import Answers, Route
-from mesh.a2a import DEFAULT_MAX_DEPTH, InternalFailure, InvalidRequest, Method, RpcError, parse_request
+from mesh.a2a import DEFAULT_MAX_DEPTH, AgentBusy, InternalFailure, InvalidRequest, Method, RpcError, parse_request
 from mesh.errors import short_repr
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage
@@ -107,9 +108,12 @@ class RequestDispatcher:
         max_message_bytes: int,
         max_depth: int = DEFAULT_MAX_DEPTH,
         key_requests: bool = False,
+        max_waiting: int = 1000,
     ) -> None:
-        """``key_requests``: give each message/send and message/stream its :func:`request_key`."""
+        """``key_requests``: give each message/send and message/stream its :func:`request_key`;
+        ``max_waiting``: methods that wait (cancel, push URL checks) at once, beyond it "busy"."""
         self.agent_name = agent_name
+        self.max_waiting = max_waiting
         self.key_requests = key_requests
         self.handlers = handlers
         self.answers = answers
@@ -171,6 +175,18 @@ class RequestDispatcher:
             self._fail(request.method, route, exc)
             return
         if pending is not None:
+            if len(self._waiting) >= self.max_waiting:
+                if inspect.iscoroutine(pending):
+                    pending.close()  # never started: nothing to undo
+                self._refuse(
+                    route,
+                    AgentBusy(
+                        f"agent {self.agent_name!r} has {len(self._waiting)} requests waiting (cancels, push URL "
+                        "checks), its maximum; send the request again later",
+                        data={"waiting": len(self._waiting)},
+                    ),
+                )
+                return
             task = asyncio.get_running_loop().create_task(self._finish(request.method, route, pending))
             self._waiting.add(task)
             task.add_done_callback(self._waiting.discard)

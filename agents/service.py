@@ -165,6 +165,7 @@ class AgentService:
             max_message_bytes=self.settings.limits.max_message_bytes,
             max_depth=self.settings.limits.max_nesting_depth,
             key_requests=self.journal.durable,
+            max_waiting=self.settings.max_concurrent_tasks,
         )
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None

@@ -65,11 +65,13 @@ class MqttTransport:
         max_inflight: int = 1000,
         publish_timeout_s: float = 30.0,
         use_subscription_ids: bool = True,
+        max_handler_tasks: int = 10_000,
     ) -> None:
+        """``max_handler_tasks``: async handlers running at once; at the bound reading pauses."""
         self.settings = settings
         self.client_id = client_id or f"mesh-{uuid.uuid4().hex[:12]}"
         self._client = _configured_client(settings, self.client_id, will)
-        self._callbacks = CallbackRunner()
+        self._callbacks = CallbackRunner(max_tasks=max_handler_tasks)
         self._connection = Connection(settings, self._client, self._callbacks)
         self._publisher = Publisher(self._connection, max_inflight=max_inflight, timeout_s=publish_timeout_s)
         self._inbound = Inbound(self._connection, self._callbacks, use_subscription_ids=use_subscription_ids)

@@ -74,7 +74,8 @@ class Connection:
         """Connect once; raise :class:`ConnectError` naming the broker and the reason."""
         self.loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self._driver = SocketDriver(self.client, self.loop)
+        self._driver = driver = SocketDriver(self.client, self.loop)
+        self._callbacks.on_saturation(driver.pause_reading, driver.resume_reading)
         self.closing = False
         try:
             await self._open(first=True)

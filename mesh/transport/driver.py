@@ -30,11 +30,13 @@ class SocketDriver:
         self._writer_registered = False
         self._corked = False
         self._misc_timer: asyncio.TimerHandle | None = None
+        self._reading_paused = False
 
     def attach(self, sock: Any) -> None:
         """Start driving ``sock`` (paho's socket of a new connection)."""
         self.sock = sock
-        self._loop.add_reader(sock, self._on_readable)
+        if not self._reading_paused:
+            self._loop.add_reader(sock, self._on_readable)
         self.sync_writer()
         self._misc_timer = self._loop.call_later(1.0, self._on_misc)
 
@@ -48,6 +50,18 @@ class SocketDriver:
         if self._misc_timer is not None:
             self._misc_timer.cancel()
             self._misc_timer = None
+
+    def pause_reading(self) -> None:
+        """Stop reading the socket (writes and keepalive go on) until :meth:`resume_reading`."""
+        self._reading_paused = True
+        if self.sock is not None:
+            self._loop.remove_reader(self.sock)
+
+    def resume_reading(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            if self.sock is not None:
+                self._loop.add_reader(self.sock, self._on_readable)
 
     def cork(self) -> None:
         """Hold back small writes until the end of this loop iteration (Linux TCP_CORK).

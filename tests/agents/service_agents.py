@@ -197,3 +197,21 @@ class Ledger(Agent):
         if text.startswith("hang"):
             await asyncio.Event().wait()
         return text
+
+
+class Stubborn(Agent):
+    """Works until canceled, then takes its time to stop: until ``release`` is set."""
+
+    name = "stubborn"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.release = asyncio.Event()
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await self.release.wait()
+            raise
+        return "never"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -22,7 +23,7 @@ from mesh.a2a import (
 )
 from mesh.client import MeshClient
 from mesh.properties import MessageProperties
-from tests.agents.service_agents import Blocker, Echo
+from tests.agents.service_agents import Blocker, Echo, Stubborn
 from tests.conftest import ServeAgent
 from tests.support import answer_of
 
@@ -149,3 +150,24 @@ async def test_retention_by_count_and_by_age(serve_agent: ServeAgent, client: Me
     second = await client.send("aged", "second")
     assert isinstance(first, Task) and isinstance(second, Task)  # its finish forgets the one older than the retention
     assert aged.tasks.get(first.id) is None and aged.tasks.get(second.id) is not None
+
+
+async def test_beyond_its_bound_a_method_that_must_wait_is_answered_busy(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    agent = Stubborn()
+    service = await serve_agent(agent, AgentSettings(max_concurrent_tasks=1))
+    task = await client.send("stubborn", "work", blocking=False)
+    assert isinstance(task, Task)
+    first_cancel = asyncio.create_task(
+        answer_of(client, request_bytes("tasks/cancel", "c-1", {"id": task.id}), agent="stubborn")
+    )
+    async with asyncio.timeout(5):
+        while not service.dispatcher._waiting:  # noqa: SLF001 -- the cancel is waiting for the handler
+            await asyncio.sleep(0.01)
+    busy = await answer_of(client, request_bytes("tasks/cancel", "c-2", {"id": task.id}), agent="stubborn")
+    assert busy["id"] == "c-2" and busy["error"]["code"] == -32050
+    assert "requests waiting" in busy["error"]["message"]
+    agent.release.set()
+    canceled = await first_cancel
+    assert canceled["result"]["status"]["state"] == "canceled"

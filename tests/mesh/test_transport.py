@@ -177,6 +177,35 @@ async def test_queued_publishes_keep_their_order_through_a_small_window(
     assert inbox.payloads == [str(i).encode() for i in range(300)]
 
 
+async def test_async_handlers_at_their_bound_pause_reading_and_nothing_is_lost(
+    make_transport: TransportFactory, namespace: str
+) -> None:
+    receiver = await make_transport(max_handler_tasks=5)
+    sender = await make_transport()
+    started: list[bytes] = []
+    release = asyncio.Event()
+    five_running = asyncio.Event()
+
+    async def slow(message: InboundMessage) -> None:
+        started.append(message.payload)
+        if len(started) == 5:
+            five_running.set()
+        await release.wait()
+
+    await receiver.subscribe(f"{namespace}/slow", slow)
+    for i in range(50):
+        await sender.publish(f"{namespace}/slow", str(i).encode())
+    await asyncio.wait_for(five_running.wait(), 5)
+    # The other 45 wait at the broker while reading is paused: none starts (an absence, so a wait).
+    await asyncio.sleep(0.3)
+    assert len(started) == 5
+    release.set()
+    async with asyncio.timeout(5):
+        while len(started) < 50:
+            await asyncio.sleep(0.01)
+    assert started == [str(i).encode() for i in range(50)]
+
+
 async def test_broker_restart_resumes_subscriptions_and_delivers_qos1(
     make_broker: Callable[..., LocalBroker], namespace: str
 ) -> None:
