@@ -1,0 +1,116 @@
+"""The SQLite task journal: what it stores comes back, what retention forgets leaves it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from agents import AgentSettings
+from agents.journal import MEMORY, NullJournal, journal_path
+from agents.push import PushConfigStore
+from agents.sqlitejournal import SqliteJournal
+from agents.tasks import TaskRecord, TaskStore
+from mesh.a2a import PushNotificationConfig, TaskState, TextPart, create_user_message
+from mesh.errors import ConfigError
+from tests.agents.service_agents import Echo
+from tests.conftest import ServeAgent
+
+
+def store_on(journal: SqliteJournal | NullJournal, *, max_finished: int = 100) -> TaskStore:
+    return TaskStore(retention_s=3600, max_finished=max_finished, max_bytes=10_000_000, journal=journal)
+
+
+async def reopened(path: Path) -> tuple[SqliteJournal, TaskStore, list[TaskRecord], PushConfigStore]:
+    journal = SqliteJournal(path, agent_name="t")
+    loaded = journal.load()
+    journal.start(asyncio.get_running_loop())
+    store = store_on(journal)
+    pushes = PushConfigStore(journal=journal)
+    pushes.restore(loaded.push_configs)
+    return journal, store, store.restore(loaded), pushes
+
+
+async def test_tasks_push_configs_and_request_keys_come_back(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "echo.sqlite3"
+    journal, store, orphans, pushes = await reopened(path)
+    assert orphans == [] and path.exists()
+    done = TaskRecord.new("t-done", "ctx")
+    done.request_key = "k-done"
+    done.add_message(create_user_message([TextPart(text="hello")]))
+    store.add(done)
+    done.set_status(TaskState.working)
+    done.set_status(TaskState.completed)
+    store.changed(done)
+    store.finished(done)
+    running = TaskRecord.new("t-running", "ctx")
+    store.add(running)
+    pushes.set("t-running", PushNotificationConfig(id="p1", url="https://example.com/hook", token="tok"))
+    stored = asyncio.get_running_loop().create_future()
+    journal.after_durable(lambda: stored.set_result(None))
+    await asyncio.wait_for(stored, 5)
+    await journal.close()
+
+    journal, store, orphans, pushes = await reopened(path)
+    assert [o.id for o in orphans] == ["t-running"] and orphans[0].orphaned
+    again = store.get("t-done")
+    assert again is not None and again.state is TaskState.completed and again.settled.is_set()
+    assert store.by_request("k-done") is again
+    assert store.retained_bytes > 0
+    [config] = pushes.list("t-running")
+    assert config.push_notification_config.url == "https://example.com/hook"
+    assert config.push_notification_config.token == "tok"
+    await journal.close()
+
+
+async def test_push_configs_survive_and_forgotten_tasks_leave_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "echo.sqlite3"
+    journal, store, _, pushes = await reopened(path)
+    record = TaskRecord.new("t-1", "ctx")
+    store.add(record)
+    pushes.set("t-1", PushNotificationConfig(id="p1", url="https://example.com/a"))
+    pushes.set("t-1", PushNotificationConfig(id="p2", url="https://example.com/b"))
+    pushes.delete("t-1", "p1")
+    await journal.close()
+
+    journal = SqliteJournal(path, agent_name="t")
+    loaded = journal.load()
+    restored = PushConfigStore()
+    restored.restore(loaded.push_configs)
+    assert [c.push_notification_config.id for c in restored.list("t-1")] == ["p2"]
+    journal.start(asyncio.get_running_loop())
+    store = store_on(journal, max_finished=1)
+    store.restore(loaded)
+    for task_id in ("t-1", "t-2"):  # two finished tasks, one kept: t-1 is forgotten
+        record = store.get(task_id) or TaskRecord.new(task_id, "ctx")
+        if store.get(task_id) is None:
+            store.add(record)
+        record.set_status(TaskState.canceled)
+        store.changed(record)
+        store.finished(record)
+    assert store.get("t-1") is None
+    await journal.close()
+    journal = SqliteJournal(path, agent_name="t")
+    loaded = journal.load()
+    assert [t.task.id for t in loaded.tasks] == ["t-2"]
+    assert loaded.push_configs == {}  # the forgotten task's configs left with it
+    await journal.close()
+
+
+def test_where_the_file_goes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))
+    assert journal_path("", "acme/prod", "echo") == tmp_path / "acme_prod" / "echo.sqlite3"
+    assert journal_path(MEMORY, "acme", "echo") is None
+    assert journal_path("~/tasks.db", "acme", "echo") == Path.home() / "tasks.db"
+
+
+async def test_a_task_store_that_is_not_sqlite_fails_the_start_saying_how_to_fix_it(
+    serve_agent: ServeAgent, tmp_path: Path
+) -> None:
+    garbage = tmp_path / "echo.sqlite3"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ConfigError) as raised:
+        await serve_agent(Echo(), AgentSettings(task_store=str(garbage)))
+    message = str(raised.value)
+    assert str(garbage) in message and "':memory:'" in message
