@@ -102,6 +102,9 @@ class AgentService:
                 broker,
                 client_id=client_id or f"{self.namespace}/{instance}",
                 will=presence_will(self.card_topic),
+                # Requests wait for the task store before their PUBACK: this bounds how many
+                # (and so how many bytes) the agent holds meanwhile.
+                receive_maximum=self.settings.max_unacked_requests,
             )
         self.transport: Transport = transport
         self.url = f"{transport.url}/{self.request_topic}"
@@ -233,6 +236,10 @@ class AgentService:
                 f"agent {self.name!r} cannot open its task store {journal.path}: {exc}; fix the file or its "
                 "directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
             ) from exc
+        transport = self.transport
+        journal.on_backlog(
+            lambda: transport.pause_reading("task store"), lambda: transport.resume_reading("task store")
+        )
         journal.start(asyncio.get_running_loop())
         self._orphans = self.tasks.restore(loaded)
         self.push_configs.restore(loaded.push_configs)

@@ -48,6 +48,12 @@ class AgentSettings(_Settings):
     max_retained_bytes: int = Field(
         256_000_000, gt=0, description="JSON bytes of the finished tasks kept at most (oldest go first)"
     )
+    max_unacked_requests: int = Field(
+        64,
+        gt=0,
+        le=65535,
+        description="requests the broker may deliver before the task store acknowledged them (Receive Maximum)",
+    )
     task_store: str = Field(
         "",
         description="SQLite file of the tasks ('': <state dir>/<namespace>/<agent>.sqlite3; ':memory:': not kept)",

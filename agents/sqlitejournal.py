@@ -6,6 +6,11 @@ pass) is serialized and written once. A writer thread commits each batch in one 
 and tells the loop, which then runs the :meth:`SqliteJournal.after_durable` callbacks (the
 broker acknowledgements and the held answers) of everything that batch covered.
 
+The bytes handed to the writer but not yet committed are bounded: above ``max_backlog_bytes``
+the journal asks its owner to stop taking work (:meth:`SqliteJournal.on_backlog`; the agent
+stops reading requests) until the writer has caught up to half of it. A disk slower than the
+requests thus slows the intake instead of filling memory.
+
 WAL mode with ``synchronous=NORMAL``: a commit costs no fsync, so a crash of the process loses
 nothing committed; a crash of the machine (power loss) may lose the last commits before the
 next checkpoint. What is queued but not yet committed when the process dies is lost, but none
@@ -21,6 +26,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +79,16 @@ class SqliteJournal:
 
     durable = True
 
-    def __init__(self, path: Path, *, agent_name: str) -> None:
+    def __init__(self, path: Path, *, agent_name: str, max_backlog_bytes: int = 32_000_000) -> None:
         self.path = path
         self.agent_name = agent_name
+        self.max_backlog_bytes = max_backlog_bytes
+        #: Bytes handed to the writer and not yet committed.
+        self.backlog_bytes = 0
+        self._batch_bytes: deque[tuple[int, int]] = deque()
+        self._pause: Callable[[], None] | None = None
+        self._resume: Callable[[], None] | None = None
+        self._backlogged = False
         self._db: sqlite3.Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: threading.Thread | None = None
@@ -107,6 +120,10 @@ class SqliteJournal:
             raise
         self._db = db
         return loaded
+
+    def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        """What to call when the uncommitted bytes pass ``max_backlog_bytes``, and once they are half."""
+        self._pause, self._resume = pause, resume
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start writing (after :meth:`load`), telling ``loop`` what is stored."""
@@ -181,10 +198,28 @@ class SqliteJournal:
                 continue
             batch.rows.append((record.id, record.request_key, int(record.is_terminal), now, task_json))
         self._dirty, self._deleted, self._push = {}, [], {}
+        size = sum(len(row[4]) for row in batch.rows) + sum(
+            map(len, (c for cs in batch.push_configs.values() for c in cs))
+        )
+        self._batch_bytes.append((batch.number, size))
+        self.backlog_bytes += size
+        if self.backlog_bytes > self.max_backlog_bytes and not self._backlogged and self._pause is not None:
+            self._backlogged = True
+            log.info(
+                "%s: %d bytes wait for the disk; taking no requests until half are stored",
+                self.agent_name,
+                self.backlog_bytes,
+            )
+            self._pause()
         self._queue.put(batch)
 
     def _stored_up_to(self, number: int) -> None:
         self._stored = max(self._stored, number)
+        while self._batch_bytes and self._batch_bytes[0][0] <= number:
+            self.backlog_bytes -= self._batch_bytes.popleft()[1]
+        if self._backlogged and self.backlog_bytes <= self.max_backlog_bytes // 2 and self._resume is not None:
+            self._backlogged = False
+            self._resume()
         self._release(self._stored)
 
     def _release(self, number: int) -> None:

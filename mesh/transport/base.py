@@ -151,6 +151,12 @@ class Transport(Protocol):
     async def unsubscribe(self, subscription: Subscription) -> None:
         """Stop delivering to ``subscription``."""
 
+    def pause_reading(self, reason: str) -> None:
+        """Flow control: deliver no more messages until every ``reason`` given is lifted."""
+
+    def resume_reading(self, reason: str) -> None:
+        """Lift a :meth:`pause_reading`."""
+
     def add_connect_listener(self, listener: ConnectListener) -> None:
         """Call ``listener(session_present)`` after every (re)connection, once its subscriptions are acknowledged."""
 

@@ -66,13 +66,19 @@ class MqttTransport:
         publish_timeout_s: float = 30.0,
         use_subscription_ids: bool = True,
         max_handler_tasks: int = 10_000,
+        receive_maximum: int | None = None,
     ) -> None:
-        """``max_handler_tasks``: async handlers running at once; at the bound reading pauses."""
+        """``max_handler_tasks``: async handlers running at once; at the bound reading pauses.
+
+        ``receive_maximum``: QoS 1 messages the broker may send before we acknowledge them
+        (MQTT v5 Receive Maximum; default 65,535). With manual acknowledgements it bounds
+        the messages held while their acknowledgement waits.
+        """
         self.settings = settings
         self.client_id = client_id or f"mesh-{uuid.uuid4().hex[:12]}"
         self._client = _configured_client(settings, self.client_id, will)
         self._callbacks = CallbackRunner(max_tasks=max_handler_tasks)
-        self._connection = Connection(settings, self._client, self._callbacks)
+        self._connection = Connection(settings, self._client, self._callbacks, receive_maximum=receive_maximum)
         self._publisher = Publisher(self._connection, max_inflight=max_inflight, timeout_s=publish_timeout_s)
         self._inbound = Inbound(self._connection, self._callbacks, use_subscription_ids=use_subscription_ids)
         self._client.on_connect = self._on_connect
@@ -134,6 +140,17 @@ class MqttTransport:
     def add_disconnect_listener(self, listener: DisconnectListener) -> None:
         """Call ``listener(reason)`` whenever an established connection is lost."""
         self._connection.add_disconnect_listener(listener)
+
+    def pause_reading(self, reason: str) -> None:
+        """Flow control: read no more messages until :meth:`resume_reading` with the same reason.
+
+        The broker holds what follows (QoS 1 within its queue limits); writes and keepalive go on.
+        """
+        self._connection.pause_reading(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        """Lift a :meth:`pause_reading`; reading resumes once no reason is left."""
+        self._connection.resume_reading(reason)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until connected and subscribed again; raise :class:`NotConnectedError` after ``timeout``."""

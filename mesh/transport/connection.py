@@ -41,8 +41,17 @@ _CLOSE_TIMEOUT_S = 2.0
 class Connection:
     """The connected state of one paho client, and the listeners told when it changes."""
 
-    def __init__(self, settings: BrokerSettings, client: paho.Client, callbacks: CallbackRunner) -> None:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        client: paho.Client,
+        callbacks: CallbackRunner,
+        *,
+        receive_maximum: int | None = None,
+    ) -> None:
         self.settings = settings
+        #: QoS 1 messages the broker may send us unacknowledged (MQTT's Receive Maximum).
+        self.receive_maximum = receive_maximum
         self.client = client
         self._callbacks = callbacks
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -75,7 +84,9 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._driver = driver = SocketDriver(self.client, self.loop)
-        self._callbacks.on_saturation(driver.pause_reading, driver.resume_reading)
+        self._callbacks.on_saturation(
+            lambda: driver.pause_reading("handlers"), lambda: driver.resume_reading("handlers")
+        )
         self.closing = False
         try:
             await self._open(first=True)
@@ -165,6 +176,15 @@ class Connection:
         if self._driver is not None:
             self._driver.sync_writer()
 
+    def pause_reading(self, reason: str) -> None:
+        """Read nothing more until :meth:`resume_reading` (the broker holds what follows)."""
+        if self._driver is not None:
+            self._driver.pause_reading(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        if self._driver is not None:
+            self._driver.resume_reading(reason)
+
     def cork(self) -> None:
         """Before handing paho bytes: let this loop pass's writes leave as one segment."""
         if self._driver is not None:
@@ -178,6 +198,8 @@ class Connection:
         connect_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
         if self.settings.session_expiry_s:
             connect_props.SessionExpiryInterval = self.settings.session_expiry_s
+        if self.receive_maximum is not None:
+            connect_props.ReceiveMaximum = self.receive_maximum
         call: Callable[[], Any]
         if first:
             call = lambda: self.client.connect(  # noqa: E731

@@ -30,12 +30,13 @@ class SocketDriver:
         self._writer_registered = False
         self._corked = False
         self._misc_timer: asyncio.TimerHandle | None = None
-        self._reading_paused = False
+        # Why reading is paused (handlers saturated, the owner's backlog...): none, it reads.
+        self._paused_for: set[str] = set()
 
     def attach(self, sock: Any) -> None:
         """Start driving ``sock`` (paho's socket of a new connection)."""
         self.sock = sock
-        if not self._reading_paused:
+        if not self._paused_for:
             self._loop.add_reader(sock, self._on_readable)
         self.sync_writer()
         self._misc_timer = self._loop.call_later(1.0, self._on_misc)
@@ -51,16 +52,19 @@ class SocketDriver:
             self._misc_timer.cancel()
             self._misc_timer = None
 
-    def pause_reading(self) -> None:
-        """Stop reading the socket (writes and keepalive go on) until :meth:`resume_reading`."""
-        self._reading_paused = True
-        if self.sock is not None:
-            self._loop.remove_reader(self.sock)
-
-    def resume_reading(self) -> None:
-        if self._reading_paused:
-            self._reading_paused = False
+    def pause_reading(self, reason: str) -> None:
+        """Stop reading the socket (writes and keepalive go on) until every reason is lifted."""
+        if not self._paused_for:
+            self._paused_for.add(reason)
             if self.sock is not None:
+                self._loop.remove_reader(self.sock)
+        self._paused_for.add(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        """Lift ``reason``; reading resumes once no reason is left."""
+        if reason in self._paused_for:
+            self._paused_for.discard(reason)
+            if not self._paused_for and self.sock is not None:
                 self._loop.add_reader(self.sock, self._on_readable)
 
     def cork(self) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from dataclasses import dataclass
 
 from mesh.errors import NoSubscribersError, NotConnectedError
@@ -175,6 +176,9 @@ class MemoryTransport:
         self._connected = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        # Flow control: while paused, deliveries wait here in order.
+        self._paused_for: set[str] = set()
+        self._held: deque[tuple[int, InboundMessage]] = deque()
 
     async def __aenter__(self) -> MemoryTransport:
         await self.connect()
@@ -218,6 +222,14 @@ class MemoryTransport:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except TimeoutError:
             raise NotConnectedError(f"{self.client_id!r} not connected to {self.url} within {timeout:g} s") from None
+
+    def pause_reading(self, reason: str) -> None:
+        self._paused_for.add(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        self._paused_for.discard(reason)
+        while self._held and not self._paused_for:
+            self._deliver(*self._held.popleft())
 
     def add_connect_listener(self, listener: ConnectListener) -> None:
         self._connect_listeners.append(listener)
@@ -316,6 +328,9 @@ class MemoryTransport:
     def _deliver(self, identifier: int, message: InboundMessage) -> None:
         if not self.is_connected:
             return  # closed or dropped while the message was on its way
+        if self._paused_for:
+            self._held.append((identifier, message))
+            return
         for handler in self._table.handlers_for(message.topic, (identifier,)):
             self._callbacks.run(handler, message)
 

@@ -114,3 +114,20 @@ async def test_a_task_store_that_is_not_sqlite_fails_the_start_saying_how_to_fix
         await serve_agent(Echo(), AgentSettings(task_store=str(garbage)))
     message = str(raised.value)
     assert str(garbage) in message and "':memory:'" in message
+
+
+async def test_a_backlog_past_its_bound_pauses_the_intake_until_half_is_stored(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "t.sqlite3", agent_name="t", max_backlog_bytes=10_000)
+    journal.load()
+    events: list[str] = []
+    resumed = asyncio.Event()
+    journal.on_backlog(lambda: events.append("pause"), lambda: (events.append("resume"), resumed.set()))
+    journal.start(asyncio.get_running_loop())
+    store = store_on(journal)
+    for n in range(3):  # three tasks of ~6 KB each, written in one batch: past the bound
+        record = TaskRecord.new(f"t-{n}", "ctx")
+        record.add_message(create_user_message([TextPart(text="x" * 6000)]))
+        store.add(record)
+    await asyncio.wait_for(resumed.wait(), 5)
+    assert events == ["pause", "resume"] and journal.backlog_bytes == 0
+    await journal.close()
