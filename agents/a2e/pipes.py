@@ -57,6 +57,7 @@ class WorkerPipes(asyncio.SubprocessProtocol):
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
         self._stdout: int | None = None  # the read end of the stdout pipe, while open
+        self._loop: asyncio.AbstractEventLoop | None = None  # where _stdout is watched
         self._resumed: asyncio.Future[None] | None = None
 
     @classmethod
@@ -128,7 +129,8 @@ class WorkerPipes(asyncio.SubprocessProtocol):
     def _read_stdout(self, fd: int) -> None:
         os.set_blocking(fd, False)
         self._stdout = fd
-        asyncio.get_running_loop().add_reader(fd, self._stdout_readable)
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(fd, self._stdout_readable)
 
     def _stdout_readable(self) -> None:
         assert self._stdout is not None
@@ -152,7 +154,8 @@ class WorkerPipes(asyncio.SubprocessProtocol):
     def _close_stdout(self) -> None:
         fd, self._stdout = self._stdout, None
         if fd is not None:
-            asyncio.get_running_loop().remove_reader(fd)
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(fd)
             os.close(fd)
 
     def _stderr_line(self, raw: bytes) -> None:
