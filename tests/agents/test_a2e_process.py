@@ -70,7 +70,7 @@ async def test_a_stdout_held_open_by_the_workers_child_is_closed_when_it_exits()
     # The sleep inherits the worker's stdout and outlives it: no EOF comes, and after the
     # grace the pipe is closed anyway rather than leaked.
     open_fds = len(os.listdir("/proc/self/fd"))
-    command = WorkerCommand.of(["sh", "-c", f'sleep 3 & exec "{sys.executable}" "{EXAMPLE}"'])
+    command = WorkerCommand.of(["sh", "-c", f'sleep 3 2>/dev/null & exec "{sys.executable}" "{EXAMPLE}"'])
     worker = WorkerProcess(command, name="parent")
     await worker.start(agent_caps=[], timeout=10)
     assert await worker.stop() == 0
