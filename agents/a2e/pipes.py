@@ -1,9 +1,13 @@
 """The stdio of one worker process, driven from the event loop without reader tasks.
 
 A :class:`WorkerPipes` is the process's ``asyncio.SubprocessProtocol``: stdout bytes are
-decoded into JSON objects and handed to ``on_message`` as they arrive (one loop step, no
-stream reader in between), stderr lines are kept as a bounded tail, and writes to stdin
-honour the pipe's flow control.
+decoded into JSON objects and handed to ``on_message`` as they arrive, stderr lines are kept
+as a bounded tail, and writes to stdin honour the pipe's flow control.
+
+Stdout is a pipe of our own, read straight from the loop's selector callback: asyncio's
+subprocess layer would hand each chunk over one loop iteration later (``call_soon``) and read
+it into a 256 KiB buffer, which costs an mmap and a page fault per read. Answers are the hot
+path of every call, so they get neither.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ __all__ = ["WorkerPipes"]
 
 log = logging.getLogger(__name__)
 
+_READ_BYTES = 64 * 1024  # per read of stdout: under malloc's mmap threshold
 _STDERR_LINE_BYTES = 2000  # longer stderr lines are cut to this in logs and messages
 
 
@@ -51,6 +56,8 @@ class WorkerPipes(asyncio.SubprocessProtocol):
         self._stderr_partial = b""
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
+        self._stdout: int | None = None  # the read end of the stdout pipe, while open
+        self._loop: asyncio.AbstractEventLoop | None = None  # where _stdout is watched
         self._resumed: asyncio.Future[None] | None = None
 
     @classmethod
@@ -58,15 +65,23 @@ class WorkerPipes(asyncio.SubprocessProtocol):
         cls, argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], **options: Any
     ) -> WorkerPipes:
         """Start ``argv`` with piped stdio; ``OSError`` if it cannot be run."""
-        _, pipes = await asyncio.get_running_loop().subprocess_exec(
-            lambda: cls(**options),
-            *argv,
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        stdout, child_stdout = os.pipe()
+        try:
+            _, pipes = await asyncio.get_running_loop().subprocess_exec(
+                lambda: cls(**options),
+                *argv,
+                cwd=cwd,
+                env={**os.environ, **env},
+                stdin=asyncio.subprocess.PIPE,
+                stdout=child_stdout,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except BaseException:
+            os.close(stdout)
+            raise
+        finally:
+            os.close(child_stdout)  # the child has its copy: EOF comes when the child closes it
+        pipes._read_stdout(stdout)
         return pipes
 
     # ------------------------------------------------------------------ the protocol
@@ -80,10 +95,7 @@ class WorkerPipes(asyncio.SubprocessProtocol):
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         raw = data.encode() if isinstance(data, str) else data
-        if fd == 1:
-            for obj in self._decoder.feed(raw):
-                self._on_message(obj)
-        elif fd == 2:
+        if fd == 2:
             *lines, self._stderr_partial = (self._stderr_partial + raw).split(b"\n")
             for line in lines:
                 self._stderr_line(line)
@@ -94,11 +106,6 @@ class WorkerPipes(asyncio.SubprocessProtocol):
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 0:
             self.resume_writing()  # nothing more can be written: release the writers waiting
-        elif fd == 1:
-            for obj in self._decoder.close():
-                self._on_message(obj)
-            self.stdout_closed.set()
-            self._on_closed()
         elif fd == 2:
             self._stderr_line(self._stderr_partial)
             self.stderr_closed.set()
@@ -116,6 +123,40 @@ class WorkerPipes(asyncio.SubprocessProtocol):
         resumed, self._resumed = self._resumed, None
         if resumed is not None and not resumed.done():
             resumed.set_result(None)
+
+    # ------------------------------------------------------------------ stdout
+
+    def _read_stdout(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._stdout = fd
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(fd, self._stdout_readable)
+
+    def _stdout_readable(self) -> None:
+        assert self._stdout is not None
+        try:
+            data = os.read(self._stdout, _READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.warning("worker %s: reading its stdout failed: %s", self.name, exc)
+            data = b""
+        if data:
+            for obj in self._decoder.feed(data):
+                self._on_message(obj)
+            return
+        self._close_stdout()
+        for obj in self._decoder.close():
+            self._on_message(obj)
+        self.stdout_closed.set()
+        self._on_closed()
+
+    def _close_stdout(self) -> None:
+        fd, self._stdout = self._stdout, None
+        if fd is not None:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(fd)
+            os.close(fd)
 
     def _stderr_line(self, raw: bytes) -> None:
         line = raw[:_STDERR_LINE_BYTES].decode(errors="replace").rstrip()
@@ -152,5 +193,6 @@ class WorkerPipes(asyncio.SubprocessProtocol):
 
     def close(self) -> None:
         """Release the pipes (after the process exited)."""
+        self._close_stdout()  # still open if a process the worker started holds its stdout
         if self._transport is not None:
             self._transport.close()

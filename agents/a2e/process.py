@@ -15,6 +15,7 @@ import logging
 import shlex
 import signal
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,11 +85,14 @@ class PendingCall:
         self.done = False
         self.abandoned = False
         self._release = release
-        self._queue: asyncio.Queue[A2EMessage | WorkerGone] = asyncio.Queue()
+        # A deque and one waiter rather than an asyncio.Queue and asyncio.timeout: this is on
+        # every call's path, and one reader needs none of their generality.
+        self._items: deque[A2EMessage | WorkerGone] = deque()
+        self._waiter: asyncio.Future[None] | None = None
 
     def deliver(self, message: A2EMessage) -> None:
         if not self.abandoned:
-            self._queue.put_nowait(message)
+            self._put(message)
 
     def finish(self, outcome: A2EMessage | WorkerGone) -> None:
         self.done = True
@@ -98,18 +102,29 @@ class PendingCall:
         if self.abandoned:
             log.debug("discarding the late answer to abandoned request %s", self.request_id)
         else:
-            self._queue.put_nowait(outcome)
+            self._put(outcome)
 
     async def next(self, timeout: float | None = None) -> A2EMessage:
         """The next event or the final message; raises :class:`WorkerGone` or ``TimeoutError``."""
-        if self._queue.empty():
-            async with asyncio.timeout(timeout):
-                item = await self._queue.get()
-        else:
-            item = self._queue.get_nowait()
+        if not self._items:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+        item = self._items.popleft()
         if isinstance(item, WorkerGone):
             raise item
         return item
+
+    def _put(self, item: A2EMessage | WorkerGone) -> None:
+        self._items.append(item)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def result(self) -> A2EMessage:
         """The final message, skipping events."""
@@ -388,6 +403,11 @@ class WorkerProcess:
                 pipes.send_signal(then)
         await pipes.exited.wait()
         return await asyncio.shield(self.exited)
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 async def _within(waiting: Awaitable[object], timeout: float) -> bool:

@@ -1,16 +1,18 @@
-"""One worker process without the mesh: answers of unknown types, and the shutdown sequence."""
+"""One worker process without the mesh: answers of unknown types, the shutdown sequence, its pipes."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from agents.a2e import process as process_module
-from agents.a2e.messages import GenericMessage, SkillCallRequest
-from agents.a2e.process import WorkerCommand, WorkerProcess
+from agents.a2e.messages import GenericMessage, SkillCallRequest, SkillCallResponse, SkillEvent
+from agents.a2e.process import PendingCall, WorkerCommand, WorkerProcess
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "agents" / "a2e" / "examples" / "echo_worker.py"
 
@@ -62,3 +64,30 @@ async def test_shutdown_escalates_to_sigterm_then_sigkill(
         assert await worker.stop() == -9
     assert "did not exit within 0.2 s; sending SIGTERM" in caplog.text
     assert "did not exit within 0.2 s; sending SIGKILL" in caplog.text
+
+
+async def test_a_stdout_held_open_by_the_workers_child_is_closed_when_it_exits() -> None:
+    # The sleep inherits the worker's stdout and outlives it: no EOF comes, and after the
+    # grace the pipe is closed anyway rather than leaked.
+    open_fds = len(os.listdir("/proc/self/fd"))
+    command = WorkerCommand.of(["sh", "-c", f'sleep 3 2>/dev/null & exec "{sys.executable}" "{EXAMPLE}"'])
+    worker = WorkerProcess(command, name="parent")
+    await worker.start(agent_caps=[], timeout=10)
+    assert await worker.stop() == 0
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+
+
+async def test_a_pending_call_hands_out_answers_in_order_then_times_out() -> None:
+    call = PendingCall("r1", release=None)
+    first, second = SkillEvent(req_id="r1", seq=0), SkillCallResponse(req_id="r1")
+    call.deliver(first)
+    waiting = asyncio.ensure_future(call.next(timeout=5))
+    await asyncio.sleep(0)  # the first is there already: no waiting
+    assert waiting.done() and waiting.result() is first
+    waiting = asyncio.ensure_future(call.next(timeout=5))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    call.finish(second)
+    assert await waiting is second and call.done
+    with pytest.raises(TimeoutError):
+        await call.next(timeout=0.01)

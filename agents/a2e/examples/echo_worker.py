@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import threading
 import time
@@ -36,14 +37,15 @@ SKILLS = [
 ]
 _out = threading.Lock()
 _started = time.monotonic()
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def send(type_: str, **fields: Any) -> None:
     message = {"type": type_, "id": uuid.uuid4().hex, "version": "1.0", "ts": time.time(), **fields}
-    line = json.dumps(message, separators=(",", ":"))
-    with _out:  # one whole line at a time, whatever thread writes
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    line = (_encode(message) + "\n").encode()
+    with _out:  # one whole line per write(2), whatever thread writes: no buffer to flush
+        while line:
+            line = line[os.write(1, line) :]
 
 
 def result(req_id: str, name: str, started: float, **fields: Any) -> None:
@@ -80,10 +82,10 @@ def call(request: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    for line in sys.stdin:
+    for line in sys.stdin.buffer:  # bytes: json.loads decodes the UTF-8 itself
         try:
             message = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8
             continue
         kind, req_id = message.get("type"), message.get("id", "")
         if kind == "handshake/req":
