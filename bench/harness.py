@@ -3,18 +3,22 @@
 Benchmarks run against a real Mosquitto: ``--broker URL`` (or ``MESH_BROKER_URL``) if given,
 else one started here from the repository's mosquitto.conf, so that the broker settings
 (TCP_NODELAY, queue limits) are the project's own. Progress goes to stderr; the last line on
-stdout is the JSON result.
+stdout is the JSON result. Agents keep their task stores (SQLite, the default) in a temporary
+directory of the run's, which their child processes inherit.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,6 +26,11 @@ from pathlib import Path
 from mesh.localbroker import running_broker
 
 ROOT = Path(__file__).resolve().parent.parent
+
+if "MESH_STATE_DIR" not in os.environ:  # a benchmark leaves no task files behind
+    _state_dir = tempfile.mkdtemp(prefix="mesh-bench-")
+    os.environ["MESH_STATE_DIR"] = _state_dir
+    atexit.register(shutil.rmtree, _state_dir, ignore_errors=True)
 
 
 def progress(message: str) -> None:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -73,10 +71,7 @@ def main() -> None:
 
     script = str(Path(__file__).resolve())
     agent_args = ["--serve-echo", "--namespace", args.namespace, "--max-retained-bytes", str(args.max_retained_bytes)]
-    # The agent's task store (SQLite, the default) goes to a directory of this run's.
-    state_dir = tempfile.TemporaryDirectory(prefix="mesh-bench-")
-    os.environ["MESH_STATE_DIR"] = state_dir.name
-    with state_dir, broker_url(args.broker) as url, child([script, "--broker", url, *agent_args]) as agent:
+    with broker_url(args.broker) as url, child([script, "--broker", url, *agent_args]) as agent:
         before = memory_mb(agent.pid, "VmRSS")
         progress(f"agent RSS {before} MB; {args.rounds} round(s) of {args.requests} requests of 0.9 MB")
         after = []
