@@ -50,10 +50,10 @@ def generate_keys(directory: Path, names: Iterable[str], *, overwrite: bool = Fa
     The JWKS lists the public half of every ``*.jwk`` in ``directory``, so running the
     command again for a new component adds it without replacing the others' keys.
     """
+    names = [validate_identifier(name, "component name") for name in names]  # all checked before any is written
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name in names:
-        validate_identifier(name, "component name")
         path = private_key_path(directory, name)
         if path.exists() and not overwrite:
             continue

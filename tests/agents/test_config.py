@@ -178,8 +178,8 @@ def test_not_an_agent_subclass(ctx: BuildContext, target: str, what: str) -> Non
 def test_unknown_entry_key_suggests(ctx: BuildContext) -> None:
     message = error_of({"class": f"{SAMPLES}:Greeter", "card_interval": 5}, ctx)
     assert message.startswith(
+        "agents.yaml: agents[0].card_interval: unknown key 'card_interval'; did you mean 'card_interval_s'? "
         "allowed keys: class, worker, name, description, version, config, trust, card_interval_s, "
-        "allowed keys: class, worker, name, description, version, config, card_interval_s, "
     )
     assert message.endswith(", limits, delegation")
 
