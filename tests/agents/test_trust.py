@@ -250,3 +250,33 @@ async def test_the_orchestrator_with_an_allow_list_asks_no_other_agent(
     task = await client.send("by-tag", "echo hello and 2+2")
     assert isinstance(task, Task) and task.status.message is not None
     assert text(task.status.message).splitlines() == ["echo: echo hello and 2+2"]
+
+
+# --- the trust: section of a mesh config file --------------------------------------------------------
+
+
+def test_a_config_files_trust_reaches_every_component_and_an_entry_overrides_it(
+    tmp_path: Path, broker_settings: BrokerSettings
+) -> None:
+    from gateways.http.server import HttpGateway
+    from mesh.config import load_config
+    from mesh.errors import ConfigError
+    from mesh.sections import build_many
+
+    generate_keys(tmp_path / "keys", ["echo", "http"])
+    (tmp_path / "mesh.yaml").write_text(
+        "trust:\n  keys: keys/\n  token_issuers: [http]\n"
+        "agents:\n"
+        "  - class: agents.builtin.echo:EchoAgent\n    require_user_token: true\n"
+        "  - class: agents.builtin.calculator:CalculatorAgent\n    trust: {token_issuers: []}\n"
+        "gateways:\n  - kind: http\n    port: 0\n    trust: {token_ttl_s: 60}\n"
+    )
+    echo, calculator, gateway = build_many([load_config(tmp_path / "mesh.yaml")], broker_settings)
+    assert isinstance(echo, AgentService) and isinstance(calculator, AgentService) and isinstance(gateway, HttpGateway)
+    assert echo.trust is not None and echo.trust.signing_key is not None and echo.guard.tokens is not None
+    assert calculator.trust is not None and calculator.trust.signing_key is None and calculator.guard.tokens is None
+    assert gateway.runtime.tokens is not None and gateway.runtime.tokens.ttl_s == 60
+    assert calculator.registry.verifier is not None  # unsigned itself, it still trusts only signed cards
+    (tmp_path / "bad.yaml").write_text("trust:\n  key: keys/\n")
+    with pytest.raises(ConfigError, match=r"trust\.key: unknown key 'key'; did you mean 'keys'"):
+        load_config(tmp_path / "bad.yaml")
