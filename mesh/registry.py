@@ -62,6 +62,8 @@ class Entry:
     first_seen: float  # wall-clock seconds
     last_seen: float  # wall-clock seconds
     _seen_monotonic: float = field(default=0.0, repr=False)
+    #: Whether the card came on the component's own card topic (not as a bare heartbeat).
+    on_own_topic: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +236,7 @@ class DiscoveryRegistry:
         if kind == "agent" and is_gateway_card(card):
             kind = "gateway"
         if self.allows(name):
-            self._upsert(kind, name, card)
+            self._upsert(kind, name, card, on_own_topic=parsed.name is not None)
 
     def _problem(self, topic_name: str | None, card: AgentCard, kind: Kind, payload: bytes, data: Any) -> str | None:
         """Why a card must be refused, or None."""
@@ -266,13 +268,18 @@ class DiscoveryRegistry:
             self._refused_names.add(name)
         log.warning("refused the card of %s on %s: %s", short_repr(name), topic, problem)
 
-    def _upsert(self, kind: Kind, name: str, card: AgentCard) -> None:
+    def _upsert(self, kind: Kind, name: str, card: AgentCard, *, on_own_topic: bool) -> None:
         now, monotonic = time.time(), time.monotonic()
         entry = self._entries.get((kind, name))
         if entry is None:
-            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic)
+            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic, on_own_topic)
             self._emit(RegistryEvent("added", kind, name, card, now))
             return
+        if entry.on_own_topic and not on_own_topic:
+            # Anyone may send a heartbeat under any name; the card on the owner's topic wins.
+            log.debug("ignored a heartbeat for %s: its card came on its own topic", name)
+            return
+        entry.on_own_topic = on_own_topic
         entry.last_seen, entry._seen_monotonic = now, monotonic
         if entry.card != card:
             entry.card = card

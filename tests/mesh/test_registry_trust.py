@@ -95,3 +95,23 @@ async def test_without_trust_a_card_off_its_own_topic_or_with_a_bad_name_is_stil
         assert registry.agent_names() == ["sam_agent"] and registry.rejected == 3
     finally:
         await registry.stop()
+
+
+async def test_without_trust_a_heartbeat_never_replaces_a_card_from_its_own_topic(
+    make_transport: TransportFactory, namespace: str
+) -> None:
+    registry = DiscoveryRegistry(await make_transport(), namespace)
+    await registry.start()
+    watch = Watch(registry)
+    try:
+        owner, attacker = await make_transport(), await make_transport()
+        await owner.publish(topic(namespace, "echo"), card("echo").to_json_bytes(), retain=True)
+        await watch.next("added", "echo", 5)
+        await attacker.publish(topic(namespace, None), card("echo", "poisoned").to_json_bytes())
+        await attacker.publish(topic(namespace, None), card("sam_agent").to_json_bytes())
+        await watch.next("added", "sam_agent", 5)  # sent after the poisoned heartbeat: that one has arrived
+        entry = registry.get("echo")
+        assert entry is not None and entry.card.description != "poisoned"
+        assert [e.type for e in watch.events if e.name == "echo"] == ["added"]
+    finally:
+        await registry.stop()
