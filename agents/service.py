@@ -99,6 +99,13 @@ class AgentService:
                 f"agent {self.name!r} has require_user_token but no trusted token issuer; set trust.keys (or "
                 "trust.jwks) and trust.token_issuers to the gateways whose tokens it accepts"
             )
+        if trust is not None and trust.public_keys is not None and trust.signing_key is None:
+            log.warning(
+                "agent %s trusts only signed cards but has no key to sign its own: registries with a trust store "
+                "will refuse it; make one with `mesh keys %s` (trust.keys or trust.signing_key)",
+                self.name,
+                self.name,
+            )
         self.guard = CallGuard(self.name, self.settings, tokens)
         self._signed_card: tuple[bytes, bytes] | None = None  # (unsigned, signed): sign each change once
         self.request_topic = get_agent_request_topic(self.namespace, self.name)

@@ -102,6 +102,13 @@ class GatewayRuntime:
         self.transport: Transport = transport
         self.trust = trust
         self.tokens = trust.token_minter(self.namespace) if trust is not None else None
+        if trust is not None and trust.signing_key is None:
+            log.warning(
+                "gateway %s has trust settings but no key: its card is unsigned and it mints no user tokens; "
+                "make one with `mesh keys %s` (trust.keys or trust.signing_key)",
+                self.gateway_id,
+                self.gateway_id,
+            )
         self.registry = DiscoveryRegistry(
             self.transport,
             self.namespace,

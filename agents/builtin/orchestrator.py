@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import itertools
+import logging
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ __all__ = [
 OPT_OUT_TAG = "orchestration:opt-out"
 #: An arithmetic expression in a request matches a peer with any of these in its vocabulary.
 ARITHMETIC_TERMS = frozenset({"math", "maths", "arithmetic", "calculator", "calculate", "compute"})
+log = logging.getLogger(__name__)
+
 _STOP_WORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "i", "in", "is", "it",
     "me", "my", "of", "on", "or", "please", "the", "this", "to", "what", "whats", "with", "you", "your",
@@ -355,6 +358,7 @@ class OrchestratorAgent(Agent):
         except DelegationError as exc:
             return _Outcome(match, error=exc)
         except Exception as exc:  # whatever a peer's card or answer holds, the other peers' answers still count
+            log.warning("%s: asking %r failed: %s: %s", self.name, match.agent, type(exc).__name__, exc)
             return _Outcome(match, error=DelegationError(f"{type(exc).__name__}: {exc}", peer=match.agent))
         return _Outcome(match, task=task)
 

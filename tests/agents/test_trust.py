@@ -3,6 +3,7 @@ and the orchestrator's routing policy."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,19 +18,28 @@ from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.echo import EchoAgent
 from agents.builtin.orchestrator import OrchestratorAgent
 from agents.service import AgentService
-from mesh.a2a import AgentSkill, Message, MessageSendParams, Task, TextPart, create_user_message, request_bytes
+from mesh.a2a import (
+    AgentSkill,
+    Message,
+    MessageSendParams,
+    Task,
+    TaskState,
+    TextPart,
+    create_user_message,
+    request_bytes,
+)
 from mesh.a2a import get_text_from_message as text
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.properties import MessageProperties
 from mesh.trust import TokenMinter, Trust, generate_keys, load_private_key
 from mesh.trust.config import TrustSettings, resolve
-from tests.agents.service_agents import Relay
+from tests.agents.service_agents import Blocker, Relay
 from tests.conftest import TransportFactory
 from tests.mesh.test_trust import card
 from tests.support import answer_of
 
-NAMES = ["whoami", "relay", "orchestrator", "echo", "calculator", "http", "evil"]
+NAMES = ["whoami", "relay", "blocker", "orchestrator", "echo", "calculator", "http", "evil"]
 
 
 class Whoami(Agent):
@@ -153,6 +163,19 @@ async def test_delegation_forwards_the_token_so_the_peer_verifies_the_same_user(
     assert relayed.startswith("relay<") and relayed.endswith(">"), relayed
     answer = json.loads(relayed[len("relay<") : -1])
     assert answer == {"user": "alice", "verified": True, "issuer": "http", "why": None}
+
+
+async def test_the_timeout_cancel_of_a_sub_task_carries_the_token_an_agent_requires(
+    serve: Serve, client: MeshClient, keys: Path, namespace: str
+) -> None:
+    required = AgentSettings(require_user_token=True)
+    blocker = await serve(Blocker(), required, token_issuers=["http"])
+    await serve(Relay(next_agent="blocker", timeout=0.3), required, token_issuers=["http"])
+    task = await ask(client, "relay", user="alice", token=minter(keys, "http", namespace).mint("alice"))
+    assert task.status.message is not None and "the task was canceled" in text(task.status.message)
+    [record] = list(blocker.tasks._tasks.values())  # noqa: SLF001 - assert on the peer itself
+    await asyncio.wait_for(record.settled.wait(), 5)
+    assert record.state is TaskState.canceled
 
 
 def test_require_user_token_without_trusted_issuers_is_a_config_error(broker_settings: BrokerSettings) -> None:
