@@ -49,4 +49,4 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
             )
         seen[settings.id] = index
         parsed.append(settings)
-    return [HttpGateway(settings, broker=ctx.broker, namespace=ctx.namespace) for settings in parsed]
+    return [HttpGateway(settings, broker=ctx.broker_for(settings.id), namespace=ctx.namespace) for settings in parsed]

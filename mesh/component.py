@@ -43,5 +43,9 @@ class BuildContext:
     source: Path
     section: str
 
+    def broker_for(self, name: str) -> BrokerSettings:
+        """The broker settings of the component ``name`` builds: its own broker identity, if any."""
+        return self.broker.for_identity(name)
+
 
 SectionFactory = Callable[[Sequence[Any], BuildContext], list[Component]]

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 from collections.abc import Sequence
 
-from mesh.cli import client_commands, discovery_commands, run_commands
+from mesh.cli import broker_commands, client_commands, discovery_commands, run_commands
 from mesh.cli.common import EXIT_INTERRUPTED, Command, describe, exit_code_for, fail
 
 __all__ = ["build_parser", "main"]
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.register(subparsers)
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
+    broker_commands.register(subparsers)
     return parser
 
 
