@@ -60,7 +60,7 @@ def ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, name
     extra_config, copied = local_broker_config(files)
     try:
         broker = make_broker(extra_config)
-        check_broker_log(broker, files)  # started without a warning or an error
+        check_broker_log(broker, files.dynsec)  # started without a warning or an error
         yield RuledBroker(broker, files, namespace)
     finally:
         if copied is not None:

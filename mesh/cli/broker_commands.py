@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 from mesh.broker import BrokerSettings, TlsOptions
 from mesh.brokerfiles import (
     DEFAULT_CLIENT,
-    BrokerFiles,
     identities_of,
     local_broker_config,
     secure_state_dir,
@@ -106,7 +105,7 @@ def secure_broker(url: str, configs: Sequence[MeshConfig], clients: Sequence[str
         broker = LocalBroker(default_config_path(), port=settings.port, extra_config=extra_config)
         try:
             broker.start()
-            check_broker_log(broker, files)
+            check_broker_log(broker, files.dynsec)
             yield BrokerSettings.from_url(
                 url, tls=TlsOptions(ca_file=str(files.certificates.ca_cert)), password_file=str(files.passwords)
             )
@@ -117,11 +116,9 @@ def secure_broker(url: str, configs: Sequence[MeshConfig], clients: Sequence[str
             shutil.rmtree(rules_copy, ignore_errors=True)
 
 
-def check_broker_log(broker: LocalBroker, files: BrokerFiles) -> None:
+def check_broker_log(broker: LocalBroker, rules: Path) -> None:
     """Raise if Mosquitto logged an error or a warning starting with the generated files."""
     # The plugin reports an unreadable rules file in the log and the broker runs on, refusing everyone.
     problems = [line for line in broker.log_file.read_text().splitlines() if "rror" in line or "arning" in line]
     if problems:
-        raise BrokerUnavailableError(
-            f"Mosquitto did not accept the generated rules ({files.dynsec}): {' | '.join(problems)}"
-        )
+        raise BrokerUnavailableError(f"Mosquitto did not accept the generated rules ({rules}): {' | '.join(problems)}")
