@@ -211,9 +211,12 @@ async def test_every_legitimate_flow_works(
 ) -> None:
     caplog.set_level(logging.INFO)
     memory = AgentSettings(task_store=":memory:")
-    agents = [EchoAgent(), CalculatorAgent(), CountdownAgent(), OrchestratorAgent()]
+    replica = AgentSettings(task_store=":memory:", shared_subscription=True)
+    agents = [(EchoAgent(), memory), (CountdownAgent(), memory), (OrchestratorAgent(), memory)]
+    agents += [(CalculatorAgent(), replica), (CalculatorAgent(), replica)]  # two replicas: a $share group
     services = [
-        AgentService(a, broker=ruled_broker.settings(a.name), namespace=namespace, settings=memory) for a in agents
+        AgentService(a, broker=ruled_broker.settings(a.name), namespace=namespace, settings=settings)
+        for a, settings in agents
     ]
     gateway = HttpGateway(
         HttpGatewaySettings(id="http", port=0, default_agent="echo"),
@@ -243,6 +246,9 @@ async def test_every_legitimate_flow_works(
             routed = await client.send("orchestrator", "what is 2+3")  # delegate to calculator
             assert isinstance(routed, Task) and routed.status.state is TaskState.completed
             assert "5" in str(routed.model_dump())
+            for _ in range(4):  # the replicas take turns
+                computed = await client.send("calculator", "6*7")
+                assert isinstance(computed, Task) and "42" in str(computed.model_dump())
 
         await gateway.start()  # its card, its answer topics, discovery
         started.append(gateway)

@@ -50,7 +50,9 @@ EXIT_INTERRUPTED = 130
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
-def add_connection_options(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+def add_connection_options(
+    parser: argparse.ArgumentParser, *, namespace: bool = True, secure_help: str | None = None
+) -> None:
     parser.add_argument(
         "--broker",
         metavar="URL",
@@ -59,7 +61,8 @@ def add_connection_options(parser: argparse.ArgumentParser, *, namespace: bool =
     parser.add_argument(
         "--secure",
         action="store_true",
-        help=(
+        help=secure_help
+        or (
             f"use the TLS broker `mesh up --secure` runs here ({SECURE_BROKER_URL} unless --broker), "
             "with its CA and per-component passwords"
         ),

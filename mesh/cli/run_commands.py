@@ -65,7 +65,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also run the components of FILE (repeatable)",
     )
     up.add_argument("--log-level", choices=LOG_LEVELS, default="info")
-    add_connection_options(up)  # its --secure: start a TLS broker with per-component users and rules
+    add_connection_options(
+        up,
+        secure_help=(
+            f"start a TLS broker at {SECURE_BROKER_URL} (or --broker mqtts://localhost:PORT) with a broker user per "
+            "component and least-privilege rules; its files go to <state dir>/secure"
+        ),
+    )
     up.set_defaults(handler=_up)
 
 
