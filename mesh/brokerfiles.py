@@ -103,7 +103,7 @@ def write_broker_files(
     try:
         users = rules_by_user(identities)
     except ValueError as exc:
-        raise ConfigError(f"{exc}: every component needs a broker user of its own") from None
+        raise ConfigError(f"{exc} (every component needs a broker user of its own)") from None
     directory.mkdir(parents=True, exist_ok=True)
     passwords_file = directory / PASSWORD_FILE
     known = read_passwords(passwords_file) if passwords_file.is_file() else {}

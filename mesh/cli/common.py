@@ -92,6 +92,11 @@ def broker_settings(args: argparse.Namespace, configured: str | None = None) -> 
         url = args.broker or SECURE_BROKER_URL
         ca_file: str | None = str(files / "ca.crt")
         password_file: str | None = str(files / "passwords")
+        if not (files / "passwords").is_file():
+            raise ConfigError(
+                f"--secure: no broker files in {files}; start `mesh up --secure` first (with the same "
+                "MESH_STATE_DIR), or connect with --broker and MESH_BROKER_PASSWORD_FILE instead"
+            )
     else:
         url = resolve_broker_url(args.broker, configured)
         ca_file = os.environ.get(CA_FILE_ENV) or None
