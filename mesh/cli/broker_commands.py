@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config
 log = logging.getLogger(__name__)
 
 _LOCAL_HOSTS = ("localhost", "127.0.0.1")
+_PROBLEM = re.compile(r"\b(error|warning)\b", re.IGNORECASE)  # Mosquitto's "Error: ..." and "Warning: ..." lines
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -119,6 +121,6 @@ def secure_broker(url: str, configs: Sequence[MeshConfig], clients: Sequence[str
 def check_broker_log(broker: LocalBroker, rules: Path) -> None:
     """Raise if Mosquitto logged an error or a warning starting with the generated files."""
     # The plugin reports an unreadable rules file in the log and the broker runs on, refusing everyone.
-    problems = [line for line in broker.log_file.read_text().splitlines() if "rror" in line or "arning" in line]
+    problems = [line for line in broker.log_file.read_text().splitlines() if _PROBLEM.search(line)]
     if problems:
         raise BrokerUnavailableError(f"Mosquitto did not accept the generated rules ({rules}): {' | '.join(problems)}")

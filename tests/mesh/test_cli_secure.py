@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import stat
 from pathlib import Path
 
@@ -13,7 +14,13 @@ from mesh.localbroker import free_port, port_answers
 from mesh.transport import MqttTransport
 from tests.mesh.cli_process import mesh, start_mesh
 
+needs_mosquitto = pytest.mark.skipif(
+    not (shutil.which("mosquitto") or Path("/usr/sbin/mosquitto").is_file()),
+    reason="mesh up --secure runs the local mosquitto binary",
+)
 
+
+@needs_mosquitto
 async def test_up_secure_then_send_secure(namespace: str, tmp_path: Path) -> None:
     port = free_port()
     url = f"mqtts://localhost:{port}"
