@@ -61,7 +61,13 @@ def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
     from agents.service import AgentService
 
     return [
-        AgentService(spec.agent, broker=ctx.broker, namespace=ctx.namespace, settings=spec.settings, trust=spec.trust)
+        AgentService(
+            spec.agent,
+            broker=ctx.broker_for(spec.agent.name),
+            namespace=ctx.namespace,
+            settings=spec.settings,
+            trust=spec.trust,
+        )
         for spec in specs
     ]
 

@@ -52,5 +52,6 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
         seen[settings.id] = index
         parsed.append((settings, component_trust(ctx, settings.id, entry_trust, here)))
     return [
-        HttpGateway(settings, broker=ctx.broker, namespace=ctx.namespace, trust=trust) for settings, trust in parsed
+        HttpGateway(settings, broker=ctx.broker_for(settings.id), namespace=ctx.namespace, trust=trust)
+        for settings, trust in parsed
     ]

@@ -55,5 +55,9 @@ def component_trust(ctx: BuildContext, name: str, entry_trust: Any, here: Sequen
 
     return load_trust(name, ctx.trust, entry_trust, base=ctx.source.parent, source=ctx.source, where=(*here, "trust"))
 
+    def broker_for(self, name: str) -> BrokerSettings:
+        """The broker settings of the component ``name`` builds: its own broker identity, if any."""
+        return self.broker.for_identity(name)
+
 
 SectionFactory = Callable[[Sequence[Any], BuildContext], list[Component]]

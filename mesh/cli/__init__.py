@@ -12,7 +12,7 @@ import argparse
 import asyncio
 from collections.abc import Sequence
 
-from mesh.cli import client_commands, discovery_commands, keys_command, run_commands
+from mesh.cli import broker_commands, client_commands, discovery_commands, keys_command, run_commands
 from mesh.cli.common import EXIT_INTERRUPTED, Command, describe, exit_code_for, fail
 
 __all__ = ["build_parser", "main"]
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
     keys_command.register(subparsers)
+    broker_commands.register(subparsers)
     return parser
 
 
