@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agents.service import AgentService
 from mesh.broker import BrokerSettings, TlsOptions
 from mesh.brokerfiles import find_dynsec_plugin
 from mesh.cli.broker_commands import check_broker_log
@@ -23,14 +24,17 @@ from mesh.errors import AgentNameTakenError, SubscribeError
 from mesh.localbroker import BrokerUnavailableError, LocalBroker, free_port
 from mesh.sections import build_components
 from mesh.transport import MqttTransport
+from mesh.trust import generate_keys
 from tests.mesh.cli_process import mesh
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+AGENTS = ["calculator", "countdown", "echo", "orchestrator"]
 
 
 @pytest.fixture
 def deploy_configs(tmp_path: Path, namespace: str) -> list[Path]:
-    """deploy/'s agents.yaml and gateway.yaml on this test's namespace."""
+    """deploy/'s agents.yaml and gateway.yaml on this test's namespace, with their keys."""
+    generate_keys(tmp_path / "keys", [*AGENTS, "http"])
     copies = []
     for name in ("agents.yaml", "gateway.yaml"):
         copy = tmp_path / name
@@ -103,12 +107,21 @@ def test_compose_mounts_what_the_broker_and_the_components_read() -> None:
         assert {environment["MESH_BROKER_CA_FILE"], environment["MESH_BROKER_PASSWORD_FILE"]} <= targets
 
 
-def test_the_deploy_configs_load() -> None:
+def test_the_deploy_configs_load_with_signed_cards_and_user_tokens(deploy_configs: list[Path]) -> None:
     broker = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
-    agents = build_components(load_config(DEPLOY / "agents.yaml"), broker)
-    assert sorted(c.name for c in agents) == ["calculator", "countdown", "echo", "orchestrator"]
-    gateway = build_components(load_config(DEPLOY / "gateway.yaml", environ={"A2A_TOKEN": "t"}), broker)
+    agents = build_components(load_config(deploy_configs[0]), broker)
+    assert sorted(c.name for c in agents) == sorted(AGENTS)
+    assert all(isinstance(a, AgentService) and a.trust is not None and a.trust.token_issuers for a in agents)
+    gateway = build_components(load_config(deploy_configs[1], environ={"A2A_TOKEN": "t"}), broker)
     assert [(c.kind, c.name) for c in gateway] == [("gateway", "http")]
+
+
+def test_compose_mounts_each_component_its_own_keys_only() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for service, names in (("agents", AGENTS), ("gateway", ["http"])):
+        mounted = {volume.split(":")[1] for volume in compose["services"][service]["volumes"]}
+        keys = {path for path in mounted if path.startswith("/config/keys/")}
+        assert keys == {"/config/keys/jwks.json", *(f"/config/keys/{name}.jwk" for name in names)}
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -13,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mesh.broker import BrokerSettings, resolve_broker_url
-from mesh.brokerfiles import SECURE_BROKER_URL, secure_state_dir
+from mesh.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
@@ -24,7 +25,7 @@ from mesh.cli.common import (
     stopped_by_signals,
 )
 from mesh.component import Component
-from mesh.config import LOG_LEVELS, configured_broker, load_many
+from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, load_many
 from mesh.errors import ConfigError, ConnectError
 from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
@@ -90,6 +91,7 @@ async def _up(args: argparse.Namespace) -> int:
     environ = {**os.environ, NAMESPACE_ENV: args.namespace}
     configs = load_many([*up_configs(), *args.config], environ=environ)
     if args.secure:
+        configs = with_secure_trust(configs, secure_state_dir() / "keys")
         with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
             components = build_many(configs, settings)
             how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
@@ -100,6 +102,21 @@ async def _up(args: argparse.Namespace) -> int:
     async with broker_for_up(settings) as started_here:
         components = build_many(configs, settings)
         return await serve(components, banner=lambda: up_banner(settings, args.namespace, components, started_here))
+
+
+def with_secure_trust(configs: list[MeshConfig], keys_dir: Path) -> list[MeshConfig]:
+    """``configs`` with signed cards and user tokens on: a key per component in ``keys_dir``
+    (kept across runs), every card signed and checked, the gateways' user tokens verified.
+
+    A config that has its own ``trust:`` keeps it.
+    """
+    from mesh.trust import generate_keys  # the JOSE library loads only for --secure
+
+    identities = identities_of(configs, ())
+    generate_keys(keys_dir, [identity.name for identity in identities])
+    issuers = sorted({identity.name for identity in identities if identity.kind == "gateway"})
+    trust = {"keys": str(keys_dir), "token_issuers": issuers}
+    return [config if config.trust is not None else dataclasses.replace(config, trust=trust) for config in configs]
 
 
 def up_configs() -> list[Path]:

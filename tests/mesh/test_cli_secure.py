@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 import stat
 from pathlib import Path
@@ -13,6 +15,8 @@ from mesh.errors import ConnectError
 from mesh.localbroker import free_port, port_answers
 from mesh.transport import MqttTransport
 from tests.mesh.cli_process import mesh, start_mesh
+from tests.support import Inbox
+from topics import get_agent_discovery_topic
 
 needs_mosquitto = pytest.mark.skipif(
     not (shutil.which("mosquitto") or Path("/usr/sbin/mosquitto").is_file()),
@@ -35,6 +39,18 @@ async def test_up_secure_then_send_secure(namespace: str, tmp_path: Path) -> Non
         files = tmp_path / "secure"
         for secret in ("passwords", "dynamic-security.json", "server.key"):
             assert stat.S_IMODE((files / secret).stat().st_mode) == 0o600, secret
+
+        # Signed cards and user tokens are on: a key per component, every card signed, and the
+        # orchestrator (whose registry now takes signed cards only) still finds its peers below.
+        keys = files / "keys"
+        assert {"echo.jwk", "calculator.jwk", "orchestrator.jwk", "jwks.json"} <= {p.name for p in keys.iterdir()}
+        as_cli = BrokerSettings.from_url(url, tls=TlsOptions(ca_file=str(files / "ca.crt")))
+        as_cli = dataclasses.replace(as_cli, password_file=str(files / "passwords")).for_identity("cli")
+        async with MqttTransport(as_cli) as watcher:
+            cards = Inbox()
+            await watcher.subscribe(get_agent_discovery_topic(namespace, "echo"), cards)
+            [card] = await cards.wait_for(1)
+        assert json.loads(card.payload)["signatures"][0]["protected"]
 
         sent = await mesh("send", "echo", "hi", "--secure", "--broker", url, "--namespace", namespace, **state)
         assert (sent.code, sent.stdout) == (0, "hi\n"), sent.stderr
