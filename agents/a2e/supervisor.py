@@ -4,6 +4,9 @@ A worker that exits, crashes or stops answering ping fails its in-flight calls a
 :mod:`agents.a2e.process`) and is restarted after ``backoff_s`` (doubling up to
 ``max_backoff_s``). The restarts are counted until a worker has stayed up ``stable_after_s``;
 past ``max_restarts`` the supervisor gives up and calls ``on_give_up``.
+
+:class:`ProcessSupervisor` is that policy for any :class:`SupervisedProcess`; a subclass says
+how to spawn one (:class:`WorkerSupervisor`: an A2E worker, :mod:`agents.acp`: an ACP agent).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from agents.a2e.errors import WorkerError, WorkerStartError, WorkerUnavailable
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES
 from agents.a2e.messages import SkillDefinition, SkillDiscoverRequest, SkillDiscoverResponse
 from agents.a2e.process import WorkerCommand, WorkerProcess
 
-__all__ = ["AGENT_CAPS", "SupervisorSettings", "WorkerSupervisor"]
+__all__ = ["AGENT_CAPS", "ProcessSupervisor", "SupervisedProcess", "SupervisorSettings", "WorkerSupervisor"]
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +44,26 @@ class SupervisorSettings:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
 
-class WorkerSupervisor:
-    """One worker command kept alive for one agent."""
+class SupervisedProcess(Protocol):
+    """What the supervisor needs of a running process."""
+
+    exited: asyncio.Future[int]
+    exit_reason: str
+    started_at: float
+
+    @property
+    def alive(self) -> bool: ...
+
+    async def ping(self, timeout: float) -> None: ...
+
+    async def stop(self) -> int: ...
+
+
+P = TypeVar("P", bound=SupervisedProcess)
+
+
+class ProcessSupervisor(Generic[P]):
+    """One command kept alive for one agent; subclasses implement :meth:`_spawn`."""
 
     def __init__(
         self,
@@ -50,16 +72,13 @@ class WorkerSupervisor:
         name: str,
         settings: SupervisorSettings,
         on_give_up: Callable[[str], None] | None = None,
-        on_skills: Callable[[Sequence[SkillDefinition]], None] | None = None,
     ) -> None:
         self.command = command
         self.name = name
         self.settings = settings
-        self.skills: list[SkillDefinition] = []
         self.restarts = 0
         self._on_give_up = on_give_up
-        self._on_skills = on_skills
-        self._process: WorkerProcess | None = None
+        self._process: P | None = None
         self._ready = asyncio.Event()
         self._failure = ""
         self._stopping = False
@@ -75,7 +94,7 @@ class WorkerSupervisor:
         if self.settings.ping_interval_s > 0:
             self._pinger = loop.create_task(self._ping())
 
-    async def current(self) -> WorkerProcess:
+    async def current(self) -> P:
         """The running worker, waiting while it restarts; :class:`WorkerUnavailable` once given up."""
         await self._ready.wait()
         if self._failure or self._process is None:
@@ -97,40 +116,11 @@ class WorkerSupervisor:
 
     # ------------------------------------------------------------------ internals
 
-    async def _spawn(self) -> WorkerProcess:
-        process = WorkerProcess(
-            self.command, name=self.name, max_line_bytes=self.settings.max_line_bytes, on_exit=self._exited
-        )
-        answer = await process.start(agent_caps=AGENT_CAPS, timeout=self.settings.handshake_timeout_s)
-        try:
-            found = await process.request(SkillDiscoverRequest(), self.settings.handshake_timeout_s)
-        except (TimeoutError, WorkerError) as exc:
-            await process.stop(reason="skill discovery failed")
-            raise WorkerStartError(
-                f"worker {self.name!r} ({self.command}) did not answer skill/discover/req: {exc or 'timed out'}"
-                f"{process.stderr_text()}"
-            ) from None
-        if not isinstance(found, SkillDiscoverResponse):
-            await process.stop(reason="skill discovery failed")
-            raise WorkerStartError(
-                f"worker {self.name!r} ({self.command}) answered skill/discover/req with a {found.type!r} message"
-                f"{process.stderr_text()}; answer with skill/discover/resp"
-            )
-        self.skills = list(found.skills)
-        log.info(
-            "worker %s (%s) up: %d skill(s) %s, max_parallel %d, caps %s",
-            self.name,
-            self.command,
-            len(self.skills),
-            [s.name for s in self.skills],
-            answer.max_parallel,
-            sorted(process.accepted_caps),
-        )
-        if self._on_skills is not None:
-            self._on_skills(self.skills)
-        return process
+    async def _spawn(self) -> P:
+        """Start one process (``on_exit`` = :meth:`_exited`); :class:`WorkerStartError` if it will not come up."""
+        raise NotImplementedError
 
-    def _exited(self, process: WorkerProcess) -> None:
+    def _exited(self, process: P) -> None:
         # Synchronous, so no caller is handed the dead process while the watcher wakes up.
         if process is self._process:
             self._ready.clear()
@@ -182,3 +172,53 @@ class WorkerSupervisor:
                 continue
             with contextlib.suppress(WorkerError):
                 await process.ping(self.settings.ping_timeout_s)
+
+
+class WorkerSupervisor(ProcessSupervisor[WorkerProcess]):
+    """An A2E worker kept alive: each start runs the handshake and learns the skills."""
+
+    def __init__(
+        self,
+        command: WorkerCommand,
+        *,
+        name: str,
+        settings: SupervisorSettings,
+        on_give_up: Callable[[str], None] | None = None,
+        on_skills: Callable[[Sequence[SkillDefinition]], None] | None = None,
+    ) -> None:
+        super().__init__(command, name=name, settings=settings, on_give_up=on_give_up)
+        self.skills: list[SkillDefinition] = []
+        self._on_skills = on_skills
+
+    async def _spawn(self) -> WorkerProcess:
+        process = WorkerProcess(
+            self.command, name=self.name, max_line_bytes=self.settings.max_line_bytes, on_exit=self._exited
+        )
+        answer = await process.start(agent_caps=AGENT_CAPS, timeout=self.settings.handshake_timeout_s)
+        try:
+            found = await process.request(SkillDiscoverRequest(), self.settings.handshake_timeout_s)
+        except (TimeoutError, WorkerError) as exc:
+            await process.stop(reason="skill discovery failed")
+            raise WorkerStartError(
+                f"worker {self.name!r} ({self.command}) did not answer skill/discover/req: {exc or 'timed out'}"
+                f"{process.stderr_text()}"
+            ) from None
+        if not isinstance(found, SkillDiscoverResponse):
+            await process.stop(reason="skill discovery failed")
+            raise WorkerStartError(
+                f"worker {self.name!r} ({self.command}) answered skill/discover/req with a {found.type!r} message"
+                f"{process.stderr_text()}; answer with skill/discover/resp"
+            )
+        self.skills = list(found.skills)
+        log.info(
+            "worker %s (%s) up: %d skill(s) %s, max_parallel %d, caps %s",
+            self.name,
+            self.command,
+            len(self.skills),
+            [s.name for s in self.skills],
+            answer.max_parallel,
+            sorted(process.accepted_caps),
+        )
+        if self._on_skills is not None:
+            self._on_skills(self.skills)
+        return process
