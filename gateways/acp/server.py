@@ -117,7 +117,9 @@ class AcpGateway:
         modes = set(card.default_input_modes or [])
         accepts = _accepts_files(modes)
         return {
-            "protocolVersion": min(asked, PROTOCOL_VERSION) if isinstance(asked, int) and asked > 0 else PROTOCOL_VERSION,
+            "protocolVersion": min(asked, PROTOCOL_VERSION)
+            if isinstance(asked, int) and asked > 0
+            else PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": False,
                 "promptCapabilities": {
@@ -158,7 +160,9 @@ class AcpGateway:
             session.running, session.turn = None, None
             session.cancel_requested = session.cancel_sent = False
         if end.error is not None:
-            raise RequestError(int(end.error.get("code", INTERNAL)), str(end.error.get("message")), end.error.get("data"))
+            raise RequestError(
+                int(end.error.get("code", INTERNAL)), str(end.error.get("message")), end.error.get("data")
+            )
         return {"stopReason": end.stop_reason or "end_turn"}
 
     async def _cancel(self, envelope: E2AEnvelope) -> dict[str, Any]:

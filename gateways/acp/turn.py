@@ -99,7 +99,9 @@ class PromptTurn:
             else:
                 rest.append(part)
         if self.state == "working":
-            kind = "agent_message_chunk" if metadata.get("acpUpdate") == "agent_message_chunk" else "agent_thought_chunk"
+            kind = (
+                "agent_message_chunk" if metadata.get("acpUpdate") == "agent_message_chunk" else "agent_thought_chunk"
+            )
         else:
             kind = "agent_message_chunk"
             self._final_text_sent = True
@@ -132,7 +134,9 @@ class PromptTurn:
             return TurnEnd("cancelled")
         text = " ".join(p.get("text", "") for p in _parts(status.get("message") or {}) if p.get("kind") == "text")
         message = text or f"the task ended {state or 'without a state'}"
-        return TurnEnd(error={"code": _INTERNAL_ERROR, "message": message, "data": {"taskId": self.task_id, "state": state}})
+        return TurnEnd(
+            error={"code": _INTERNAL_ERROR, "message": message, "data": {"taskId": self.task_id, "state": state}}
+        )
 
     def closing_updates(self) -> list[dict[str, Any]]:
         """Delegations still shown as running are over once the turn ends."""
