@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ class AcpAgent(Agent):
 
     async def _prompt(
         self, process: AcpProcess, session_id: str, message: Message, ctx: TaskContext
-    ) -> AsyncIterator[Update]:
+    ) -> AsyncGenerator[Update, None]:
         images = bool(process.prompt_capabilities.get("image"))
         parts = [part.model_dump(mode="json", by_alias=True, exclude_none=True) for part in message.parts]
         envelope = E2AEnvelope(
@@ -200,4 +200,3 @@ class AcpAgent(Agent):
             log.error("%s: cannot leave the mesh (no runtime hook); tasks will fail: %s", self.name, reason)
             return
         asyncio.ensure_future(leave())
-

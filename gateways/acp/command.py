@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import uuid
 
 from acp.connection import Connection
 
 from gateways.acp.server import AcpGateway
+from gateways.acp.sessions import SessionStore
 from gateways.acp.stdio import StdioTransport
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCapabilities, AgentCard
@@ -67,7 +67,7 @@ async def run_acp(
         card=lambda: _card(gateway_id, namespace, agent).to_json_bytes(),
         idle_timeout_s=idle_timeout_s,
     )
-    gateway = AcpGateway(runtime, agent, wait_s=wait_s)
+    gateway = AcpGateway(runtime, agent, wait_s=wait_s, store=SessionStore.for_namespace(namespace))
     gateway.connect_in_background()
     transport = await StdioTransport.open()
     connection = Connection(gateway.handle, transport, listening=False)

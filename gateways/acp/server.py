@@ -9,6 +9,8 @@ into JSON-RPC by :func:`~gateways.e2a.e2a_response_to_acp_jsonrpc_response`.
 A session is an A2A context (``sessionId`` = ``contextId``); its modes are the agents on the
 mesh, the one named on the command line first, and ``session/set_mode`` switches agent. An
 ``input-required`` answer ends the turn with the question; the next prompt answers that task.
+Sessions are recorded (:mod:`gateways.acp.sessions`) for ``session/list``; ``session/load``
+replays a session from its agent's task store (``tasks/get`` of each of its tasks).
 The broker is connected in the background: a request that needs it waits for the connection,
 and an unreachable broker, an unknown agent or an agent gone are JSON-RPC errors that say so.
 """
@@ -19,19 +21,19 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from acp.exceptions import RequestError
 
+from gateways.acp.sessions import SessionRecord, SessionStore
 from gateways.acp.turn import PromptTurn, TurnEnd
 from gateways.e2a import E2AEnvelope, E2AResponse, e2a_response_to_acp_jsonrpc_response, envelope_from_acp_jsonrpc
-from gateways.e2a.acp_content import acp_blocks_to_a2a_parts
+from gateways.e2a.acp_content import a2a_part_to_acp_block, acp_blocks_to_a2a_parts
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCard
 from mesh.errors import AgentNotFoundError, MeshError
-from mesh.version import __version__
 
 __all__ = ["PROTOCOL_VERSION", "AcpGateway", "AcpSession"]
 
@@ -59,8 +61,11 @@ class AcpSession:
 class AcpGateway:
     """The ACP side of ``mesh acp``; ``handle`` is the JSON-RPC handler of the stdio connection."""
 
-    def __init__(self, runtime: GatewayRuntime, agent: str, *, wait_s: float = 3.0) -> None:
+    def __init__(
+        self, runtime: GatewayRuntime, agent: str, *, wait_s: float = 3.0, store: SessionStore | None = None
+    ) -> None:
         self.runtime = runtime
+        self.store = store or SessionStore(None)
         self.default_agent = agent
         self.wait_s = wait_s
         self.notify: Notify | None = None
@@ -121,7 +126,8 @@ class AcpGateway:
             if isinstance(asked, int) and asked > 0
             else PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": True,
+                "sessionCapabilities": {"list": {}},
                 "promptCapabilities": {
                     "image": accepts or any(m.startswith("image/") for m in modes),
                     "audio": accepts or any(m.startswith("audio/") for m in modes),
@@ -136,14 +142,55 @@ class AcpGateway:
         await self._card(self.default_agent)
         session = AcpSession(uuid.uuid4().hex, self.default_agent, str(envelope.params.get("cwd") or ""))
         self.sessions[session.session_id] = session
+        self.store.save(SessionRecord(session.session_id, session.agent, session.cwd))
         log.info("session %s: agent %s", session.session_id, session.agent)
         return {"sessionId": session.session_id, "modes": self._modes(session)}
+
+    async def _list_sessions(self, envelope: E2AEnvelope) -> dict[str, Any]:
+        cwd = envelope.params.get("cwd")
+        return {"sessions": [r.info() for r in self.store.list(cwd if isinstance(cwd, str) else None)]}
+
+    async def _load_session(self, envelope: E2AEnvelope) -> dict[str, Any]:
+        record = self.store.get(envelope.session_id or "")
+        if record is None:
+            raise RequestError(NOT_FOUND, f"no session {envelope.session_id!r} was recorded on this namespace")
+        await self._card(record.agent)
+        session = AcpSession(record.session_id, record.agent, str(envelope.params.get("cwd") or record.cwd))
+        self.sessions[session.session_id] = session
+        for task_id in record.tasks:
+            for update in await self._history(record.agent, task_id):
+                await self._notify(session, update)
+        return {"modes": self._modes(session)}
+
+    async def _history(self, agent: str, task_id: str) -> list[dict[str, Any]]:
+        """A task's conversation as ``user_message_chunk`` / ``agent_message_chunk`` updates."""
+        envelope = envelope_from_acp_jsonrpc("tasks/get", {"id": task_id}, channel="acp")
+        envelope.request_id = uuid.uuid4().hex
+        task: Any = None
+        async for frame in self.runtime.forward(envelope, agent):
+            if frame.is_final and frame.response_kind == "a2a.task":
+                task = frame.body
+            elif frame.is_final:
+                log.info("session history: task %s of %s is not there any more: %s", task_id, agent, frame.body)
+        if not isinstance(task, dict):
+            return []
+        messages = [m for m in task.get("history") or [] if isinstance(m, dict)]
+        final = (task.get("status") or {}).get("message")
+        if isinstance(final, dict) and final.get("messageId") not in {m.get("messageId") for m in messages}:
+            messages.append(final)
+        updates = []
+        for message in messages:
+            kind = "user_message_chunk" if message.get("role") == "user" else "agent_message_chunk"
+            for part in message.get("parts") or []:
+                if isinstance(part, dict) and part.get("kind") != "data":
+                    updates.append({"sessionUpdate": kind, "content": a2a_part_to_acp_block(part)})
+        return updates
 
     async def _set_mode(self, envelope: E2AEnvelope) -> dict[str, Any]:
         session = self._session(envelope)
         mode = envelope.params.get("modeId")
         if not isinstance(mode, str):
-            raise RequestError.invalid_params({"modeId": "the name of an agent on the mesh"})
+            raise _invalid("modeId must be the name of an agent on the mesh")
         await self._card(mode)
         session.agent, session.pending_task = mode, None  # a task waiting on the old agent is left to it
         await self._notify(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
@@ -152,7 +199,7 @@ class AcpGateway:
     async def _prompt(self, envelope: E2AEnvelope) -> dict[str, Any]:
         session = self._session(envelope)
         if session.running is not None:
-            raise RequestError.invalid_request({"sessionId": "a prompt is already running in this session"})
+            raise RequestError(-32600, "a prompt is already running in this session; cancel it or wait for its end")
         session.running = asyncio.current_task()
         try:
             end = await self._turn(session, envelope)
@@ -177,9 +224,14 @@ class AcpGateway:
     async def _turn(self, session: AcpSession, envelope: E2AEnvelope) -> TurnEnd:
         blocks = envelope.params.get("prompt")
         if not isinstance(blocks, list):
-            raise RequestError.invalid_params({"prompt": "a list of content blocks"})
+            raise _invalid("prompt must be a list of content blocks")
         card = await self._card(session.agent)
-        turn = session.turn = PromptTurn(images=_accepts_files(set(card.default_input_modes or [])))
+        images = _accepts_files(set(card.default_input_modes or [])) or any(
+            m.startswith("image/") for m in card.default_input_modes or []
+        )
+        if not images and any(isinstance(b, dict) and b.get("type") == "image" for b in blocks):
+            raise _invalid(f"agent {session.agent!r} does not accept images (its card has no image input mode)")
+        turn = session.turn = PromptTurn(images=images)
         message: dict[str, Any] = {
             "kind": "message",
             "role": "user",
@@ -193,7 +245,9 @@ class AcpGateway:
         envelope.method, envelope.is_stream, envelope.context_id = "session/prompt", True, session.session_id
         envelope.params = {"message": message}
         end = TurnEnd(stop_reason="end_turn")
-        async with contextlib.aclosing(self.runtime.forward(envelope, session.agent)) as frames:
+        # forward() is an async generator: closing it ends the call on the mesh side too.
+        forwarded = cast(AsyncGenerator[E2AResponse, None], self.runtime.forward(envelope, session.agent))
+        async with contextlib.aclosing(forwarded) as frames:
             async for frame in frames:
                 if frame.is_final:
                     updates, end = turn.end(frame)
@@ -205,11 +259,22 @@ class AcpGateway:
                     await self._notify(session, update)
         for update in turn.closing_updates():
             await self._notify(session, update)
+        self._record(session, turn, blocks)
         if session.cancel_requested:
             return TurnEnd("cancelled")  # ACP: after session/cancel the turn ends cancelled
         if end.input_required:
             session.pending_task = turn.task_id
         return end
+
+    def _record(self, session: AcpSession, turn: PromptTurn, blocks: list[Any]) -> None:
+        record = self.store.get(session.session_id) or SessionRecord(session.session_id, session.agent, session.cwd)
+        record.agent = session.agent
+        if record.title is None:
+            words = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+            record.title = words.strip()[:80] or None
+        if turn.task_id and turn.task_id not in record.tasks:
+            record.tasks.append(turn.task_id)
+        self.store.save(record)
 
     def _send_cancel(self, session: AcpSession) -> None:
         turn = session.turn
@@ -237,7 +302,7 @@ class AcpGateway:
         except AgentNotFoundError as exc:
             raise RequestError(NOT_FOUND, str(exc), {"agentName": agent, "availableAgents": exc.available}) from None
         except ValueError as exc:  # not a valid agent name
-            raise RequestError.invalid_params({"agent": str(exc)}) from None
+            raise _invalid(str(exc)) from None
         card: AgentCard = entry.card
         return card
 
@@ -257,7 +322,7 @@ class AcpGateway:
     def _session(self, envelope: E2AEnvelope) -> AcpSession:
         session = self.sessions.get(envelope.session_id or "")
         if session is None:
-            raise RequestError.invalid_params({"sessionId": f"unknown session {envelope.session_id!r}"})
+            raise _invalid(f"unknown session {envelope.session_id!r}: open one with session/new")
         return session
 
     def _modes(self, session: AcpSession) -> dict[str, Any]:
@@ -273,6 +338,10 @@ class AcpGateway:
             await self.notify("session/update", {"sessionId": session.session_id, "update": update})
 
 
+def _invalid(message: str) -> RequestError:
+    return RequestError(-32602, message)
+
+
 def _session_id(params: Any) -> str | None:
     value = params.get("sessionId") if isinstance(params, dict) else None
     return value if isinstance(value, str) else None
@@ -285,6 +354,8 @@ def _accepts_files(modes: set[str]) -> bool:
 _HANDLERS: dict[str, Callable[[AcpGateway, E2AEnvelope], Awaitable[dict[str, Any]]]] = {
     "initialize": AcpGateway._initialize,
     "session/new": AcpGateway._new_session,
+    "session/load": AcpGateway._load_session,
+    "session/list": AcpGateway._list_sessions,
     "session/set_mode": AcpGateway._set_mode,
     "session/prompt": AcpGateway._prompt,
     "session/cancel": AcpGateway._cancel,

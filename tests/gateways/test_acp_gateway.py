@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError, image_block, text_block
 
 from agents import Agent, AgentSettings, InputRequired, Reply
 from agents.builtin.countdown import CountdownAgent
@@ -146,3 +146,39 @@ async def test_failed_task_is_a_jsonrpc_error_with_the_agents_message(
         with pytest.raises(RequestError) as failed:
             await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("x")])
         assert "the disk is full" in str(failed.value)
+
+
+async def test_sessions_are_listed_and_loaded_with_their_history(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(EchoAgent())
+    async with mesh_acp(broker_url, namespace, "echo", tmp_path) as editor:
+        await editor.initialize()
+        session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("remember me")])
+    async with mesh_acp(broker_url, namespace, "echo", tmp_path) as later:  # the editor restarted
+        init = await later.initialize()
+        assert init.agent_capabilities is not None and init.agent_capabilities.load_session
+        listed = await later.conn.list_sessions(cwd=str(tmp_path))
+        assert [(s.session_id, s.title) for s in listed.sessions] == [(session.session_id, "remember me")]
+        await later.conn.load_session(cwd=str(tmp_path), session_id=session.session_id, mcp_servers=[])
+        replay = [(u.session_update, u.content.text) for u in later.client.updates if hasattr(u, "content")]
+        assert replay == [("user_message_chunk", "remember me"), ("agent_message_chunk", "remember me")]
+        result = await later.conn.prompt(session_id=session.session_id, prompt=[text_block("and more")])
+        assert result.stop_reason == "end_turn" and later.client.texts()[-1] == "and more"
+
+
+async def test_an_image_is_refused_when_the_agents_card_does_not_accept_images(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(EchoAgent())
+    async with mesh_acp(broker_url, namespace, "echo", tmp_path) as editor:
+        init = await editor.initialize()
+        assert init.agent_capabilities is not None and init.agent_capabilities.prompt_capabilities is not None
+        assert init.agent_capabilities.prompt_capabilities.image is False
+        session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        with pytest.raises(RequestError) as refused:
+            await editor.conn.prompt(
+                session_id=session.session_id, prompt=[image_block("aGk=", "image/png")]  # type: ignore[list-item]
+            )
+        assert "does not accept images" in str(refused.value)
