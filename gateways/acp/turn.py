@@ -4,8 +4,9 @@ What becomes what:
 
 - a ``working`` status: its text as ``agent_thought_chunk`` (progress), or ``agent_message_chunk``
   when the status says it is answer text (``metadata.acpUpdate``, set by the ACP agent bridge);
-- a status forwarded from a delegated peer (``metadata.forwardedFrom``): a ``tool_call`` for
-  that peer, then ``tool_call_update``s; a data part ``{"toolCall": {...}}``: that tool call;
+- a status or artifact forwarded from a delegated peer (``metadata.forwardedFrom``, a
+  delegation with ``forward=True``): a ``tool_call`` for that peer, then ``tool_call_update``s,
+  completed when the turn ends; a data part ``{"toolCall": {...}}``: that tool call;
 - an artifact: its parts as ``agent_message_chunk``s (text, ``resource`` or ``resource_link``);
 - the final status: its text as ``agent_message_chunk``; ``completed`` / ``input-required`` end
   the turn (``end_turn``), ``canceled`` ends it ``cancelled``, ``failed`` / ``rejected`` / an
@@ -60,6 +61,9 @@ class PromptTurn:
         self.task_id = self.task_id or _str(payload.get("taskId"))
         if kind == "artifact-update":
             artifact = payload.get("artifact") or {}
+            peer = (artifact.get("metadata") or {}).get("forwardedFrom")
+            if isinstance(peer, str):
+                return [self._delegation(peer, _parts(artifact))]
             return [_chunk("agent_message_chunk", self._block(p)) for p in _parts(artifact)]
         if kind == "status-update":
             return self._status(payload.get("status") or {})

@@ -9,25 +9,13 @@ from typing import Any
 import pytest
 
 from agents import Agent, AgentSettings, Reply
-from agents.acp import AcpAgent, ClientPolicy
+from agents.acp import ClientPolicy
 from mesh.a2a import DataPart, Message, Task, TaskState, TaskStatusUpdateEvent, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from tests.agents.acp_agents import SCRIPT, coder
 from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, start_mesh
-
-SCRIPT = Path(__file__).with_name("acp_agent_script.py")
-
-
-def coder(tmp_path: Path, **options: Any) -> AcpAgent:
-    options.setdefault("policy", ClientPolicy(directory=tmp_path))
-    return AcpAgent(
-        acp=[sys.executable, str(SCRIPT)],
-        env={"ACP_TEST_MARKER": str(tmp_path / "marker")},
-        name="coder",
-        backoff_s=0.05,
-        **options,
-    )
 
 
 def text(task: Task) -> str:

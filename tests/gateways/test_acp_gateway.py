@@ -12,6 +12,7 @@ from acp import RequestError, image_block, text_block
 from agents import Agent, AgentSettings, InputRequired, Reply
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
+from agents.builtin.orchestrator import OrchestratorAgent
 from mesh.a2a import get_text_from_message
 from tests.conftest import ServeAgent
 from tests.gateways.acp_client import mesh_acp
@@ -179,6 +180,25 @@ async def test_an_image_is_refused_when_the_agents_card_does_not_accept_images(
         session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         with pytest.raises(RequestError) as refused:
             await editor.conn.prompt(
-                session_id=session.session_id, prompt=[image_block("aGk=", "image/png")]  # type: ignore[list-item]
+                session_id=session.session_id,
+                prompt=[image_block("aGk=", "image/png")],  # type: ignore[list-item]
             )
         assert "does not accept images" in str(refused.value)
+
+
+async def test_a_delegation_shows_as_a_tool_call(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(CountdownAgent(interval_s=0.01))
+    await serve_agent(OrchestratorAgent())  # last: the countdown's retained card reaches it first
+    async with mesh_acp(broker_url, namespace, "orchestrator", tmp_path) as editor:
+        await editor.initialize()
+        session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        result = await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("countdown 2")])
+        assert result.stop_reason == "end_turn"
+        [call] = [u for u in editor.client.updates if u.session_update == "tool_call"]
+        assert call.title == "Delegated to countdown" and call.status == "in_progress"
+        updates = [u for u in editor.client.updates if u.session_update == "tool_call_update"]
+        assert {u.tool_call_id for u in updates} == {call.tool_call_id}
+        assert updates[-1].status == "completed"
+        assert "countdown: Liftoff! Counted down from 2." in "".join(editor.client.texts())
