@@ -40,6 +40,9 @@ __all__ = ["AcpAgent", "AcpSupervisor"]
 
 log = logging.getLogger(__name__)
 
+MAX_SESSIONS = 10_000
+"""Contexts remembered as ACP sessions; the oldest is forgotten beyond (its next task opens a new one)."""
+
 CANCEL_GRACE_S = 5.0
 """After ``session/cancel``, how long the agent has to end the turn before the task ends anyway."""
 
@@ -190,7 +193,16 @@ class AcpAgent(Agent):
         session_id = answer.get("sessionId") if isinstance(answer, dict) else None
         if not isinstance(session_id, str):
             raise TaskFailed(f"ACP agent {self.name!r} answered session/new without a sessionId: {answer!r}")
+        self._sessions.pop(ctx.context_id, None)
+        if known is not None:
+            self._turns.pop(known[1], None)  # a session of a process that is gone
         self._sessions[ctx.context_id] = (process, session_id)
+        while len(self._sessions) > MAX_SESSIONS:
+            _, (_, oldest) = next(iter(self._sessions.items()))
+            del self._sessions[next(iter(self._sessions))]
+            lock = self._turns.get(oldest)
+            if lock is not None and not lock.locked():
+                del self._turns[oldest]
         log.info("%s: context %s is ACP session %s", self.name, ctx.context_id, session_id)
         return session_id
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import RequestError, image_block, text_block
@@ -16,6 +20,7 @@ from agents.builtin.orchestrator import OrchestratorAgent
 from mesh.a2a import get_text_from_message
 from tests.conftest import ServeAgent
 from tests.gateways.acp_client import mesh_acp
+from tests.mesh.cli_process import mesh_env
 
 
 class Greeter(Agent):
@@ -202,3 +207,48 @@ async def test_a_delegation_shows_as_a_tool_call(
         assert {u.tool_call_id for u in updates} == {call.tool_call_id}
         assert updates[-1].status == "completed"
         assert "countdown: Liftoff! Counted down from 2." in "".join(editor.client.texts())
+
+
+async def test_an_agent_gone_since_the_session_began_is_a_clear_error(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    echo = await serve_agent(EchoAgent())
+    async with mesh_acp(broker_url, namespace, "echo", tmp_path, "--wait", "0.5") as editor:
+        await editor.initialize()
+        session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await echo.stop()
+        with pytest.raises(RequestError) as gone:
+            await asyncio.wait_for(
+                editor.conn.prompt(session_id=session.session_id, prompt=[text_block("anyone?")]), 30
+            )
+        assert "echo" in str(gone.value)
+
+
+async def test_stdout_carries_protocol_lines_only(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(EchoAgent())
+    args = ["acp", "echo", "--broker", broker_url, "--namespace", namespace, "--log-level", "debug"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mesh.cli", *args, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=mesh_env()
+    )
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}},
+        {"jsonrpc": "2.0", "id": 3, "method": "no/such/method", "params": {}},
+    ]
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode() + b"this is not json\n")
+    by_id: dict[Any, Any] = {}
+    async with asyncio.timeout(30):
+        while len(by_id) < 4:  # the three answers and the parse error
+            answer = json.loads(await proc.stdout.readline())  # every line is JSON-RPC
+            assert answer["jsonrpc"] == "2.0"
+            by_id[answer.get("id")] = answer
+    proc.stdin.close()
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0 and out == b"", err.decode()
+    assert by_id[1]["result"]["agentInfo"]["name"] == "echo"
+    assert by_id[3]["error"]["code"] == -32601
+    assert by_id[None]["error"]["code"] == -32700  # the line that is no JSON
+    assert b"skipped an ACP line that is no JSON" in err and b"Traceback" not in err  # logs: stderr
