@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mesh.a2a import Task
-from mesh.statedir import STATE_DIR_ENV, default_state_dir  # where task files go when task_store names none
+from mesh.statedir import STATE_DIR_ENV, default_state_dir
 
 if TYPE_CHECKING:
     from agents.tasks import TaskRecord

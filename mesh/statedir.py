@@ -1,5 +1,4 @@
-"""Where components keep state on disk: ``$MESH_STATE_DIR``, else ``$XDG_STATE_HOME/mesh``,
-else ``~/.local/state/mesh`` (agents' task stores, ``mesh acp``'s sessions)."""
+"""Where the mesh keeps state on this machine (task files, ``mesh up --secure``'s broker files)."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from pathlib import Path
 
 __all__ = ["STATE_DIR_ENV", "default_state_dir"]
 
+#: Overrides the state directory (tests point it at a temporary one).
 STATE_DIR_ENV = "MESH_STATE_DIR"
 
 
