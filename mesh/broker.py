@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
+from mesh.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
 
@@ -59,6 +60,8 @@ class BrokerSettings:
     session_expiry_s: int = DEFAULT_SESSION_EXPIRY_S
     reconnect_min_delay_s: float = 0.1
     reconnect_max_delay_s: float = 10.0
+    # Per-component passwords (mesh.credentials): each component connects as its own user.
+    password_file: str | None = None
 
     @classmethod
     def from_url(cls, url: str, *, tls: TlsOptions | None = None, **overrides: object) -> BrokerSettings:
@@ -92,6 +95,15 @@ class BrokerSettings:
             tls=tls,
         )
         return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]
+
+    def for_identity(self, name: str) -> BrokerSettings:
+        """The settings component ``name`` connects with: username ``name``, its password from the file.
+
+        Unchanged without a ``password_file``, or when the URL names a user (a shared account).
+        """
+        if self.password_file is None or self.username is not None:
+            return self
+        return replace(self, username=name, password=password_for(self.password_file, name))
 
     @property
     def url(self) -> str:

@@ -13,8 +13,8 @@ from gateways.acp.sessions import SessionStore
 from gateways.acp.stdio import StdioTransport
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCapabilities, AgentCard
-from mesh.broker import BrokerSettings, resolve_broker_url
-from mesh.cli.common import EXIT_OK, add_connection_options, configure_logging
+from mesh.broker import BrokerSettings
+from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
 from topics import validate_identifier
 
 __all__ = ["register", "run_acp"]
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def _acp(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     validate_identifier(args.agent, "agent name")
-    broker = BrokerSettings.from_url(resolve_broker_url(args.broker))
+    broker = client_settings(args)  # --broker, --secure, --client as for the other client commands
     await run_acp(broker, args.namespace, args.agent, wait_s=args.wait, idle_timeout_s=args.idle_timeout)
     return EXIT_OK
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from mesh.cli import client_commands, discovery_commands, run_commands
+from mesh.cli import broker_commands, client_commands, discovery_commands, keys_command, run_commands
 from mesh.cli.common import EXIT_INTERRUPTED, Command, describe, exit_code_for, fail
 
 __all__ = ["COMMANDS_GROUP", "build_parser", "main"]
@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.register(subparsers)
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
+    keys_command.register(subparsers)
+    broker_commands.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:
             entry_point.load()(subparsers)

@@ -13,6 +13,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mesh.broker import BrokerSettings, resolve_broker_url
+from mesh.brokerfiles import SECURE_BROKER_URL, secure_state_dir
+from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
     NAMESPACE_ENV,
@@ -63,7 +65,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also run the components of FILE (repeatable)",
     )
     up.add_argument("--log-level", choices=LOG_LEVELS, default="info")
-    add_connection_options(up)
+    add_connection_options(
+        up,
+        secure_help=(
+            f"start a TLS broker at {SECURE_BROKER_URL} (or --broker mqtts://localhost:PORT) with a broker user per "
+            "component and least-privilege rules; its files go to <state dir>/secure"
+        ),
+    )
     up.set_defaults(handler=_up)
 
 
@@ -79,9 +87,16 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
-    settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
     environ = {**os.environ, NAMESPACE_ENV: args.namespace}
     configs = load_many([*up_configs(), *args.config], environ=environ)
+    if args.secure:
+        with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
+            components = build_many(configs, settings)
+            how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
+            return await serve(
+                components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
+            )
+    settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
     async with broker_for_up(settings) as started_here:
         components = build_many(configs, settings)
         return await serve(components, banner=lambda: up_banner(settings, args.namespace, components, started_here))
@@ -142,7 +157,12 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
 
 
 def up_banner(
-    settings: BrokerSettings, namespace: str, components: Sequence[Component], started_here: str | None
+    settings: BrokerSettings,
+    namespace: str,
+    components: Sequence[Component],
+    started_here: str | None,
+    *,
+    secure: bool = False,
 ) -> str:
     agents = [c.name for c in components if c.kind == "agent"]
     gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
@@ -157,7 +177,11 @@ def up_banner(
     if gateways:
         lines.append(f"  gateways   {', '.join(gateways)}")
     lines += [f"try:  mesh send {first} hi", "Ctrl-C stops everything."]
-    if urlsplit(settings.url).port != 1883 or settings.host not in _LOCAL_HOSTS:
+    if secure:
+        lines[-2] += " --secure"
+        if settings.port != 8883:
+            lines[-2] += f" --broker {settings.url}"
+    elif urlsplit(settings.url).port != 1883 or settings.host not in _LOCAL_HOSTS:
         lines[-2] += f" --broker {settings.url}"
     if namespace != "mesh":
         lines[-2] += f" --namespace {namespace}"
