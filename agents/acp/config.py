@@ -11,7 +11,7 @@
           directory: .                     # reads (and writes, if allowed) only inside; relative to cwd
           read: true
           write: false
-          terminal: false                  # only false: the mesh runs no terminals for an agent
+          terminal: false                  # true: the agent may run commands (in directory)
 """
 
 from __future__ import annotations
@@ -55,13 +55,6 @@ def _policy(value: Any, cwd: Path, source: Path, where: tuple[KeyPart, ...]) -> 
         if not isinstance(flag, bool):
             raise config_error(source, (*here, key), f"expected true or false, got {flag!r}", f"write {key}: false")
         flags[key] = flag
-    if flags["terminal"]:
-        raise config_error(
-            source,
-            (*here, "terminal"),
-            "terminals are not supported: the mesh runs no commands for an ACP agent",
-            "leave terminal: false (the agent is told it has no terminal)",
-        )
     directory = value.get("directory", ".")
     if not isinstance(directory, str):
         raise config_error(source, (*here, "directory"), f"expected a path, got {directory!r}", "quote it")

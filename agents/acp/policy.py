@@ -6,7 +6,8 @@ answers:
 
 - ``fs/read_text_file``: allowed for files inside ``directory`` when ``read`` (the default);
 - ``fs/write_text_file``: refused unless ``write: true`` (then inside ``directory`` only);
-- ``terminal/*``: refused (``terminal: true`` is not supported: the mesh runs no commands for an agent);
+- ``terminal/*``: refused unless ``terminal: true`` (then run in ``directory`` or below it, see
+  :mod:`agents.acp.terminals`);
 - ``session/request_permission``: the tool call's ``kind`` decides (``read``/``search``/``think``/
   ``fetch`` need ``read``; ``edit``/``delete``/``move`` need ``write``; ``execute`` needs
   ``terminal``; anything else is refused): an ``allow_once`` option when allowed, else
@@ -75,7 +76,7 @@ class ClientPolicy:
     def read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.read:
             raise PolicyRefusal("reading files is not allowed (set acp.policy.read: true)")
-        path = self._inside(params.get("path"), "read")
+        path = self.inside(params.get("path"), "read")
         try:
             if path.stat().st_size > _MAX_READ_BYTES:
                 raise PolicyRefusal(f"{path} is larger than {_MAX_READ_BYTES} bytes")
@@ -92,17 +93,19 @@ class ClientPolicy:
     def write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.write:
             raise PolicyRefusal("writing files is not allowed (set acp.policy.write: true to allow it)")
-        path = self._inside(params.get("path"), "write")
+        path = self.inside(params.get("path"), "write")
         try:
             path.write_text(str(params.get("content", "")))
         except OSError as exc:
             raise PolicyRefusal(f"cannot write {path}: {exc.strerror or exc}") from None
         return {}
 
-    def terminal_request(self, method: str) -> dict[str, Any]:
-        raise PolicyRefusal(f"{method}: terminals are not allowed on the mesh (acp.policy.terminal is false)")
+    def check_terminal(self, method: str) -> None:
+        if not self.terminal:
+            raise PolicyRefusal(f"{method}: terminals are not allowed (set acp.policy.terminal: true to allow them)")
 
-    def _inside(self, value: Any, what: str) -> Path:
+    def inside(self, value: Any, what: str) -> Path:
+        """``value`` as a path inside ``directory`` (relative paths are taken from there)."""
         if not isinstance(value, str) or not value:
             raise PolicyRefusal(f"to {what} a file, give its absolute path")
         root = self.directory.resolve()

@@ -29,6 +29,7 @@ from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES
 from agents.a2e.pipes import WorkerPipes
 from agents.a2e.process import CLOSE_WAIT_S, TERM_WAIT_S, WorkerCommand
 from agents.acp.policy import ClientPolicy, PolicyRefusal
+from agents.acp.terminals import TerminalError, Terminals
 
 __all__ = ["PROTOCOL_VERSION", "AcpProcess"]
 
@@ -66,6 +67,7 @@ class AcpProcess:
         self._on_exit = on_exit
         self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._listeners: dict[str, UpdateListener] = {}
+        self._terminals = Terminals(policy.directory)
         self._pipes: WorkerPipes | None = None
         self._connection: Connection | None = None
         self._finishing: asyncio.Task[None] | None = None
@@ -173,17 +175,32 @@ class AcpProcess:
                 listener(update)
             return None
         answer = _POLICY_METHODS.get(method)
-        if answer is None and method.startswith("terminal/"):
-            answer = _terminal
-        if answer is None:
+        if answer is None and not method.startswith("terminal/"):
             if is_notification:
                 return None
             raise RequestError.method_not_found(method)
         try:
-            return answer(self.policy, params, method)
-        except PolicyRefusal as exc:
+            if answer is not None:
+                return answer(self.policy, params)
+            return await self._terminal(method, params)
+        except (PolicyRefusal, TerminalError) as exc:
             log.info("ACP agent %s: refused %s: %s", self.name, method, exc)
-            raise RequestError(-32000 if method.startswith("terminal/") else -32602, str(exc)) from None
+            raise RequestError(-32602, str(exc)) from None
+
+    async def _terminal(self, method: str, params: dict[str, Any]) -> Any:
+        self.policy.check_terminal(method)
+        if method == "terminal/create":
+            cwd = self.policy.inside(params.get("cwd") or str(self.policy.directory), "run commands in")
+            return await self._terminals.create(params, cwd)
+        if method == "terminal/output":
+            return self._terminals.output(params)
+        if method == "terminal/wait_for_exit":
+            return await self._terminals.wait_for_exit(params)
+        if method == "terminal/kill":
+            return self._terminals.kill(params)
+        if method == "terminal/release":
+            return self._terminals.release(params)
+        raise RequestError.method_not_found(method)
 
     # ------------------------------------------------------------------ exit
 
@@ -205,6 +222,7 @@ class AcpProcess:
         if not self.exited.done():
             self.exited.set_result(pipes.returncode if pipes.returncode is not None else -1)
         self._inbox.put_nowait(None)  # ends the connection: waiting requests fail, saying how it ended
+        self._terminals.close()
         pipes.close()
         if not self._stopping:
             log.warning("%s", self.gone_text())
@@ -251,26 +269,10 @@ class AcpProcess:
         return status
 
 
-def _read(policy: ClientPolicy, params: dict[str, Any], method: str) -> dict[str, Any]:
-    return policy.read_text_file(params)
-
-
-def _write(policy: ClientPolicy, params: dict[str, Any], method: str) -> dict[str, Any]:
-    return policy.write_text_file(params)
-
-
-def _permission(policy: ClientPolicy, params: dict[str, Any], method: str) -> dict[str, Any]:
-    return policy.permission(params)
-
-
-def _terminal(policy: ClientPolicy, params: dict[str, Any], method: str) -> dict[str, Any]:
-    return policy.terminal_request(method)
-
-
-_POLICY_METHODS: dict[str, Callable[[ClientPolicy, dict[str, Any], str], dict[str, Any]]] = {
-    "session/request_permission": _permission,
-    "fs/read_text_file": _read,
-    "fs/write_text_file": _write,
+_POLICY_METHODS: dict[str, Callable[[ClientPolicy, dict[str, Any]], dict[str, Any]]] = {
+    "session/request_permission": ClientPolicy.permission,
+    "fs/read_text_file": ClientPolicy.read_text_file,
+    "fs/write_text_file": ClientPolicy.write_text_file,
 }
 
 

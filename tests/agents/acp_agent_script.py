@@ -8,6 +8,8 @@ The prompt's first word says what to do:
 - ``permission KIND``: asks permission for a tool call of that kind; answers with the outcome;
 - ``read PATH`` / ``write PATH``: asks the client to read / write the file; answers with the
   content, or with ``refused: <the client's error>``;
+- ``terminal CMD ARGS...``: runs the command in a terminal of the client; answers with
+  ``<exit code>: <output>``, or ``refused: ...``;
 - ``count``: how many prompts this session has had (sessions are per A2A context);
 - ``crash``: writes to stderr and exits with status 3 in the middle of the turn;
 - ``refuse``: ends the turn with ``stopReason: refusal``.
@@ -101,6 +103,16 @@ class ScriptedAgent(Agent):
                 else:
                     await self._conn.write_text_file(content="written", path=rest, session_id=session_id)
                     await say("wrote")
+            except RequestError as exc:
+                await say(f"refused: {exc}")
+        elif command == "terminal":
+            argv = rest.split()
+            try:
+                created = await self._conn.create_terminal(session_id=session_id, command=argv[0], args=argv[1:])
+                done = await self._conn.wait_for_terminal_exit(session_id=session_id, terminal_id=created.terminal_id)
+                out = await self._conn.terminal_output(session_id=session_id, terminal_id=created.terminal_id)
+                await self._conn.release_terminal(session_id=session_id, terminal_id=created.terminal_id)
+                await say(f"{done.exit_code}: {out.output.strip()}")
             except RequestError as exc:
                 await say(f"refused: {exc}")
         elif command == "count":

@@ -121,6 +121,21 @@ async def test_permission_requests_and_files_are_answered_by_the_policy(
     assert not (tmp_path / "new.txt").exists()
 
 
+async def test_terminals_are_refused_by_default(serve_agent: ServeAgent, client: MeshClient, tmp_path: Path) -> None:
+    await serve_agent(coder(tmp_path))
+    answer = text(await client.send("coder", "terminal echo hi"))
+    assert answer.startswith("refused:") and "terminal: true" in answer
+
+
+async def test_terminals_run_in_the_directory_when_the_policy_allows_them(
+    serve_agent: ServeAgent, client: MeshClient, tmp_path: Path
+) -> None:
+    await serve_agent(coder(tmp_path, policy=ClientPolicy(directory=tmp_path, terminal=True)))
+    assert text(await client.send("coder", "terminal echo hi")) == "0: hi"
+    assert text(await client.send("coder", "terminal pwd")) == f"0: {tmp_path.resolve()}"
+    assert text(await client.send("coder", "permission execute")) == "yes"
+
+
 async def test_writes_are_allowed_when_the_policy_says_so(
     serve_agent: ServeAgent, client: MeshClient, tmp_path: Path
 ) -> None:

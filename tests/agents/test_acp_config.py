@@ -45,7 +45,7 @@ def test_a_policy_with_writes_in_a_directory_of_its_own(tmp_path: Path) -> None:
         ("    acp: [x]\n", "agents[0].acp: expected a mapping"),
         ("    acp: {command: x, polcy: {}}\n", "agents[0].acp.polcy: unknown key 'polcy'; did you mean 'policy'?"),
         ("    acp: {command: x, policy: {write: yes please}}\n", "agents[0].acp.policy.write: expected true or false"),
-        ("    acp: {command: x, policy: {terminal: true}}\n", "agents[0].acp.policy.terminal: terminals are not"),
+        ("    acp: {command: x, policy: {terminal: 1}}\n", "agents[0].acp.policy.terminal: expected true or false"),
         ("    acp: {command: x}\n    class: a:B\n", "agents[0].acp: an entry has either 'class:' or 'acp:'"),
         ("    acp: {command: []}\n", "agents[0].acp.command: expected a non-empty list"),
     ],
