@@ -65,6 +65,8 @@ P = TypeVar("P", bound=SupervisedProcess)
 class ProcessSupervisor(Generic[P]):
     """One command kept alive for one agent; subclasses implement :meth:`_spawn`."""
 
+    label = "worker"  # what the process is called in messages
+
     def __init__(
         self,
         command: WorkerCommand,
@@ -98,12 +100,12 @@ class ProcessSupervisor(Generic[P]):
         """The running worker, waiting while it restarts; :class:`WorkerUnavailable` once given up."""
         await self._ready.wait()
         if self._failure or self._process is None:
-            raise WorkerUnavailable(self._failure or f"worker {self.name!r} is not running")
+            raise WorkerUnavailable(self._failure or f"{self.label} {self.name!r} is not running")
         return self._process
 
     async def stop(self) -> None:
         self._stopping = True
-        self._failure = self._failure or f"worker {self.name!r} is stopping"
+        self._failure = self._failure or f"{self.label} {self.name!r} is stopping"
         self._ready.set()
         for task in (self._pinger, self._watcher):
             if task is not None:
@@ -112,7 +114,7 @@ class ProcessSupervisor(Generic[P]):
                     await task
         if self._process is not None:
             status = await self._process.stop()
-            log.info("worker %s stopped (exit status %d)", self.name, status)
+            log.info("%s %s stopped (exit status %d)", self.label, self.name, status)
 
     # ------------------------------------------------------------------ internals
 
@@ -137,11 +139,12 @@ class ProcessSupervisor(Generic[P]):
             while True:
                 self.restarts += 1
                 if self.restarts > self.settings.max_restarts:
-                    self._give_up(f"worker {self.name!r} ({self.command}) failed {self.restarts} times in a row")
+                    self._give_up(f"{self.label} {self.name!r} ({self.command}) failed {self.restarts} times in a row")
                     return
                 delay = min(self.settings.backoff_s * 2 ** (self.restarts - 1), self.settings.max_backoff_s)
                 log.warning(
-                    "worker %s: restart %d of %d in %.2f s (%s)",
+                    "%s %s: restart %d of %d in %.2f s (%s)",
+                    self.label,
                     self.name,
                     self.restarts,
                     self.settings.max_restarts,

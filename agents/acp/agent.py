@@ -50,6 +50,8 @@ CANCEL_GRACE_S = 5.0
 class AcpSupervisor(ProcessSupervisor[AcpProcess]):
     """An ACP agent kept alive: each start runs ``initialize``."""
 
+    label = "ACP agent"
+
     def __init__(self, command: WorkerCommand, *, policy: ClientPolicy, **options: Any) -> None:
         super().__init__(command, **options)
         self.policy = policy
