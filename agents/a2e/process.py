@@ -10,17 +10,13 @@ caller stopped listening (a canceled task), because the worker is still busy wit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import shlex
-import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from agents.a2e.child import CLOSE_WAIT_S, TERM_WAIT_S, ChildProcess, WorkerCommand
 from agents.a2e.errors import WorkerGone, WorkerStartError
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode
 from agents.a2e.messages import (
@@ -49,32 +45,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # The A2E subprocess transport's shutdown: close stdin, wait 3 s, SIGTERM, wait 2 s, SIGKILL.
-CLOSE_WAIT_S = 3.0
-TERM_WAIT_S = 2.0
 # After stdout closes or the process exits, how long to wait for the other and for stderr.
-_EXIT_GRACE_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerCommand:
-    """How to run a worker: ``argv``, an optional working directory, variables added to the environment."""
-
-    argv: tuple[str, ...]
-    cwd: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls, command: str | Sequence[str], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None
-    ) -> WorkerCommand:
-        """``command`` as an argv list, or a string split as a POSIX shell would."""
-        argv = tuple(shlex.split(command)) if isinstance(command, str) else tuple(command)
-        if not argv or not all(isinstance(arg, str) and arg for arg in argv):
-            raise ValueError(f"worker command {command!r} is empty or not all strings; give e.g. ['node', 'worker.js']")
-        return cls(argv, Path(cwd) if cwd is not None else None, dict(env or {}))
-
-    def __str__(self) -> str:
-        return shlex.join(self.argv)
 
 
 class PendingCall:
@@ -134,8 +105,10 @@ class PendingCall:
                 return item
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """A running worker. Build it, ``await start()``, then call; ``exited`` resolves with the exit status."""
+
+    kind = "worker"
 
     def __init__(
         self,
@@ -264,14 +237,14 @@ class WorkerProcess:
         if self.exited.done():
             if release is not None:
                 release()
-            raise WorkerGone(self._gone_text(), sent=False)
+            raise WorkerGone(self.gone_text(), sent=False)
         pending = PendingCall(request_id, release)
         self._pending[request_id] = pending
         return pending
 
     async def _acquire_slot(self) -> None:
         if self.exited.done():
-            raise WorkerGone(self._gone_text(), sent=False)
+            raise WorkerGone(self.gone_text(), sent=False)
         if not self._slots.locked():  # the common case: a free slot, taken without waiting
             await self._slots.acquire()
             return
@@ -285,13 +258,13 @@ class WorkerProcess:
             elif not acquire.cancelled() and self.exited.done():
                 self._slots.release()
         if self.exited.done():
-            raise WorkerGone(self._gone_text(), sent=False)
+            raise WorkerGone(self.gone_text(), sent=False)
 
     async def _send(self, message: A2EMessage, pending: PendingCall) -> None:
         if not await self._write(message):  # stdin is closed: the process is going away
             self._pending.pop(message.id, None)
             pending.abandoned = True
-            pending.finish(WorkerGone(self._gone_text(), sent=False))
+            pending.finish(WorkerGone(self.gone_text(), sent=False))
             raise WorkerGone(f"worker {self.name!r}: its stdin is closed", sent=False)
 
     async def _write(self, message: A2EMessage) -> bool:
@@ -333,90 +306,22 @@ class WorkerProcess:
         self.bad_lines += 1
         log.warning("worker %s: skipped a stdout line that is %s: %r", self.name, problem, head)
 
-    def _closing(self) -> None:
-        if self._finishing is None:
-            self._finishing = asyncio.get_running_loop().create_task(self._finish())
-
-    async def _finish(self) -> None:
-        """Once stdout closed or the process exited: wait for the other (bounded), then fail what is pending."""
-        pipes = self._pipes
-        assert pipes is not None
-        if not await _within(pipes.exited.wait(), _EXIT_GRACE_S):
-            self.kill("it closed its stdout")  # alive but deaf: it can answer nothing any more
-            await pipes.exited.wait()
-        # The last answers and stderr lines may still be in the pipes when the exit is reported.
-        await _within(pipes.stdout_closed.wait(), _EXIT_GRACE_S)
-        await _within(pipes.stderr_closed.wait(), _EXIT_GRACE_S)
-        status = pipes.returncode if pipes.returncode is not None else -1
-        gone = WorkerGone(self._gone_text(status))
+    def _ended(self, status: int) -> None:
+        gone = WorkerGone(self.gone_text(status))
         pending, self._pending = list(self._pending.values()), {}
         for call in pending:
             call.finish(gone)
-        if not self.exited.done():
-            self.exited.set_result(status)
-        pipes.close()
-        if not self._stopping:
-            log.warning("%s", gone)
-        if self._on_exit is not None:
-            self._on_exit(self)
 
-    # ------------------------------------------------------------------ status and stop
-
-    def stderr_tail(self) -> list[str]:
-        return list(self._pipes.stderr_tail) if self._pipes is not None else []
-
-    def stderr_text(self) -> str:
-        tail = self.stderr_tail()
-        return f"; last stderr lines: {' | '.join(tail)}" if tail else "; no stderr output"
-
-    def _gone_text(self, status: int | None = None) -> str:
-        if status is None:
-            status = self.exited.result() if self.exited.done() else -1
-        how = f"exited with status {status}"
-        if status < 0:
-            with contextlib.suppress(ValueError):
-                how = f"was killed by {signal.Signals(-status).name}"
-        why = f" ({self.exit_reason})" if self.exit_reason else ""
-        return f"worker {self.name!r} ({self.command}) {how}{why}{self.stderr_text()}"
-
-    def kill(self, reason: str) -> None:
-        """Kill the process now; ``reason`` goes into the message its pending calls fail with."""
-        if self._pipes is not None and self._pipes.returncode is None:
-            self.exit_reason = self.exit_reason or reason
-            log.warning("worker %s: killing it: %s", self.name, reason)
-            self._pipes.send_signal(signal.SIGKILL)
+    # ------------------------------------------------------------------ stop
 
     async def stop(self, *, reason: str = "the agent is stopping", drain_s: int = 10) -> int:
         """The shutdown sequence: ``shutdown``, close stdin, wait, SIGTERM, wait, SIGKILL."""
-        self._stopping = True
-        self.exit_reason = self.exit_reason or reason
-        pipes = self._pipes
-        if pipes is None:
-            return -1
-        if not pipes.exited.is_set():
-            await self._send_quietly(Shutdown(timeout=drain_s))
-            pipes.close_stdin()
-            for wait_s, then in ((CLOSE_WAIT_S, signal.SIGTERM), (TERM_WAIT_S, signal.SIGKILL)):
-                if await _within(pipes.exited.wait(), wait_s):
-                    break
-                log.warning("worker %s did not exit within %g s; sending %s", self.name, wait_s, then.name)
-                pipes.send_signal(then)
-        await pipes.exited.wait()
-        return await asyncio.shield(self.exited)
+        return await self._terminate(reason, lambda: self._send_quietly(Shutdown(timeout=drain_s)))
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_exception(TimeoutError())
-
-
-async def _within(waiting: Awaitable[object], timeout: float) -> bool:
-    """Whether ``waiting`` finished within ``timeout`` seconds."""
-    try:
-        await asyncio.wait_for(waiting, timeout)
-    except TimeoutError:
-        return False
-    return True
 
 
 def _error_text(message: A2EMessage) -> str:

@@ -16,18 +16,18 @@ import asyncio
 import contextlib
 import json
 import logging
-import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
+from agents.a2e.child import ChildProcess
 from agents.a2e.errors import WorkerGone, WorkerStartError
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES
 from agents.a2e.pipes import WorkerPipes
-from agents.a2e.process import CLOSE_WAIT_S, TERM_WAIT_S, WorkerCommand
+from agents.a2e.process import WorkerCommand
 from agents.acp.policy import ClientPolicy, PolicyRefusal
 from agents.acp.terminals import TerminalError, Terminals
 
@@ -36,14 +36,15 @@ __all__ = ["PROTOCOL_VERSION", "AcpProcess"]
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
-_EXIT_GRACE_S = 1.0
 _CLIENT_INFO = {"name": "mqtt-agent-mesh", "title": "MQTT agent mesh", "version": "0.1.0"}
 
 UpdateListener = Callable[[dict[str, Any]], None]
 
 
-class AcpProcess:
+class AcpProcess(ChildProcess):
     """A running ACP agent. Build it, ``await start()``, then :meth:`request` / :meth:`notify`."""
+
+    kind = "ACP agent"
 
     def __init__(
         self,
@@ -207,63 +208,13 @@ class AcpProcess:
     def _bad_line(self, problem: str, head: bytes) -> None:
         log.warning("ACP agent %s: skipped a stdout line that is %s: %r", self.name, problem, head)
 
-    def _closing(self) -> None:
-        if self._finishing is None:
-            self._finishing = asyncio.get_running_loop().create_task(self._finish())
-
-    async def _finish(self) -> None:
-        pipes = self._pipes
-        assert pipes is not None
-        if not await _within(pipes.exited.wait(), _EXIT_GRACE_S):
-            self.kill("it closed its stdout")
-            await pipes.exited.wait()
-        await _within(pipes.stdout_closed.wait(), _EXIT_GRACE_S)
-        await _within(pipes.stderr_closed.wait(), _EXIT_GRACE_S)
-        if not self.exited.done():
-            self.exited.set_result(pipes.returncode if pipes.returncode is not None else -1)
+    def _ended(self, status: int) -> None:
         self._inbox.put_nowait(None)  # ends the connection: waiting requests fail, saying how it ended
         self._terminals.close()
-        pipes.close()
-        if not self._stopping:
-            log.warning("%s", self.gone_text())
-        if self._on_exit is not None:
-            self._on_exit(self)
-
-    def stderr_text(self) -> str:
-        tail = list(self._pipes.stderr_tail) if self._pipes is not None else []
-        return f"; last stderr lines: {' | '.join(tail)}" if tail else "; no stderr output"
-
-    def gone_text(self) -> str:
-        status = self.exited.result() if self.exited.done() else -1
-        how = f"exited with status {status}"
-        if status < 0:
-            with contextlib.suppress(ValueError):
-                how = f"was killed by {signal.Signals(-status).name}"
-        why = f" ({self.exit_reason})" if self.exit_reason else ""
-        return f"ACP agent {self.name!r} ({self.command}) {how}{why}{self.stderr_text()}"
-
-    def kill(self, reason: str) -> None:
-        if self._pipes is not None and self._pipes.returncode is None:
-            self.exit_reason = self.exit_reason or reason
-            log.warning("ACP agent %s: killing it: %s", self.name, reason)
-            self._pipes.send_signal(signal.SIGKILL)
 
     async def stop(self, *, reason: str = "the agent is stopping") -> int:
         """Close stdin, wait, SIGTERM, wait, SIGKILL (the A2E worker's sequence, without ``shutdown``)."""
-        self._stopping = True
-        self.exit_reason = self.exit_reason or reason
-        pipes = self._pipes
-        if pipes is None:
-            return -1
-        if not pipes.exited.is_set():
-            pipes.close_stdin()
-            for wait_s, then in ((CLOSE_WAIT_S, signal.SIGTERM), (TERM_WAIT_S, signal.SIGKILL)):
-                if await _within(pipes.exited.wait(), wait_s):
-                    break
-                log.warning("ACP agent %s did not exit within %g s; sending %s", self.name, wait_s, then.name)
-                pipes.send_signal(then)
-        await pipes.exited.wait()
-        status = await asyncio.shield(self.exited)
+        status = await self._terminate(reason)
         if self._connection is not None:
             await self._connection.close()
         return status
@@ -274,11 +225,3 @@ _POLICY_METHODS: dict[str, Callable[[ClientPolicy, dict[str, Any]], dict[str, An
     "fs/read_text_file": ClientPolicy.read_text_file,
     "fs/write_text_file": ClientPolicy.write_text_file,
 }
-
-
-async def _within(waiting: Awaitable[object], timeout: float) -> bool:
-    try:
-        await asyncio.wait_for(waiting, timeout)
-    except TimeoutError:
-        return False
-    return True

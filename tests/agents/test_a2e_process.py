@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.a2e import process as process_module
+from agents.a2e import child as child_module
 from agents.a2e.messages import GenericMessage, SkillCallRequest, SkillCallResponse, SkillEvent
 from agents.a2e.process import PendingCall, WorkerCommand, WorkerProcess
 
@@ -56,11 +56,11 @@ async def test_a_cooperative_worker_exits_on_shutdown() -> None:
 async def test_shutdown_escalates_to_sigterm_then_sigkill(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(process_module, "CLOSE_WAIT_S", 0.2)
-    monkeypatch.setattr(process_module, "TERM_WAIT_S", 0.2)
+    monkeypatch.setattr(child_module, "CLOSE_WAIT_S", 0.2)
+    monkeypatch.setattr(child_module, "TERM_WAIT_S", 0.2)
     worker = WorkerProcess(WorkerCommand.of([sys.executable, "-c", STUBBORN]), name="stubborn")
     await worker.start(agent_caps=[], timeout=10)
-    with caplog.at_level(logging.WARNING, logger="agents.a2e.process"):
+    with caplog.at_level(logging.WARNING, logger="agents.a2e.child"):
         assert await worker.stop() == -9
     assert "did not exit within 0.2 s; sending SIGTERM" in caplog.text
     assert "did not exit within 0.2 s; sending SIGKILL" in caplog.text
