@@ -44,10 +44,10 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
+from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
-from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, MqttTransport, Transport
 from topics import get_agent_discovery_topic, get_agent_request_topic, shared_subscription, validate_namespace
 
@@ -141,14 +141,22 @@ class AgentService:
             stall_timeout_s=self.settings.stall_timeout_s,
         )
         self.input_timers = InputTimers(self.settings.input_timeout_s, self.runner.cancel)
-        self.registry = DiscoveryRegistry(self.transport, self.namespace, ttl_s=self.settings.discovery_ttl_s)
-        self.delegator = Delegator(self.name, self.namespace, self.transport, self.registry, self.settings.delegation)
+        # The process's shared registry, leased on first need (a delegation, or at start for an
+        # agent that uses discovery); an injected transport gets a registry of its own.
+        self.discovery = LazyRegistry(
+            self.namespace,
+            owner=instance,
+            broker=self._name_check_broker,
+            transport=self.transport,
+            ttl_s=self.settings.discovery_ttl_s,
+        )
+        self.delegator = Delegator(self.name, self.namespace, self.transport, self.discovery, self.settings.delegation)
         self.presence = CardPresence(
             self.transport,
             self.card_topic,
             self.card_bytes,
-            interval_s=self.settings.card_interval_s,
-            expiry_intervals=self.settings.card_expiry_intervals,
+            heartbeat_topic=get_agent_discovery_topic(self.namespace) if self.settings.sam_heartbeat else None,
+            heartbeat_interval_s=self.settings.card_interval_s,
         )
         self.methods = AgentMethods(
             agent,
@@ -211,11 +219,13 @@ class AgentService:
                 subscribing.cancel()
                 raise
             subscription = await subscribing
-            await self.registry.start()
+            if self.agent.uses_discovery:
+                await self.discovery.get()
             await self.delegator.start()
             await self.presence.start()
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
+            await self.discovery.close()
             await self.transport.close()
             await self.journal.close()
             raise
@@ -289,7 +299,7 @@ class AgentService:
         await self.journal.close()  # stores the last changes and lets their answers go
         await self.answers.drain(_STOP_GRACE_S)  # the answers to the canceled tasks: let them land
         await self.presence.stop()
-        await self.registry.stop()
+        await self.discovery.close()
         await self.notifier.aclose()
         await self.transport.close()
         await self.agent.teardown()

@@ -3,11 +3,12 @@
 The registry subscribes to ``{ns}/a2a/v1/discovery/#`` and keeps, per name, the latest card
 and when it was last seen:
 
-- a card on ``.../agentcards/{name}`` or ``.../gatewaycards/{name}`` (retained, refreshed by
-  its owner) adds or refreshes an entry; SAM-style heartbeats on the bare
-  ``.../discovery/agentcards`` topic are accepted too, named by the card;
+- a card on ``.../agentcards/{name}`` or ``.../gatewaycards/{name}`` (retained, published by
+  its owner at start, on reconnect and on change) adds or updates an entry; SAM-style
+  heartbeats on the bare ``.../discovery/agentcards`` topic are accepted too, named by the card;
 - an empty payload on a card topic (the owner's will, or its clean shutdown) removes it;
-- an entry not seen for ``ttl_s`` is removed (its owner froze or lost its will);
+- an entry known only from heartbeats and not seen for ``ttl_s`` is removed (a SAM agent
+  that stopped); retained cards have no TTL: their owner's will removes them;
 - allow / deny fnmatch patterns decide which names are kept at all.
 
 Changes are reported as :class:`RegistryEvent`\\ s (added / updated / removed) to listeners
@@ -51,6 +52,8 @@ class Entry:
     first_seen: float  # wall-clock seconds
     last_seen: float  # wall-clock seconds
     _seen_monotonic: float = field(default=0.0, repr=False)
+    # Known only from SAM heartbeats (no retained card): the only entries the TTL applies to.
+    _heartbeat: bool = field(default=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,16 +209,17 @@ class DiscoveryRegistry:
         if kind == "agent" and is_gateway_card(card):
             kind = "gateway"
         if self.allows(name):
-            self._upsert(kind, name, card)
+            self._upsert(kind, name, card, heartbeat=parsed.name is None)
 
-    def _upsert(self, kind: Kind, name: str, card: AgentCard) -> None:
+    def _upsert(self, kind: Kind, name: str, card: AgentCard, *, heartbeat: bool = False) -> None:
         now, monotonic = time.time(), time.monotonic()
         entry = self._entries.get((kind, name))
         if entry is None:
-            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic)
+            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic, heartbeat)
             self._emit(RegistryEvent("added", kind, name, card, now))
             return
         entry.last_seen, entry._seen_monotonic = now, monotonic
+        entry._heartbeat = entry._heartbeat and heartbeat
         if entry.card != card:
             entry.card = card
             self._emit(RegistryEvent("updated", kind, name, card, now))
@@ -232,7 +236,7 @@ class DiscoveryRegistry:
             await asyncio.sleep(period)
             horizon = time.monotonic() - self.ttl_s
             for (kind, name), entry in list(self._entries.items()):
-                if entry._seen_monotonic < horizon:
+                if entry._heartbeat and entry._seen_monotonic < horizon:
                     self._remove(kind, name, "expired")
 
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mesh.errors import MeshError
-from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.registry import Listener, RegistryEvent
 from mesh.transport import InboundMessage, Subscription
 from topics import get_agent_discovery_topic
 
@@ -38,7 +38,11 @@ __all__ = ["CardWatch", "follow_registry"]
 log = logging.getLogger(__name__)
 
 
-def follow_registry(calls: CallPath, registry: DiscoveryRegistry) -> None:
+class _Events(Protocol):
+    def add_listener(self, listener: Listener) -> None: ...
+
+
+def follow_registry(calls: CallPath, registry: _Events) -> None:
     """Fail ``calls``' calls to an agent as soon as ``registry`` reports its card removed."""
 
     def on_change(event: RegistryEvent) -> None:
