@@ -21,10 +21,10 @@ import dataclasses
 import logging
 import uuid
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mesh.broker import BrokerSettings
-from mesh.registry import DiscoveryRegistry, Listener
+from mesh.registry import DiscoveryRegistry, InstanceListener, Listener
 from mesh.transport import MqttTransport, Transport
 
 __all__ = ["LazyRegistry", "RegistryLease", "lease_registry", "shared_registry_count"]
@@ -40,7 +40,6 @@ class _Shared:
     transport: Transport
     started: asyncio.Future[None]
     leases: int = 0
-    listeners: list[Listener] = field(default_factory=list)
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_Key, _Shared]] = weakref.WeakKeyDictionary()
@@ -63,11 +62,17 @@ class RegistryLease:
         self._shared: _Shared | None = shared
         self.registry = shared.registry
         self._listeners: list[Listener] = []
+        self._instance_listeners: list[InstanceListener] = []
 
     def add_listener(self, listener: Listener) -> None:
         """Follow the registry's events until the lease is released."""
         self._listeners.append(listener)
         self.registry.add_listener(listener)
+
+    def add_instance_listener(self, listener: InstanceListener) -> None:
+        """Follow replicas coming and going until the lease is released."""
+        self._instance_listeners.append(listener)
+        self.registry.add_instance_listener(listener)
 
     async def release(self) -> None:
         shared, self._shared = self._shared, None
@@ -75,6 +80,8 @@ class RegistryLease:
             return
         for listener in self._listeners:
             self.registry.remove_listener(listener)
+        for instance_listener in self._instance_listeners:
+            self.registry.remove_instance_listener(instance_listener)
         shared.leases -= 1
         if shared.leases > 0:
             return
@@ -142,6 +149,7 @@ class LazyRegistry:
         self._transport = transport
         self._ttl_s = ttl_s
         self._listeners: list[Listener] = []
+        self._instance_listeners: list[InstanceListener] = []
         self._starting: asyncio.Future[DiscoveryRegistry] | None = None
         self._lease: RegistryLease | None = None
         self._own: DiscoveryRegistry | None = None
@@ -155,6 +163,14 @@ class LazyRegistry:
             self._lease.add_listener(listener)
         elif self.current is not None:
             self.current.add_listener(listener)
+
+    def add_instance_listener(self, listener: InstanceListener) -> None:
+        """Follow replicas coming and going from the registry's start on."""
+        self._instance_listeners.append(listener)
+        if self._lease is not None:
+            self._lease.add_instance_listener(listener)
+        elif self.current is not None:
+            self.current.add_instance_listener(listener)
 
     async def get(self) -> DiscoveryRegistry:
         """The registry, started now if it was not."""
@@ -174,12 +190,16 @@ class LazyRegistry:
             lease = await lease_registry(self._broker, self.namespace, owner=self.owner, ttl_s=self._ttl_s)
             for listener in self._listeners:
                 lease.add_listener(listener)
+            for instance_listener in self._instance_listeners:
+                lease.add_instance_listener(instance_listener)
             self._lease, self.current = lease, lease.registry
             return lease.registry
         assert self._transport is not None
         registry = DiscoveryRegistry(self._transport, self.namespace, ttl_s=self._ttl_s)
         for listener in self._listeners:
             registry.add_listener(listener)
+        for instance_listener in self._instance_listeners:
+            registry.add_instance_listener(instance_listener)
         await registry.start()
         self._own = self.current = registry
         return registry

@@ -11,6 +11,10 @@ and when it was last seen:
   that stopped); retained cards have no TTL: their owner's will removes them;
 - allow / deny fnmatch patterns decide which names are kept at all.
 
+Replicas of an agent also publish ``.../agentcards/{agent}/{instance}`` (retained, cleared by
+each replica's will): the registry keeps the live instances per agent, tells instance
+listeners when one comes or goes, and removes an agent whose last instance card went away.
+
 Changes are reported as :class:`RegistryEvent`\\ s (added / updated / removed) to listeners
 and to :meth:`DiscoveryRegistry.events` iterators.
 """
@@ -32,7 +36,12 @@ from mesh.a2a import AgentCard
 from mesh.errors import AgentNotFoundError
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
-from topics import get_discovery_subscription_topic, parse_discovery_topic, validate_identifier
+from topics import (
+    get_discovery_subscription_topic,
+    parse_discovery_topic,
+    parse_instance_card_topic,
+    validate_identifier,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +91,8 @@ class RegistryEvent:
 
 
 Listener = Callable[[RegistryEvent], None]
+#: ``listener(agent, instance, present)``: a replica's card came (True) or went (False).
+InstanceListener = Callable[[str, str, bool], None]
 
 
 class DiscoveryRegistry:
@@ -105,6 +116,8 @@ class DiscoveryRegistry:
         self._raw_listener = raw_listener
         self._entries: dict[tuple[Kind, str], Entry] = {}
         self._listeners: list[Listener] = []
+        self._instances: dict[str, set[str]] = {}
+        self._instance_listeners: list[InstanceListener] = []
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -136,6 +149,18 @@ class DiscoveryRegistry:
 
     def get(self, name: str, kind: Kind = "agent") -> Entry | None:
         return self._entries.get((kind, name))
+
+    def instances(self, name: str) -> list[str]:
+        """The live replicas (instance ids) of agent ``name``; empty for an agent without replicas."""
+        return sorted(self._instances.get(name, ()))
+
+    def add_instance_listener(self, listener: InstanceListener) -> None:
+        """Call ``listener(agent, instance, present)`` when a replica's card comes or goes."""
+        self._instance_listeners.append(listener)
+
+    def remove_instance_listener(self, listener: InstanceListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._instance_listeners.remove(listener)
 
     def agent_names(self) -> list[str]:
         return [e.name for e in self.agents()]
@@ -192,6 +217,7 @@ class DiscoveryRegistry:
             self._raw_listener(message)
         parsed = parse_discovery_topic(self.namespace, message.topic)
         if parsed is None:
+            self._on_instance_card(message)
             return
         kind: Kind = parsed.kind
         if not message.payload:
@@ -210,6 +236,29 @@ class DiscoveryRegistry:
             kind = "gateway"
         if self.allows(name):
             self._upsert(kind, name, card, heartbeat=parsed.name is None)
+
+    def _on_instance_card(self, message: InboundMessage) -> None:
+        found = parse_instance_card_topic(self.namespace, message.topic)
+        if found is None or not self.allows(found[0]):
+            return
+        agent, instance = found
+        live = self._instances.setdefault(agent, set())
+        present = bool(message.payload)
+        if present == (instance in live):
+            return
+        if present:
+            live.add(instance)
+        else:
+            live.discard(instance)
+            if not live:
+                del self._instances[agent]
+        for listener in tuple(self._instance_listeners):
+            try:
+                listener(agent, instance, present)
+            except Exception:
+                log.exception("registry instance listener %r failed", listener)
+        if not present and agent not in self._instances:
+            self._remove("agent", agent, "gone")  # its last replica went: nobody serves the name
 
     def _upsert(self, kind: Kind, name: str, card: AgentCard, *, heartbeat: bool = False) -> None:
         now, monotonic = time.time(), time.monotonic()

@@ -72,6 +72,7 @@ class Call:
         "_waiter",
         "agent",
         "correlation",
+        "instance",
         "key",
         "method",
         "options",
@@ -92,6 +93,8 @@ class Call:
         self.status_topic = path.status_topic(self.key)
         #: The remote task this call is about, as far as known (updated from every answer).
         self.task_id = _named_task(method, params) or (self.key if method in SEND_METHODS else None)
+        #: The replica that owns the task (a2aInstance of its answers), if the agent has replicas.
+        self.instance: str | None = None
         self._payload = request_bytes(method, self.key, params)
         self._inbox: deque[tuple[bool, InboundMessage]] = deque()
         self._waiter: asyncio.Future[bool] | None = None
@@ -154,6 +157,11 @@ class Call:
     # ------------------------------------------------------------------ internals
 
     def _deliver(self, final: bool, message: InboundMessage) -> None:
+        instance = message.properties.instance
+        if instance is not None:
+            self.instance = instance
+            if self.task_id is not None:
+                self.path.learned_owner(self.agent, self.task_id, instance)
         self._inbox.append((final, message))
         self._wake(True)
 

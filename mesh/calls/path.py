@@ -7,15 +7,17 @@ import logging
 import math
 import time
 import uuid
+from collections import OrderedDict
 from typing import Literal
 
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.calls.answers import Answer
-from mesh.calls.call import Call, CallOptions, Params
+from mesh.calls.call import SEND_METHODS, Call, CallOptions, Params
 from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, Transport
 from topics import (
+    get_agent_instance_request_topic,
     get_agent_request_topic,
     get_agent_response_subscription_topic,
     get_agent_status_subscription_topic,
@@ -40,6 +42,9 @@ RESUME_WINDOW_S = 5.0
 #: How long such a removal waits for the agent's card to come back before failing its calls:
 #: long enough for the agent's own capped reconnect backoff (10 s by default) and its card.
 RESTART_GRACE_S = 15.0
+
+#: Task owners remembered per call path (replicas: which instance a follow-up goes to).
+MAX_OWNERS = 10_000
 
 Role = Literal["agent", "gateway", "client"]
 _KEY_PREFIXES: dict[str, str] = {"agent": "a2a_subtask_", "gateway": "gw_", "client": ""}
@@ -74,6 +79,10 @@ class CallPath:
         self._offline = False
         self._resumed_at = -math.inf
         self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
+        # Replicas: the instance that owns each task (from its answers' a2aInstance), and the
+        # instances whose card was removed. Follow-ups go to the owner's instance topic.
+        self._owners: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._gone_instances: OrderedDict[tuple[str, str], None] = OrderedDict()
         transport.add_disconnect_listener(self._went_offline)
         transport.add_connect_listener(self._came_back)
 
@@ -153,6 +162,45 @@ class CallPath:
         if unconfirmed is not None:
             unconfirmed.cancel()
 
+    def owner_of(self, agent: str, task_id: str) -> str | None:
+        """The replica of ``agent`` that owns ``task_id``, as its answers said (``None``: not known)."""
+        return self._owners.get((agent, task_id))
+
+    def learned_owner(self, agent: str, task_id: str, instance: str) -> None:
+        key = (agent, task_id)
+        self._owners[key] = instance
+        self._owners.move_to_end(key)
+        while len(self._owners) > MAX_OWNERS:
+            self._owners.popitem(last=False)
+
+    def instance_gone(self, agent: str, instance: str) -> None:
+        """A replica's card was removed: fail the calls waiting on it; its tasks' follow-ups fail at once."""
+        key = (agent, instance)
+        self._gone_instances[key] = None
+        while len(self._gone_instances) > MAX_OWNERS:
+            self._gone_instances.popitem(last=False)
+        calls = [call for call in self.calls_to(agent) if call.instance == instance]
+        for call in calls:
+            call.fail(AgentUnavailableError.instance_gone(agent, instance, call.task_id))
+        if calls:
+            log.warning(
+                "%s: replica %s of %s went away; failed the %d call(s) it owned",
+                self.owner,
+                instance,
+                agent,
+                len(calls),
+            )
+
+    def instance_back(self, agent: str, instance: str) -> None:
+        self._gone_instances.pop((agent, instance), None)
+
+    def _request_topic(self, agent: str, task_id: str | None) -> tuple[str, str | None]:
+        """Where a request about ``task_id`` goes: its owner's instance topic if known, and the owner."""
+        owner = self._owners.get((agent, task_id)) if task_id is not None else None
+        if owner is None:
+            return get_agent_request_topic(self.namespace, agent), None  # validates the agent's name
+        return get_agent_instance_request_topic(self.namespace, agent, owner), owner
+
     def _settled(self, agent: str, why: str | None) -> None:
         del self._unconfirmed_gone[agent]
         if self._maybe_restarted():  # our own connection dropped meanwhile: the broker's shutdown
@@ -202,7 +250,7 @@ class CallPath:
         )
         try:
             ack = self.transport.publish_nowait(
-                get_agent_request_topic(self.namespace, agent),
+                self._request_topic(agent, task_id)[0],
                 request_bytes("tasks/cancel", cancel_key, TaskIdParams(id=task_id)),
                 properties=props,
             )
@@ -227,7 +275,13 @@ class CallPath:
     async def _send(self, call: Call) -> None:
         if call._state != "new":
             raise RuntimeError(f"{call!r} was already sent; make a new call with CallPath.call()")
-        topic = get_agent_request_topic(self.namespace, call.agent)  # validates the agent's name
+        # A new task goes to the agent's (shared) topic; a follow-up to the replica that owns it.
+        follow_up = call.method not in SEND_METHODS or call.task_id != call.key
+        topic, owner = self._request_topic(call.agent, call.task_id if follow_up else None)
+        if owner is not None:
+            if (call.agent, owner) in self._gone_instances:
+                raise AgentUnavailableError.instance_gone(call.agent, owner, call.task_id)
+            call.instance = owner
         if self._started is None or not self._started.done():
             await self.start()
         options = call.options
@@ -292,5 +346,8 @@ def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:
     if ack.cancelled() or (error := ack.exception()) is None:
         return
     if isinstance(error, NoSubscribersError):  # PUBACK 0x10: nobody subscribes to the request topic
-        error = AgentUnavailableError.not_listening(call.agent, error.topic)
+        if call.instance is not None:  # the replica that owns the task is gone
+            error = AgentUnavailableError.instance_gone(call.agent, call.instance, call.task_id)
+        else:
+            error = AgentUnavailableError.not_listening(call.agent, error.topic)
     call.fail(error)
