@@ -3,8 +3,9 @@
 For each N (default 100 and 1,000): N echo agents spread over child processes (``--per-process``
 agents each, as ``mesh run`` would serve them: one asyncio loop, one MQTT connection and one
 card per agent), on one Mosquitto started from the repository's mosquitto.conf. The agents keep
-their tasks in memory (``task_store: ":memory:"``): a SQLite file and writer thread per agent
-is not what is measured here. Then, from this process:
+their tasks in memory (``task_store: ":memory:"``), or with ``--sqlite`` in the default SQLite
+file per agent (in a temporary directory; one writer thread per process). Then, from this
+process:
 
 - ``all_cards_s``: a new watcher (a :class:`~mesh.registry.DiscoveryRegistry`) subscribes and
   waits until it knows all N cards (the retained ones);
@@ -19,7 +20,7 @@ is not what is measured here. Then, from this process:
 - ``answered``: agents that answered one request each (all N).
 
 Last line on stdout: ``{"runs": [{per N}, ...]}``.
-Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 500]``.
+Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 250] [--sqlite]``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from mesh.registry import DiscoveryRegistry, RegistryEvent  # noqa: E402
 from mesh.transport import InboundMessage, MqttTransport  # noqa: E402
 
 SETTINGS = AgentSettings(task_store=":memory:", name_check_timeout_s=None)
+SQLITE_SETTINGS = AgentSettings(name_check_timeout_s=None)
 
 
 def rss_kb(pid: int | str = "self") -> int:
@@ -58,10 +60,11 @@ def rss_kb(pid: int | str = "self") -> int:
 # ---------------------------------------------------------------- the child: agents
 
 
-async def serve(url: str, namespace: str, first: int, count: int) -> None:
+async def serve(url: str, namespace: str, first: int, count: int, sqlite: bool) -> None:
     broker = BrokerSettings.from_url(url)
+    settings = SQLITE_SETTINGS if sqlite else SETTINGS
     services = [
-        AgentService(EchoAgent(name=f"a{i}"), broker=broker, namespace=namespace, settings=SETTINGS)
+        AgentService(EchoAgent(name=f"a{i}"), broker=broker, namespace=namespace, settings=settings)
         for i in range(first, first + count)
     ]
     for start in range(0, len(services), 50):  # a few at a time: the broker accepts them in turn
@@ -175,12 +178,13 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
     progress(f"N={n}: starting {n} agents in {(n + per_process - 1) // per_process} process(es)")
     children = []
     started = time.perf_counter()
-    with child(["bench/scale.py", "--child", url, namespace, "0", "0"], timeout=60) as empty:
+    store = "sqlite" if args.sqlite else "memory"
+    with child(["bench/scale.py", "--child", url, namespace, "0", "0", store], timeout=60) as empty:
         baseline_kb = rss_kb(empty.pid)
     try:
         for first in range(0, n, per_process):
             count = min(per_process, n - first)
-            ctx = child(["bench/scale.py", "--child", url, namespace, str(first), str(count)], timeout=600)
+            ctx = child(["bench/scale.py", "--child", url, namespace, str(first), str(count), store], timeout=600)
             children.append(ctx)
         procs = [c.__enter__() for c in children]
         progress(f"N={n}: agents up in {time.perf_counter() - started:.1f} s")
@@ -196,6 +200,7 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
         return {
             "agents": n,
             "processes": len(procs),
+            "task_store": store,
             "all_cards_s": round(all_cards_s, 3),
             "new_agent_spread_ms": round(spread_ms, 1),
             "rtt_us": round(single_s * 1e6, 1),
@@ -227,8 +232,8 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _, _, url, ns, first, count = sys.argv
-        asyncio.run(serve(url, ns, int(first), int(count)))
+        _, _, url, ns, first, count, store = sys.argv
+        asyncio.run(serve(url, ns, int(first), int(count), store == "sqlite"))
         sys.exit(0)
     parser = base_arguments(__doc__ or "")
     parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000])
@@ -236,4 +241,5 @@ if __name__ == "__main__":
     parser.add_argument("--watchers", type=int, default=100)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--idle-s", type=float, default=5.0)
+    parser.add_argument("--sqlite", action="store_true", help="agents keep tasks in SQLite files (default: memory)")
     asyncio.run(main(parser.parse_args()))
