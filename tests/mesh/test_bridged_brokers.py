@@ -12,18 +12,32 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
-from agents import AgentSettings
+from agents import AgentSettings, TaskContext
 from agents.agent import Agent
 from agents.service import AgentService
-from mesh.a2a import Task, TaskArtifactUpdateEvent, TaskState, get_text_from_message
+from mesh.a2a import Message, Task, TaskArtifactUpdateEvent, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.localbroker import LocalBroker
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay, Streamer
-from tests.support import Inbox
+from tests.support import Inbox, wait_until
+
+
+class Counted(Echo):
+    """An echo that counts the requests it runs, in this process."""
+
+    runs: ClassVar[list[str]] = []
+    ran: ClassVar[asyncio.Event]
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        type(self).runs.append(ctx.task_id)
+        type(self).ran.set()
+        return await super().handle(message, ctx)
+
 
 BRIDGE_CONF = Path(__file__).resolve().parents[2] / "deploy" / "mosquitto" / "bridge.conf"
 
@@ -67,6 +81,8 @@ async def test_three_bridged_brokers_carry_discovery_send_stream_delegation_and_
         ("b", Relay(name="relay", next_agent="streamer", forward=True, stream=True), memory),
         ("a", Echo(name="twin"), replica),
         ("a", Echo(name="twin"), replica),
+        ("a", Counted(name="split"), replica),
+        ("b", Counted(name="split"), replica),
     ]
     services = [
         AgentService(agent, broker=BrokerSettings.from_url(urls[where]), namespace=namespace, settings=settings)
@@ -114,6 +130,12 @@ async def test_three_bridged_brokers_carry_discovery_send_stream_delegation_and_
             # A follow-up goes across the bridges to the replica that owns the task.
             got = await client.get_task("twin", twins[0].id, timeout=10)
             assert got.id == twins[0].id
+        # Shared groups are per broker: replicas on two sites each run a request sent once.
+        Counted.runs, Counted.ran = [], asyncio.Event()
+        async with MeshClient.connect(hub.url, namespace) as client:
+            await client.send("split", "once", timeout=10)
+            await wait_until(lambda: len(Counted.runs) == 2, Counted.ran, 10)
+        assert len(set(Counted.runs)) == 1  # the same task, run by a replica on each site
     finally:
         for service in reversed(services):
             await service.stop()
