@@ -7,12 +7,12 @@ import logging
 import math
 import time
 import uuid
-from collections import OrderedDict
 from typing import Literal
 
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.calls.answers import Answer
 from mesh.calls.call import SEND_METHODS, Call, CallOptions, Params
+from mesh.calls.owners import Owners
 from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, Transport
@@ -42,9 +42,6 @@ RESUME_WINDOW_S = 5.0
 #: How long such a removal waits for the agent's card to come back before failing its calls:
 #: long enough for the agent's own capped reconnect backoff (10 s by default) and its card.
 RESTART_GRACE_S = 15.0
-
-#: Task owners remembered per call path (replicas: which instance a follow-up goes to).
-MAX_OWNERS = 10_000
 
 Role = Literal["agent", "gateway", "client"]
 _KEY_PREFIXES: dict[str, str] = {"agent": "a2a_subtask_", "gateway": "gw_", "client": ""}
@@ -79,10 +76,9 @@ class CallPath:
         self._offline = False
         self._resumed_at = -math.inf
         self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
-        # Replicas: the instance that owns each task (from its answers' a2aInstance), and the
-        # instances whose card was removed. Follow-ups go to the owner's instance topic.
-        self._owners: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._gone_instances: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Replicas: the instance that owns each task; follow-ups go to its instance topic.
+        self.owners = Owners(self)
+        self.gone_settle_s = GONE_SETTLE_S
         transport.add_disconnect_listener(self._went_offline)
         transport.add_connect_listener(self._came_back)
 
@@ -164,42 +160,22 @@ class CallPath:
 
     def owner_of(self, agent: str, task_id: str) -> str | None:
         """The replica of ``agent`` that owns ``task_id``, as its answers said (``None``: not known)."""
-        return self._owners.get((agent, task_id))
+        return self.owners.owner_of(agent, task_id)
 
     def learned_owner(self, agent: str, task_id: str, instance: str) -> None:
-        key = (agent, task_id)
-        self._owners[key] = instance
-        self._owners.move_to_end(key)
-        while len(self._owners) > MAX_OWNERS:
-            self._owners.popitem(last=False)
+        self.owners.learned(agent, task_id, instance)
 
     def instance_gone(self, agent: str, instance: str) -> None:
-        """A replica's card was removed: fail the calls waiting on it; its tasks' follow-ups fail at once."""
-        key = (agent, instance)
-        self._gone_instances[key] = None
-        while len(self._gone_instances) > MAX_OWNERS:
-            self._gone_instances.popitem(last=False)
-        calls = [call for call in self.calls_to(agent) if call.instance == instance]
-        for call in calls:
-            call.fail(AgentUnavailableError.instance_gone(agent, instance, call.task_id))
-        if calls:
-            log.warning(
-                "%s: replica %s of %s went away; failed the %d call(s) it owned",
-                self.owner,
-                instance,
-                agent,
-                len(calls),
-            )
+        """A replica's card was removed: fail its calls (see :mod:`mesh.calls.owners`)."""
+        self.owners.gone(agent, instance)
 
     def instance_back(self, agent: str, instance: str) -> None:
-        self._gone_instances.pop((agent, instance), None)
+        """A replica's card is there."""
+        self.owners.back(agent, instance)
 
-    def _request_topic(self, agent: str, task_id: str | None) -> tuple[str, str | None]:
-        """Where a request about ``task_id`` goes: its owner's instance topic if known, and the owner."""
-        owner = self._owners.get((agent, task_id)) if task_id is not None else None
-        if owner is None:
-            return get_agent_request_topic(self.namespace, agent), None  # validates the agent's name
-        return get_agent_instance_request_topic(self.namespace, agent, owner), owner
+    def maybe_restarted(self) -> bool:
+        """Whether a card removal now may be the broker's restart rather than its owner's end."""
+        return self._maybe_restarted()
 
     def _settled(self, agent: str, why: str | None) -> None:
         del self._unconfirmed_gone[agent]
@@ -248,9 +224,13 @@ class CallPath:
             content_type=JSON_CONTENT_TYPE,
             payload_format_utf8=True,
         )
+        owner = self.owners.owner_of(agent, task_id)
         try:
+            topic = get_agent_request_topic(self.namespace, agent)
+            if owner is not None:
+                topic = get_agent_instance_request_topic(self.namespace, agent, owner)
             ack = self.transport.publish_nowait(
-                self._request_topic(agent, task_id)[0],
+                topic,
                 request_bytes("tasks/cancel", cancel_key, TaskIdParams(id=task_id)),
                 properties=props,
             )
@@ -276,12 +256,7 @@ class CallPath:
         if call._state != "new":
             raise RuntimeError(f"{call!r} was already sent; make a new call with CallPath.call()")
         # A new task goes to the agent's (shared) topic; a follow-up to the replica that owns it.
-        follow_up = call.method not in SEND_METHODS or call.task_id != call.key
-        topic, owner = self._request_topic(call.agent, call.task_id if follow_up else None)
-        if owner is not None:
-            if (call.agent, owner) in self._gone_instances:
-                raise AgentUnavailableError.instance_gone(call.agent, owner, call.task_id)
-            call.instance = owner
+        topic = self.owners.route(call, call.method not in SEND_METHODS or call.task_id != call.key)
         if self._started is None or not self._started.done():
             await self.start()
         options = call.options

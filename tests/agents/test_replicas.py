@@ -82,9 +82,15 @@ async def start_replica(broker_url: str, namespace: str) -> tuple[asyncio.subpro
         from agents import AgentSettings
         from agents.service import AgentService
         from mesh.broker import BrokerSettings
+        from mesh.a2a import get_text_from_message
         from tests.agents.service_agents import Blocker
+        class Announcing(Blocker):
+            async def handle(self, message, ctx):
+                print("task", ctx.task_id, get_text_from_message(message), flush=True)  # the test's view only
+                return await super().handle(message, ctx)
         async def main():
-            service = AgentService(Blocker(), broker=BrokerSettings.from_url({broker_url!r}), namespace={namespace!r},
+            broker = BrokerSettings.from_url({broker_url!r})
+            service = AgentService(Announcing(name="blocker"), broker=broker, namespace={namespace!r},
                                    settings=AgentSettings(shared_subscription=True))
             await service.start()
             print("ready", service.instance, flush=True)
@@ -148,6 +154,58 @@ async def test_killing_a_replica_fails_its_tasks_within_two_seconds_and_the_othe
             if task_id not in victims:
                 last, _ = await asyncio.wait_for(watching[task_id], 5)
                 assert isinstance(last, Task) and last.status.state is TaskState.canceled
+    finally:
+        for proc in procs.values():
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+
+
+async def test_a_blocking_send_learns_within_two_seconds_that_its_unknown_owner_died(
+    client: MeshClient, broker_url: str, namespace: str
+) -> None:
+    started = await asyncio.gather(*(start_replica(broker_url, namespace) for _ in range(3)))
+    procs = {instance: proc for proc, instance in started}
+    try:
+        await client.wait_for_agent("blocker", 5)
+        sends = {f"b{i}": asyncio.ensure_future(client.send("blocker", f"b{i}", timeout=60)) for i in range(6)}
+        runs: dict[str, tuple[str, str]] = {}  # text -> (task id, instance), as the replicas say on stdout
+        all_running = asyncio.Event()
+
+        async def announced(instance: str, proc: asyncio.subprocess.Process) -> None:
+            assert proc.stdout is not None
+            while True:
+                _, task_id, text = (await proc.stdout.readline()).decode().split()
+                runs[text] = (task_id, instance)
+                if len(runs) == len(sends):
+                    all_running.set()
+
+        readers = [asyncio.ensure_future(announced(i, p)) for i, p in procs.items()]
+        try:
+            await asyncio.wait_for(all_running.wait(), 10)
+        finally:
+            for reader in readers:
+                reader.cancel()
+        # Nothing came back yet: the client does not know which replica runs which task.
+        assert all(client.calls.owner_of("blocker", task_id) is None for task_id, _ in runs.values())
+        victim = runs["b0"][1]
+        lost = [text for text, (_, instance) in runs.items() if instance == victim]
+        killed_at = time.monotonic()
+        procs[victim].send_signal(signal.SIGKILL)
+        for text in lost:
+            with pytest.raises(AgentUnavailableError, match=victim):
+                await asyncio.wait_for(sends[text], 5)
+            assert time.monotonic() - killed_at <= 2.0
+        # The others still wait, now with their owner known (each live replica was asked).
+        kept = [text for text in runs if text not in lost]
+        assert kept and not any(sends[text].done() for text in kept)
+        for text in kept:
+            task_id, instance = runs[text]
+            assert client.calls.owner_of("blocker", task_id) == instance
+        await asyncio.gather(*(client.cancel_task("blocker", runs[text][0]) for text in kept))
+        for text in kept:
+            task = await asyncio.wait_for(sends[text], 5)
+            assert isinstance(task, Task) and task.status.state is TaskState.canceled
     finally:
         for proc in procs.values():
             if proc.returncode is None:
