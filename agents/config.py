@@ -8,9 +8,11 @@ One entry::
       config: {greeting: hi}                 # optional: keyword arguments for the constructor
       card_interval_s: 5                     # optional: any AgentSettings field
       limits: {max_parts: 50}
+      trust: {signing_key: keys/echo.jwk}     # optional: overrides the file's trust: for this agent
 
 Instead of ``class:``, ``worker: {command: [node, shout.js], cwd: ..., env: ...}`` serves a
-worker process in any language (:mod:`agents.a2e`); ``name:`` is then required.
+worker process in any language (:mod:`agents.a2e`), and ``acp: {command: [...], cwd: ...,
+env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`); ``name:`` is then required.
 
 Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
@@ -29,16 +31,17 @@ from pydantic import ValidationError
 
 from agents.agent import Agent
 from agents.settings import AgentSettings
-from mesh.component import BuildContext, Component
+from mesh.component import BuildContext, Component, component_trust
 from mesh.config_errors import KeyPart, check_keys, config_error, suggest, validation_error_text
 from mesh.errors import ConfigError
+from mesh.trust import Trust
 from topics import validate_identifier
 
 __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_agent_entry"]
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
 _CARD_KEYS = ("name", "description", "version")
-AGENT_KEYS = ("class", "worker", *_CARD_KEYS, "config")
+AGENT_KEYS = ("class", "worker", "acp", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
 
@@ -48,6 +51,7 @@ class AgentSpec:
 
     agent: Agent
     settings: AgentSettings
+    trust: Trust | None = None
 
 
 def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
@@ -58,7 +62,14 @@ def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
     from agents.service import AgentService
 
     return [
-        AgentService(spec.agent, broker=ctx.broker, namespace=ctx.namespace, settings=spec.settings) for spec in specs
+        AgentService(
+            spec.agent,
+            broker=ctx.broker_for(spec.agent.name),
+            namespace=ctx.namespace,
+            settings=spec.settings,
+            trust=spec.trust,
+        )
+        for spec in specs
     ]
 
 
@@ -76,11 +87,15 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
     options = _options(entry.get("config"), ctx, here)
     if "worker" in entry:
         agent_class, options["worker"] = _worker(entry, ctx, here)
+    elif "acp" in entry:
+        agent_class, options["acp"], options["policy"] = _acp(entry, ctx, here)
     else:
         agent_class = _agent_class(entry.get("class"), ctx, here)
     card = _card_fields(entry, agent_class, ctx, here)
     settings = _settings(entry, ctx, here)
-    return AgentSpec(agent=_construct(agent_class, card, options, ctx, here), settings=settings)
+    agent = _construct(agent_class, card, options, ctx, here)
+    trust = component_trust(ctx, agent.name, entry.get("trust"), here)
+    return AgentSpec(agent=agent, settings=settings, trust=trust)
 
 
 def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> type[Agent]:
@@ -131,6 +146,20 @@ def _worker(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ..
             ctx.source, (*here, "worker"), "an entry has either 'class:' or 'worker:', not both", "remove one of them"
         )
     return WorkerAgent, parse_worker(entry["worker"], ctx.source, (*here, "worker"))
+
+
+def _acp(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any, Any]:
+    # Imported here: only files with ACP agents need the ACP bridge (and its SDK).
+    from agents.acp.agent import AcpAgent
+    from agents.acp.config import parse_acp
+
+    for other in ("class", "worker"):
+        if other in entry:
+            raise config_error(
+                ctx.source, (*here, "acp"), f"an entry has either '{other}:' or 'acp:', not both", "remove one of them"
+            )
+    command, policy = parse_acp(entry["acp"], ctx.source, (*here, "acp"))
+    return AcpAgent, command, policy
 
 
 def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.errors import DelegationError
 from mesh.a2a import AgentCard, Message, Task
+from mesh.trust import Identity
 
 if TYPE_CHECKING:
     from agents.delegation import Delegator
@@ -22,6 +23,8 @@ class TaskContext:
     ``history`` holds the earlier messages of the same ``context_id`` (user messages and the
     agent's replies), oldest first, not including the message being handled.
     ``call_chain`` lists the agents the request came through when it was delegated.
+    ``identity`` says who the user is and whether a trusted token proves it: ``user_id`` is the
+    token's subject when ``user_verified``, else only what the sender claimed (``userId``).
     """
 
     task_id: str
@@ -29,6 +32,7 @@ class TaskContext:
     agent_name: str
     history: list[Message] = field(default_factory=list)
     user_id: str | None = None
+    identity: Identity = field(default_factory=lambda: Identity(None))
     user_config: dict[str, Any] = field(default_factory=dict)
     auth_token: str | None = field(default=None, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -39,6 +43,11 @@ class TaskContext:
     delegator: Delegator | None = field(default=None, repr=False)
     # Emits a progress update (Status or an artifact) now, as if the handler had yielded it.
     emit: Callable[[Update], None] | None = field(default=None, repr=False)
+
+    @property
+    def user_verified(self) -> bool:
+        """Whether a trusted user token proves ``user_id`` (see :mod:`mesh.trust.tokens`)."""
+        return self.identity.verified
 
     @property
     def is_cancelled(self) -> bool:

@@ -109,9 +109,11 @@ class RequestDispatcher:
         max_depth: int = DEFAULT_MAX_DEPTH,
         key_requests: bool = False,
         max_waiting: int = 1000,
+        guard: Callable[[MessageProperties], object] | None = None,
     ) -> None:
         """``key_requests``: give each message/send and message/stream its :func:`request_key`;
-        ``max_waiting``: methods that wait (cancel, push URL checks) at once, beyond it "busy"."""
+        ``max_waiting``: methods that wait (cancel, push URL checks) at once, beyond it "busy";
+        ``guard``: checks every request's properties first (raising a JSON-RPC error)."""
         self.agent_name = agent_name
         self.max_waiting = max_waiting
         self.key_requests = key_requests
@@ -119,6 +121,7 @@ class RequestDispatcher:
         self.answers = answers
         self.max_message_bytes = max_message_bytes
         self.max_depth = max_depth
+        self.guard = guard
         #: Once set, requests are refused (the agent is shutting down).
         self.stopping = False
         #: Requests dropped because their replyTo is no answer topic of the agent.
@@ -170,6 +173,8 @@ class RequestDispatcher:
         try:
             if self.stopping:
                 raise InternalFailure(f"agent {self.agent_name!r} is shutting down; send the request again later")
+            if self.guard is not None:
+                self.guard(props)
             pending = self.handlers[request.method](request.params, props, route)
         except Exception as exc:
             self._fail(request.method, route, exc)

@@ -17,13 +17,13 @@ process, and nothing waits).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mesh.a2a import Task
+from mesh.statedir import STATE_DIR_ENV, default_state_dir
 
 if TYPE_CHECKING:
     from agents.tasks import TaskRecord
@@ -41,8 +41,6 @@ __all__ = [
 
 #: The ``task_store`` value that keeps tasks in memory only.
 MEMORY = ":memory:"
-#: Where task files go when ``task_store`` names none (default: ``$XDG_STATE_HOME/mesh``).
-STATE_DIR_ENV = "MESH_STATE_DIR"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +112,6 @@ class NullJournal:
 
     async def close(self) -> None:
         pass
-
-
-def default_state_dir() -> Path:
-    """``$MESH_STATE_DIR``, else ``$XDG_STATE_HOME/mesh``, else ``~/.local/state/mesh``."""
-    if configured := os.environ.get(STATE_DIR_ENV):
-        return Path(configured)
-    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "mesh"
 
 
 def journal_path(task_store: str, namespace: str, instance: str) -> Path | None:

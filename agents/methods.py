@@ -18,6 +18,7 @@ from agents.answers import Answers, Route
 from agents.context import TaskContext
 from agents.delegation import Delegator
 from agents.dispatch import serves
+from agents.guard import CallGuard
 from agents.push import PushConfigStore, check_push_url
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
@@ -65,6 +66,7 @@ class AgentMethods:
         streams: TaskStreams,
         answers: Answers,
         delegator: Delegator,
+        guard: CallGuard | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
@@ -76,6 +78,7 @@ class AgentMethods:
         self.streams = streams
         self.answers = answers
         self.delegator = delegator
+        self.guard = guard or CallGuard(agent.name, settings)
 
     # ------------------------------------------------------------------ message/send, message/stream
 
@@ -176,7 +179,7 @@ class AgentMethods:
         message = params.message
         check_message_limits(message, self.settings.limits)
         check_user_config(props, self.settings.limits)
-        self._check_call_chain(props)
+        identity = self.guard(props)  # verified tokens are cached: a dict lookup after the dispatcher's check
         if self.runner.at_capacity:
             limit = self.settings.max_concurrent_tasks
             raise AgentBusy(
@@ -207,7 +210,8 @@ class AgentMethods:
             context_id=record.context_id,
             agent_name=self.name,
             history=self.contexts.messages(record.context_id),
-            user_id=props.user_id,
+            user_id=identity.user_id,
+            identity=identity,
             user_config=props.user_config or {},
             auth_token=props.auth_token,
             metadata=params.metadata or {},
@@ -222,24 +226,6 @@ class AgentMethods:
         if config is not None and config.push_notification_config is not None:
             self.push_configs.set(record.id, config.push_notification_config)
         return record, ctx
-
-    def _check_call_chain(self, props: MessageProperties) -> None:
-        """Refuse a delegated request that came too deep or in a cycle (whoever sent it)."""
-        delegation = self.settings.delegation
-        depth = props.call_depth or 0
-        if depth > delegation.max_call_depth:
-            raise InvalidRequest(
-                f"call depth {depth} exceeds agent {self.name!r}'s maximum of {delegation.max_call_depth} "
-                "(delegation.max_call_depth)",
-                data={"callDepth": depth, "maxCallDepth": delegation.max_call_depth},
-            )
-        chain = props.call_chain or []
-        if self.name in chain and not delegation.allow_cycles:
-            raise InvalidRequest(
-                f"the call chain {' -> '.join([*chain, self.name])} is a cycle; agent {self.name!r} "
-                "refuses it (delegation.allow_cycles is false)",
-                data={"callChain": chain},
-            )
 
     def _new_task_id(self, request_id: str | int | None) -> str:
         # SAM's convention: the request id names the task, so the sender knows it up front.

@@ -33,6 +33,7 @@ from agents.agent import Agent
 from agents.answers import Answers
 from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
+from agents.guard import CallGuard
 from agents.input_timers import InputTimers
 from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path
 from agents.methods import AgentMethods
@@ -49,7 +50,9 @@ from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
+from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport
+from mesh.trust import Trust
 from topics import (
     get_agent_discovery_topic,
     get_agent_instance_discovery_topic,
@@ -84,17 +87,35 @@ class AgentService:
         client_id: str | None = None,
         transport: Transport | None = None,
         journal: TaskJournal | None = None,
+        trust: Trust | None = None,
     ) -> None:
         """Serve ``agent`` through ``transport``, or through an MQTT connection to ``broker``.
 
         A given transport must carry this agent's will (an empty retained message on its card
         topic), as the default one does. Tasks are kept in ``journal``, else where the
-        ``task_store`` setting says.
+        ``task_store`` setting says. ``trust``: the agent signs its card with its key, its
+        registry accepts only signed cards, and user tokens of trusted issuers are verified.
         """
         self.agent = agent
         self.name = agent.name
         self.namespace = validate_namespace(namespace)
         self.settings = settings or AgentSettings()
+        self.trust = trust
+        tokens = trust.token_verifier(self.namespace) if trust is not None else None
+        if self.settings.require_user_token and tokens is None:
+            raise ConfigError(
+                f"agent {self.name!r} has require_user_token but no trusted token issuer; set trust.keys (or "
+                "trust.jwks) and trust.token_issuers to the gateways whose tokens it accepts"
+            )
+        if trust is not None and trust.public_keys is not None and trust.signing_key is None:
+            log.warning(
+                "agent %s trusts only signed cards but has no key to sign its own: registries with a trust store "
+                "will refuse it; make one with `mesh keys %s` (trust.keys or trust.signing_key)",
+                self.name,
+                self.name,
+            )
+        self.guard = CallGuard(self.name, self.settings, tokens)
+        self._signed_card: tuple[bytes, bytes] | None = None  # (unsigned, signed): sign each change once
         self.request_topic = get_agent_request_topic(self.namespace, self.name)
         self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
         # One instance per name (replicas aside): its session, hence what the broker
@@ -157,13 +178,17 @@ class AgentService:
         self.input_timers = InputTimers(self.settings.input_timeout_s, self.runner.cancel)
         # The process's shared registry, leased on first need (a delegation, or at start for an
         # agent that uses discovery); an injected transport gets a registry of its own.
+        verifier = trust.card_verifier() if trust is not None else None
         self.discovery = LazyRegistry(
             self.namespace,
             owner=instance,
             broker=self._name_check_broker,
             transport=self.transport,
             ttl_s=self.settings.discovery_ttl_s,
+            verifier=verifier,
         )
+        # Before discovery starts: nobody known (with the trust it will check cards with).
+        self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
         self.delegator = Delegator(self.name, self.namespace, self.transport, self.discovery, self.settings.delegation)
         self.presence = CardPresence(
             self.transport,
@@ -183,6 +208,7 @@ class AgentService:
             streams=self.streams,
             answers=self.answers,
             delegator=self.delegator,
+            guard=self.guard,
         )
         self.dispatcher = RequestDispatcher(
             self.name,
@@ -192,9 +218,16 @@ class AgentService:
             max_depth=self.settings.limits.max_nesting_depth,
             key_requests=self.journal.durable,
             max_waiting=self.settings.max_concurrent_tasks,
+            guard=self.guard,
         )
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def registry(self) -> DiscoveryRegistry:
+        """The process's registry as this agent sees it; an empty one until discovery started
+        (at start with ``Agent.uses_discovery``, else at the first delegation)."""
+        return self.discovery.current or self._no_registry
 
     def _on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         self.streams.on_event(record, event)
@@ -203,7 +236,13 @@ class AgentService:
     # ------------------------------------------------------------------ lifecycle
 
     def card_bytes(self) -> bytes:
-        return self.agent.card(url=self.url, push_notifications=self.settings.push_notifications).to_json_bytes()
+        card = self.agent.card(url=self.url, push_notifications=self.settings.push_notifications)
+        if self.trust is None or self.trust.signing_key is None:
+            return card.to_json_bytes()
+        unsigned = card.to_json_bytes()
+        if self._signed_card is None or self._signed_card[0] != unsigned:
+            self._signed_card = (unsigned, self.trust.sign(card).to_json_bytes())
+        return self._signed_card[1]
 
     async def start(self) -> None:
         """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`

@@ -60,6 +60,9 @@ class AgentSettings(_Settings):
         "",
         description="SQLite file of the tasks ('': <state dir>/<namespace>/<agent>.sqlite3; ':memory:': not kept)",
     )
+    require_user_token: bool = Field(
+        False, description="refuse requests without a valid user token from a trusted issuer (-32020)"
+    )
     context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
     input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
     # Request size limits (the JAF spec's defaults), shared with the gateways.

@@ -18,7 +18,11 @@ Last line on stdout::
      "mesh_rps": ..., "a2a_http_rps": ..., "rps_ratio": ...,
      "mesh_memory_rtt_us": ..., "mesh_memory_rps": ..., "sqlite_rps_ratio": ...}
 
-Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M]``.
+``--trust`` runs both mesh echo agents with trust (README, "Trust"): signed cards, and user
+tokens required; the client sends a token minted as a gateway would, which the agent verifies
+(once: verified tokens are cached until they expire).
+
+Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust]``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -38,6 +43,9 @@ from bench.harness import base_arguments, broker_url, child, emit, median_us, p9
 from bench.http_client import HttpPool  # noqa: E402
 from mesh.client import MeshClient  # noqa: E402
 from mesh.localbroker import free_port  # noqa: E402
+
+if TYPE_CHECKING:
+    from mesh.trust import Trust
 
 CONCURRENCY = 16
 TEXT = "Analyze the quarterly sales data and summarise the top three trends."
@@ -66,8 +74,33 @@ async def measure(call: Callable[[], Awaitable[None]], requests: int, concurrent
     return {"rtt_us": median_us(samples), "p99_us": p99_us(samples), "rps": round(concurrent_requests / elapsed)}
 
 
-async def mesh_side(url: str, namespace: str, requests: int, concurrent_requests: int) -> dict[str, float]:
-    async with MeshClient.connect(url, namespace) as client:
+def bench_keys(directory: str) -> str:
+    """Keys for ``--trust``: the echo agent's, the gateway's (``bench``) and a client's."""
+    from mesh.trust import generate_keys
+
+    generate_keys(Path(directory), ["echo", "bench", "client"])
+    return directory
+
+
+def bench_trust(keys: str | None, name: str) -> Trust | None:
+    """The trust of ``name`` from ``bench_keys``; tokens of ``bench`` and ``client`` are trusted."""
+    if not keys:
+        return None
+    from mesh.trust.config import TrustSettings, resolve
+
+    return resolve(TrustSettings(keys=Path(keys), token_issuers=("bench", "client")), name, Path("."))
+
+
+async def mesh_side(
+    url: str, namespace: str, requests: int, concurrent_requests: int, keys: str | None = None
+) -> dict[str, float]:
+    token = None
+    if keys:
+        from mesh.trust import TokenMinter, load_private_key
+
+        key = load_private_key(Path(keys) / "client.jwk")
+        token = TokenMinter(key, issuer="client", audience=namespace).mint("bench-user")
+    async with MeshClient.connect(url, namespace, user_id="bench-user", auth_token=token) as client:
         await client.wait_for_agent("echo", timeout=10)
 
         async def call() -> None:
@@ -120,6 +153,43 @@ async def http_side(port: int, version: str, requests: int, concurrent_requests:
         return await measure(call, requests, concurrent_requests)
 
 
+def run_sides(
+    args: argparse.Namespace,
+    url: str,
+    state_dir: str,
+    trust: list[str],
+    keys: str | None,
+    port: int,
+    script: str,
+    memory_namespace: str,
+) -> tuple[dict[str, float], dict[str, float], dict[str, dict[str, float]]]:
+    """Start the echo servers, measure each side; (mesh SQLite, mesh in memory, a2a-sdk by version)."""
+    sqlite_echo = [*_echo(script, url, args.namespace), "--task-store", str(Path(state_dir) / "echo.sqlite3"), *trust]
+    with (
+        child(sqlite_echo),
+        child([*_echo(script, url, memory_namespace), *trust]),
+        child([str(HERE / "a2a_http_echo.py"), str(port)]),
+    ):
+        results = {}
+        for version in ("1.0", "0.3"):
+            progress(
+                f"a2a-sdk HTTP ({version}): {args.requests} sequential, then {args.concurrent_requests} "
+                f"with {CONCURRENCY} in flight"
+            )
+            results[version] = asyncio.run(http_side(port, version, args.requests, args.concurrent_requests))
+            progress(f"a2a-sdk {version}: {results[version]}")
+        progress(f"mesh: {args.requests} sequential, then {args.concurrent_requests} with {CONCURRENCY} in flight")
+        memory = asyncio.run(mesh_side(url, memory_namespace, args.requests, args.concurrent_requests, keys))
+        progress(f"mesh, tasks in memory: {memory}")
+        mesh = asyncio.run(mesh_side(url, args.namespace, args.requests, args.concurrent_requests, keys))
+        progress(f"mesh, tasks in SQLite: {mesh}")
+    return mesh, memory, results
+
+
+def _echo(script: str, url: str, namespace: str) -> list[str]:
+    return [script, "--serve-echo", "--broker", url, "--namespace", namespace]
+
+
 def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the round trip")
@@ -132,9 +202,11 @@ def main() -> None:
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
     parser.add_argument("--task-store", default=":memory:", help=argparse.SUPPRESS)
+    parser.add_argument("--trust", action="store_true", help="signed cards and required, verified user tokens")
+    parser.add_argument("--keys", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store))
+        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store, args.keys))
         return
 
     port = free_port()
@@ -143,34 +215,12 @@ def main() -> None:
     with (
         broker_url(args.broker) as url,
         tempfile.TemporaryDirectory(prefix="mesh-bench-") as state_dir,
-        child(
-            [
-                script,
-                "--serve-echo",
-                "--broker",
-                url,
-                "--namespace",
-                args.namespace,
-                "--task-store",
-                str(Path(state_dir) / "echo.sqlite3"),
-            ]
-        ),
-        child([script, "--serve-echo", "--broker", url, "--namespace", memory_namespace]),
-        child([str(HERE / "a2a_http_echo.py"), str(port)]),
+        tempfile.TemporaryDirectory(prefix="mesh-bench-keys-") as keys_dir,
     ):
-        results = {}
-        for version in ("1.0", "0.3"):
-            progress(
-                f"a2a-sdk HTTP ({version}): {args.requests} sequential, then {args.concurrent_requests} "
-                f"with {CONCURRENCY} in flight"
-            )
-            results[version] = asyncio.run(http_side(port, version, args.requests, args.concurrent_requests))
-            progress(f"a2a-sdk {version}: {results[version]}")
-        progress(f"mesh: {args.requests} sequential, then {args.concurrent_requests} with {CONCURRENCY} in flight")
-        memory = asyncio.run(mesh_side(url, memory_namespace, args.requests, args.concurrent_requests))
-        progress(f"mesh, tasks in memory: {memory}")
-        mesh = asyncio.run(mesh_side(url, args.namespace, args.requests, args.concurrent_requests))
-        progress(f"mesh, tasks in SQLite: {mesh}")
+        keys = bench_keys(keys_dir) if args.trust else None
+        trust = ["--keys", keys] if keys else []
+        mesh, memory, results = run_sides(args, url, state_dir, trust, keys, port, script, memory_namespace)
+    best_rtt = min(r["rtt_us"] for r in results.values())
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
     emit(
@@ -190,18 +240,22 @@ def main() -> None:
             "concurrency": CONCURRENCY,
             "requests": args.requests,
             "concurrent_requests": args.concurrent_requests,
+            "trust": args.trust,
         }
     )
 
 
-async def serve_echo(url: str, namespace: str, task_store: str) -> None:
+async def serve_echo(url: str, namespace: str, task_store: str, keys: str | None = None) -> None:
     from agents.builtin.echo import EchoAgent
     from agents.service import AgentService
     from agents.settings import AgentSettings
     from mesh.broker import BrokerSettings
 
-    settings = AgentSettings(task_store=task_store)
-    service = AgentService(EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings)
+    settings = AgentSettings(task_store=task_store, require_user_token=bool(keys))
+    trust = bench_trust(keys, "echo")
+    service = AgentService(
+        EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings, trust=trust
+    )
     await service.start()
     print("ready", flush=True)
     await asyncio.Event().wait()

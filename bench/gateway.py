@@ -29,7 +29,10 @@ as bench/agent.py does. Each measurement: 200 requests of warm-up, the sequentia
 and writes the stats to FILE (read with ``python -m pstats FILE``); the top functions by own
 time go to stderr. The profiler slows the gateway, so its figures are not comparable then.
 
-Run: ``python bench/gateway.py [--broker URL] [--requests N] [--concurrent-requests M]``.
+``--trust`` runs the echo agent and the gateway with trust (README, "Trust"): signed cards, a
+user token minted by the gateway per request and verified by the agent, which requires it.
+
+Run: ``python bench/gateway.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust]``.
 """
 
 from __future__ import annotations
@@ -40,12 +43,13 @@ import io
 import pstats
 import signal
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.agent import CONCURRENCY, http_payload, measure, serve_echo
+from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
 from bench.harness import base_arguments, broker_url, child, emit, progress, ratio
 from bench.http_client import HttpPool
 from mesh.localbroker import free_port
@@ -87,22 +91,39 @@ def main() -> None:
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
+    parser.add_argument("--trust", action="store_true", help="signed cards, gateway-minted user tokens required")
+    parser.add_argument("--keys", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace))
+        asyncio.run(serve_echo(args.broker, args.namespace, ":memory:", args.keys))
         return
     if args.serve_gateway is not None:
-        asyncio.run(serve_gateway(args.broker, args.namespace, args.serve_gateway, args.profile_gateway))
+        asyncio.run(serve_gateway(args.broker, args.namespace, args.serve_gateway, args.profile_gateway, args.keys))
         return
 
     gateway_port, a2a_port = free_port(), free_port()
     script = str(Path(__file__).resolve())
     profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
     gateway, a2a = {}, {}
+    keys_dir = tempfile.TemporaryDirectory(prefix="mesh-bench-keys-")
+    trust = ["--keys", bench_keys(keys_dir.name)] if args.trust else []
     with (
+        keys_dir,
         broker_url(args.broker) as url,
-        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]),
-        child([script, "--serve-gateway", str(gateway_port), "--broker", url, "--namespace", args.namespace, *profile]),
+        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace, *trust]),
+        child(
+            [
+                script,
+                "--serve-gateway",
+                str(gateway_port),
+                "--broker",
+                url,
+                "--namespace",
+                args.namespace,
+                *profile,
+                *trust,
+            ]
+        ),
         child([str(HERE / "a2a_http_echo.py"), str(a2a_port)]),
     ):
         for version in VERSIONS:
@@ -137,11 +158,12 @@ def main() -> None:
             "requests": args.requests,
             "concurrent_requests": args.concurrent_requests,
             "profiled": bool(args.profile_gateway),
+            "trust": args.trust,
         }
     )
 
 
-async def serve_gateway(url: str, namespace: str, port: int, profile_file: str | None) -> None:
+async def serve_gateway(url: str, namespace: str, port: int, profile_file: str | None, keys: str | None) -> None:
     """The gateway child: serves until SIGTERM, then writes its profile if asked to."""
     from gateways.http.protection import ConcurrencyConfig
     from gateways.http.server import HttpGateway
@@ -155,7 +177,8 @@ async def serve_gateway(url: str, namespace: str, port: int, profile_file: str |
         rate_limit=None,
         concurrency=ConcurrencyConfig(max_requests_per_client=4 * CONCURRENCY),
     )
-    gateway = HttpGateway(settings, broker=BrokerSettings.from_url(url), namespace=namespace)
+    trust = bench_trust(keys, "bench")
+    gateway = HttpGateway(settings, broker=BrokerSettings.from_url(url), namespace=namespace, trust=trust)
     stopping = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
     await gateway.start()

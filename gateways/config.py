@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mesh.component import BuildContext, Component
+from mesh.component import BuildContext, Component, component_trust
 from mesh.config_errors import config_error, key_path, validation_error_text
 from mesh.errors import ConfigError
 
@@ -23,7 +23,7 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
     from gateways.http.server import HttpGateway
     from gateways.http.settings import HttpGatewaySettings
 
-    parsed: list[HttpGatewaySettings] = []
+    parsed: list[tuple[HttpGatewaySettings, Any]] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(entries):  # all checked before any is built
         here = (ctx.section, index)
@@ -34,6 +34,8 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
             raise config_error(
                 ctx.source, key_path(*here, "kind"), f"unknown gateway kind {kind!r}", f"use one of: {', '.join(KINDS)}"
             )
+        entry_trust = entry.get("trust")  # the gateway's own trust: overrides the file's
+        entry = {key: value for key, value in entry.items() if key != "trust"}
         try:
             settings = HttpGatewaySettings.model_validate(entry)
         except ValidationError as exc:
@@ -48,5 +50,8 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
                 "give each gateway its own id",
             )
         seen[settings.id] = index
-        parsed.append(settings)
-    return [HttpGateway(settings, broker=ctx.broker, namespace=ctx.namespace) for settings in parsed]
+        parsed.append((settings, component_trust(ctx, settings.id, entry_trust, here)))
+    return [
+        HttpGateway(settings, broker=ctx.broker_for(settings.id), namespace=ctx.namespace, trust=trust)
+        for settings, trust in parsed
+    ]

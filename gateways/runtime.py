@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.a2a import ErrorCode, RpcError
+from mesh.a2a import AgentCard, ErrorCode, RpcError
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
@@ -37,6 +37,7 @@ from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
 from mesh.transport import MqttTransport, Transport
+from mesh.trust import Trust
 from topics import get_gateway_discovery_topic, validate_identifier, validate_namespace
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,10 @@ class GatewayRuntime:
         discovery_ttl_s: float = 60.0,
         max_remembered_tasks: int = 10_000,
         response_log: ResponseLog | None = None,
+        trust: Trust | None = None,
     ) -> None:
+        """``trust``: the gateway signs its card, accepts only signed cards and, with its own key,
+        mints a user token per request (``authToken``) that agents trusting it verify."""
         self.gateway_id = validate_identifier(gateway_id, "gateway id")
         self.namespace = validate_namespace(namespace)
         self.idle_timeout_s = idle_timeout_s
@@ -98,14 +102,32 @@ class GatewayRuntime:
                 broker, client_id=f"{self.gateway_id}-{uuid.uuid4().hex[:8]}", will=presence_will(card_topic)
             )
         self.transport: Transport = transport
+        self.trust = trust
+        self.tokens = trust.token_minter(self.namespace) if trust is not None else None
+        if trust is not None and trust.signing_key is None:
+            log.warning(
+                "gateway %s has trust settings but no key: its card is unsigned and it mints no user tokens; "
+                "make one with `mesh keys %s` (trust.keys or trust.signing_key)",
+                self.gateway_id,
+                self.gateway_id,
+            )
         # The process's shared registry (mesh.discovery), leased at start; card_interval_s is
         # kept for configs that set it: cards are published at start, reconnect and change.
+        verifier = trust.card_verifier() if trust is not None else None
         self.discovery = LazyRegistry(
-            self.namespace, owner=self.gateway_id, broker=shared_broker, transport=self.transport, ttl_s=discovery_ttl_s
+            self.namespace,
+            owner=self.gateway_id,
+            broker=shared_broker,
+            transport=self.transport,
+            ttl_s=discovery_ttl_s,
+            verifier=verifier,
         )
-        self._no_registry = DiscoveryRegistry(self.transport, self.namespace)  # before start: nobody known
+        # Before start: nobody known (with the trust it will check cards with).
+        self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
         self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
         follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
+        if trust is not None and trust.signing_key is not None:
+            card = _signed(card, trust)
         self.presence = CardPresence(self.transport, card_topic, card)
         self.response_log = response_log
         self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
@@ -174,9 +196,12 @@ class GatewayRuntime:
         except GatewayError as exc:
             yield self._logged(sequencer.error(exc.code, str(exc), exc.data))
             return
+        user_id = envelope.user_id
         options = CallOptions(
-            # The client's own credential stays at the edge: agents get the identity as userId.
-            user_id=envelope.user_id,
+            # The client's own credential stays at the edge: agents get the identity as userId,
+            # proven by a token the gateway signs when it has a key.
+            user_id=user_id,
+            auth_token=self.tokens.mint(user_id) if self.tokens is not None and user_id else None,
             idle_timeout_s=self.idle_timeout_s,
             deadline_s=deadline_s,
             cancel_on_abandon=False,  # a client that went away can fetch or resubscribe later
@@ -300,6 +325,19 @@ class GatewayRuntime:
     def agent_names(self) -> list[str]:
         """The names of the agents on the mesh now."""
         return self.registry.agent_names()
+
+
+def _signed(card: Callable[[], bytes], trust: Trust) -> Callable[[], bytes]:
+    """``card`` signed with the gateway's key, signed again only when the card changes."""
+    last: list[bytes] = [b"", b""]
+
+    def signed() -> bytes:
+        unsigned = card()
+        if unsigned != last[0]:
+            last[:] = [unsigned, trust.sign(AgentCard.model_validate_json(unsigned)).to_json_bytes()]
+        return last[1]
+
+    return signed
 
 
 _BRANCHES = {

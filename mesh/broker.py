@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from mesh.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
 
@@ -26,6 +27,8 @@ BROKER_URL_ENV = "MESH_BROKER_URL"
 # Five minutes: covers a broker restart or a network blip, without the broker holding the
 # queue of a component that is gone for good for long.
 DEFAULT_SESSION_EXPIRY_S = 300
+#: MQTT keepalive: the broker drops a silent (frozen) client after 1.5 x this.
+DEFAULT_KEEPALIVE_S = 30
 
 _DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 _TLS_SCHEMES = {"mqtts", "ssl"}
@@ -51,7 +54,7 @@ class BrokerSettings:
     username: str | None = None
     password: str | None = None
     tls: TlsOptions | None = None
-    keepalive_s: int = 30
+    keepalive_s: int = DEFAULT_KEEPALIVE_S
     connect_timeout_s: float = 10.0
     # How long the broker keeps the session (subscriptions, QoS 1 messages queued for us)
     # after the connection is lost (DESIGN, "Delivery guarantees"): answers published while a
@@ -61,6 +64,8 @@ class BrokerSettings:
     session_expiry_s: int = DEFAULT_SESSION_EXPIRY_S
     reconnect_min_delay_s: float = 0.1
     reconnect_max_delay_s: float = 10.0
+    # Per-component passwords (mesh.credentials): each component connects as its own user.
+    password_file: str | None = None
 
     @classmethod
     def from_url(cls, url: str, *, tls: TlsOptions | None = None, **overrides: object) -> BrokerSettings:
@@ -82,7 +87,7 @@ class BrokerSettings:
             raise ConfigError(
                 f"broker URL {url!r}: unexpected path; only mqtt[s]://[user:pass@]host[:port][?keepalive=S] is accepted"
             )
-        query = _query_options(url, parts.query)
+        keepalive_s = _keepalive(url, parts.query)
         if scheme in _TLS_SCHEMES:
             tls = tls or TlsOptions()
         elif tls is not None:
@@ -93,9 +98,18 @@ class BrokerSettings:
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
             tls=tls,
-            **query,
+            keepalive_s=keepalive_s,
         )
         return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]
+
+    def for_identity(self, name: str) -> BrokerSettings:
+        """The settings component ``name`` connects with: username ``name``, its password from the file.
+
+        Unchanged without a ``password_file``, or when the URL names a user (a shared account).
+        """
+        if self.password_file is None or self.username is not None:
+            return self
+        return replace(self, username=name, password=password_for(self.password_file, name))
 
     @property
     def url(self) -> str:
@@ -105,16 +119,16 @@ class BrokerSettings:
         return f"{scheme}://{host}:{self.port}"
 
 
-def _query_options(url: str, query: str) -> dict[str, int]:
+def _keepalive(url: str, query: str) -> int:
     """``?keepalive=S``: the one option a broker URL carries (seconds, 1-65535)."""
-    options: dict[str, int] = {}
+    keepalive = DEFAULT_KEEPALIVE_S
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name != "keepalive":
             raise ConfigError(f"broker URL {url!r}: unknown option {name!r}; the only one is ?keepalive=SECONDS")
         if not value.isdigit() or not 1 <= int(value) <= 65535:
             raise ConfigError(f"broker URL {url!r}: keepalive={value!r}; use whole seconds from 1 to 65535")
-        options["keepalive_s"] = int(value)
-    return options
+        keepalive = int(value)
+    return keepalive
 
 
 def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:

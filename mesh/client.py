@@ -66,12 +66,15 @@ class MeshClient:
         transport: Transport,
         namespace: str,
         *,
+        name: str | None = None,
         user_id: str | None = None,
         user_config: dict[str, Any] | None = None,
         auth_token: str | None = None,
     ) -> None:
         self.namespace = validate_namespace(namespace)
-        self.client_id = validate_identifier(transport.client_id, "client id")
+        # The name its answer topics carry: its broker username under per-component rules
+        # (mesh.brokerrules), which several connections of one user share; else its client id.
+        self.client_id = validate_identifier(name or transport.client_id, "client id")
         self.transport = transport
         self.user_id = user_id
         self.user_config = user_config
@@ -83,10 +86,16 @@ class MeshClient:
     def create(
         cls, broker: BrokerSettings | str, namespace: str, *, client_id: str | None = None, **options: Any
     ) -> MeshClient:
-        """A client with its own (not yet connected) MQTT transport."""
+        """A client with its own (not yet connected) MQTT transport.
+
+        Under per-component broker users (a ``password_file``) it is named after its user, its
+        connection ``<user>-<random>``, so concurrent clients of one user do not take over each other.
+        """
         settings = BrokerSettings.from_url(broker) if isinstance(broker, str) else broker
-        transport = MqttTransport(settings, client_id=client_id or f"client-{uuid.uuid4().hex[:12]}")
-        return cls(transport, namespace, **options)
+        own_user = settings.username if settings.password_file and client_id is None else None
+        name = options.pop("name", None) or own_user
+        transport = MqttTransport(settings, client_id=client_id or f"{name or 'client'}-{uuid.uuid4().hex[:12]}")
+        return cls(transport, namespace, name=name, **options)
 
     @classmethod
     @contextlib.asynccontextmanager

@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mesh.broker import BrokerSettings
+
+if TYPE_CHECKING:
+    from mesh.trust import Trust
 
 
 @runtime_checkable
@@ -42,6 +45,19 @@ class BuildContext:
     namespace: str
     source: Path
     section: str
+    #: The file's ``trust:`` mapping (raw; see :func:`component_trust`), if any.
+    trust: Mapping[str, Any] | None = None
+
+    def broker_for(self, name: str) -> BrokerSettings:
+        """The broker settings of the component ``name`` builds: its own broker identity, if any."""
+        return self.broker.for_identity(name)
+
+
+def component_trust(ctx: BuildContext, name: str, entry_trust: Any, here: Sequence[str | int]) -> Trust | None:
+    """The :class:`~mesh.trust.Trust` of component ``name``: the file's ``trust:`` overridden by its entry's."""
+    from mesh.trust import load_trust  # loads the JOSE library only for files that use trust
+
+    return load_trust(name, ctx.trust, entry_trust, base=ctx.source.parent, source=ctx.source, where=(*here, "trust"))
 
 
 SectionFactory = Callable[[Sequence[Any], BuildContext], list[Component]]

@@ -63,6 +63,8 @@ class MeshConfig:
     namespace: str = DEFAULT_NAMESPACE
     log_level: str = DEFAULT_LOG_LEVEL
     sections: dict[str, list[Any]] = field(default_factory=dict)
+    #: The ``trust:`` mapping (keys and trusted issuers for every component; see :mod:`mesh.trust.config`).
+    trust: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------- loading
@@ -105,6 +107,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         namespace=_check_namespace(data.get("namespace", DEFAULT_NAMESPACE), source),
         log_level=_check_log_level(data.get("log_level", DEFAULT_LOG_LEVEL), source),
         sections=sections,
+        trust=_check_trust(data.get("trust"), source),
     )
 
 
@@ -268,6 +271,22 @@ def _check_broker(value: Any, source: Path) -> str | None:
     except ConfigError as exc:
         problem, _, fix = str(exc).partition("; ")
         raise config_error(source, "broker", problem, fix or "write broker: mqtt://host:1883") from None
+    return value
+
+
+def _check_trust(value: Any, source: Path) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise config_error(
+            source,
+            "trust",
+            f"expected a mapping, got {type_name(value)}",
+            "write trust: {keys: keys/} (see `mesh keys`)",
+        )
+    from mesh.trust import TrustSettings  # checked now, loaded per component when built
+
+    check_keys(value, list(TrustSettings.model_fields), source=source, path=("trust",))
     return value
 
 

@@ -11,7 +11,8 @@ A component that never needs discovery (an echo agent) runs no registry at all.
 Components that were given a transport rather than a broker (tests, the in-memory harness)
 get a registry of their own on that transport: :class:`LazyRegistry` hides the difference.
 
-Shared registries are kept per event loop, keyed by the broker URL, its user and the namespace.
+Shared registries are kept per event loop, keyed by the broker URL, the namespace and the
+trusted keys (components with different trust stores must not share what they accept).
 """
 
 from __future__ import annotations
@@ -22,16 +23,27 @@ import logging
 import uuid
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mesh.broker import BrokerSettings
 from mesh.registry import DiscoveryRegistry, InstanceListener, Listener
 from mesh.transport import MqttTransport, Transport
 
+if TYPE_CHECKING:
+    from mesh.trust import CardVerifier
+
 __all__ = ["LazyRegistry", "RegistryLease", "lease_registry", "shared_registry_count"]
 
 log = logging.getLogger(__name__)
 
-_Key = tuple[str, str | None, str]
+_Key = tuple[str, str, tuple[str, ...] | None]
+
+
+def _trust_key(verifier: CardVerifier | None) -> tuple[str, ...] | None:
+    """The trusted keys, by thumbprint: equal trust stores share a registry."""
+    if verifier is None:
+        return None
+    return tuple(sorted(key.thumbprint() for key in verifier.keys.keys))
 
 
 @dataclass(slots=True)
@@ -92,12 +104,22 @@ class RegistryLease:
         await shared.transport.close()
 
 
-async def lease_registry(broker: BrokerSettings, namespace: str, *, owner: str, ttl_s: float = 60.0) -> RegistryLease:
+async def lease_registry(
+    broker: BrokerSettings,
+    namespace: str,
+    *,
+    owner: str,
+    ttl_s: float = 60.0,
+    verifier: CardVerifier | None = None,
+) -> RegistryLease:
     """The process's registry of ``namespace`` on ``broker``, started (retained cards flowing).
 
-    ``owner`` names the component in the connection's client id when it is the first.
+    ``owner`` names the component in the connection's client id when it is the first;
+    ``verifier`` checks card signatures (a trust store).
     """
-    key: _Key = (broker.url, broker.username, namespace)
+    # Not keyed by user: every component may read the discovery tree, so the first one's
+    # identity serves all (with a user per component, one registry still serves the process).
+    key: _Key = (broker.url, namespace, _trust_key(verifier))
     pool = _pool()
     shared = pool.get(key)
     if shared is None:
@@ -105,7 +127,7 @@ async def lease_registry(broker: BrokerSettings, namespace: str, *, owner: str, 
         # and the broker sends the retained cards again.
         settings = dataclasses.replace(broker, session_expiry_s=0)
         transport = MqttTransport(settings, client_id=f"{namespace}/{owner}-discovery-{uuid.uuid4().hex[:8]}")
-        registry = DiscoveryRegistry(transport, namespace, ttl_s=ttl_s)
+        registry = DiscoveryRegistry(transport, namespace, ttl_s=ttl_s, verifier=verifier)
         shared = _Shared(registry, transport, asyncio.ensure_future(_start(transport, registry)))
         pool[key] = shared
     shared.leases += 1
@@ -140,6 +162,7 @@ class LazyRegistry:
         broker: BrokerSettings | None = None,
         transport: Transport | None = None,
         ttl_s: float = 60.0,
+        verifier: CardVerifier | None = None,
     ) -> None:
         if broker is None and transport is None:
             raise TypeError("LazyRegistry needs a broker or a transport")
@@ -148,6 +171,7 @@ class LazyRegistry:
         self._broker = broker
         self._transport = transport
         self._ttl_s = ttl_s
+        self._verifier = verifier
         self._listeners: list[Listener] = []
         self._instance_listeners: list[InstanceListener] = []
         self._starting: asyncio.Future[DiscoveryRegistry] | None = None
@@ -187,7 +211,9 @@ class LazyRegistry:
 
     async def _start(self) -> DiscoveryRegistry:
         if self._broker is not None:
-            lease = await lease_registry(self._broker, self.namespace, owner=self.owner, ttl_s=self._ttl_s)
+            lease = await lease_registry(
+                self._broker, self.namespace, owner=self.owner, ttl_s=self._ttl_s, verifier=self._verifier
+            )
             for listener in self._listeners:
                 lease.add_listener(listener)
             for instance_listener in self._instance_listeners:
@@ -195,7 +221,7 @@ class LazyRegistry:
             self._lease, self.current = lease, lease.registry
             return lease.registry
         assert self._transport is not None
-        registry = DiscoveryRegistry(self._transport, self.namespace, ttl_s=self._ttl_s)
+        registry = DiscoveryRegistry(self._transport, self.namespace, ttl_s=self._ttl_s, verifier=self._verifier)
         for listener in self._listeners:
             registry.add_listener(listener)
         for instance_listener in self._instance_listeners:

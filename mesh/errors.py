@@ -20,6 +20,7 @@ Every exception the ``mesh`` package raises on purpose derives from :class:`Mesh
     ├── AgentNotFoundError          no card of the agent on the mesh (lists those that are)
     ├── AgentUnavailableError       a call's agent is not there: nobody listens, or it went away
     ├── AgentNameTakenError         a live instance already serves this agent name
+    ├── TrustError                  a card signature or a user token failed verification
     └── ConfigError                 a configuration file or value is wrong
 
 Messages name the bad value and say what to do about it.
@@ -212,6 +213,10 @@ class AgentNameTakenError(MeshError):
         self.agent = agent
         self.namespace = namespace
         self.broker_url = broker_url
+
+
+class TrustError(MeshError):
+    """A card signature or a user token did not verify; the message says why."""
 
 
 class ConfigError(MeshError, ValueError):

@@ -23,7 +23,8 @@ name, and a second CONNECT with a live client id makes the broker drop the live 
 while a refused instance has no connection of its own, no will of it can clear the live card.
 
 The private topic lies in the agent's own answer family (``{ns}/a2a/v1/agent/response/{agent}/
-probe-...``), which the broker's ACL lets the agent's user read and anyone write (deploy/mosquitto/acl).
+probe-...``), which the generated broker rules let the agent's user read and write
+(:mod:`mesh.brokerrules`); the probe connects as that user.
 
 Replicas (``shared_subscription: true``) serve one name together and skip the check. The check
 is no lock: two instances starting in the same instant, or one starting between a live

@@ -11,6 +11,13 @@ and when it was last seen:
   that stopped); retained cards have no TTL: their owner's will removes them;
 - allow / deny fnmatch patterns decide which names are kept at all.
 
+A card is accepted only on the topic of its own name, and only with a valid identifier as
+its name (a heartbeat on the bare topic: its name must be one). With a
+:class:`~mesh.trust.CardVerifier` (a trust store), a card must also carry a signature by the
+trusted key of its own name, and bare-topic heartbeats are refused (they name no owner a
+broker ACL could check). A refused card leaves the entry already held for its name alone, and
+is logged once per name (until that name is accepted again).
+
 Replicas of an agent also publish ``.../agentcards/{agent}/{instance}`` (retained, cleared by
 each replica's will): the registry keeps the live instances per agent, tells instance
 listeners when one comes or goes, and removes an agent whose last instance card went away.
@@ -24,16 +31,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
-from mesh.errors import AgentNotFoundError
+from mesh.errors import AgentNotFoundError, TrustError, short_repr
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import (
@@ -42,6 +50,9 @@ from topics import (
     parse_instance_card_topic,
     validate_identifier,
 )
+
+if TYPE_CHECKING:
+    from mesh.trust import CardVerifier
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +72,8 @@ class Entry:
     first_seen: float  # wall-clock seconds
     last_seen: float  # wall-clock seconds
     _seen_monotonic: float = field(default=0.0, repr=False)
-    # Known only from SAM heartbeats (no retained card): the only entries the TTL applies to.
-    _heartbeat: bool = field(default=False, repr=False)
+    #: Whether the card came on the component's own card topic (not as a bare heartbeat).
+    on_own_topic: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +118,20 @@ class DiscoveryRegistry:
         allow: Iterable[str] = ("*",),
         deny: Iterable[str] = (),
         raw_listener: Callable[[InboundMessage], None] | None = None,
+        verifier: CardVerifier | None = None,
     ) -> None:
+        """``verifier``: accept only cards signed by a trusted key (see the module docstring)."""
         self.transport = transport
         self.namespace = namespace
         self.ttl_s = ttl_s
         self.allow = tuple(allow)
         self.deny = tuple(deny)
         self._raw_listener = raw_listener
+        self.verifier = verifier
+        #: Cards refused (wrong topic, bad name, bad or missing signature), counted.
+        self.rejected = 0
+        self._refused_names: set[str] = set()  # logged once each, until accepted again
+        self._verified: dict[tuple[Kind, str], bytes] = {}  # the last card bytes verified per name
         self._entries: dict[tuple[Kind, str], Entry] = {}
         self._listeners: list[Listener] = []
         self._instances: dict[str, set[str]] = {}
@@ -224,18 +242,28 @@ class DiscoveryRegistry:
             if parsed.name is not None:
                 self._remove(kind, parsed.name, "gone")
             return
+        data: Any = None
         try:
-            card = AgentCard.model_validate_json(message.payload)
+            if self.verifier is not None:
+                data = json.loads(message.payload)
+                card = AgentCard.model_validate(data)
+            else:
+                card = AgentCard.model_validate_json(message.payload)
         except ValidationError as exc:
             log.warning("ignoring a malformed card on %s: %s", message.topic, exc.errors()[0]["msg"])
             return
+        except (ValueError, RecursionError):
+            log.warning("ignoring a malformed card on %s: not a JSON object", message.topic)
+            return
         name = parsed.name or card.name
-        if parsed.name is not None and card.name != parsed.name:
-            log.debug("card on %s names itself %r; the topic's name wins", message.topic, card.name)
+        if (problem := self._problem(parsed.name, card, kind, message.payload, data)) is not None:
+            self._refuse(name, message.topic, problem)
+            return
+        self._refused_names.discard(name)
         if kind == "agent" and is_gateway_card(card):
             kind = "gateway"
         if self.allows(name):
-            self._upsert(kind, name, card, heartbeat=parsed.name is None)
+            self._upsert(kind, name, card, on_own_topic=parsed.name is not None)
 
     def _on_instance_card(self, message: InboundMessage) -> None:
         found = parse_instance_card_topic(self.namespace, message.topic)
@@ -260,21 +288,56 @@ class DiscoveryRegistry:
         if not present and agent not in self._instances:
             self._remove("agent", agent, "gone")  # its last replica went: nobody serves the name
 
-    def _upsert(self, kind: Kind, name: str, card: AgentCard, *, heartbeat: bool = False) -> None:
+    def _problem(self, topic_name: str | None, card: AgentCard, kind: Kind, payload: bytes, data: Any) -> str | None:
+        """Why a card must be refused, or None."""
+        if topic_name is not None and card.name != topic_name:
+            return f"the card names itself {short_repr(card.name)}; a card is accepted only on its own name's topic"
+        try:
+            validate_identifier(card.name, "agent name")
+        except ValueError as exc:
+            return str(exc)
+        if self.verifier is None:
+            return None
+        if topic_name is None:
+            return "with a trust store, cards are accepted only on their own card topic, not as bare heartbeats"
+        if self._verified.get((kind, card.name)) == payload:
+            return None  # the same bytes verified before: a refresh
+        try:
+            self.verifier.verify(data, card.name)
+        except TrustError as exc:
+            return str(exc)
+        self._verified[(kind, card.name)] = payload
+        return None
+
+    def _refuse(self, name: str, topic: str, problem: str) -> None:
+        self.rejected += 1
+        if name in self._refused_names:
+            log.debug("refused a card on %s again: %s", topic, problem)
+            return
+        if len(self._refused_names) < 10_000:  # a flood of made-up names must not grow memory
+            self._refused_names.add(name)
+        log.warning("refused the card of %s on %s: %s", short_repr(name), topic, problem)
+
+    def _upsert(self, kind: Kind, name: str, card: AgentCard, *, on_own_topic: bool) -> None:
         now, monotonic = time.time(), time.monotonic()
         entry = self._entries.get((kind, name))
         if entry is None:
-            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic, heartbeat)
+            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic, on_own_topic)
             self._emit(RegistryEvent("added", kind, name, card, now))
             return
+        if entry.on_own_topic and not on_own_topic:
+            # Anyone may send a heartbeat under any name; the card on the owner's topic wins.
+            log.debug("ignored a heartbeat for %s: its card came on its own topic", name)
+            return
+        entry.on_own_topic = on_own_topic
         entry.last_seen, entry._seen_monotonic = now, monotonic
-        entry._heartbeat = entry._heartbeat and heartbeat
         if entry.card != card:
             entry.card = card
             self._emit(RegistryEvent("updated", kind, name, card, now))
 
     def _remove(self, kind: Kind, name: str, reason: str) -> None:
         entry = self._entries.pop((kind, name), None)
+        self._verified.pop((kind, name), None)
         if entry is not None:
             self._emit(RegistryEvent("removed", kind, name, entry.card, time.time(), reason))
 
@@ -285,7 +348,8 @@ class DiscoveryRegistry:
             await asyncio.sleep(period)
             horizon = time.monotonic() - self.ttl_s
             for (kind, name), entry in list(self._entries.items()):
-                if entry._heartbeat and entry._seen_monotonic < horizon:
+                # Only heartbeat-fed entries expire: a retained card leaves by its owner's will.
+                if not entry.on_own_topic and entry._seen_monotonic < horizon:
                     self._remove(kind, name, "expired")
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 SECTIONS_GROUP = "mesh.sections"
 # Top-level keys of a config file that are not sections.
-CORE_KEYS = ("broker", "namespace", "log_level")
+CORE_KEYS = ("broker", "namespace", "log_level", "trust")
 
 
 def _section_entry_points() -> dict[str, EntryPoint]:
@@ -98,7 +98,9 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
                 f"install one, or remove it; installed sections: {', '.join(sorted(installed)) or 'none'}",
             )
         factory = _load_factory(name, installed[name], config.source)
-        context = BuildContext(broker=broker, namespace=config.namespace, source=config.source, section=name)
+        context = BuildContext(
+            broker=broker, namespace=config.namespace, source=config.source, section=name, trust=config.trust
+        )
         components.extend(factory(entries, context))
     return components
 

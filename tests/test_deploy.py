@@ -1,77 +1,150 @@
-"""deploy/: the ACL on a real Mosquitto, and the configs compose.yaml runs."""
+"""deploy/: its mosquitto.conf with the files ``mesh broker-config`` generates, on a real Mosquitto."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable
+import contextlib
+import os
+import pwd
+import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agents.service import AgentService
-from mesh.a2a import Task, TaskState
-from mesh.broker import BrokerSettings
+from mesh.broker import BrokerSettings, TlsOptions
+from mesh.brokerfiles import find_dynsec_plugin
+from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
+from mesh.component import Component
 from mesh.config import load_config
-from mesh.errors import AgentNameTakenError, NotAuthorizedError
-from mesh.localbroker import LocalBroker
+from mesh.errors import AgentNameTakenError, SubscribeError
+from mesh.localbroker import BrokerUnavailableError, LocalBroker, free_port
 from mesh.sections import build_components
 from mesh.transport import MqttTransport
-from tests.agents.service_agents import Echo
-from tests.support import Inbox
+from mesh.trust import generate_keys
+from tests.mesh.cli_process import mesh
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+AGENTS = ["calculator", "countdown", "echo", "orchestrator"]
 
 
 @pytest.fixture
-def secured_broker(make_broker: Callable[..., LocalBroker], namespace: str, broker_dir: Path) -> LocalBroker:
-    """Mosquitto with deploy/'s ACL (for this test's namespace) and users echo, caller, rogue."""
-    acl = broker_dir / "acl"
-    acl.write_text((DEPLOY / "mosquitto" / "acl").read_text().replace("mesh/a2a/v1/", f"{namespace}/a2a/v1/"))
-    passwd = broker_dir / "passwd"
-    for index, user in enumerate(("echo", "caller", "rogue")):
-        create = ["-c"] if index == 0 else []
-        subprocess.run(["mosquitto_passwd", *create, "-b", str(passwd), user, "pw"], check=True)
-    for path in (acl, passwd):
-        path.chmod(0o644)
-    return make_broker(f"allow_anonymous false\npassword_file {passwd}\nacl_file {acl}")
+def deploy_configs(tmp_path: Path, namespace: str) -> list[Path]:
+    """deploy/'s agents.yaml and gateway.yaml on this test's namespace, with their keys."""
+    generate_keys(tmp_path / "keys", [*AGENTS, "http"])
+    copies = []
+    for name in ("agents.yaml", "gateway.yaml"):
+        copy = tmp_path / name
+        copy.write_text((DEPLOY / name).read_text().replace("namespace: mesh", f"namespace: {namespace}"))
+        copies.append(copy)
+    return copies
 
 
-def as_user(broker: LocalBroker, user: str) -> BrokerSettings:
-    return BrokerSettings.from_url(f"mqtt://{user}:pw@127.0.0.1:{broker.port}")
+async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
+    broker_dir: Path, deploy_configs: list[Path], namespace: str
+) -> None:
+    generated = await mesh(
+        "broker-config",
+        *map(str, deploy_configs),
+        "--out",
+        str(broker_dir),
+        "--broker-path",
+        "/mosquitto/config",
+        "--tls-host",
+        "localhost",
+        A2A_TOKEN="t",
+    )
+    assert generated.code == 0, generated.stderr
+    assert "agent calculator, agent countdown, agent echo, agent orchestrator, client cli, gateway http" in (
+        generated.stdout
+    )
+    for secret in ("passwords", "dynamic-security.json", "server.key"):
+        assert stat.S_IMODE((broker_dir / secret).stat().st_mode) == 0o600, secret
+    with _deploy_broker(broker_dir) as broker:
+        settings = BrokerSettings.from_url(
+            f"mqtts://localhost:{broker.port}",
+            tls=TlsOptions(ca_file=str(broker_dir / "ca.crt")),
+            password_file=str(broker_dir / "passwords"),
+        )
+        agents = build_components(load_config(deploy_configs[0]), settings)
+        started: list[Component] = []
+        try:
+            for agent in agents:
+                await agent.start()  # each as its own user, in one process as compose runs them
+                started.append(agent)
+            with pytest.raises(AgentNameTakenError):
+                await build_components(load_config(deploy_configs[0]), settings)[0].start()
+            async with MeshClient.connect(settings.for_identity("cli"), namespace) as client:
+                answer = await client.send("calculator", "6*7")
+                assert "42" in str(answer.model_dump())
+                with pytest.raises(SubscribeError):  # a client never reads an agent's requests
+                    await client.transport.subscribe(f"{namespace}/a2a/v1/agent/request/echo", lambda m: None)
+            with pytest.raises(SubscribeError):  # nor one agent another's
+                rogue = MqttTransport(settings.for_identity("calculator"))
+                await rogue.connect()
+                try:
+                    await rogue.subscribe(f"{namespace}/a2a/v1/agent/request/echo", lambda m: None)
+                finally:
+                    await rogue.close()
+        finally:
+            for agent in reversed(started):
+                await agent.stop()
 
 
-async def test_the_acl_lets_each_component_do_its_job_and_no_more(secured_broker: LocalBroker, namespace: str) -> None:
-    echo = AgentService(Echo(), broker=as_user(secured_broker, "echo"), namespace=namespace)
-    await echo.start()  # subscribes to its requests, publishes its card: both allowed
-    with pytest.raises(AgentNameTakenError):  # the ACL lets a second echo's name check see the first
-        await AgentService(Echo(), broker=as_user(secured_broker, "echo"), namespace=namespace).start()
-    rogue = MqttTransport(as_user(secured_broker, "rogue"))
-    await rogue.connect()
-    try:
-        stolen, seen = Inbox(), Inbox()
-        await rogue.subscribe(f"{namespace}/a2a/v1/agent/request/echo", stolen)  # granted, never delivered
-        await rogue.subscribe(f"{namespace}/a2a/v1/discovery/#", seen)
-        await seen.wait_for(1)  # echo's retained card: discovery is readable by all
-
-        async with MeshClient.connect(as_user(secured_broker, "caller"), namespace, client_id="caller") as caller:
-            task = await caller.send("echo", "through the ACL")
-            assert isinstance(task, Task) and task.status.state is TaskState.completed
-            # A barrier on rogue's connection: the caller's own card comes after its request.
-            await caller.transport.publish(f"{namespace}/a2a/v1/discovery/agentcards/caller", b"{}")
-            await seen.wait_until_topic(f"{namespace}/a2a/v1/discovery/agentcards/caller")
-        assert stolen.messages == []  # rogue never read echo's requests
-
-        with pytest.raises(NotAuthorizedError):  # nor can it pose as echo
-            await rogue.publish(f"{namespace}/a2a/v1/discovery/agentcards/echo", b"{}", retain=True)
-    finally:
-        await rogue.close()
-        await echo.stop()
+def test_compose_mounts_what_the_broker_and_the_components_read() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
+    mounted = {volume.split(":")[1] for volume in compose["services"]["mosquitto"]["volumes"]}
+    for path in re.findall(r"^(?:certfile|keyfile|plugin_opt_config_file) (\S+)$", conf, re.MULTILINE):
+        assert path in mounted, path
+    for service in ("agents", "gateway"):
+        environment = compose["services"][service]["environment"]
+        targets = {volume.split(":")[1] for volume in compose["services"][service]["volumes"]}
+        assert environment["MESH_BROKER_URL"].startswith("mqtts://")
+        assert {environment["MESH_BROKER_CA_FILE"], environment["MESH_BROKER_PASSWORD_FILE"]} <= targets
 
 
-def test_the_deploy_configs_load() -> None:
+def test_the_deploy_configs_load_with_signed_cards_and_user_tokens(deploy_configs: list[Path]) -> None:
     broker = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
-    agents = build_components(load_config(DEPLOY / "agents.yaml"), broker)
-    assert sorted(c.name for c in agents) == ["calculator", "countdown", "echo", "orchestrator"]
-    gateway = build_components(load_config(DEPLOY / "gateway.yaml", environ={"A2A_TOKEN": "t"}), broker)
+    agents = build_components(load_config(deploy_configs[0]), broker)
+    assert sorted(c.name for c in agents) == sorted(AGENTS)
+    assert all(isinstance(a, AgentService) and a.trust is not None and a.trust.token_issuers for a in agents)
+    gateway = build_components(load_config(deploy_configs[1], environ={"A2A_TOKEN": "t"}), broker)
     assert [(c.kind, c.name) for c in gateway] == [("gateway", "http")]
+
+
+def test_compose_mounts_each_component_its_own_keys_only() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for service, names in (("agents", AGENTS), ("gateway", ["http"])):
+        mounted = {volume.split(":")[1] for volume in compose["services"][service]["volumes"]}
+        keys = {path for path in mounted if path.startswith("/config/keys/")}
+        assert keys == {"/config/keys/jwks.json", *(f"/config/keys/{name}.jwk" for name in names)}
+
+
+@contextlib.contextmanager
+def _deploy_broker(directory: Path) -> Iterator[LocalBroker]:
+    """Mosquitto from deploy/mosquitto/mosquitto.conf, its container paths pointed at ``directory``."""
+    conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
+    conf = conf.replace("/usr/lib/mosquitto_dynamic_security.so", find_dynsec_plugin())
+    conf = conf.replace("/mosquitto/config/", f"{directory}/").replace("/mosquitto/data/", f"{directory}/data/")
+    (directory / "data").mkdir(mode=0o777)
+    (directory / "data").chmod(0o777)
+    if os.geteuid() == 0:  # as the README has it: the broker's user owns the two 0600 files it reads
+        user = pwd.getpwnam("mosquitto")
+        for secret in ("dynamic-security.json", "server.key"):
+            os.chown(directory / secret, user.pw_uid, user.pw_gid)
+    config = directory / "deploy-mosquitto.conf"
+    config.write_text(conf)
+    try:
+        broker = LocalBroker(config, port=free_port())
+    except BrokerUnavailableError as exc:
+        pytest.skip(f"needs the mosquitto binary: {exc}")
+    try:
+        broker.start()
+        check_broker_log(broker, directory / "dynamic-security.json")
+        yield broker
+    finally:
+        broker.remove()

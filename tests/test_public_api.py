@@ -22,6 +22,7 @@ PACKAGES = [
     "mesh.a2a",
     "mesh.cli",
     "mesh.transport",
+    "mesh.trust",
     "agents",
     "agents.builtin",
     "gateways",
@@ -45,6 +46,7 @@ KEY_NAMES = {
     "mesh.a2a": {"AgentCard", "AgentSkill", "Message", "Task", "TaskState", "RpcError", "parse_request"},
     "mesh.cli": {"main", "build_parser"},
     "mesh.transport": {"Transport", "MqttTransport", "InboundMessage"},
+    "mesh.trust": {"Identity", "Trust", "TrustSettings", "sign_card", "generate_keys"},
     "agents": {
         "Agent",
         "AgentService",

@@ -19,6 +19,11 @@ the whole of it:
   peers named by the ``exclude`` patterns, and skills tagged :data:`OPT_OUT_TAG` (a peer whose
   skills all carry it is never asked; this agent's own card carries it, so that orchestrators
   do not route to each other).
+- Routing policy: with ``allow`` (fnmatch patterns of names) and/or ``allow_tags`` (skill
+  tags), only peers matching one of them are asked; a card whose name is no valid identifier
+  is never asked. With a trust store the registry holds only signed cards, so only those are.
+  Whatever a peer's card or answer holds, the orchestrator answers: a failure to ask a peer is
+  that peer's failed line, never the whole task's.
 
 What a peer is sent: the whole request text, except that a peer matched through the
 arithmetic expression gets the expression alone (so ``"echo hi and 2+2"`` sends ``2+2`` to
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import itertools
+import logging
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -46,12 +52,14 @@ from agents.errors import DelegationError, PeerFailedError
 from agents.updates import DataArtifact, Reply, Status, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentSkill, DataPart, Message, Task, TextPart, get_text_from_message
 from mesh.registry import GATEWAY_ROLE_EXTENSION
+from topics import validate_identifier
 
 __all__ = [
     "ARITHMETIC_TERMS",
     "OPT_OUT_TAG",
     "Match",
     "OrchestratorAgent",
+    "RoutingPolicy",
     "find_expression",
     "match_agents",
     "terms",
@@ -61,6 +69,8 @@ __all__ = [
 OPT_OUT_TAG = "orchestration:opt-out"
 #: An arithmetic expression in a request matches a peer with any of these in its vocabulary.
 ARITHMETIC_TERMS = frozenset({"math", "maths", "arithmetic", "calculator", "calculate", "compute"})
+log = logging.getLogger(__name__)
+
 _STOP_WORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "i", "in", "is", "it",
     "me", "my", "of", "on", "or", "please", "the", "this", "to", "what", "whats", "with", "you", "your",
@@ -136,14 +146,45 @@ def _runs(text: str) -> Iterator[list[re.Match[str]]]:
         yield run
 
 
+@dataclass(frozen=True, slots=True)
+class RoutingPolicy:
+    """Which peers may be asked: names matching ``allow`` or skills tagged with ``allow_tags``
+    (``None`` for both: any), never names matching ``exclude``."""
+
+    allow: tuple[str, ...] | None = None
+    allow_tags: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+
+    def permits(self, card: AgentCard) -> bool:
+        try:
+            validate_identifier(card.name, "agent name")
+        except ValueError:
+            return False  # no topic to reach it on; the registry refuses such cards anyway
+        if any(fnmatch.fnmatchcase(card.name, pattern) for pattern in self.exclude):
+            return False
+        if self.allow is None and self.allow_tags is None:
+            return True
+        if any(fnmatch.fnmatchcase(card.name, pattern) for pattern in self.allow or ()):
+            return True
+        tags = set(self.allow_tags or ())
+        return any(tags.intersection(skill.tags) for skill in card.skills)
+
+
 def match_agents(
-    text: str, cards: Iterable[AgentCard], *, exclude: Sequence[str] = (), max_peers: int = 8
+    text: str,
+    cards: Iterable[AgentCard],
+    *,
+    exclude: Sequence[str] = (),
+    max_peers: int = 8,
+    policy: RoutingPolicy | None = None,
 ) -> list[Match]:
-    """The peers to ask about ``text``, best first; ``exclude`` holds fnmatch patterns of names."""
+    """The peers to ask about ``text``, best first; ``exclude`` holds fnmatch patterns of names,
+    ``policy`` (which includes its own exclusions) says which peers may be asked at all."""
     request = terms(text)
     expression = find_expression(text)
     matches = []
-    for card, vocabulary in _candidates(cards, exclude):
+    policy = policy or RoutingPolicy(exclude=tuple(exclude))
+    for card, vocabulary in _candidates(cards, policy):
         matched = [term for term in request if term in vocabulary]
         message = text
         if expression is not None and not ARITHMETIC_TERMS.isdisjoint(vocabulary):
@@ -155,10 +196,10 @@ def match_agents(
     return matches[:max_peers]
 
 
-def _candidates(cards: Iterable[AgentCard], exclude: Sequence[str]) -> Iterator[tuple[AgentCard, frozenset[str]]]:
+def _candidates(cards: Iterable[AgentCard], policy: RoutingPolicy) -> Iterator[tuple[AgentCard, frozenset[str]]]:
     """The cards that may be asked, each with its vocabulary."""
     for card in cards:
-        if not any(fnmatch.fnmatchcase(card.name, pattern) for pattern in exclude):
+        if policy.permits(card):
             vocabulary = _vocabulary(card)
             if vocabulary is not None:
                 yield card, vocabulary
@@ -244,8 +285,10 @@ class _Outcome:
 class OrchestratorAgent(Agent):
     """Routes a request to the agents on the mesh whose skills match it (see the module docstring).
 
-    Options: ``exclude`` (fnmatch patterns of agents never to ask), ``max_peers`` (ask at most
-    this many) and ``timeout_s`` (each peer's idle timeout; default the delegation settings').
+    Options: ``exclude`` (fnmatch patterns of agents never to ask), ``allow`` (fnmatch patterns
+    of the only agents it may ask), ``allow_tags`` (or agents with a skill tagged so),
+    ``max_peers`` (ask at most this many) and ``timeout_s`` (each peer's idle timeout; default
+    the delegation settings').
     """
 
     name = "orchestrator"
@@ -267,21 +310,36 @@ class OrchestratorAgent(Agent):
     )
 
     def __init__(
-        self, *, exclude: Sequence[str] = (), max_peers: int = 8, timeout_s: float | None = None, **options: Any
+        self,
+        *,
+        exclude: Sequence[str] = (),
+        allow: Sequence[str] | None = None,
+        allow_tags: Sequence[str] | None = None,
+        max_peers: int = 8,
+        timeout_s: float | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         if max_peers < 1:
             raise ValueError(f"max_peers must be at least 1, got {max_peers}")
+        for option, value in (("exclude", exclude), ("allow", allow), ("allow_tags", allow_tags)):
+            if isinstance(value, str) or not all(isinstance(item, str) for item in value or ()):
+                raise ValueError(f"{option} must be a list of strings, got {value!r}")
         self.exclude = tuple(exclude)
+        self.policy = RoutingPolicy(
+            allow=tuple(allow) if allow is not None else None,
+            allow_tags=tuple(allow_tags) if allow_tags is not None else None,
+            exclude=self.exclude,
+        )
         self.max_peers = max_peers
         self.timeout_s = timeout_s
 
     async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
         text = get_text_from_message(message)
         peers = [card for card in ctx.peers() if card.name != self.name]
-        plan = match_agents(text, peers, exclude=self.exclude, max_peers=self.max_peers)
+        plan = match_agents(text, peers, max_peers=self.max_peers, policy=self.policy)
         if not plan:
-            catalogue = _catalogue(peers, self.exclude)
+            catalogue = _catalogue(peers, self.policy)
             yield Reply(_no_match(text, catalogue), data={"matched": [], "available": catalogue})
             return
         yield Status(
@@ -300,6 +358,9 @@ class OrchestratorAgent(Agent):
             task = await ctx.delegate(match.agent, match.message, forward=True, timeout=self.timeout_s)
         except DelegationError as exc:
             return _Outcome(match, error=exc)
+        except Exception as exc:  # whatever a peer's card or answer holds, the other peers' answers still count
+            log.warning("%s: asking %r failed: %s: %s", self.name, match.agent, type(exc).__name__, exc)
+            return _Outcome(match, error=DelegationError(f"{type(exc).__name__}: {exc}", peer=match.agent))
         return _Outcome(match, task=task)
 
 
@@ -319,14 +380,14 @@ def _answer_data(task: Task) -> dict[str, Any] | None:
     return data[0] if data else None
 
 
-def _catalogue(peers: Iterable[AgentCard], exclude: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _catalogue(peers: Iterable[AgentCard], policy: RoutingPolicy) -> dict[str, dict[str, Any]]:
     """The agents that could be asked: their descriptions and their skills' names and tags."""
     return {
         card.name: {
             "description": card.description,
             "skills": [{"id": s.id, "name": s.name, "tags": list(s.tags)} for s in _skills(card)],
         }
-        for card, _ in _candidates(peers, exclude)
+        for card, _ in _candidates(peers, policy)
     }
 
 

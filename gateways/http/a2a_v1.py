@@ -252,6 +252,7 @@ ERROR_REASONS: Mapping[int, str] = MappingProxyType(
         -32008: "EXTENSION_SUPPORT_REQUIRED",
         -32009: "VERSION_NOT_SUPPORTED",
         -32010: "AGENT_GONE",  # the mesh's own (mesh.a2a.ErrorCode.AGENT_GONE)
+        -32020: "UNAUTHENTICATED",  # the mesh's own (mesh.a2a.ErrorCode.UNAUTHENTICATED)
         -32050: "AGENT_BUSY",  # the mesh's own (mesh.a2a.ErrorCode.AGENT_BUSY)
         -32600: "INVALID_REQUEST",
         -32601: "METHOD_NOT_FOUND",

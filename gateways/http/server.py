@@ -15,6 +15,7 @@ from gateways.http.cards import gateway_card
 from gateways.http.settings import HttpGatewaySettings
 from gateways.runtime import GatewayRuntime
 from mesh.broker import BrokerSettings
+from mesh.trust import Trust
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,9 @@ class HttpGateway:
 
     kind = "gateway"
 
-    def __init__(self, settings: HttpGatewaySettings, *, broker: BrokerSettings, namespace: str) -> None:
+    def __init__(
+        self, settings: HttpGatewaySettings, *, broker: BrokerSettings, namespace: str, trust: Trust | None = None
+    ) -> None:
         self.settings = settings
         self.name = settings.id
         self._socket: socket.socket | None = None
@@ -39,6 +42,7 @@ class HttpGateway:
             card_interval_s=settings.card_interval_s,
             discovery_ttl_s=settings.discovery_ttl_s,
             response_log=response_log,
+            trust=trust,
         )
         self.app = build_app(self)
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")

@@ -37,6 +37,7 @@ from .errors import (
     PushNotificationNotSupportedErrorObject,
     TaskNotCancelableErrorObject,
     TaskNotFoundErrorObject,
+    UnauthenticatedErrorObject,
     UnsupportedOperationErrorObject,
 )
 from .exceptions import (
@@ -55,6 +56,7 @@ from .exceptions import (
     RpcError,
     TaskNotCancelable,
     TaskNotFound,
+    Unauthenticated,
     UnsupportedOperation,
 )
 from .helpers import (
@@ -254,6 +256,7 @@ __all__ = [
     "PushNotificationNotSupportedErrorObject",
     "TaskNotCancelableErrorObject",
     "TaskNotFoundErrorObject",
+    "UnauthenticatedErrorObject",
     "UnsupportedOperationErrorObject",
     # exceptions
     "AgentBusy",
@@ -271,6 +274,7 @@ __all__ = [
     "RpcError",
     "TaskNotCancelable",
     "TaskNotFound",
+    "Unauthenticated",
     "UnsupportedOperation",
     # SAM helpers
     "create_agent_data_message",

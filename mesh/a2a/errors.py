@@ -36,6 +36,7 @@ __all__ = [
     "PushNotificationNotSupportedErrorObject",
     "TaskNotCancelableErrorObject",
     "TaskNotFoundErrorObject",
+    "UnauthenticatedErrorObject",
     "UnsupportedOperationErrorObject",
 ]
 
@@ -73,6 +74,7 @@ class ErrorCode(IntEnum):
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007, "Authenticated Extended Card is not configured"
     # The mesh's own, in the server range (-32008/-32009 are A2A 1.0's; the README's table)
     AGENT_GONE = -32010, "The agent is gone"  # nobody listens on its request topic, or its card was removed
+    UNAUTHENTICATED = -32020, "A valid user token is required"  # require_user_token: no trusted authToken
     AGENT_BUSY = -32050, "Agent busy"  # at its max_concurrent_tasks: try again later
 
 
@@ -187,6 +189,13 @@ class AgentGoneErrorObject(JSONRPCErrorObject):
 
     code: Literal[ErrorCode.AGENT_GONE] = ErrorCode.AGENT_GONE
     message: str = ErrorCode.AGENT_GONE.message
+
+
+class UnauthenticatedErrorObject(JSONRPCErrorObject):
+    """The agent requires a user token (``require_user_token``) and the request has no valid one."""
+
+    code: Literal[ErrorCode.UNAUTHENTICATED] = ErrorCode.UNAUTHENTICATED
+    message: str = ErrorCode.UNAUTHENTICATED.message
 
 
 class AgentBusyErrorObject(JSONRPCErrorObject):

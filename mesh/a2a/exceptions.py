@@ -28,6 +28,7 @@ matching subclass::
         ├── InvalidAgentResponse           -32006
         ├── AuthenticatedExtendedCardNotConfigured  -32007
         ├── AgentGone                      -32010 (mesh: the agent is not there)
+        ├── Unauthenticated                -32020 (mesh: require_user_token and no valid token)
         └── AgentBusy                      -32050 (mesh: at its max_concurrent_tasks)
 
 Each subclass names its error object model, which holds its code (:class:`ErrorCode`) and
@@ -216,6 +217,12 @@ class AgentGone(RpcError):
     """The agent is gone: nobody listens on its request topic, or its card was removed."""
 
     error_type = e.AgentGoneErrorObject
+
+
+class Unauthenticated(RpcError):
+    """The agent requires a valid user token (``require_user_token``) and the request has none."""
+
+    error_type = e.UnauthenticatedErrorObject
 
 
 class AgentBusy(RpcError):

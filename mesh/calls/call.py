@@ -210,7 +210,10 @@ class Call:
         if self._state != "open" or self.method not in _WORK_METHODS or self.task_id is None:
             return False
         self._state = "answered"  # once
-        return self.path.cancel(self.agent, self.task_id, key=self.key, why=why)
+        options = self.options
+        return self.path.cancel(
+            self.agent, self.task_id, key=self.key, why=why, user_id=options.user_id, auth_token=options.auth_token
+        )
 
 
 def _named_task(method: str, params: Params) -> str | None:

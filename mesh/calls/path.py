@@ -209,15 +209,27 @@ class CallPath:
         if self._offline:
             self._offline, self._resumed_at = False, time.monotonic()
 
-    def cancel(self, agent: str, task_id: str, *, key: str | None = None, why: str = "") -> bool:
+    def cancel(
+        self,
+        agent: str,
+        task_id: str,
+        *,
+        key: str | None = None,
+        why: str = "",
+        user_id: str | None = None,
+        auth_token: str | None = None,
+    ) -> bool:
         """Send ``tasks/cancel`` for ``task_id`` to ``agent`` without waiting for its answer.
 
         The answer comes back under ``{key}-cancel``, which no call has open, so it is dropped.
-        False (logged) when the request could not be sent.
+        False (logged) when the request could not be sent. ``user_id`` and ``auth_token`` are
+        the task's own, for an agent that requires user tokens.
         """
         cancel_key = f"{key or self.key_prefix + uuid.uuid4().hex}-cancel"
         props = MessageProperties(
             client_id=self.owner,
+            user_id=user_id,
+            auth_token=auth_token,
             reply_to=self.reply_topic(cancel_key),
             timestamp_ms=int(time.time() * 1000),
             correlation_data=cancel_key.encode(),

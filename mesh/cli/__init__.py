@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
-from mesh.cli import client_commands, discovery_commands, run_commands
+from mesh.cli import broker_commands, client_commands, discovery_commands, keys_command, run_commands
 from mesh.cli.common import EXIT_INTERRUPTED, Command, describe, exit_code_for, fail
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS_GROUP", "build_parser", "main"]
+
+COMMANDS_GROUP = "mesh.commands"  # entry points adding commands from other packages (e.g. ``mesh acp``)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.register(subparsers)
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
+    keys_command.register(subparsers)
+    broker_commands.register(subparsers)
+    for entry_point in entry_points(group=COMMANDS_GROUP):
+        try:
+            entry_point.load()(subparsers)
+        except ImportError as exc:  # an optional extra that is not installed
+            logging.getLogger(__name__).debug("command %r not available: %s", entry_point.name, exc)
     return parser
 
 

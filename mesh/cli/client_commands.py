@@ -11,7 +11,7 @@ from mesh.cli.common import (
     EXIT_TASK_NOT_COMPLETED,
     Command,
     add_connection_options,
-    broker_settings,
+    client_settings,
 )
 from mesh.cli.render import answer_text, as_json, event_line, task_summary
 from mesh.client import MeshClient, StreamItem
@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _send(args: argparse.Namespace) -> int:
-    async with MeshClient.connect(broker_settings(args), args.namespace) as client:
+    async with MeshClient.connect(client_settings(args), args.namespace) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
         if args.stream:
             final: StreamItem | None = None  # the reply, a Task or Message, comes last
@@ -100,14 +100,14 @@ def _outcome(result: Task | Message, *, print_answer: bool) -> int:
 
 
 async def _task_get(args: argparse.Namespace) -> int:
-    async with MeshClient.connect(broker_settings(args), args.namespace) as client:
+    async with MeshClient.connect(client_settings(args), args.namespace) as client:
         task = await client.get_task(args.agent, args.task_id, history_length=args.history, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK
 
 
 async def _task_cancel(args: argparse.Namespace) -> int:
-    async with MeshClient.connect(broker_settings(args), args.namespace) as client:
+    async with MeshClient.connect(client_settings(args), args.namespace) as client:
         task = await client.cancel_task(args.agent, args.task_id, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK

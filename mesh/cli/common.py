@@ -12,9 +12,12 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from mesh.a2a import RpcError
-from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
+from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, resolve_broker_url
+from mesh.brokerfiles import DEFAULT_CLIENT, SECURE_BROKER_URL, secure_state_dir
+from mesh.credentials import PASSWORD_FILE_ENV
 from mesh.errors import (
     AgentNameTakenError,
     AgentNotFoundError,
@@ -31,6 +34,8 @@ from topics import TopicError
 
 NAMESPACE_ENV = "MESH_NAMESPACE"
 DEFAULT_NAMESPACE = "mesh"
+CLIENT_NAME_ENV = "MESH_CLIENT_NAME"
+CA_FILE_ENV = "MESH_BROKER_CA_FILE"
 
 # Exit codes, documented in the README.
 EXIT_OK = 0
@@ -45,13 +50,31 @@ EXIT_INTERRUPTED = 130
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
-def add_connection_options(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+def add_connection_options(
+    parser: argparse.ArgumentParser, *, namespace: bool = True, secure_help: str | None = None
+) -> None:
     parser.add_argument(
         "--broker",
         metavar="URL",
         help=f"MQTT broker, mqtt[s]://[user:pass@]host[:port] (default: ${BROKER_URL_ENV}, then mqtt://localhost:1883)",
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help=secure_help
+        or (
+            f"use the TLS broker `mesh up --secure` runs here ({SECURE_BROKER_URL} unless --broker), "
+            "with its CA and per-component passwords"
+        ),
+    )
     if namespace:
+        parser.add_argument(
+            "--client",
+            metavar="NAME",
+            default=os.environ.get(CLIENT_NAME_ENV, DEFAULT_CLIENT),
+            help=f"broker user of this client under per-component passwords (default: ${CLIENT_NAME_ENV}, "
+            f"then {DEFAULT_CLIENT!r})",
+        )
         parser.add_argument(
             "--namespace",
             "-n",
@@ -62,7 +85,29 @@ def add_connection_options(parser: argparse.ArgumentParser, *, namespace: bool =
 
 
 def broker_settings(args: argparse.Namespace, configured: str | None = None) -> BrokerSettings:
-    return BrokerSettings.from_url(resolve_broker_url(args.broker, configured))
+    """The broker of ``--broker`` / ``$MESH_BROKER_URL`` / the config, with the CA and password files of
+    ``$MESH_BROKER_CA_FILE`` and ``$MESH_BROKER_PASSWORD_FILE``; with ``--secure``, those of ``mesh up --secure``."""
+    if getattr(args, "secure", False):
+        files = secure_state_dir()
+        url = args.broker or SECURE_BROKER_URL
+        ca_file: str | None = str(files / "ca.crt")
+        password_file: str | None = str(files / "passwords")
+        if not (files / "passwords").is_file():
+            raise ConfigError(
+                f"--secure: no broker files in {files}; start `mesh up --secure` first (with the same "
+                "MESH_STATE_DIR), or connect with --broker and MESH_BROKER_PASSWORD_FILE instead"
+            )
+    else:
+        url = resolve_broker_url(args.broker, configured)
+        ca_file = os.environ.get(CA_FILE_ENV) or None
+        password_file = os.environ.get(PASSWORD_FILE_ENV) or None
+    tls = TlsOptions(ca_file=ca_file) if ca_file and urlsplit(url).scheme.lower() in ("mqtts", "ssl") else None
+    return BrokerSettings.from_url(url, tls=tls, password_file=password_file)
+
+
+def client_settings(args: argparse.Namespace) -> BrokerSettings:
+    """:func:`broker_settings` for a client command: connected as the ``--client`` user if passwords are set."""
+    return broker_settings(args).for_identity(args.client)
 
 
 def configure_logging(level: str = "info") -> None:

@@ -23,7 +23,7 @@ from mesh.a2a import AgentCard
 from mesh.cli.common import (
     EXIT_OK,
     add_connection_options,
-    broker_settings,
+    client_settings,
     configure_logging,
     stopped_by_signals,
 )
@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def _agents(args: argparse.Namespace) -> int:
     namespace = validate_namespace(args.namespace)
-    settings = broker_settings(args)
+    settings = client_settings(args)
     configure_logging("warning")
     async with MqttTransport(settings) as transport:
         registry = DiscoveryRegistry(transport, namespace)
@@ -162,7 +162,7 @@ def age(seconds: float) -> str:
 
 async def _watch(args: argparse.Namespace) -> int:
     namespace = validate_namespace(args.namespace)
-    settings = broker_settings(args)
+    settings = client_settings(args)
     configure_logging("warning")
     stop = asyncio.Event()
     out = LineOutput(on_closed=stop.set)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -13,6 +14,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mesh.broker import BrokerSettings, resolve_broker_url
+from mesh.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
+from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
     NAMESPACE_ENV,
@@ -22,7 +25,7 @@ from mesh.cli.common import (
     stopped_by_signals,
 )
 from mesh.component import Component
-from mesh.config import LOG_LEVELS, configured_broker, load_many
+from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, load_many
 from mesh.errors import ConfigError, ConnectError
 from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
@@ -63,7 +66,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also run the components of FILE (repeatable)",
     )
     up.add_argument("--log-level", choices=LOG_LEVELS, default="info")
-    add_connection_options(up)
+    add_connection_options(
+        up,
+        secure_help=(
+            f"start a TLS broker at {SECURE_BROKER_URL} (or --broker mqtts://localhost:PORT) with a broker user per "
+            "component and least-privilege rules; its files go to <state dir>/secure"
+        ),
+    )
     up.set_defaults(handler=_up)
 
 
@@ -79,12 +88,35 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
-    settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
     environ = {**os.environ, NAMESPACE_ENV: args.namespace}
     configs = load_many([*up_configs(), *args.config], environ=environ)
+    if args.secure:
+        configs = with_secure_trust(configs, secure_state_dir() / "keys")
+        with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
+            components = build_many(configs, settings)
+            how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
+            return await serve(
+                components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
+            )
+    settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
     async with broker_for_up(settings) as started_here:
         components = build_many(configs, settings)
         return await serve(components, banner=lambda: up_banner(settings, args.namespace, components, started_here))
+
+
+def with_secure_trust(configs: list[MeshConfig], keys_dir: Path) -> list[MeshConfig]:
+    """``configs`` with signed cards and user tokens on: a key per component in ``keys_dir``
+    (kept across runs), every card signed and checked, the gateways' user tokens verified.
+
+    A config that has its own ``trust:`` keeps it.
+    """
+    from mesh.trust import generate_keys  # the JOSE library loads only for --secure
+
+    identities = identities_of(configs, ())
+    generate_keys(keys_dir, [identity.name for identity in identities])
+    issuers = sorted({identity.name for identity in identities if identity.kind == "gateway"})
+    trust = {"keys": str(keys_dir), "token_issuers": issuers}
+    return [config if config.trust is not None else dataclasses.replace(config, trust=trust) for config in configs]
 
 
 def up_configs() -> list[Path]:
@@ -142,7 +174,12 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
 
 
 def up_banner(
-    settings: BrokerSettings, namespace: str, components: Sequence[Component], started_here: str | None
+    settings: BrokerSettings,
+    namespace: str,
+    components: Sequence[Component],
+    started_here: str | None,
+    *,
+    secure: bool = False,
 ) -> str:
     agents = [c.name for c in components if c.kind == "agent"]
     gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
@@ -157,7 +194,11 @@ def up_banner(
     if gateways:
         lines.append(f"  gateways   {', '.join(gateways)}")
     lines += [f"try:  mesh send {first} hi", "Ctrl-C stops everything."]
-    if urlsplit(settings.url).port != 1883 or settings.host not in _LOCAL_HOSTS:
+    if secure:
+        lines[-2] += " --secure"
+        if settings.port != 8883:
+            lines[-2] += f" --broker {settings.url}"
+    elif urlsplit(settings.url).port != 1883 or settings.host not in _LOCAL_HOSTS:
         lines[-2] += f" --broker {settings.url}"
     if namespace != "mesh":
         lines[-2] += f" --namespace {namespace}"

@@ -70,6 +70,7 @@ class Connection:
         self._reconnect_task: asyncio.Task[None] | None = None
         # A duplicate of the socket paho closed after our DISCONNECT, until the broker closes too.
         self._lingering: socket.socket | None = None
+        self._opened: Any = None  # the socket paho opened in the connecting thread, not yet the loop's
         self._disconnecting = False
         self._connect_listeners: list[ConnectListener] = []
         self._disconnect_listeners: list[DisconnectListener] = []
@@ -211,7 +212,11 @@ class Connection:
             )
         else:
             call = self.client.reconnect
+        self._opened = None
         await loop.run_in_executor(None, call)
+        if self._opened is not None:
+            self._register_socket(self._opened)
+            self._opened = None
         try:
             await asyncio.wait_for(self._connack, self.settings.connect_timeout_s)
         except TimeoutError:
@@ -261,9 +266,12 @@ class Connection:
     # ------------------------------------------------------------------ the socket
 
     def _on_socket_open(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
-        # Runs in the executor thread that connects; the loop takes over the socket.
+        # Runs in the executor thread that connects, which then still writes the CONNECT: the
+        # loop takes the socket over only once that thread is done with it (_open). A TLS
+        # socket read on the loop while another thread writes to it corrupts its state
+        # ("[SSL: BAD_LENGTH]": the connection drops, its SUBACK or CONNACK never seen).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.require_loop().call_soon_threadsafe(self._register_socket, sock)
+        self._opened = sock
 
     def _register_socket(self, sock: Any) -> None:
         if self.client.socket() is not sock:

@@ -1,0 +1,92 @@
+"""What an agent checks of who and what sent a request, before any method runs.
+
+- ``callDepth`` must be an integer from 0 to ``delegation.max_call_depth``: a negative depth
+  would get around the maximum.
+- ``a2aCallChain`` must be a JSON list of at most ``max_call_depth`` agent names (identifiers),
+  and must not already hold this agent unless ``delegation.allow_cycles``.
+- ``authToken``: with trusted issuers (``trust.token_issuers``) the token is verified and the
+  request's :class:`~mesh.trust.Identity` is verified or not; with ``require_user_token``
+  a request without a valid token is refused (``Unauthenticated``, -32020).
+
+Refusals are JSON-RPC errors naming the property (``data.property``) and the fix.
+"""
+
+from __future__ import annotations
+
+from agents.settings import AgentSettings
+from mesh.a2a import InvalidRequest, Unauthenticated
+from mesh.errors import short_repr
+from mesh.properties import CALL_CHAIN, CALL_DEPTH, MessageProperties
+from mesh.trust import Identity, TokenVerifier
+from topics import validate_identifier
+
+__all__ = ["CallGuard"]
+
+
+class CallGuard:
+    """Checks the call properties and the user token of one agent's requests."""
+
+    def __init__(self, agent_name: str, settings: AgentSettings, tokens: TokenVerifier | None = None) -> None:
+        self.agent_name = agent_name
+        self.settings = settings
+        self.tokens = tokens
+        self.require_token = settings.require_user_token
+
+    def __call__(self, props: MessageProperties) -> Identity:
+        """The request's identity once its call properties pass; a JSON-RPC error otherwise."""
+        self.check_call_chain(props)
+        return self.identify(props)
+
+    def identify(self, props: MessageProperties) -> Identity:
+        if self.tokens is None:
+            identity = Identity(props.user_id, problem="the agent trusts no token issuer (trust.token_issuers)")
+        else:
+            identity = self.tokens.identify(props.user_id, props.auth_token)
+        if self.require_token and not identity.verified:
+            raise Unauthenticated(
+                f"agent {self.agent_name!r} requires a valid user token (require_user_token): {identity.problem}; "
+                "send the request through a gateway the agent trusts",
+                data={"property": "authToken", "reason": identity.problem},
+            )
+        return identity
+
+    def check_call_chain(self, props: MessageProperties) -> None:
+        """Refuse a malformed, too deep or cyclic call (whoever sent it)."""
+        delegation = self.settings.delegation
+        if props.call_depth is None and (raw := props.get_extra(CALL_DEPTH)) is not None:
+            raise _bad(CALL_DEPTH, f"callDepth {short_repr(raw)} is not an integer")
+        depth = props.call_depth or 0
+        if depth < 0:
+            raise _bad(CALL_DEPTH, f"callDepth {depth} is negative; a call starts at 0")
+        if depth > delegation.max_call_depth:
+            raise InvalidRequest(
+                f"call depth {depth} exceeds agent {self.agent_name!r}'s maximum of {delegation.max_call_depth} "
+                "(delegation.max_call_depth)",
+                data={"property": CALL_DEPTH, "callDepth": depth, "maxCallDepth": delegation.max_call_depth},
+            )
+        if props.call_chain is None:
+            if (raw := props.get_extra(CALL_CHAIN)) is not None:
+                raise _bad(CALL_CHAIN, f"a2aCallChain {short_repr(raw)} is not a JSON list of agent names")
+            return
+        chain = props.call_chain
+        if len(chain) > delegation.max_call_depth:
+            raise _bad(
+                CALL_CHAIN,
+                f"a2aCallChain lists {len(chain)} agents; agent {self.agent_name!r} accepts at most "
+                f"{delegation.max_call_depth} (delegation.max_call_depth)",
+            )
+        for name in chain:
+            try:
+                validate_identifier(name, "agent name")
+            except ValueError:
+                raise _bad(CALL_CHAIN, f"a2aCallChain holds {short_repr(name)}, which is no agent name") from None
+        if self.agent_name in chain and not delegation.allow_cycles:
+            raise InvalidRequest(
+                f"the call chain {' -> '.join([*chain, self.agent_name])} is a cycle; agent {self.agent_name!r} "
+                "refuses it (delegation.allow_cycles is false)",
+                data={"property": CALL_CHAIN, "callChain": chain},
+            )
+
+
+def _bad(prop: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(f"{problem}; send a valid {prop} or leave it out", data={"property": prop})

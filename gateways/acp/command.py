@@ -1,0 +1,96 @@
+"""The ``mesh acp AGENT`` command (registered through the ``mesh.commands`` entry points)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import uuid
+
+from acp.connection import Connection
+
+from gateways.acp.server import AcpGateway
+from gateways.acp.sessions import SessionStore
+from gateways.acp.stdio import StdioTransport
+from gateways.runtime import GatewayRuntime
+from mesh.a2a import AgentCapabilities, AgentCard
+from mesh.broker import BrokerSettings
+from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
+from topics import validate_identifier
+
+__all__ = ["register", "run_acp"]
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    acp = subparsers.add_parser(
+        "acp",
+        help="serve ACP (Agent Client Protocol) on stdio, forwarding to a mesh agent (for editors)",
+        description=(
+            "An ACP agent on stdin/stdout that an editor launches: prompts go to AGENT on the mesh; the "
+            "session's modes are the other agents. Logs go to stderr; stdout carries ACP messages only."
+        ),
+    )
+    acp.add_argument("agent", help="the mesh agent prompts go to (the default mode)")
+    acp.add_argument(
+        "--wait", type=float, default=3.0, metavar="S", help="seconds to wait for an agent's card (default 3)"
+    )
+    acp.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="cancel a task silent for this long (default 300)",
+    )
+    acp.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    add_connection_options(acp)
+    acp.set_defaults(handler=_acp)
+
+
+async def _acp(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    validate_identifier(args.agent, "agent name")
+    broker = client_settings(args)  # --broker, --secure, --client as for the other client commands
+    await run_acp(broker, args.namespace, args.agent, wait_s=args.wait, idle_timeout_s=args.idle_timeout)
+    return EXIT_OK
+
+
+async def run_acp(
+    broker: BrokerSettings, namespace: str, agent: str, *, wait_s: float = 3.0, idle_timeout_s: float = 300.0
+) -> None:
+    """Serve ACP on this process's stdio until stdin closes."""
+    gateway_id = f"acp-{uuid.uuid4().hex[:8]}"
+    runtime = GatewayRuntime(
+        gateway_id,
+        broker=broker,
+        namespace=namespace,
+        card=lambda: _card(gateway_id, namespace, agent).to_json_bytes(),
+        idle_timeout_s=idle_timeout_s,
+    )
+    gateway = AcpGateway(runtime, agent, wait_s=wait_s, store=SessionStore.for_namespace(namespace))
+    gateway.connect_in_background()
+    transport = await StdioTransport.open()
+    connection = Connection(gateway.handle, transport, listening=False)
+
+    async def notify(method: str, params: dict[str, object]) -> None:
+        await connection.send_notification(method, params)
+
+    gateway.notify = notify
+    try:
+        await connection.main_loop()  # until stdin closes
+    finally:
+        await connection.close()
+        await gateway.stop()
+
+
+def _card(gateway_id: str, namespace: str, agent: str) -> AgentCard:
+    return AgentCard(
+        name=gateway_id,
+        description=f"ACP gateway (stdio) to agent {agent!r} of namespace {namespace!r}",
+        version="1.0.0",
+        url=f"stdio://{gateway_id}",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[],
+    )

@@ -1,0 +1,126 @@
+"""``mesh broker-config`` and the broker of ``mesh up --secure``: per-component users and rules."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import re
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mesh.broker import BrokerSettings, TlsOptions
+from mesh.brokerfiles import (
+    DEFAULT_CLIENT,
+    identities_of,
+    local_broker_config,
+    secure_state_dir,
+    write_broker_files,
+)
+from mesh.cli.common import EXIT_OK, configure_logging
+from mesh.config import MeshConfig, load_many
+from mesh.errors import ConfigError, ConnectError
+from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, port_answers
+
+log = logging.getLogger(__name__)
+
+_LOCAL_HOSTS = ("localhost", "127.0.0.1")
+_PROBLEM = re.compile(r"\b(error|warning)\b", re.IGNORECASE)  # Mosquitto's "Error: ..." and "Warning: ..." lines
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    config = subparsers.add_parser(
+        "broker-config",
+        help="write a broker's users, passwords and least-privilege rules for the components of config files",
+        description=(
+            "Give every agent and gateway of the config files (and each --client) a Mosquitto user of its own "
+            "name with only the rights it needs (dynamic-security plugin). Writes dynamic-security.json, "
+            "passwords (0600; components read it through MESH_BROKER_PASSWORD_FILE) and mosquitto-security.conf "
+            "(lines to append to mosquitto.conf) to --out. Passwords already there are kept."
+        ),
+    )
+    config.add_argument("files", nargs="+", type=Path, metavar="FILE", help="mesh config file (YAML)")
+    config.add_argument("--out", required=True, type=Path, metavar="DIR", help="directory to write the files to")
+    config.add_argument(
+        "--client",
+        action="append",
+        metavar="NAME",
+        help=f"a CLI client's broker user (repeatable; default: {DEFAULT_CLIENT!r})",
+    )
+    config.add_argument("--plugin", metavar="PATH", help="the broker's mosquitto_dynamic_security.so (default: found)")
+    config.add_argument(
+        "--broker-path",
+        metavar="DIR",
+        help="where the broker sees --out (e.g. /mosquitto/config in a container; default: --out itself)",
+    )
+    config.add_argument(
+        "--tls-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also make a private CA and a certificate for the broker under these host names (repeatable)",
+    )
+    config.set_defaults(handler=_broker_config)
+
+
+async def _broker_config(args: argparse.Namespace) -> int:
+    configure_logging("warning")
+    configs = load_many(args.files)
+    identities = identities_of(configs, args.client or [DEFAULT_CLIENT])
+    files = write_broker_files(
+        args.out, identities, plugin=args.plugin, broker_path=args.broker_path, tls_hosts=args.tls_host
+    )
+    users = ", ".join(sorted({f"{i.kind} {i.name}" for i in identities}))
+    print(f"broker users: {users}")
+    print(f"wrote {files.dynsec}, {files.passwords} (keep it secret), {files.conf}")
+    if files.certificates is not None:
+        print(f"TLS: {files.certificates.server_cert}; components trust {files.certificates.ca_cert}")
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def secure_broker(url: str, configs: Sequence[MeshConfig], clients: Sequence[str]) -> Iterator[BrokerSettings]:
+    """Start ``mesh up --secure``'s Mosquitto at ``url`` (mqtts, this machine) under the rules of ``configs``.
+
+    Yields the settings the components connect with: TLS trusting the broker's private CA, and
+    each its own user and password (:meth:`BrokerSettings.for_identity`).
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "mqtts" or parts.hostname not in _LOCAL_HOSTS or parts.username:
+        raise ConfigError(
+            f"mesh up --secure starts its own TLS broker on this machine, not {url!r}; "
+            "pass --broker mqtts://localhost:PORT or leave --broker out"
+        )
+    settings = BrokerSettings.from_url(url)
+    if port_answers(settings.host, settings.port):
+        raise ConnectError(
+            f"something already listens on port {settings.port}; mesh up --secure starts its own broker there: "
+            "stop it, or pass --broker mqtts://localhost:PORT with a free port"
+        )
+    directory = secure_state_dir()
+    files = write_broker_files(directory, identities_of(configs, clients), tls_hosts=_LOCAL_HOSTS)
+    assert files.certificates is not None
+    extra_config, rules_copy = local_broker_config(files)
+    try:
+        broker = LocalBroker(default_config_path(), port=settings.port, extra_config=extra_config)
+        try:
+            broker.start()
+            check_broker_log(broker, files.dynsec)
+            yield BrokerSettings.from_url(
+                url, tls=TlsOptions(ca_file=str(files.certificates.ca_cert)), password_file=str(files.passwords)
+            )
+        finally:
+            broker.remove()
+    finally:
+        if rules_copy is not None:
+            shutil.rmtree(rules_copy, ignore_errors=True)
+
+
+def check_broker_log(broker: LocalBroker, rules: Path) -> None:
+    """Raise if Mosquitto logged an error or a warning starting with the generated files."""
+    # The plugin reports an unreadable rules file in the log and the broker runs on, refusing everyone.
+    problems = [line for line in broker.log_file.read_text().splitlines() if _PROBLEM.search(line)]
+    if problems:
+        raise BrokerUnavailableError(f"Mosquitto did not accept the generated rules ({rules}): {' | '.join(problems)}")

@@ -1,0 +1,75 @@
+"""The broker's rules as a Mosquitto dynamic-security file (``mosquitto_dynamic_security.so``).
+
+The plugin checks subscriptions as well as publishes (``acl_file`` grants every SUBSCRIBE and
+only filters deliveries), so a denied subscription fails in its SUBACK and a denied publish in
+its PUBACK (0x87), where the component sees it. Every access is denied by default; each user
+gets one role holding the allow-rules of :func:`mesh.brokerrules.rules_for`:
+
+- ``subscribePattern`` for every filter it may read: a subscription is allowed when the filter,
+  read as a topic, matches one of them (so ``.../echo/+`` allows ``.../echo/+`` and
+  ``.../echo/t1``, never ``.../+/+``);
+- ``publishClientReceive`` for the same filters, so nothing reaches a connection outside them;
+- ``publishClientSend`` for the filters it may publish to (wills are checked the same way).
+
+Passwords are stored as the plugin stores them: PBKDF2-HMAC-SHA512, a 12-byte salt, base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from mesh.brokerrules import Rules
+
+__all__ = ["dynsec_config", "hash_password"]
+
+# mosquitto_ctrl's own choice; the passwords are 256 random bits, so more rounds buy nothing.
+_ITERATIONS = 101
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> dict[str, Any]:
+    """The ``password``, ``salt`` and ``iterations`` fields of a dynamic-security client."""
+    salt = os.urandom(12) if salt is None else salt
+    digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, _ITERATIONS)
+    return {
+        "password": base64.b64encode(digest).decode(),
+        "salt": base64.b64encode(salt).decode(),
+        "iterations": _ITERATIONS,
+    }
+
+
+def dynsec_config(users: Mapping[str, Rules], passwords: Mapping[str, str]) -> dict[str, Any]:
+    """The plugin's JSON document for ``users`` (rules by username) with their ``passwords``."""
+    clients, roles = [], []
+    for name, rules in sorted(users.items()):
+        role = f"{rules.kind}-{name}"
+        clients.append(
+            {
+                "username": name,
+                "textName": f"mesh {rules.kind} {name}",
+                **hash_password(passwords[name]),
+                "roles": [{"rolename": role}],
+            }
+        )
+        acls = [_acl("subscribePattern", topic) for topic in rules.read]
+        acls += [_acl("publishClientReceive", topic) for topic in rules.read if not topic.startswith("$share/")]
+        acls += [_acl("publishClientSend", topic) for topic in rules.publish]
+        roles.append({"rolename": role, "acls": acls})
+    return {
+        "defaultACLAccess": {
+            "publishClientSend": False,
+            "publishClientReceive": False,
+            "subscribe": False,
+            "unsubscribe": True,
+        },
+        "clients": clients,
+        "groups": [],
+        "roles": roles,
+    }
+
+
+def _acl(kind: str, topic: str) -> dict[str, Any]:
+    return {"acltype": kind, "topic": topic, "priority": 0, "allow": True}

@@ -1,0 +1,134 @@
+"""The ``trust:`` settings of a mesh config file and of one component, and what they load.
+
+In a file, ``trust:`` at the top level applies to every component; an agent or gateway entry
+may carry its own ``trust:`` whose keys override the file's. Relative paths are relative to
+the file. ::
+
+    trust:
+      keys: keys/               # a `mesh keys` directory: <component>.jwk, jwks.json
+      token_issuers: [http]     # agents: gateways whose user tokens they accept
+
+A component signs its card with ``signing_key`` (default ``<keys>/<name>.jwk`` when it
+exists); registries accept only cards signed by a key of ``jwks`` (default
+``<keys>/jwks.json``) once one is configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from joserfc import jwk
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mesh.a2a import AgentCard
+from mesh.config_errors import KeyPart, validation_error_text
+from mesh.errors import ConfigError
+from mesh.trust.cards import CardVerifier, sign_card
+from mesh.trust.keys import JWKS_FILE, PrivateKey, load_private_key, load_public_keys, private_key_path
+from mesh.trust.tokens import TokenMinter, TokenVerifier
+
+__all__ = ["Trust", "TrustSettings", "load_trust"]
+
+
+class TrustSettings(BaseModel):
+    """Keys and trusted issuers of one component (the YAML keys of ``trust:``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keys: Path | None = Field(None, description="a `mesh keys` directory (<name>.jwk private keys, jwks.json)")
+    jwks: Path | None = Field(None, description="trusted public keys (JWKS); default <keys>/jwks.json")
+    signing_key: Path | None = Field(None, description="this component's private key; default <keys>/<name>.jwk")
+    token_issuers: tuple[str, ...] = Field((), description="agents: gateways whose user tokens are trusted")
+    token_ttl_s: float = Field(300.0, gt=0, le=86_400, description="gateways: lifetime of the user tokens minted")
+    token_scopes: tuple[str, ...] = Field((), description="gateways: scopes put in the user tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Trust:
+    """What a component's trust settings loaded: its signing key and the keys it trusts."""
+
+    name: str
+    signing_key: PrivateKey | None = None
+    public_keys: jwk.KeySet | None = None
+    token_issuers: tuple[str, ...] = ()
+    token_ttl_s: float = 300.0
+    token_scopes: tuple[str, ...] = ()
+
+    def sign(self, card: AgentCard) -> AgentCard:
+        """``card`` signed with this component's key (unchanged without one)."""
+        return sign_card(card, self.signing_key) if self.signing_key is not None else card
+
+    def card_verifier(self) -> CardVerifier | None:
+        """What registries check cards with; ``None``: unsigned cards are accepted."""
+        return CardVerifier(self.public_keys) if self.public_keys is not None else None
+
+    def token_verifier(self, namespace: str) -> TokenVerifier | None:
+        """What an agent checks user tokens with; ``None`` without trusted issuers."""
+        if self.public_keys is None or not self.token_issuers:
+            return None
+        return TokenVerifier(self.public_keys, issuers=self.token_issuers, audience=namespace)
+
+    def token_minter(self, namespace: str) -> TokenMinter | None:
+        """What a gateway mints user tokens with; ``None`` without a signing key."""
+        if self.signing_key is None:
+            return None
+        return TokenMinter(
+            self.signing_key, issuer=self.name, audience=namespace, ttl_s=self.token_ttl_s, scopes=self.token_scopes
+        )
+
+
+def load_trust(
+    name: str,
+    *layers: Mapping[str, Any] | None,
+    base: Path,
+    source: str | Path = "trust",
+    where: tuple[KeyPart, ...] = ("trust",),
+) -> Trust | None:
+    """The trust of component ``name`` from ``layers`` (the file's ``trust:``, then the entry's).
+
+    ``None`` when no layer configures anything. Paths are relative to ``base``.
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer is None:
+            continue
+        if not isinstance(layer, Mapping):
+            raise ConfigError(
+                f"{source}: {'.'.join(map(str, where))}: expected a mapping; write trust: {{keys: keys/}}"
+            )
+        merged.update(layer)
+    if not merged:
+        return None
+    try:
+        settings = TrustSettings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(validation_error_text(exc, source=Path(source), prefix=where, model=TrustSettings)) from exc
+    return resolve(settings, name, base)
+
+
+def resolve(settings: TrustSettings, name: str, base: Path) -> Trust:
+    """Load the keys ``settings`` name for component ``name``."""
+    keys_dir = base / settings.keys if settings.keys is not None else None
+    jwks = base / settings.jwks if settings.jwks is not None else None
+    if jwks is None and keys_dir is not None:
+        jwks = keys_dir / JWKS_FILE
+    signing = base / settings.signing_key if settings.signing_key is not None else None
+    if signing is None and keys_dir is not None and private_key_path(keys_dir, name).exists():
+        signing = private_key_path(keys_dir, name)
+    signing_key = load_private_key(signing, kid=name) if signing is not None else None
+    if signing_key is not None and signing_key.kid != name:
+        raise ConfigError(
+            f"{signing}: the key's kid is {signing_key.kid!r}, not {name!r}; each component signs with its own key "
+            f"(make one with `mesh keys {name}`)"
+        )
+    return Trust(
+        name=name,
+        signing_key=signing_key,
+        public_keys=load_public_keys(jwks) if jwks is not None else None,
+        token_issuers=settings.token_issuers,
+        token_ttl_s=settings.token_ttl_s,
+        token_scopes=settings.token_scopes,
+    )

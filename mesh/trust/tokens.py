@@ -1,0 +1,185 @@
+"""Signed user identity: gateways mint a short-lived JWT per user, agents verify it.
+
+A gateway that authenticated a user puts a JWT in the request's ``authToken`` user property:
+``sub`` = the user id, ``iss`` = the gateway's id (also the ``kid`` of the key that signed
+it), ``aud`` = the namespace, ``iat``/``exp`` and ``scope`` (space-separated). An agent that
+trusts the issuer verifies it and hands the handler a verified :class:`Identity`; without a
+valid token the ``userId`` property is only an unverified claim.
+
+Both sides cache: a minter reuses a user's token while more than half its lifetime is left,
+and a verifier remembers a verified token until it expires, so a user's requests cost one
+signature and one verification per half lifetime, not one per request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from joserfc import jwk, jws
+from joserfc.errors import JoseError
+
+from mesh.errors import TrustError
+from mesh.trust.keys import ALGORITHMS, PrivateKey
+
+__all__ = ["Identity", "TokenMinter", "TokenVerifier"]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a request is for: ``verified`` only when a trusted token says so; ``problem`` says why not."""
+
+    user_id: str | None
+    verified: bool = False
+    issuer: str | None = None
+    scopes: tuple[str, ...] = ()
+    expires_at: float | None = None
+    problem: str | None = None
+
+
+class TokenMinter:
+    """Mints the user tokens of one gateway (``issuer``) for one namespace (``audience``)."""
+
+    def __init__(
+        self,
+        key: PrivateKey,
+        *,
+        issuer: str,
+        audience: str,
+        ttl_s: float = 300.0,
+        scopes: Iterable[str] = (),
+        clock: Callable[[], float] = time.time,
+        cache_size: int = 4096,
+    ) -> None:
+        if key.kid != issuer:
+            raise ValueError(f"the key's kid is {key.kid!r}, not the issuer {issuer!r}; use the gateway's own key")
+        self.key, self.issuer, self.audience, self.ttl_s = key, issuer, audience, ttl_s
+        self.scopes = tuple(scopes)
+        self._clock = clock
+        self._alg = "ES256" if isinstance(key, jwk.ECKey) else "Ed25519"
+        self._cache: OrderedDict[tuple[str, tuple[str, ...]], tuple[str, float]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def mint(self, user_id: str, scopes: Iterable[str] | None = None) -> str:
+        """A token for ``user_id``: a cached one while more than half its lifetime is left."""
+        granted = self.scopes if scopes is None else tuple(scopes)
+        now = self._clock()
+        cached = self._cache.get((user_id, granted))
+        if cached is not None and cached[1] - now > self.ttl_s / 2:
+            return cached[0]
+        claims: dict[str, Any] = {
+            "sub": user_id,
+            "iss": self.issuer,
+            "aud": self.audience,
+            "iat": int(now),
+            "exp": int(now + self.ttl_s),
+        }
+        if granted:
+            claims["scope"] = " ".join(granted)
+        header = {"alg": self._alg, "kid": self.issuer, "typ": "JWT"}
+        payload = json.dumps(claims, separators=(",", ":")).encode()
+        token = jws.serialize_compact(header, payload, self.key, algorithms=ALGORITHMS)
+        self._cache[(user_id, granted)] = (token, now + self.ttl_s)
+        self._cache.move_to_end((user_id, granted))
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return token
+
+
+class TokenVerifier:
+    """Verifies user tokens from trusted ``issuers`` (their keys in ``keys``, ``kid`` = issuer)."""
+
+    def __init__(
+        self,
+        keys: jwk.KeySet,
+        *,
+        issuers: Iterable[str],
+        audience: str,
+        leeway_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        cache_size: int = 4096,
+    ) -> None:
+        self.keys = keys
+        self.issuers = frozenset(issuers)
+        self.audience = audience
+        self.leeway_s = leeway_s
+        self._clock = clock
+        self._cache: OrderedDict[str, Identity] = OrderedDict()
+        self._cache_size = cache_size
+
+    def identify(self, user_id: str | None, token: str | None) -> Identity:
+        """The verified identity of ``token``, else ``user_id`` as an unverified claim (with the reason)."""
+        if not token:
+            return Identity(user_id, problem="the request carries no authToken")
+        try:
+            return self.verify(token)
+        except TrustError as exc:
+            return Identity(user_id, problem=str(exc))
+
+    def verify(self, token: str) -> Identity:
+        """The identity a valid token carries; :class:`TrustError` names what is wrong with it."""
+        now = self._clock()
+        cached = self._cache.get(token)
+        if cached is not None and cached.expires_at is not None and now < cached.expires_at + self.leeway_s:
+            self._cache.move_to_end(token)
+            return cached
+        identity = self._verify(token, now)
+        self._cache[token] = identity
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return identity
+
+    def _verify(self, token: str, now: float) -> Identity:
+        if len(token) > 8192:
+            raise TrustError("the authToken is over 8 KiB; it is no token this mesh mints")
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise TrustError("the authToken is not a JWT (three dot-separated parts)")
+        header = _json_part(parts[0], "header")
+        issuer = header.get("kid")
+        if issuer not in self.issuers:
+            raise TrustError(f"the authToken is signed by {issuer!r}, not by a trusted issuer")
+        try:
+            key = self.keys.get_by_kid(issuer)
+        except (JoseError, ValueError):
+            raise TrustError(f"the trusted issuer {issuer!r} has no public key in the trust store") from None
+        try:
+            jws.deserialize_compact(token, key, algorithms=ALGORITHMS)
+        except (JoseError, ValueError):
+            raise TrustError(f"the authToken's signature does not verify with {issuer!r}'s key") from None
+        claims = _json_part(parts[1], "claims")
+        if claims.get("iss") != issuer:
+            raise TrustError(f"the authToken's iss {claims.get('iss')!r} is not its signer {issuer!r}")
+        audience = claims.get("aud")
+        if audience != self.audience and not (isinstance(audience, list) and self.audience in audience):
+            raise TrustError(f"the authToken is for audience {audience!r}, not namespace {self.audience!r}")
+        expires = claims.get("exp")
+        if not isinstance(expires, int | float) or isinstance(expires, bool):
+            raise TrustError("the authToken has no exp claim")
+        if now >= expires + self.leeway_s:
+            raise TrustError(f"the authToken expired {now - expires:.0f} s ago")
+        not_before = claims.get("nbf")
+        if isinstance(not_before, int | float) and now + self.leeway_s < not_before:
+            raise TrustError("the authToken is not valid yet (nbf)")
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise TrustError("the authToken has no sub (user id)")
+        scope = claims.get("scope")
+        scopes = tuple(scope.split()) if isinstance(scope, str) else ()
+        return Identity(subject, verified=True, issuer=issuer, scopes=scopes, expires_at=float(expires))
+
+
+def _json_part(part: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (binascii.Error, ValueError, RecursionError):
+        raise TrustError(f"the authToken's {what} is not base64url JSON") from None
+    if not isinstance(value, dict):
+        raise TrustError(f"the authToken's {what} is not a JSON object")
+    return value
