@@ -40,6 +40,9 @@ class Agent:
     output_modes: ClassVar[Sequence[str]] = ("text/plain",)
     provider: ClassVar[AgentProvider | None] = None
     documentation_url: ClassVar[str | None] = None
+    #: Start discovery with the agent (it reads ``ctx.peers()``); otherwise the first
+    #: ``ctx.delegate`` starts it, and an agent that never delegates runs no registry.
+    uses_discovery: ClassVar[bool] = False
     # Set by the runtime serving the agent (AgentService.start): stops serving it and clears its
     # card. An agent whose backend is gone for good (a worker past its restarts) calls it.
     leave_mesh: Callable[[], Awaitable[None]] | None = None

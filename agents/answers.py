@@ -38,16 +38,20 @@ class Route:
     request_key: str | None = None
 
 
-def reply_properties(correlation: bytes | None) -> MessageProperties:
-    """The MQTT properties of an answer: the request's Correlation Data, JSON content."""
-    return MessageProperties(correlation_data=correlation, content_type=JSON_CONTENT_TYPE, payload_format_utf8=True)
+def reply_properties(correlation: bytes | None, instance: str | None = None) -> MessageProperties:
+    """The MQTT properties of an answer: the request's Correlation Data, JSON content, and the
+    replica that owns the task (``a2aInstance``), if the agent runs as replicas."""
+    return MessageProperties(
+        correlation_data=correlation, content_type=JSON_CONTENT_TYPE, payload_format_utf8=True, instance=instance
+    )
 
 
 class Answers:
     """Sends one agent's answers and keeps track of those the broker has not acknowledged yet."""
 
-    def __init__(self, transport: Transport, namespace: str, agent_name: str) -> None:
+    def __init__(self, transport: Transport, namespace: str, agent_name: str, instance: str | None = None) -> None:
         self.transport = transport
+        self.instance = instance
         self.namespace = namespace
         self.agent_name = agent_name
         self._in_flight: set[asyncio.Future[None]] = set()
@@ -77,7 +81,7 @@ class Answers:
                 route.request_id,
             )
             return
-        self._publish(route.topic, payload, reply_properties(route.correlation), route.request_id)
+        self._publish(route.topic, payload, reply_properties(route.correlation, self.instance), route.request_id)
 
     def _publish(self, topic: str, payload: bytes, props: MessageProperties, request_id: str | int | None) -> None:
         try:
@@ -114,7 +118,9 @@ class Answers:
     def stream(self, listener: Listener, result_json: bytes) -> None:
         """Publish one event (or the current Task) of a stream to its listener."""
         payload = success_response_bytes(listener.request_id, result_json)
-        self._publish(listener.topic, payload, reply_properties(listener.correlation), listener.request_id)
+        self._publish(
+            listener.topic, payload, reply_properties(listener.correlation, self.instance), listener.request_id
+        )
 
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the answers on their way to be acknowledged."""

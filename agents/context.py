@@ -76,6 +76,7 @@ class TaskContext:
 
     def peers(self) -> list[AgentCard]:
         """The cards of the other agents on the mesh now, by name."""
-        if self.delegator is None:
+        registry = self.delegator.registry.current if self.delegator is not None else None
+        if registry is None:  # discovery not started: the agent declares no use of it (Agent.uses_discovery)
             return []
-        return [e.card for e in self.delegator.registry.agents() if e.name != self.agent_name]
+        return [e.card for e in registry.agents() if e.name != self.agent_name]

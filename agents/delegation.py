@@ -13,7 +13,8 @@ runs out, or when the delegating task is itself canceled, the call path sends th
 ``tasks/cancel`` for its exact task id (learned from its events), so no work is left running on
 the mesh. A peer that is not there fails the sub-task at once with
 :class:`~agents.errors.PeerGoneError`: the broker found no subscriber for the request, or the
-agent's registry reported the peer's card removed (its will, or its shutdown).
+agent's registry reported the peer's card removed (its will, or its shutdown). The registry is
+the process's shared one (:mod:`mesh.discovery`), started by the first delegation.
 
 What stays here: the allow/deny, depth and cycle checks, finding the peer, passing its events
 on, and turning its answer into a Task or a :class:`~agents.errors.DelegationError`.
@@ -48,8 +49,9 @@ from mesh.a2a import (
     create_user_message,
 )
 from mesh.calls import CallOptions, CallPath, follow_registry
+from mesh.discovery import LazyRegistry
 from mesh.errors import AgentNotFoundError, AgentUnavailableError, CallTimeoutError
-from mesh.registry import DiscoveryRegistry, name_allowed
+from mesh.registry import name_allowed
 from mesh.transport import Transport
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ class Delegator:
         agent_name: str,
         namespace: str,
         transport: Transport,
-        registry: DiscoveryRegistry,
+        registry: LazyRegistry,
         settings: DelegationSettings,
         *,
         discovery_wait_s: float = 2.0,
@@ -160,10 +162,11 @@ class Delegator:
             )
 
     async def _find(self, peer: str) -> None:
-        if self.registry.get(peer) is not None:
+        registry = await self.registry.get()  # the first delegation starts discovery
+        if registry.get(peer) is not None:
             return
         try:
-            await self.registry.wait_for(peer, self.discovery_wait_s)
+            await registry.wait_for(peer, self.discovery_wait_s)
         except AgentNotFoundError as exc:
             raise PeerNotFoundError(peer, exc.available, self.discovery_wait_s) from None
 

@@ -25,9 +25,9 @@ it redelivers to. On start, tasks the previous process left unfinished are faile
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sqlite3
-import uuid
 
 from agents.agent import Agent
 from agents.answers import Answers
@@ -38,6 +38,7 @@ from agents.input_timers import InputTimers
 from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path
 from agents.methods import AgentMethods
 from agents.push import PushConfigStore, PushNotifier
+from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
 from agents.sqlitejournal import SqliteJournal
@@ -45,13 +46,20 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
+from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
-from mesh.transport import InboundMessage, MqttTransport, Transport
+from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport
 from mesh.trust import Trust
-from topics import get_agent_discovery_topic, get_agent_request_topic, shared_subscription, validate_namespace
+from topics import (
+    get_agent_discovery_topic,
+    get_agent_instance_discovery_topic,
+    get_agent_request_topic,
+    shared_subscription,
+    validate_namespace,
+)
 
 __all__ = ["REDELIVERY_WINDOW_S", "AgentService"]
 
@@ -112,16 +120,22 @@ class AgentService:
         self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
         # One instance per name (replicas aside): its session, hence what the broker
         # redelivers to it after a restart, follows the name.
-        instance = self.name if not self.settings.shared_subscription else f"{self.name}-{uuid.uuid4().hex[:8]}"
+        replica = self.settings.shared_subscription
+        instance = new_instance_id(self.name) if replica else self.name
+        #: The replica's instance id (``None``: the one instance of the name; see agents.replicas).
+        self.instance: str | None = instance if replica else None
         # The broker a start checks the name on (an injected transport: its owner's business).
         self._name_check_broker = broker if transport is None else None
         if transport is None:
             if broker is None:
                 raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
+            will_topic = self.card_topic
+            if replica:  # its will clears its instance card; the shared card stays for the others
+                will_topic = get_agent_instance_discovery_topic(self.namespace, self.name, instance)
             transport = MqttTransport(
-                broker,
+                dataclasses.replace(broker, session_expiry_s=0) if replica else broker,
                 client_id=client_id or f"{self.namespace}/{instance}",
-                will=presence_will(self.card_topic),
+                will=presence_will(will_topic),
                 # Requests wait for the task store before their PUBACK: this bounds how many
                 # (and so how many bytes) the agent holds meanwhile.
                 receive_maximum=self.settings.max_unacked_requests,
@@ -146,7 +160,8 @@ class AgentService:
         self.notifier = PushNotifier(
             allow_private=self.settings.allow_private_push_urls, timeout_s=self.settings.push_timeout_s
         )
-        self.answers = Answers(self.transport, self.namespace, self.name)
+        self.answers = Answers(self.transport, self.namespace, self.name, instance=self.instance)
+        self.siblings = Siblings(self.transport, self.namespace, self.name, instance) if replica else None
         self.streams = TaskStreams(
             self.answers,
             tasks=self.tasks,
@@ -161,19 +176,27 @@ class AgentService:
             stall_timeout_s=self.settings.stall_timeout_s,
         )
         self.input_timers = InputTimers(self.settings.input_timeout_s, self.runner.cancel)
-        self.registry = DiscoveryRegistry(
-            self.transport,
+        # The process's shared registry, leased on first need (a delegation, or at start for an
+        # agent that uses discovery); an injected transport gets a registry of its own.
+        verifier = trust.card_verifier() if trust is not None else None
+        self.discovery = LazyRegistry(
             self.namespace,
+            owner=instance,
+            broker=self._name_check_broker,
+            transport=self.transport,
             ttl_s=self.settings.discovery_ttl_s,
-            verifier=trust.card_verifier() if trust is not None else None,
+            verifier=verifier,
         )
-        self.delegator = Delegator(self.name, self.namespace, self.transport, self.registry, self.settings.delegation)
+        # Before discovery starts: nobody known (with the trust it will check cards with).
+        self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
+        self.delegator = Delegator(self.name, self.namespace, self.transport, self.discovery, self.settings.delegation)
         self.presence = CardPresence(
             self.transport,
             self.card_topic,
             self.card_bytes,
-            interval_s=self.settings.card_interval_s,
-            expiry_intervals=self.settings.card_expiry_intervals,
+            heartbeat_topic=get_agent_discovery_topic(self.namespace) if self.settings.sam_heartbeat else None,
+            heartbeat_interval_s=self.settings.card_interval_s,
+            extra_topics=(self.siblings.card_topic,) if self.siblings is not None else (),
         )
         self.methods = AgentMethods(
             agent,
@@ -199,6 +222,12 @@ class AgentService:
         )
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def registry(self) -> DiscoveryRegistry:
+        """The process's registry as this agent sees it; an empty one until discovery started
+        (at start with ``Agent.uses_discovery``, else at the first delegation)."""
+        return self.discovery.current or self._no_registry
 
     def _on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         self.streams.on_event(record, event)
@@ -229,34 +258,41 @@ class AgentService:
             )
         await self._load_tasks()
         await self.agent.setup()
-        topic_filter = self.request_topic
-        if self.settings.shared_subscription:
-            topic_filter = shared_subscription(self.name, self.request_topic)
+        filters = [self.request_topic]
+        if self.siblings is not None:  # new tasks shared with the others, follow-ups of its own
+            filters = [shared_subscription(self.name, self.request_topic), self.siblings.request_topic]
         try:
             # The handler is in place before the CONNACK: a resumed session redelivers at once.
-            subscribing = asyncio.get_running_loop().create_task(
-                self.transport.subscribe(topic_filter, self._on_request, manual_ack=True)
-            )
+            subscribing = asyncio.get_running_loop().create_task(self._subscribe_requests(filters))
             await asyncio.sleep(0)
             try:
                 await self.transport.connect()
             except BaseException:
                 subscribing.cancel()
                 raise
-            subscription = await subscribing
-            await self.registry.start()
+            subscriptions = await subscribing
+            if self.siblings is not None:
+                await self.siblings.start()
+            if self.agent.uses_discovery:
+                await self.discovery.get()
             await self.delegator.start()
             await self.presence.start()
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
+            await self.discovery.close()
             await self.transport.close()
             await self.journal.close()
             raise
-        self._subscription = subscription  # started: stop() has something to stop
+        self._subscriptions = subscriptions  # started: stop() has something to stop
         if self._orphans:
             loop = asyncio.get_running_loop()
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
         log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.url)
+
+    async def _subscribe_requests(self, filters: list[str]) -> list[Subscription]:
+        return list(
+            await asyncio.gather(*(self.transport.subscribe(f, self._on_request, manual_ack=True) for f in filters))
+        )
 
     async def _load_tasks(self) -> None:
         journal = self.journal
@@ -309,10 +345,11 @@ class AgentService:
 
     async def stop(self) -> None:
         """Stop taking requests, cancel and answer in-flight tasks, clear the card, disconnect."""
-        if self.dispatcher.stopping or not hasattr(self, "_subscription"):  # stopped, or never started
+        if self.dispatcher.stopping or not hasattr(self, "_subscriptions"):  # stopped, or never started
             return
         self.dispatcher.stopping = True
-        await self.transport.unsubscribe(self._subscription)
+        for subscription in self._subscriptions:
+            await self.transport.unsubscribe(subscription)
         active = list(self.tasks.active())
         await asyncio.gather(*(self.runner.cancel(r, "the agent is shutting down") for r in active))
         if self._orphan_timer is not None:
@@ -321,8 +358,12 @@ class AgentService:
         await self.dispatcher.drain(_STOP_GRACE_S)
         await self.journal.close()  # stores the last changes and lets their answers go
         await self.answers.drain(_STOP_GRACE_S)  # the answers to the canceled tasks: let them land
-        await self.presence.stop()
-        await self.registry.stop()
+        # A replica clears the shared card only if it is the last one (agents.replicas).
+        keep = (self.card_topic,) if self.siblings is not None and self.siblings.others() else ()
+        await self.presence.stop(keep=keep)
+        if self.siblings is not None:
+            await self.siblings.stop()
+        await self.discovery.close()
         await self.notifier.aclose()
         await self.transport.close()
         await self.agent.teardown()

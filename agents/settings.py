@@ -27,9 +27,11 @@ class DelegationSettings(_Settings):
 class AgentSettings(_Settings):
     """Runtime options of one agent."""
 
-    card_interval_s: float = Field(10.0, gt=0, description="republish the card this often")
-    card_expiry_intervals: int = Field(3, ge=1, description="card Message Expiry, in intervals")
-    discovery_ttl_s: float = Field(60.0, gt=0, description="forget a peer's card not refreshed this long")
+    card_interval_s: float = Field(10.0, gt=0, description="the SAM heartbeat's interval (with sam_heartbeat)")
+    discovery_ttl_s: float = Field(60.0, gt=0, description="forget a SAM agent whose heartbeats stopped this long")
+    sam_heartbeat: bool = Field(
+        False, description="also publish the card on SAM's bare agentcards topic every card_interval_s (SAM meshes)"
+    )
     shared_subscription: bool = Field(False, description="replicas share requests via $share/<agent>/")
     name_check_timeout_s: float | None = Field(
         2.0, gt=0, description="at start, wait this long for a live instance of the name to answer (None: no check)"

@@ -1,10 +1,11 @@
-"""The SQLite task journal: one file per agent instance, written by a thread of its own.
+"""The SQLite task journal: one file per agent instance, written off the event loop.
 
 Changes are collected on the loop and written in batches (group commit): a task changed
 several times in one pass of the loop (an echo task is created and completed in the same
-pass) is serialized and written once. A writer thread commits each batch in one transaction
-and tells the loop, which then runs the :meth:`SqliteJournal.after_durable` callbacks (the
-broker acknowledgements and the held answers) of everything that batch covered.
+pass) is serialized and written once. The process's writer thread (:mod:`agents.journalwriter`,
+one for every journal of the process) commits the batches waiting in one transaction and
+tells the loop, which then runs the :meth:`SqliteJournal.after_durable` callbacks (the broker
+acknowledgements and the held answers) of everything those batches covered.
 
 The bytes handed to the writer but not yet committed are bounded: above ``max_backlog_bytes``
 the journal asks its owner to stop taking work (:meth:`SqliteJournal.on_backlog`; the agent
@@ -22,9 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import queue
 import sqlite3
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agents.journal import LoadedTasks, StoredTask
+from agents.journalwriter import JournalWriter, shared_writer
 from mesh.a2a import Task
 
 if TYPE_CHECKING:
@@ -90,9 +90,9 @@ class SqliteJournal:
         self._resume: Callable[[], None] | None = None
         self._backlogged = False
         self._db: sqlite3.Connection | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._writer: threading.Thread | None = None
-        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        #: The loop the journal tells what is stored (set by :meth:`start`).
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._writer: JournalWriter | None = None
         # The batch being collected on the loop.
         self._dirty: dict[str, TaskRecord] = {}
         self._deleted: list[str] = []
@@ -129,9 +129,8 @@ class SqliteJournal:
         """Start writing (after :meth:`load`), telling ``loop`` what is stored."""
         if self._db is None:
             raise RuntimeError("SqliteJournal.start() before load()")
-        self._loop = loop
-        self._writer = threading.Thread(target=self._write_batches, name=f"journal-{self.agent_name}", daemon=True)
-        self._writer.start()
+        self.loop = loop
+        self._writer = shared_writer()
 
     # ------------------------------------------------------------------ the loop side
 
@@ -168,9 +167,8 @@ class SqliteJournal:
         self._closed = True
         if self._flush_scheduled:
             self._flush()
-        if self._writer is not None:
-            self._queue.put(None)
-            await asyncio.get_running_loop().run_in_executor(None, self._writer.join)
+        if self._writer is not None:  # what was handed over is committed before the file closes
+            await asyncio.wrap_future(self._writer.barrier(self))
             self._writer = None
         if self._db is not None:
             self._db.close()
@@ -178,10 +176,10 @@ class SqliteJournal:
         self._release(self._handed)
 
     def _schedule_flush(self) -> None:
-        if not self._flush_scheduled and self._loop is not None:
+        if not self._flush_scheduled and self.loop is not None:
             self._flush_scheduled = True
             # Two passes later: a task created and finished by the same request is written once.
-            self._loop.call_soon(self._loop.call_soon, self._flush)
+            self.loop.call_soon(self.loop.call_soon, self._flush)
 
     def _flush(self) -> None:
         if not self._flush_scheduled:
@@ -211,9 +209,11 @@ class SqliteJournal:
                 self.backlog_bytes,
             )
             self._pause()
-        self._queue.put(batch)
+        assert self._writer is not None  # a flush is scheduled only once started
+        self._writer.submit(self, batch)
 
-    def _stored_up_to(self, number: int) -> None:
+    def stored_up_to(self, number: int) -> None:
+        """On the loop: the writer committed the batches up to ``number``."""
         self._stored = max(self._stored, number)
         while self._batch_bytes and self._batch_bytes[0][0] <= number:
             self.backlog_bytes -= self._batch_bytes.popleft()[1]
@@ -240,28 +240,12 @@ class SqliteJournal:
 
     # ------------------------------------------------------------------ the writer thread
 
-    def _write_batches(self) -> None:
-        db = self._db
-        loop = self._loop
-        assert db is not None and loop is not None
-        stopping = False
-        while not stopping:
-            batches: list[_Batch] = []
-            item = self._queue.get()
-            while True:
-                if item is None:
-                    stopping = True
-                else:
-                    batches.append(item)
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            if not batches:
-                continue
-            self._commit(db, batches)
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(self._stored_up_to, batches[-1].number)
+    def commit(self, batches: list[object]) -> int:
+        """Commit ``batches`` in one transaction (on the writer thread); the last one's number."""
+        typed = [batch for batch in batches if isinstance(batch, _Batch)]
+        if self._db is not None:
+            self._commit(self._db, typed)
+        return typed[-1].number
 
     def _commit(self, db: sqlite3.Connection, batches: list[_Batch]) -> None:
         try:

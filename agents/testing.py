@@ -121,7 +121,7 @@ class AgentHarness:
             self._started.append(service)
         for peer in self.services:
             if peer != self.agent.name:
-                await self.service.registry.wait_for(peer, self.timeout)
+                await (await self.service.discovery.get()).wait_for(peer, self.timeout)
         await self._client_transport.connect()
 
     async def stop(self) -> None:

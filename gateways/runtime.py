@@ -32,6 +32,7 @@ from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequence
 from mesh.a2a import AgentCard, ErrorCode, RpcError
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
+from mesh.discovery import LazyRegistry
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
@@ -93,6 +94,7 @@ class GatewayRuntime:
         self.namespace = validate_namespace(namespace)
         self.idle_timeout_s = idle_timeout_s
         card_topic = get_gateway_discovery_topic(self.namespace, self.gateway_id)
+        shared_broker = broker if transport is None else None
         if transport is None:
             if broker is None:
                 raise TypeError("GatewayRuntime needs a broker (BrokerSettings) or a transport")
@@ -109,34 +111,46 @@ class GatewayRuntime:
                 self.gateway_id,
                 self.gateway_id,
             )
-        self.registry = DiscoveryRegistry(
-            self.transport,
+        # The process's shared registry (mesh.discovery), leased at start; card_interval_s is
+        # kept for configs that set it: cards are published at start, reconnect and change.
+        verifier = trust.card_verifier() if trust is not None else None
+        self.discovery = LazyRegistry(
             self.namespace,
+            owner=self.gateway_id,
+            broker=shared_broker,
+            transport=self.transport,
             ttl_s=discovery_ttl_s,
-            verifier=trust.card_verifier() if trust is not None else None,
+            verifier=verifier,
         )
+        # Before start: nobody known (with the trust it will check cards with).
+        self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
         self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
-        follow_registry(self.calls, self.registry)  # an agent's card removed fails the calls waiting on it
+        follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
         if trust is not None and trust.signing_key is not None:
             card = _signed(card, trust)
-        self.presence = CardPresence(self.transport, card_topic, card, interval_s=card_interval_s)
+        self.presence = CardPresence(self.transport, card_topic, card)
         self.response_log = response_log
         self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
         self._max_tasks = max_remembered_tasks
 
     async def start(self) -> None:
         await self.transport.connect()
-        await self.registry.start()
+        await self.discovery.get()
         await self.calls.start()
         await self.presence.start()
 
     async def stop(self) -> None:
         await self.presence.stop()
-        await self.registry.stop()
+        await self.discovery.close()
         await self.calls.flush()
         await self.transport.close()
         if self.response_log is not None:
             self.response_log.close()
+
+    @property
+    def registry(self) -> DiscoveryRegistry:
+        """The registry of the agents on the mesh (an empty one before :meth:`start`)."""
+        return self.discovery.current or self._no_registry
 
     # ------------------------------------------------------------------ routing help
 

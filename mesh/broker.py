@@ -5,6 +5,8 @@ Accepted forms::
     mqtt://host[:port]                 plain TCP, port 1883 by default
     mqtt://user:password@host:port     with credentials (percent-encode special characters)
     mqtts://host[:port]                TLS, port 8883 by default; CA / client cert via options
+    mqtt://host:port?keepalive=15      MQTT keepalive in seconds (default 30): a frozen
+                                       component leaves the mesh within 1.5 x keepalive
 
 The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
 (:func:`resolve_broker_url`), defaulting to ``mqtt://localhost:1883``.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from mesh.credentials import password_for
 from mesh.errors import ConfigError
@@ -25,6 +27,8 @@ BROKER_URL_ENV = "MESH_BROKER_URL"
 # Five minutes: covers a broker restart or a network blip, without the broker holding the
 # queue of a component that is gone for good for long.
 DEFAULT_SESSION_EXPIRY_S = 300
+#: MQTT keepalive: the broker drops a silent (frozen) client after 1.5 x this.
+DEFAULT_KEEPALIVE_S = 30
 
 _DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 _TLS_SCHEMES = {"mqtts", "ssl"}
@@ -50,7 +54,7 @@ class BrokerSettings:
     username: str | None = None
     password: str | None = None
     tls: TlsOptions | None = None
-    keepalive_s: int = 30
+    keepalive_s: int = DEFAULT_KEEPALIVE_S
     connect_timeout_s: float = 10.0
     # How long the broker keeps the session (subscriptions, QoS 1 messages queued for us)
     # after the connection is lost (DESIGN, "Delivery guarantees"): answers published while a
@@ -79,10 +83,11 @@ class BrokerSettings:
             port = parts.port or _DEFAULT_PORTS[scheme]
         except ValueError as exc:
             raise ConfigError(f"broker URL {url!r}: bad port ({exc}); use a number 1-65535") from exc
-        if parts.path not in ("", "/") or parts.query or parts.fragment:
+        if parts.path not in ("", "/") or parts.fragment:
             raise ConfigError(
-                f"broker URL {url!r}: unexpected path or query; only mqtt[s]://[user:pass@]host[:port] is accepted"
+                f"broker URL {url!r}: unexpected path; only mqtt[s]://[user:pass@]host[:port][?keepalive=S] is accepted"
             )
+        keepalive_s = _keepalive(url, parts.query)
         if scheme in _TLS_SCHEMES:
             tls = tls or TlsOptions()
         elif tls is not None:
@@ -93,6 +98,7 @@ class BrokerSettings:
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
             tls=tls,
+            keepalive_s=keepalive_s,
         )
         return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]
 
@@ -111,6 +117,18 @@ class BrokerSettings:
         scheme = "mqtts" if self.tls else "mqtt"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{host}:{self.port}"
+
+
+def _keepalive(url: str, query: str) -> int:
+    """``?keepalive=S``: the one option a broker URL carries (seconds, 1-65535)."""
+    keepalive = DEFAULT_KEEPALIVE_S
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name != "keepalive":
+            raise ConfigError(f"broker URL {url!r}: unknown option {name!r}; the only one is ?keepalive=SECONDS")
+        if not value.isdigit() or not 1 <= int(value) <= 65535:
+            raise ConfigError(f"broker URL {url!r}: keepalive={value!r}; use whole seconds from 1 to 65535")
+        keepalive = int(value)
+    return keepalive
 
 
 def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:

@@ -189,6 +189,17 @@ class AgentUnavailableError(MeshError):
         why = why or "its card was removed (it shut down, or its connection died and the broker published its will)"
         return cls(f"agent {agent!r} went away: {why} before it answered", agent=agent, reason="gone")
 
+    @classmethod
+    def instance_gone(cls, agent: str, instance: str, task_id: str | None) -> AgentUnavailableError:
+        """The replica that owns a task is gone: its follow-ups cannot be served elsewhere."""
+        task = f"task {task_id!r}" if task_id else "the task"
+        return cls(
+            f"replica {instance!r} of agent {agent!r}, which owns {task}, is gone (its card was removed or "
+            "nobody listens on its instance topic); the other replicas do not know the task: send it again",
+            agent=agent,
+            reason="gone",
+        )
+
 
 class AgentNameTakenError(MeshError):
     """A live instance already serves this agent name on this namespace (:mod:`mesh.ownership`)."""

@@ -5,7 +5,8 @@ On the wire the mesh uses two kinds of MQTT v5 properties (DESIGN, "Messages on 
 - user properties, string pairs named as in Solace Agent Mesh: ``clientId``, ``userId``,
   ``replyTo``, ``a2aStatusTopic``, ``a2aUserConfig`` (JSON), ``authToken``, ``callDepth``,
   ``timestamp`` (ms) and ``traceparent``; plus ``a2aCallChain`` (JSON list of the agents a
-  delegated request passed through), with which agents refuse call cycles;
+  delegated request passed through), with which agents refuse call cycles; and on answers
+  ``a2aInstance``, the replica that owns the task (its follow-ups go to that instance);
 - native v5 fields: Response Topic, Correlation Data, Content Type, Payload Format Indicator
   and Message Expiry Interval.
 
@@ -29,6 +30,7 @@ CALL_DEPTH = "callDepth"
 TIMESTAMP = "timestamp"
 TRACEPARENT = "traceparent"
 CALL_CHAIN = "a2aCallChain"
+INSTANCE = "a2aInstance"
 
 JSON_CONTENT_TYPE = "application/json"
 
@@ -52,6 +54,7 @@ class MessageProperties:
     timestamp_ms: int | None = None
     traceparent: str | None = None
     call_chain: list[str] | None = None
+    instance: str | None = None
     extra: list[tuple[str, str]] = field(default_factory=list)
 
     correlation_data: bytes | None = None
@@ -82,6 +85,8 @@ class MessageProperties:
             pairs.append((TRACEPARENT, self.traceparent))
         if self.call_chain is not None:
             pairs.append((CALL_CHAIN, json.dumps(self.call_chain, separators=(",", ":"))))
+        if self.instance is not None:
+            pairs.append((INSTANCE, self.instance))
         pairs.extend(self.extra)
         return pairs
 
@@ -175,4 +180,5 @@ _READERS: dict[str, Any] = {
     TIMESTAMP: _set_int("timestamp_ms"),
     TRACEPARENT: _set_str("traceparent"),
     CALL_CHAIN: _set_call_chain,
+    INSTANCE: _set_str("instance"),
 }

@@ -3,11 +3,12 @@
 The registry subscribes to ``{ns}/a2a/v1/discovery/#`` and keeps, per name, the latest card
 and when it was last seen:
 
-- a card on ``.../agentcards/{name}`` or ``.../gatewaycards/{name}`` (retained, refreshed by
-  its owner) adds or refreshes an entry; SAM-style heartbeats on the bare
-  ``.../discovery/agentcards`` topic are accepted too, named by the card;
+- a card on ``.../agentcards/{name}`` or ``.../gatewaycards/{name}`` (retained, published by
+  its owner at start, on reconnect and on change) adds or updates an entry; SAM-style
+  heartbeats on the bare ``.../discovery/agentcards`` topic are accepted too, named by the card;
 - an empty payload on a card topic (the owner's will, or its clean shutdown) removes it;
-- an entry not seen for ``ttl_s`` is removed (its owner froze or lost its will);
+- an entry known only from heartbeats and not seen for ``ttl_s`` is removed (a SAM agent
+  that stopped); retained cards have no TTL: their owner's will removes them;
 - allow / deny fnmatch patterns decide which names are kept at all.
 
 A card is accepted only on the topic of its own name, and only with a valid identifier as
@@ -16,6 +17,10 @@ its name (a heartbeat on the bare topic: its name must be one). With a
 trusted key of its own name, and bare-topic heartbeats are refused (they name no owner a
 broker ACL could check). A refused card leaves the entry already held for its name alone, and
 is logged once per name (until that name is accepted again).
+
+Replicas of an agent also publish ``.../agentcards/{agent}/{instance}`` (retained, cleared by
+each replica's will): the registry keeps the live instances per agent, tells instance
+listeners when one comes or goes, and removes an agent whose last instance card went away.
 
 Changes are reported as :class:`RegistryEvent`\\ s (added / updated / removed) to listeners
 and to :meth:`DiscoveryRegistry.events` iterators.
@@ -39,7 +44,12 @@ from mesh.a2a import AgentCard
 from mesh.errors import AgentNotFoundError, TrustError, short_repr
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
-from topics import get_discovery_subscription_topic, parse_discovery_topic, validate_identifier
+from topics import (
+    get_discovery_subscription_topic,
+    parse_discovery_topic,
+    parse_instance_card_topic,
+    validate_identifier,
+)
 
 if TYPE_CHECKING:
     from mesh.trust import CardVerifier
@@ -92,6 +102,8 @@ class RegistryEvent:
 
 
 Listener = Callable[[RegistryEvent], None]
+#: ``listener(agent, instance, present)``: a replica's card came (True) or went (False).
+InstanceListener = Callable[[str, str, bool], None]
 
 
 class DiscoveryRegistry:
@@ -122,6 +134,8 @@ class DiscoveryRegistry:
         self._verified: dict[tuple[Kind, str], bytes] = {}  # the last card bytes verified per name
         self._entries: dict[tuple[Kind, str], Entry] = {}
         self._listeners: list[Listener] = []
+        self._instances: dict[str, set[str]] = {}
+        self._instance_listeners: list[InstanceListener] = []
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -153,6 +167,18 @@ class DiscoveryRegistry:
 
     def get(self, name: str, kind: Kind = "agent") -> Entry | None:
         return self._entries.get((kind, name))
+
+    def instances(self, name: str) -> list[str]:
+        """The live replicas (instance ids) of agent ``name``; empty for an agent without replicas."""
+        return sorted(self._instances.get(name, ()))
+
+    def add_instance_listener(self, listener: InstanceListener) -> None:
+        """Call ``listener(agent, instance, present)`` when a replica's card comes or goes."""
+        self._instance_listeners.append(listener)
+
+    def remove_instance_listener(self, listener: InstanceListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._instance_listeners.remove(listener)
 
     def agent_names(self) -> list[str]:
         return [e.name for e in self.agents()]
@@ -209,6 +235,7 @@ class DiscoveryRegistry:
             self._raw_listener(message)
         parsed = parse_discovery_topic(self.namespace, message.topic)
         if parsed is None:
+            self._on_instance_card(message)
             return
         kind: Kind = parsed.kind
         if not message.payload:
@@ -237,6 +264,29 @@ class DiscoveryRegistry:
             kind = "gateway"
         if self.allows(name):
             self._upsert(kind, name, card, on_own_topic=parsed.name is not None)
+
+    def _on_instance_card(self, message: InboundMessage) -> None:
+        found = parse_instance_card_topic(self.namespace, message.topic)
+        if found is None or not self.allows(found[0]):
+            return
+        agent, instance = found
+        live = self._instances.setdefault(agent, set())
+        present = bool(message.payload)
+        if present == (instance in live):
+            return
+        if present:
+            live.add(instance)
+        else:
+            live.discard(instance)
+            if not live:
+                del self._instances[agent]
+        for listener in tuple(self._instance_listeners):
+            try:
+                listener(agent, instance, present)
+            except Exception:
+                log.exception("registry instance listener %r failed", listener)
+        if not present and agent not in self._instances:
+            self._remove("agent", agent, "gone")  # its last replica went: nobody serves the name
 
     def _problem(self, topic_name: str | None, card: AgentCard, kind: Kind, payload: bytes, data: Any) -> str | None:
         """Why a card must be refused, or None."""
@@ -298,7 +348,8 @@ class DiscoveryRegistry:
             await asyncio.sleep(period)
             horizon = time.monotonic() - self.ttl_s
             for (kind, name), entry in list(self._entries.items()):
-                if entry._seen_monotonic < horizon:
+                # Only heartbeat-fed entries expire: a retained card leaves by its owner's will.
+                if not entry.on_own_topic and entry._seen_monotonic < horizon:
                     self._remove(kind, name, "expired")
 
 

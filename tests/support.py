@@ -121,7 +121,13 @@ async def wait_until(
 
 
 async def start_agent_process(
-    broker_url: str, namespace: str, name: str = "echo", interval_s: float = 10.0, agent: str = "Echo"
+    broker_url: str,
+    namespace: str,
+    name: str = "echo",
+    interval_s: float = 10.0,
+    agent: str = "Echo",
+    *,
+    replica: bool = False,
 ) -> asyncio.subprocess.Process:
     """An agent of ``tests.agents.service_agents`` (``agent`` names its class) in a process of its
     own (to kill -9), once it has announced itself."""
@@ -134,7 +140,8 @@ async def start_agent_process(
         from tests.agents.service_agents import {agent}
         async def main():
             service = AgentService({agent}(name={name!r}), broker=BrokerSettings.from_url({broker_url!r}),
-                                   namespace={namespace!r}, settings=AgentSettings(card_interval_s={interval_s}))
+                                   namespace={namespace!r}, settings=AgentSettings(card_interval_s={interval_s},
+                                                                          shared_subscription={replica}))
             await service.start()
             print("ready", flush=True)
             await asyncio.Event().wait()

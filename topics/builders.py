@@ -21,6 +21,8 @@ __all__ = [
     "A2A_BASE",
     "AGENT_CARDS_TOPIC",
     "AGENT_CARD_TOPIC",
+    "AGENT_INSTANCE_CARD_TOPIC",
+    "AGENT_INSTANCE_REQUEST_TOPIC",
     "AGENT_REQUEST_TOPIC",
     "AGENT_RESPONSE_TOPIC",
     "AGENT_STATUS_TOPIC",
@@ -34,6 +36,8 @@ __all__ = [
     "DiscoveryTopic",
     "get_a2a_base_topic",
     "get_agent_discovery_topic",
+    "get_agent_instance_discovery_topic",
+    "get_agent_instance_request_topic",
     "get_agent_request_topic",
     "get_agent_response_subscription_topic",
     "get_agent_response_topic",
@@ -49,10 +53,13 @@ __all__ = [
     "get_gateway_status_topic",
     "get_peer_agent_status_topic",
     "parse_discovery_topic",
+    "parse_instance_card_topic",
 ]
 
 A2A_BASE = TopicTemplate("{namespace}/a2a/v1")
 AGENT_REQUEST_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/request/{agent_name}")
+# One replica's own request topic: follow-ups for the tasks it owns.
+AGENT_INSTANCE_REQUEST_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/request/{agent_name}/{instance}")
 AGENT_RESPONSE_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/response/{delegating_agent_name}/{sub_task_id}")
 AGENT_STATUS_TOPIC = TopicTemplate("{namespace}/a2a/v1/agent/status/{delegating_agent_name}/{sub_task_id}")
 GATEWAY_RESPONSE_TOPIC = TopicTemplate("{namespace}/a2a/v1/gateway/response/{gateway_id}/{task_id}")
@@ -61,6 +68,8 @@ CLIENT_RESPONSE_TOPIC = TopicTemplate("{namespace}/a2a/v1/client/response/{clien
 CLIENT_STATUS_TOPIC = TopicTemplate("{namespace}/a2a/v1/client/status/{client_id}/{task_id}")
 # Retained, one per agent / gateway; the bare SAM topics carry non-retained heartbeats.
 AGENT_CARD_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/agentcards/{agent_name}")
+# One replica's card (retained, cleared by its will); the shared card is cleared by the last one.
+AGENT_INSTANCE_CARD_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/agentcards/{agent_name}/{instance}")
 GATEWAY_CARD_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/gatewaycards/{gateway_id}")
 AGENT_CARDS_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/agentcards")
 GATEWAY_CARDS_TOPIC = TopicTemplate("{namespace}/a2a/v1/discovery/gatewaycards")
@@ -75,6 +84,11 @@ def get_a2a_base_topic(namespace: str) -> str:
 def get_agent_request_topic(namespace: str, agent_name: str) -> str:
     """``{ns}/a2a/v1/agent/request/{agent_name}``: where an agent receives tasks."""
     return AGENT_REQUEST_TOPIC.build(namespace=namespace, agent_name=agent_name)
+
+
+def get_agent_instance_request_topic(namespace: str, agent_name: str, instance: str) -> str:
+    """``{ns}/a2a/v1/agent/request/{agent_name}/{instance}``: one replica's follow-ups."""
+    return AGENT_INSTANCE_REQUEST_TOPIC.build(namespace=namespace, agent_name=agent_name, instance=instance)
 
 
 def get_agent_response_topic(namespace: str, delegating_agent_name: str, sub_task_id: str) -> str:
@@ -154,6 +168,19 @@ def get_agent_discovery_topic(namespace: str, agent_name: str | None = None) -> 
     if agent_name is None:
         return AGENT_CARDS_TOPIC.build(namespace=namespace)
     return AGENT_CARD_TOPIC.build(namespace=namespace, agent_name=agent_name)
+
+
+def get_agent_instance_discovery_topic(namespace: str, agent_name: str, instance: str) -> str:
+    """``{ns}/a2a/v1/discovery/agentcards/{agent_name}/{instance}``: one replica's card."""
+    return AGENT_INSTANCE_CARD_TOPIC.build(namespace=namespace, agent_name=agent_name, instance=instance)
+
+
+def parse_instance_card_topic(namespace: str, topic: str) -> tuple[str, str] | None:
+    """``(agent, instance)`` of a replica's card topic in ``namespace``, else ``None``."""
+    params = AGENT_INSTANCE_CARD_TOPIC.match(topic)
+    if params is None or params["namespace"] != validate_namespace(namespace):
+        return None
+    return params["agent_name"], params["instance"]
 
 
 def get_gateway_discovery_topic(namespace: str, gateway_id: str | None = None) -> str:

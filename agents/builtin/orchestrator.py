@@ -292,6 +292,7 @@ class OrchestratorAgent(Agent):
     """
 
     name = "orchestrator"
+    uses_discovery = True  # matches requests against ctx.peers()
     description = (
         "Routes a request to the agents whose skills match it, asks them in parallel, and combines "
         "their answers with attribution. Name agents or skills (echo, countdown, math...) or include "

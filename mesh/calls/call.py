@@ -67,11 +67,13 @@ class Call:
         "_deadline",
         "_failure",
         "_inbox",
+        "_new_task",
         "_payload",
         "_state",
         "_waiter",
         "agent",
         "correlation",
+        "instance",
         "key",
         "method",
         "options",
@@ -92,6 +94,9 @@ class Call:
         self.status_topic = path.status_topic(self.key)
         #: The remote task this call is about, as far as known (updated from every answer).
         self.task_id = _named_task(method, params) or (self.key if method in SEND_METHODS else None)
+        #: The replica that owns the task (a2aInstance of its answers), if the agent has replicas.
+        self.instance: str | None = None
+        self._new_task = method in SEND_METHODS and self.task_id == self.key
         self._payload = request_bytes(method, self.key, params)
         self._inbox: deque[tuple[bool, InboundMessage]] = deque()
         self._waiter: asyncio.Future[bool] | None = None
@@ -154,6 +159,13 @@ class Call:
     # ------------------------------------------------------------------ internals
 
     def _deliver(self, final: bool, message: InboundMessage) -> None:
+        instance = message.properties.instance
+        if instance is not None:
+            self.instance = instance
+            # The replica that took a new task owns it (a follow-up's answer may be a stranger's
+            # "task not found").
+            if self._new_task and self.task_id is not None:
+                self.path.learned_owner(self.agent, self.task_id, instance)
         self._inbox.append((final, message))
         self._wake(True)
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from mesh.errors import MeshError
-from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.registry import InstanceListener, Listener, RegistryEvent
 from mesh.transport import InboundMessage, Subscription
-from topics import get_agent_discovery_topic
+from topics import get_agent_discovery_topic, parse_instance_card_topic
 
 if TYPE_CHECKING:
     from mesh.calls.path import CallPath
@@ -38,7 +39,13 @@ __all__ = ["CardWatch", "follow_registry"]
 log = logging.getLogger(__name__)
 
 
-def follow_registry(calls: CallPath, registry: DiscoveryRegistry) -> None:
+class _Events(Protocol):
+    def add_listener(self, listener: Listener) -> None: ...
+
+    def add_instance_listener(self, listener: InstanceListener) -> None: ...
+
+
+def follow_registry(calls: CallPath, registry: _Events) -> None:
     """Fail ``calls``' calls to an agent as soon as ``registry`` reports its card removed."""
 
     def on_change(event: RegistryEvent) -> None:
@@ -51,7 +58,14 @@ def follow_registry(calls: CallPath, registry: DiscoveryRegistry) -> None:
             why = None if event.reason == "gone" else f"its card {event.reason} (not refreshed in time)"
             calls.agent_gone(event.name, why)
 
+    def on_instance(agent: str, instance: str, present: bool) -> None:
+        if present:
+            calls.instance_back(agent, instance)
+        else:
+            calls.instance_gone(agent, instance)
+
     registry.add_listener(on_change)
+    registry.add_instance_listener(on_instance)
 
 
 class CardWatch:
@@ -71,7 +85,7 @@ class CardWatch:
         if watching is None:
             topic = get_agent_discovery_topic(self.calls.namespace, agent)  # validates the name
             handler = functools.partial(self._on_card, agent)
-            watching = asyncio.ensure_future(self.calls.transport.subscribe(topic, handler))
+            watching = asyncio.ensure_future(self._subscribe(topic, handler))
             self._watching[agent] = watching
         if watching.done() and not watching.cancelled() and watching.exception() is None:
             return
@@ -81,6 +95,22 @@ class CardWatch:
             if self._watching.get(agent) is watching:
                 del self._watching[agent]  # the next call tries again
             log.warning("%s: cannot watch the card of agent %s: %s", self.calls.owner, agent, exc)
+
+    async def _subscribe(self, topic: str, handler: Callable[[InboundMessage], None]) -> Subscription:
+        # The agent's card and its replicas' cards (.../agentcards/{agent}/{instance}).
+        transport = self.calls.transport
+        replicas = transport.subscribe(f"{topic}/+", self._on_instance_card)
+        subscription, _ = await asyncio.gather(transport.subscribe(topic, handler), replicas)
+        return subscription
+
+    def _on_instance_card(self, message: InboundMessage) -> None:
+        found = parse_instance_card_topic(self.calls.namespace, message.topic)
+        if found is None:
+            return
+        if message.payload:
+            self.calls.instance_back(*found)
+        else:
+            self.calls.instance_gone(*found)
 
     def _on_card(self, agent: str, message: InboundMessage) -> None:
         if not message.payload:  # the retained card was cleared: will or shutdown

@@ -11,11 +11,13 @@ from typing import Literal
 
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.calls.answers import Answer
-from mesh.calls.call import Call, CallOptions, Params
+from mesh.calls.call import SEND_METHODS, Call, CallOptions, Params
+from mesh.calls.owners import Owners
 from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, Transport
 from topics import (
+    get_agent_instance_request_topic,
     get_agent_request_topic,
     get_agent_response_subscription_topic,
     get_agent_status_subscription_topic,
@@ -74,6 +76,9 @@ class CallPath:
         self._offline = False
         self._resumed_at = -math.inf
         self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
+        # Replicas: the instance that owns each task; follow-ups go to its instance topic.
+        self.owners = Owners(self)
+        self.gone_settle_s = GONE_SETTLE_S
         transport.add_disconnect_listener(self._went_offline)
         transport.add_connect_listener(self._came_back)
 
@@ -153,6 +158,25 @@ class CallPath:
         if unconfirmed is not None:
             unconfirmed.cancel()
 
+    def owner_of(self, agent: str, task_id: str) -> str | None:
+        """The replica of ``agent`` that owns ``task_id``, as its answers said (``None``: not known)."""
+        return self.owners.owner_of(agent, task_id)
+
+    def learned_owner(self, agent: str, task_id: str, instance: str) -> None:
+        self.owners.learned(agent, task_id, instance)
+
+    def instance_gone(self, agent: str, instance: str) -> None:
+        """A replica's card was removed: fail its calls (see :mod:`mesh.calls.owners`)."""
+        self.owners.gone(agent, instance)
+
+    def instance_back(self, agent: str, instance: str) -> None:
+        """A replica's card is there."""
+        self.owners.back(agent, instance)
+
+    def maybe_restarted(self) -> bool:
+        """Whether a card removal now may be the broker's restart rather than its owner's end."""
+        return self._maybe_restarted()
+
     def _settled(self, agent: str, why: str | None) -> None:
         del self._unconfirmed_gone[agent]
         if self._maybe_restarted():  # our own connection dropped meanwhile: the broker's shutdown
@@ -212,9 +236,13 @@ class CallPath:
             content_type=JSON_CONTENT_TYPE,
             payload_format_utf8=True,
         )
+        owner = self.owners.owner_of(agent, task_id)
         try:
+            topic = get_agent_request_topic(self.namespace, agent)
+            if owner is not None:
+                topic = get_agent_instance_request_topic(self.namespace, agent, owner)
             ack = self.transport.publish_nowait(
-                get_agent_request_topic(self.namespace, agent),
+                topic,
                 request_bytes("tasks/cancel", cancel_key, TaskIdParams(id=task_id)),
                 properties=props,
             )
@@ -239,7 +267,8 @@ class CallPath:
     async def _send(self, call: Call) -> None:
         if call._state != "new":
             raise RuntimeError(f"{call!r} was already sent; make a new call with CallPath.call()")
-        topic = get_agent_request_topic(self.namespace, call.agent)  # validates the agent's name
+        # A new task goes to the agent's (shared) topic; a follow-up to the replica that owns it.
+        topic = self.owners.route(call, call.method not in SEND_METHODS or call.task_id != call.key)
         if self._started is None or not self._started.done():
             await self.start()
         options = call.options
@@ -304,5 +333,8 @@ def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:
     if ack.cancelled() or (error := ack.exception()) is None:
         return
     if isinstance(error, NoSubscribersError):  # PUBACK 0x10: nobody subscribes to the request topic
-        error = AgentUnavailableError.not_listening(call.agent, error.topic)
+        if call.instance is not None:  # the replica that owns the task is gone
+            error = AgentUnavailableError.instance_gone(call.agent, call.instance, call.task_id)
+        else:
+            error = AgentUnavailableError.not_listening(call.agent, error.topic)
     call.fail(error)

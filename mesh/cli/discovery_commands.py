@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -90,24 +90,31 @@ async def _agents(args: argparse.Namespace) -> int:
     if not entries:
         what = "agents or gateways" if args.gateways else "agents"
         print(f"no {what} on namespace {namespace!r} at {settings.url} (waited {args.wait:g} s)", file=sys.stderr)
+    replicas = {e.name: len(registry.instances(e.name)) for e in entries if e.kind == "agent"}
     if args.json:
-        print(json.dumps([entry_json(e) for e in entries], indent=2, ensure_ascii=False))
+        print(json.dumps([entry_json(e, replicas.get(e.name)) for e in entries], indent=2, ensure_ascii=False))
     elif entries:
-        print(agents_table(entries, now=time.time(), with_kind=args.gateways))
+        print(agents_table(entries, now=time.time(), with_kind=args.gateways, replicas=replicas))
     return EXIT_OK
 
 
-def entry_json(entry: Entry) -> dict[str, Any]:
-    return {
+def entry_json(entry: Entry, replicas: int | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
         "kind": entry.kind,
         "name": entry.name,
         "lastSeen": utc_iso(entry.last_seen, timespec="milliseconds"),
         "card": entry.card.to_wire_dict(),
     }
+    if replicas:  # an agent run as replicas: how many have their instance card up
+        data["replicas"] = replicas
+    return data
 
 
-def agents_table(entries: Sequence[Entry], *, now: float, with_kind: bool = False) -> str:
-    """Columns NAME, DESCRIPTION, SKILLS, STREAMING, LAST SEEN (KIND first with ``with_kind``)."""
+def agents_table(
+    entries: Sequence[Entry], *, now: float, with_kind: bool = False, replicas: Mapping[str, int] | None = None
+) -> str:
+    """Columns NAME, DESCRIPTION, SKILLS, STREAMING, LAST SEEN (KIND first with ``with_kind``),
+    and REPLICAS when an agent runs as replicas (their count; 1 for the others)."""
     header = ["NAME", "DESCRIPTION", "SKILLS", "STREAMING", "LAST SEEN"]
     rows = [
         [
@@ -119,6 +126,10 @@ def agents_table(entries: Sequence[Entry], *, now: float, with_kind: bool = Fals
         ]
         for e in entries
     ]
+    if replicas and any(replicas.values()):
+        header.insert(1, "REPLICAS")
+        for entry, row in zip(entries, rows, strict=True):
+            row.insert(1, str(replicas.get(entry.name) or 1) if entry.kind == "agent" else "-")
     if with_kind:
         header.insert(0, "KIND")
         for entry, row in zip(entries, rows, strict=True):

@@ -273,7 +273,8 @@ def test_settings_errors_have_full_key_paths(ctx: BuildContext) -> None:
 def test_settings_value_from_env_that_does_not_parse(ctx: BuildContext) -> None:
     assert error_of({"class": f"{SAMPLES}:Greeter", "card_interval_s": "soon"}, ctx) == (
         "agents.yaml: agents[0].card_interval_s: input should be a valid number, unable to parse string "
-        "as a number, got 'soon'; set card_interval_s to a valid value (republish the card this often)"
+        "as a number, got 'soon'; set card_interval_s to a valid value "
+        "(the SAM heartbeat's interval (with sam_heartbeat))"
     )
 
 

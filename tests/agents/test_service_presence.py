@@ -31,30 +31,32 @@ async def first_message_on(transport: MqttTransport, topic: str) -> bytes:
     return first.payload
 
 
-async def test_card_is_retained_with_an_expiry_and_names_the_request_topic(
+async def test_card_is_retained_without_an_expiry_and_names_the_request_topic(
     serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str, broker_settings: BrokerSettings
 ) -> None:
-    await serve_agent(Echo(), AgentSettings(card_interval_s=10, card_expiry_intervals=3))
+    await serve_agent(Echo())
     watcher = await make_transport()
     inbox = Inbox()
     await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
     [message] = await inbox.wait_for(1)
     assert message.retain
-    assert message.properties.message_expiry_s is not None and 25 <= message.properties.message_expiry_s <= 30
+    assert message.properties.message_expiry_s is None  # liveness is keepalive + will, not a TTL
     card = AgentCard.model_validate_json(message.payload)
     assert card.name == "echo" and card.skills[0].id == "echo"
     assert card.url == f"{broker_settings.url}/{namespace}/a2a/v1/agent/request/echo"
     assert card.capabilities.streaming and card.capabilities.push_notifications
 
 
-async def test_card_is_republished_every_interval(
+async def test_sam_heartbeat_publishes_the_card_on_the_bare_topic_every_interval(
     serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str
 ) -> None:
-    await serve_agent(Echo(), AgentSettings(card_interval_s=0.2))
     watcher = await make_transport()
     inbox = Inbox()
-    await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
-    await inbox.wait_for(3, timeout=5)  # the retained one, then two refreshes
+    await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards", inbox)
+    await serve_agent(Echo(), AgentSettings(sam_heartbeat=True, card_interval_s=0.2))
+    messages = await inbox.wait_for(3, timeout=5)
+    assert not any(m.retain for m in messages)
+    assert AgentCard.model_validate_json(messages[-1].payload).name == "echo"
 
 
 async def test_clean_stop_clears_the_card(

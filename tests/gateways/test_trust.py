@@ -48,7 +48,8 @@ async def test_the_agent_sees_the_user_the_gateway_authenticated_as_verified(
     await gateway.start()
     try:
         await gateway.runtime.registry.wait_for("whoami", 5)  # the agent's card is signed: accepted
-        gateway_seen = await agent.registry.wait_for("http", 5, kind="gateway")  # and the gateway's
+        registry = await agent.discovery.get()  # the agent's discovery, as its first delegation starts it
+        gateway_seen = await registry.wait_for("http", 5, kind="gateway")  # and the gateway's
         assert gateway_seen.card.signatures
         response = await call(
             http, f"{gateway.public_url}/a2a", "message/send", {"message": message()}, headers={"X-API-Key": SECRET}

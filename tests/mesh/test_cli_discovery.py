@@ -218,3 +218,18 @@ async def test_an_unreachable_broker_exits_3_with_a_message(command: list[str]) 
 async def test_a_bad_namespace_exits_2(broker_url: str) -> None:
     result = await mesh("watch", "--namespace", "a/+/b", "--broker", broker_url)
     assert result.code == 2 and "a/+/b" in result.stderr
+
+
+async def test_agents_counts_the_replicas_of_an_agent(
+    serve: Serve, serve_agent: ServeAgent, env: dict[str, str]
+) -> None:
+    await serve("solo")
+    for _ in range(3):
+        await serve_agent(Echo(name="many"), AgentSettings(shared_subscription=True))
+    listed = await mesh("agents", **env)
+    assert listed.code == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert rows[0][:2] == ["NAME", "REPLICAS"]
+    assert [row[:2] for row in rows[1:]] == [["many", "3"], ["solo", "1"]]
+    as_json = await mesh("agents", "--json", **env)
+    assert [(e["name"], e.get("replicas")) for e in json.loads(as_json.stdout)] == [("many", 3), ("solo", None)]

@@ -79,16 +79,7 @@ async def test_a_new_agent_appears_within_a_second_and_a_killed_one_leaves_withi
     assert watch.registry.get("worker") is None
 
 
-async def test_an_agent_that_freezes_leaves_after_the_ttl(watch: Watch, broker_url: str, namespace: str) -> None:
-    proc = await start_agent_process(broker_url, namespace, "sleepy", interval_s=0.2)
-    try:
-        await watch.next("added", "sleepy", timeout=1.0)
-        proc.send_signal(signal.SIGSTOP)  # alive to TCP, silent: no will, no refresh
-        removed = await watch.next("removed", "sleepy", timeout=1.0 + 1.0)  # TTL 1 s + one sweep
-        assert removed.reason == "expired"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+# A frozen agent leaves by keepalive + will, not by a TTL: tests/mesh/test_discovery.py.
 
 
 async def test_sam_heartbeats_on_the_bare_topic_and_gateway_cards(

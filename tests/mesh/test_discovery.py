@@ -1,0 +1,171 @@
+"""Discovery in O(changes): one shared registry per process, started on need; no idle traffic;
+liveness by keepalive + will; a TTL only for SAM heartbeats."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from agents import AgentSettings
+from mesh.a2a import Task
+from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
+from mesh.discovery import lease_registry, shared_registry_count
+from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.transport import MqttTransport
+from tests.agents.service_agents import Echo, Relay
+from tests.conftest import ServeAgent, TransportFactory
+from tests.support import Inbox, start_agent_process, wait_until
+
+#: How often Mosquitto 2.0.x checks keepalives (src/keepalive.c), beyond the 1.5 x keepalive.
+MOSQUITTO_KEEPALIVE_CHECK_S = 6
+
+
+class Watching(Echo):
+    """An echo that reads ``ctx.peers()``: its registry starts with it."""
+
+    uses_discovery = True
+
+
+def count_discovery_subscriptions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every subscription to a discovery tree made from now on by any MqttTransport of the process."""
+    made: list[str] = []
+    original = MqttTransport.subscribe
+
+    async def subscribe(self: MqttTransport, topic_filter: str, *args: Any, **kwargs: Any) -> Any:
+        if topic_filter.endswith("/discovery/#"):
+            made.append(topic_filter)
+        return await original(self, topic_filter, *args, **kwargs)
+
+    monkeypatch.setattr(MqttTransport, "subscribe", subscribe)
+    return made
+
+
+async def test_fifty_agents_share_one_registry_with_one_subscription(
+    serve_agent: ServeAgent, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subscriptions = count_discovery_subscriptions(monkeypatch)
+    services = await asyncio.gather(
+        *(serve_agent(Watching(name=f"w{i}"), AgentSettings(task_store=":memory:")) for i in range(50))
+    )
+    assert subscriptions == [f"{namespace}/a2a/v1/discovery/#"]
+    assert shared_registry_count() == 1
+    registry = services[0].discovery.current
+    assert registry is not None and all(s.discovery.current is registry for s in services)
+    changed = asyncio.Event()
+    registry.add_listener(lambda _e: changed.set())
+    await wait_until(lambda: len(registry.agents()) == 50, changed, 10, lambda: f"{len(registry.agents())} cards")
+    for service in services[:49]:
+        await service.stop()
+    assert shared_registry_count() == 1  # the last one still holds it
+    await services[49].stop()
+    assert shared_registry_count() == 0
+
+
+async def test_an_agent_that_never_delegates_runs_no_registry(
+    serve_agent: ServeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subscriptions = count_discovery_subscriptions(monkeypatch)
+    service = await serve_agent(Echo(), AgentSettings(task_store=":memory:"))
+    assert service.discovery.current is None and shared_registry_count() == 0 and subscriptions == []
+
+
+async def test_leases_of_one_broker_and_namespace_share_a_registry(
+    broker_settings: BrokerSettings, namespace: str
+) -> None:
+    first, second = await asyncio.gather(
+        lease_registry(broker_settings, namespace, owner="a"), lease_registry(broker_settings, namespace, owner="b")
+    )
+    other = await lease_registry(broker_settings, f"{namespace}/other", owner="c")
+    try:
+        assert first.registry is second.registry and other.registry is not first.registry
+        assert shared_registry_count() == 2
+    finally:
+        for lease in (first, second, other):
+            await lease.release()
+    assert shared_registry_count() == 0
+
+
+async def test_an_idle_mesh_sends_nothing_on_the_discovery_topics(
+    serve_agent: ServeAgent, make_transport: TransportFactory, namespace: str
+) -> None:
+    # A short card_interval_s: it paces only the SAM heartbeat, which is off.
+    settings = AgentSettings(task_store=":memory:", card_interval_s=0.2)
+    for i in range(3):
+        await serve_agent(Echo(name=f"e{i}"), settings)
+    await serve_agent(Watching(name="watching"), settings)
+    watcher = await make_transport()
+    inbox = Inbox()
+    await watcher.subscribe(f"{namespace}/a2a/v1/discovery/#", inbox)
+    retained = await inbox.wait_for(4)
+    assert all(m.retain for m in retained)
+    # Measuring a quiet window, not waiting for a race: anything in it is steady-state traffic.
+    await asyncio.sleep(3)
+    assert len(inbox.messages) == 4, [m.topic for m in inbox.messages[4:]]
+
+
+async def test_a_frozen_agent_process_leaves_within_one_and_a_half_keepalives(
+    make_transport: TransportFactory, namespace: str, broker_url: str
+) -> None:
+    keepalive = 2
+    watcher = await make_transport()
+    inbox = Inbox()
+    await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
+    proc = await start_agent_process(f"{broker_url}?keepalive={keepalive}", namespace)
+    try:
+        await inbox.wait_for(1)
+        frozen_at = time.monotonic()
+        proc.send_signal(signal.SIGSTOP)
+        messages = await inbox.wait_for(2, timeout=10)
+        left_after = time.monotonic() - frozen_at
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(signal.SIGCONT)
+        await proc.wait()
+    assert messages[-1].payload == b""
+    # Mosquitto drops a client silent for 1.5 x keepalive; 2.0.x looks only every 5-6 s
+    # (keepalive__check: "last_keepalive_check + 5 < now") on a clock of whole seconds.
+    assert left_after <= 1.5 * keepalive + MOSQUITTO_KEEPALIVE_CHECK_S + 1, left_after
+
+
+async def test_only_cards_known_from_sam_heartbeats_expire(make_transport: TransportFactory, namespace: str) -> None:
+    publisher = await make_transport()
+    card = Echo(name="sam").card(url="mqtt://x", push_notifications=False).to_json_bytes()
+    retained = Echo(name="kept").card(url="mqtt://x", push_notifications=False).to_json_bytes()
+    await publisher.publish(f"{namespace}/a2a/v1/discovery/agentcards/kept", retained, retain=True)
+    registry = DiscoveryRegistry(await make_transport(), namespace, ttl_s=0.5)
+    removed: list[RegistryEvent] = []
+    changed = asyncio.Event()
+
+    def on_event(event: RegistryEvent) -> None:
+        if event.type == "removed":
+            removed.append(event)
+        changed.set()
+
+    registry.add_listener(on_event)
+    await registry.start()
+    try:
+        await publisher.publish(f"{namespace}/a2a/v1/discovery/agentcards", card)  # a SAM heartbeat
+        await registry.wait_for("sam", 5)
+        await wait_until(lambda: bool(removed), changed, 5)
+        assert [(e.name, e.reason) for e in removed] == [("sam", "expired")]
+        assert registry.get("kept") is not None
+    finally:
+        await registry.stop()
+        await publisher.publish(f"{namespace}/a2a/v1/discovery/agentcards/kept", b"", retain=True)
+
+
+async def test_a_delegating_agent_starts_the_shared_registry_on_first_use(
+    serve_agent: ServeAgent, broker_settings: BrokerSettings, namespace: str
+) -> None:
+    await serve_agent(Echo(), AgentSettings(task_store=":memory:"))
+    relay = await serve_agent(Relay(name="relay", next_agent="echo"), AgentSettings(task_store=":memory:"))
+    assert relay.discovery.current is None and shared_registry_count() == 0
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        task = await client.send("relay", "hi")
+    assert isinstance(task, Task) and task.status.state == "completed"
+    assert relay.discovery.current is not None and shared_registry_count() == 1
