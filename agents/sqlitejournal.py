@@ -244,7 +244,10 @@ class SqliteJournal:
         """Commit ``batches`` in one transaction (on the writer thread); the last one's number."""
         typed = [batch for batch in batches if isinstance(batch, _Batch)]
         if self._db is not None:
-            self._commit(self._db, typed)
+            try:
+                self._commit(self._db, typed)
+            except Exception:  # a bug, not the disk: still report them done, or acks would wait forever
+                log.exception("%s: writing tasks to %s failed", self.agent_name, self.path)
         return typed[-1].number
 
     def _commit(self, db: sqlite3.Connection, batches: list[_Batch]) -> None:
