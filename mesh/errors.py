@@ -28,6 +28,8 @@ Messages name the bad value and say what to do about it.
 
 from __future__ import annotations
 
+import difflib
+
 
 def short_repr(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters, its closing quote or bracket kept: how an
@@ -152,9 +154,11 @@ class AgentNotFoundError(MeshError, LookupError):
 
     def __init__(self, agent: str, available: list[str], *, waited_s: float, namespace: str) -> None:
         listing = ", ".join(sorted(available)) if available else "none"
+        close = difflib.get_close_matches(agent, available, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
         super().__init__(
-            f"unknown agent {agent!r}: no card in namespace {namespace!r} within {waited_s:g} s; "
-            f"agents on the mesh: {listing}"
+            f"unknown agent {agent!r}: no card in namespace {namespace!r} within {waited_s:g} s{hint} "
+            f"(agents on the mesh: {listing})"
         )
         self.agent = agent
         self.available = available

@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from mesh.cli import broker_commands, client_commands, discovery_commands, keys_command, run_commands
-from mesh.cli.common import EXIT_INTERRUPTED, Command, describe, exit_code_for, fail
+from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
+from mesh.version import __version__
 
 __all__ = ["COMMANDS_GROUP", "build_parser", "main"]
 
@@ -28,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run AI agents on an MQTT v5 broker and talk to them (A2A over MQTT).",
         epilog="Exit codes: 0 ok, 1 task not completed, 2 usage, 3 broker, 4 unknown agent, 5 timeout, 6 agent error.",
     )
+    parser.add_argument("--version", action="version", version=f"mesh {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_commands.register(subparsers)
     client_commands.register(subparsers)
@@ -49,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(handler(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `mesh ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except Exception as exc:
         code = exit_code_for(exc)
         if code is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState
 from mesh.cli.common import (
@@ -15,6 +16,7 @@ from mesh.cli.common import (
 )
 from mesh.cli.render import answer_text, as_json, event_line, task_summary
 from mesh.client import MeshClient, StreamItem
+from mesh.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +26,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Send TEXT to AGENT (message/send, or message/stream with --stream) and print the answer.",
     )
     send.add_argument("agent", help="the agent's name")
-    send.add_argument("text", help="the message text")
+    send.add_argument(
+        "text",
+        nargs="+",
+        help="the message text: several words are joined with spaces; '-' reads standard input, @FILE a file",
+    )
     send.add_argument("--stream", "-s", action="store_true", help="print status and artifact events as they come")
     send.add_argument("--context", "-c", metavar="ID", help="contextId: continue a conversation")
     send.add_argument("--task", "-t", metavar="ID", help="taskId: answer a task that is input-required")
@@ -60,7 +66,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action.set_defaults(handler=_TASK_COMMANDS[name])
 
 
+def message_text(words: list[str]) -> str:
+    """The text of ``mesh send``: the words, standard input (``-``) or a file (``@FILE``)."""
+    if words == ["-"]:
+        return sys.stdin.read()
+    if len(words) == 1 and words[0].startswith("@") and len(words[0]) > 1:
+        path = Path(words[0][1:])
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the message text from {path}: {exc}; give a UTF-8 text file") from exc
+    return " ".join(words)
+
+
 async def _send(args: argparse.Namespace) -> int:
+    args.text = message_text(args.text)
     async with MeshClient.connect(client_settings(args), args.namespace) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
         if args.stream:
