@@ -30,6 +30,7 @@ from mesh.errors import ConfigError, ConnectError
 from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
 from mesh.sections import build_many
+from topics import validate_namespace
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     run.add_argument("files", nargs="+", type=Path, metavar="FILE", help="mesh config file (YAML)")
     run.add_argument("--log-level", choices=LOG_LEVELS, help="override the files' log_level")
+    run.add_argument(
+        "--namespace", "-n", metavar="NS", help="run every component on this namespace, whatever the files say"
+    )
     add_connection_options(run, namespace=False)
     run.set_defaults(handler=_run)
 
@@ -78,6 +82,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def _run(args: argparse.Namespace) -> int:
     configs = load_many(args.files)
+    if args.namespace is not None:
+        try:
+            namespace = validate_namespace(args.namespace)
+        except ValueError as exc:
+            raise ConfigError(f"--namespace: {exc}") from exc
+        configs = [dataclasses.replace(config, namespace=namespace) for config in configs]
     if not any(entries for config in configs for entries in config.sections.values()):
         names = ", ".join(str(f) for f in args.files)
         raise ConfigError(f"{names}: nothing to run; add an 'agents:' or 'gateways:' section")

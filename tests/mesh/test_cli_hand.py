@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
 from mesh.version import __version__
 from tests.conftest import ServeAgent
-from tests.mesh.cli_process import mesh, mesh_env
+from tests.mesh.cli_process import mesh, mesh_env, start_mesh
 
 
 async def test_send_takes_several_words_stdin_or_a_file(
@@ -68,3 +69,19 @@ async def test_a_closed_pipe_ends_the_command_quietly(
     assert out.count(b"\n") == 1
     assert proc.returncode == 0, errors.read_text()
     assert "Traceback" not in errors.read_text() and "BrokenPipe" not in errors.read_text()
+
+
+async def test_run_takes_a_namespace_over_the_files(broker_url: str, namespace: str, tmp_path: Path) -> None:
+    config = tmp_path / "agents.yaml"
+    config.write_text(
+        f"namespace: elsewhere\nbroker: {broker_url}\nagents:\n  - class: agents.builtin.echo:EchoAgent\n"
+    )
+    run = await start_mesh("run", str(config), "--namespace", namespace)
+    try:
+        await run.wait_for_line("running agent echo")
+        sent = await mesh("send", "echo", "here", MESH_BROKER_URL=broker_url, MESH_NAMESPACE=namespace)
+        assert (sent.code, sent.stdout) == (0, "here\n"), sent.stderr
+    finally:
+        assert await run.stop(signal.SIGTERM) == 0, run.output
+    bad = await mesh("run", str(config), "--namespace", "a/#")
+    assert bad.code == 2 and "--namespace" in bad.stderr and "Traceback" not in bad.stderr
