@@ -38,6 +38,7 @@ from gateways.http.auth import Authenticator, Principal
 from gateways.http.cards import http_card
 from gateways.http.edge import (
     EXCEPTION_HANDLERS,
+    Caller,
     app_middleware,
     asked_version,
     caller_of,
@@ -45,7 +46,7 @@ from gateways.http.edge import (
     version_asked,
 )
 from gateways.http.limits import ConcurrencyLimits, Slot, request_timeout
-from gateways.http.protection import EdgeError, agent_not_found
+from gateways.http.protection import EdgeError, agent_not_found, body_too_slow
 from gateways.http.rpc import RpcCall, answer, envelope_for, error_response, parse_call, sse
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
 from mesh.limits import check_message_limits
@@ -187,19 +188,21 @@ async def _agent_card(request: Request) -> Response:
 
 
 async def _health(request: Request) -> Response:
+    """Up or down for anyone (load balancers); the broker, namespace and agents only for an
+    authenticated caller, or anyone with ``health_details``: they help an attacker aim."""
     gateway = _gateway(request)
     runtime = gateway.runtime
     connected = runtime.is_connected
-    return JSONResponse(
-        {
-            "status": "ok" if connected else "degraded",
+    health: dict[str, Any] = {"status": "ok" if connected else "degraded"}
+    user = request.user
+    if gateway.settings.health_details or (isinstance(user, Caller) and user.principal.scheme != "none"):
+        health |= {
             "gateway": gateway.settings.id,
             "namespace": runtime.namespace,
             "broker": {"url": runtime.broker_url, "connected": connected},
             "agents": len(runtime.agents()),
-        },
-        status_code=200 if connected else 503,
-    )
+        }
+    return JSONResponse(health, status_code=200 if connected else 503)
 
 
 async def _list_agents(request: Request) -> Response:
@@ -246,7 +249,7 @@ async def _jsonrpc(request: Request) -> Response:
     gateway = _gateway(request)
     concurrency: ConcurrencyLimits = request.app.state.concurrency
     principal = caller_of(request)
-    body = await request.body()  # BodyLimit refuses a body over the limit as it comes
+    body = await read_body(request, gateway.settings.read_timeout_s)
     version_header = version_asked(request)
     call: RpcCall | None = None
     try:
@@ -279,6 +282,16 @@ async def _jsonrpc(request: Request) -> Response:
             context_slot.release()
         await frames.aclose()  # type: ignore[attr-defined]
     raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
+
+
+async def read_body(request: Request, timeout_s: float) -> bytes:
+    """The whole body, due within ``timeout_s`` (408 after: a slow body holds a request slot);
+    BodyLimit refuses one over the size limit as it comes."""
+    try:
+        with anyio.fail_after(timeout_s):
+            return await request.body()
+    except TimeoutError:
+        raise body_too_slow(timeout_s) from None
 
 
 def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Principal) -> str:

@@ -6,7 +6,7 @@ The layers a request passes, outermost first::
     AuthenticationMiddleware  CallerBackend: who is calling (``request.user``); refuses nobody
     RateLimitMiddleware       a token bucket per caller: 429, and X-RateLimit-* on every answer
     Router
-      private routes          RequireCaller (401), RequestSlots (429), BodyLimit (413)
+      private routes          RequireCaller (401), JsonBody (415), RequestSlots (429), BodyLimit (413)
       endpoint
     an EdgeError raised anywhere under the router is answered by :func:`edge_refusal`
 
@@ -33,13 +33,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateways.http.auth import ANONYMOUS, Authenticator, Principal
 from gateways.http.limits import BodyLimits, RateLimiter, Slots, check_body_size
-from gateways.http.protection import EdgeConfig, EdgeError, get_header
+from gateways.http.protection import JSON_MEDIA_TYPES, EdgeConfig, EdgeError, get_header, unsupported_media_type
 from gateways.http.rpc import Version, error_response
 
 __all__ = [
     "VERSION_HEADER",
     "EXCEPTION_HANDLERS",
     "BodyLimit",
+    "JsonBody",
     "Caller",
     "CallerBackend",
     "RateLimitMiddleware",
@@ -213,6 +214,22 @@ class RequireCaller:
         await self.app(scope, receive, send)
 
 
+class JsonBody:
+    """Route middleware: a POST whose body is not declared JSON (``application/json`` or
+    ``application/a2a+json``, any parameters) is refused (415) before it is read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "POST":
+            declared = Headers(scope=scope).get("content-type")
+            media_type = (declared or "").partition(";")[0].strip().lower()
+            if media_type not in JSON_MEDIA_TYPES:
+                raise unsupported_media_type(declared)
+        await self.app(scope, receive, send)
+
+
 class RequestSlots:
     """Route middleware: at most N requests in flight per caller (429, -32007 beyond).
 
@@ -263,7 +280,12 @@ class BodyLimit:
 
 def private_route_middleware(slots: Slots, limits: BodyLimits) -> list[Middleware]:
     """The middleware of a route that needs authentication, outermost first."""
-    return [Middleware(RequireCaller), Middleware(RequestSlots, slots=slots), Middleware(BodyLimit, limits=limits)]
+    return [
+        Middleware(RequireCaller),
+        Middleware(JsonBody),
+        Middleware(RequestSlots, slots=slots),
+        Middleware(BodyLimit, limits=limits),
+    ]
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {EdgeError: edge_refusal}

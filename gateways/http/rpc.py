@@ -195,10 +195,10 @@ def answer(call: RpcCall, frame: E2AResponse) -> dict[str, Any]:
     """The JSON-RPC response to a unary request, in the caller's A2A version."""
     try:
         result = result_of(frame)
+        if call.version == "1.0":
+            result = result_v1(call.method, result)  # a malformed answer raises InvalidAgentResponse
     except RpcError as exc:
         return error_response(call.version, call.request_id, exc)
-    if call.version == "1.0":
-        result = result_v1(call.method, result)
     return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
 
 
@@ -245,7 +245,12 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
                         continue
                 yield _sse_event(_kind_0_3(item), {"jsonrpc": "2.0", "id": call.request_id, "result": item})
                 continue
-            for response in v1.feed(item):
+            try:
+                responses = v1.feed(item)
+            except RpcError as exc:  # a malformed answer (InvalidAgentResponse) ends the stream
+                yield _sse_event("error", error_response(call.version, call.request_id, exc))
+                return
+            for response in responses:
                 name = _SSE_NAMES.get(next(iter(response)), "message")
                 yield _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": response})
             if v1.closed:

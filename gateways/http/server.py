@@ -12,6 +12,7 @@ import uvicorn
 from gateways.e2a import ResponseLog
 from gateways.http.app import build_app
 from gateways.http.cards import gateway_card
+from gateways.http.connections import protocol_with_head_deadline
 from gateways.http.settings import HttpGatewaySettings
 from gateways.runtime import GatewayRuntime
 from mesh.broker import BrokerSettings
@@ -41,7 +42,14 @@ class HttpGateway:
             response_log=response_log,
         )
         self.app = build_app(self)
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http=protocol_with_head_deadline(settings.read_timeout_s),
+            timeout_keep_alive=settings.keep_alive_s,
+        )
         self._server = uvicorn.Server(config)
         self._serving: asyncio.Task[None] | None = None
 

@@ -15,6 +15,9 @@ gateways:
     timeouts: {default_s: 30, maximum_s: 300, streaming_s: 600}
     cors: {allow_origins: [https://app.example.com]}
     response_log: logs/e2a.ndjson   # one redacted E2A response per line
+    read_timeout_s: 10           # a request's head, then its body, must arrive within this
+    keep_alive_s: 5              # an idle keep-alive connection is closed after this
+    health_details: false        # /a2a/health tells unauthenticated callers only up or down
 ```
 """
 
@@ -44,6 +47,11 @@ class HttpGatewaySettings(EdgeConfig):
     card_interval_s: float = Field(10.0, gt=0, description="republish the gateway card this often")
     discovery_ttl_s: float = Field(60.0, gt=0, description="forget an agent card not refreshed this long")
     response_log: str | None = Field(None, description="NDJSON file of the E2A responses (secrets redacted)")
+    read_timeout_s: float = Field(10.0, gt=0, description="a request's head, then its body, must arrive within this")
+    keep_alive_s: int = Field(5, ge=1, description="close a keep-alive connection idle this many seconds")
+    health_details: bool = Field(
+        False, description="/a2a/health shows the broker, namespace and agents to unauthenticated callers too"
+    )
 
     @field_validator("id", "default_agent")
     @classmethod

@@ -86,7 +86,7 @@ async def test_health_reports_the_broker_and_the_agents(
 ) -> None:
     await serve_agent(Echo())
     await serve_agent(Blocker())
-    gateway = await start_gateway(id="web", wait_for=("echo", "blocker"))
+    gateway = await start_gateway(id="web", wait_for=("echo", "blocker"), health_details=True)
     response = await http.get(f"{gateway.public_url}/a2a/health")
     assert response.status_code == 200
     health = response.json()
