@@ -2,6 +2,7 @@
 
 The layers a request passes, outermost first::
 
+    OptionalTrailingSlash     ``/a2a/`` is ``/a2a``: every route answers both ways, never a redirect
     CORSMiddleware            when ``cors.allow_origins`` is set: refusals carry CORS headers too
     AuthenticationMiddleware  CallerBackend: who is calling (``request.user``); refuses nobody
     RateLimitMiddleware       a token bucket per caller: 429, and X-RateLimit-* on every answer
@@ -41,6 +42,7 @@ __all__ = [
     "EXCEPTION_HANDLERS",
     "BodyLimit",
     "JsonBody",
+    "OptionalTrailingSlash",
     "Caller",
     "CallerBackend",
     "RateLimitMiddleware",
@@ -151,6 +153,27 @@ async def edge_refusal(request: Request, exc: Exception) -> Response:
 # ---------------------------------------------------------------- app-level middleware
 
 
+class OptionalTrailingSlash:
+    """Every route answers with and without a trailing slash: ``/a2a/`` is routed as ``/a2a``.
+
+    Starlette would answer a 307 redirect, which clients that build the RPC URL as ``{url}/``
+    do not follow for a POST (A2A conformance kits among them).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and len(path) > 1 and path.endswith("/"):
+            scope = dict(scope)
+            scope["path"] = path.rstrip("/") or "/"
+            raw_path = scope.get("raw_path")
+            if raw_path:
+                scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
+        await self.app(scope, receive, send)
+
+
 class RateLimitMiddleware:
     """Every request takes a token of its caller's bucket: refused with 429 when empty; every
     answer carries the caller's ``X-RateLimit-*`` headers (SSE streams too: pure ASGI)."""
@@ -182,8 +205,8 @@ class RateLimitMiddleware:
 
 
 def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Middleware]:
-    """CORS (when configured), authentication and rate limiting, outermost first."""
-    middleware = []
+    """Path normalization, CORS (when configured), authentication and rate limiting, outermost first."""
+    middleware = [Middleware(OptionalTrailingSlash)]
     if config.cors.allow_origins:
         options = config.cors.model_dump()
         # A2A 1.0 clients must send A2A-Version: a browser sends only the headers a preflight allowed.

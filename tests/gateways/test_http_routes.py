@@ -37,6 +37,34 @@ from tests.gateways.jsonrpc_http import (
 
 # ---------------------------------------------------------------- cards, health, listing
 
+GET_PATHS = [
+    "/.well-known/agent-card.json",
+    "/.well-known/agent-card",
+    "/.well-known/agent.json",
+    "/a2a/health",
+    "/a2a/agents",
+    "/a2a/agents/echo",
+    "/a2a/agents/echo/card",
+]
+
+
+async def test_every_route_answers_with_and_without_a_trailing_slash(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo")
+    base = gateway.public_url
+    for path in GET_PATHS:
+        plain, slashed = await http.get(base + path), await http.get(base + path + "/")
+        assert plain.status_code == slashed.status_code == 200, (path, slashed.status_code, slashed.headers)
+        assert plain.json() == slashed.json(), path
+    for path in ("/a2a", "/a2a/agents/echo"):
+        for url in (base + path, base + path + "/"):
+            response = await call(http, url, "message/send", {"message": message(url)})
+            assert result_of(response)["status"]["message"]["parts"][0]["text"] == url  # no redirect
+            response = await call(http, url, "SendMessage", {"message": message_v1(url)}, headers=V1)
+            assert result_of(response)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
 
 @pytest.mark.parametrize("path", ["/.well-known/agent-card.json", "/.well-known/agent-card", "/.well-known/agent.json"])
 async def test_the_well_known_card_is_the_default_agents_at_the_gateway_url(
