@@ -31,7 +31,6 @@ from gateways.http.a2a_v1 import (
     V1_METHODS,
     V1_STREAMING_METHODS,
     StreamToV1,
-    error_response_v1,
     error_v1,
     negotiate_version,
     params_from_v1,
@@ -202,16 +201,42 @@ def answer(call: RpcCall, frame: E2AResponse) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
 
 
+#: a2a-sdk's messages for A2A's own error codes: clients and conformance kits match on them.
+STANDARD_MESSAGES: dict[int, str] = {
+    -32001: "Task not found",
+    -32002: "Task cannot be canceled",
+    -32003: "Push Notification is not supported",
+    -32004: "This operation is not supported",
+    -32005: "Incompatible content types",
+    -32006: "Invalid agent response",
+    -32007: "Authenticated Extended Card is not configured",
+    -32008: "Extension support required",
+    -32009: "Version not supported",
+}
+
+
+def standard_error(code: int, message: str, data: Any) -> tuple[str, Any]:
+    """The message and data an HTTP client gets for an error: an A2A code's standard message,
+    the mesh's own (which agent, which task) moved to ``data.detail``. JAF errors (``errorType``:
+    their codes collide with A2A's) and JSON-RPC's codes keep their descriptive messages."""
+    standard = STANDARD_MESSAGES.get(code)
+    if standard is None or message == standard or (isinstance(data, dict) and "errorType" in data):
+        return message, data
+    if isinstance(data, dict):
+        return standard, {"detail": message, **data}
+    return standard, {"detail": message} if data is None else {"detail": message, "data": data}
+
+
 def error_response(version: Version, request_id: str | int | None, error: RpcError) -> dict[str, Any]:
+    obj = error.error
+    message, data = standard_error(obj.code, obj.message, obj.data)
     if version == "1.0":
-        reason = _jaf_reason(error)
-        if reason is not None:
-            obj = error.error
-            error_object = error_v1(obj.code, obj.message, obj.data, reason=reason)
-            return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
-        return error_response_v1(request_id, error)
-    response: dict[str, Any] = error.to_response(request_id).to_wire_dict()
-    return response
+        error_object = error_v1(obj.code, message, data, reason=_jaf_reason(error))
+    else:
+        error_object = {"code": obj.code, "message": message}
+        if data is not None:
+            error_object["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
 
 
 def _jaf_reason(error: RpcError) -> str | None:

@@ -251,7 +251,7 @@ async def test_json_rpc_errors_are_http_200_with_the_error_and_the_id(
     response = await http.post(f"{gateway.public_url}/a2a", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 200
     error = error_of(response, request_id)
-    assert error["code"] == code and says in error["message"]
+    assert error["code"] == code and says in detail_of(error)
     if code == -32601:
         assert "message/send" in error["data"]["supported"] and "message/send" in error["message"]
     if code == -32602:
@@ -280,11 +280,21 @@ async def test_a2a_version_mismatches_are_version_not_supported(
         http, f"{gateway.public_url}/a2a", method, params, request_id="v", headers={"A2A-Version": version}
     )
     error = error_of(response, "v")
-    assert error["code"] == -32009 and says in error["message"]
+    assert error["code"] == -32009 and error["message"] == "Version not supported" and says in detail_of(error)
     if version.startswith("1"):  # answered in the version the client asked for
         assert error_info(error)["reason"] == "VERSION_NOT_SUPPORTED"
     else:
         assert error["data"]["method"] == method
+
+
+def detail_of(error: dict[str, Any]) -> str:
+    """What an error says in full: A2A's codes carry the standard message and the mesh's own
+    text in ``data.detail`` (1.0: the ErrorInfo's metadata); JSON-RPC's codes in the message."""
+    if error["code"] > -32010:
+        if isinstance(error["data"], list):
+            return str(error_info(error)["metadata"]["detail"])
+        return str(error["data"]["detail"])
+    return str(error["message"])
 
 
 async def test_task_errors_from_the_agent(
@@ -295,16 +305,19 @@ async def test_task_errors_from_the_agent(
     url = f"{gateway.public_url}/a2a"
     unknown = error_of(await call(http, url, "tasks/get", {"id": "no-such-task"}, request_id="g"), "g")
     assert unknown["code"] == -32001 and unknown["data"]["taskId"] == "no-such-task"
+    assert unknown["message"] == "Task not found" and "no-such-task" in unknown["data"]["detail"]
 
     task = result_of(await call(http, url, "message/send", {"message": message("done soon")}))
     finished = error_of(await call(http, url, "tasks/cancel", {"id": task["id"]}, request_id="c"), "c")
-    assert finished["code"] == -32002 and "completed" in finished["message"]
+    assert finished["code"] == -32002 and finished["message"] == "Task cannot be canceled"
+    assert "completed" in finished["data"]["detail"]
 
     response, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
     assert response.status_code == 200
     [(name, data)] = events
     assert name == "error" and data["id"] == "r"
     assert data["error"]["code"] == -32004 and data["error"]["data"]["state"] == "completed"
+    assert data["error"]["message"] == "This operation is not supported"
 
 
 async def test_errors_in_a2a_1_0_shape(
@@ -316,6 +329,7 @@ async def test_errors_in_a2a_1_0_shape(
 
     unknown = error_of(await call(http, url, "GetTask", {"id": "no-such-task"}, request_id="g", headers=V1), "g")
     assert unknown["code"] == -32001 and error_info(unknown)["reason"] == "TASK_NOT_FOUND"
+    assert unknown["message"] == "Task not found" and "no-such-task" in error_info(unknown)["metadata"]["detail"]
 
     no_parts = {"message": {"role": "ROLE_USER"}}
     invalid = error_of(await call(http, url, "SendMessage", no_parts, request_id="p", headers=V1), "p")
