@@ -309,12 +309,15 @@ class StreamToV1:
       interrupted state, after a ``final: true`` update, or after a Message. Later items, such
       as the mesh's closing Task on the reply topic, are dropped.
 
-    Then :attr:`closed` is true and the gateway closes the SSE response.
+    Then :attr:`closed` is true and the gateway closes the SSE response. With
+    ``until_terminal`` (``SubscribeToTask``) an interrupted state does not end it: a
+    subscriber follows the task until it ends (spec 3.1.6).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, until_terminal: bool = False) -> None:
         self.started = False
         self.closed = False
+        self.until_terminal = until_terminal
 
     def feed(self, item: Event | Mapping[str, Any]) -> list[JSON]:
         """The ``StreamResponse`` objects to send for one 0.3 item (none once closed)."""
@@ -339,7 +342,8 @@ class StreamToV1:
         elif isinstance(event, Task | TaskStatusUpdateEvent):
             state = event.status.state
             final = isinstance(event, TaskStatusUpdateEvent) and event.final
-            self.closed = final or state in TERMINAL_STATES or state in INTERRUPTED_STATES
+            interrupted = state in INTERRUPTED_STATES and not self.until_terminal
+            self.closed = final or state in TERMINAL_STATES or interrupted
         return out
 
 

@@ -22,6 +22,7 @@ status (401, 413, 429...).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -110,12 +111,23 @@ class OpenStreams:
             scope.cancel()
 
 
+#: An SSE comment: clients ignore it; proxies see traffic on a quiet stream and keep it open.
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
 class EventStream(StreamingResponse):
     """An SSE response that gives its context ``slot`` back however it ends: at its last event
     (before the end of the body goes out, so a client that saw the end may send again at once),
-    a client that left, even before the body was started, or a stopping gateway."""
+    a client that left, even before the body was started, or a stopping gateway.
 
-    def __init__(self, chunks: AsyncIterator[bytes], streams: OpenStreams, slot: Slot | None) -> None:
+    A stream quiet for ``keep_alive_s`` gets a comment line. (sse-starlette's
+    ``EventSourceResponse`` does the same, but patches uvicorn's ``Server.handle_exit`` when
+    imported and ends streams its own way; the slot and stop handling here need this one.)
+    """
+
+    def __init__(
+        self, chunks: AsyncIterator[bytes], streams: OpenStreams, slot: Slot | None, *, keep_alive_s: float
+    ) -> None:
         super().__init__(
             self._releasing(chunks),
             media_type="text/event-stream",
@@ -123,6 +135,7 @@ class EventStream(StreamingResponse):
         )
         self.streams = streams
         self.slot = slot
+        self.keep_alive_s = keep_alive_s
 
     def release(self) -> None:
         if self.slot is not None:
@@ -138,16 +151,35 @@ class EventStream(StreamingResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         progress = {"started": False, "ended": False}
+        sent_at = time.monotonic()
+        lock = anyio.Lock()  # a comment never goes out in the middle of an event
 
         async def sending(message: Message) -> None:
-            progress["started"] = progress["started"] or message["type"] == "http.response.start"
-            progress["ended"] = message["type"] == "http.response.body" and not message.get("more_body", False)
-            await send(message)
+            nonlocal sent_at
+            async with lock:
+                progress["started"] = progress["started"] or message["type"] == "http.response.start"
+                progress["ended"] = message["type"] == "http.response.body" and not message.get("more_body", False)
+                await send(message)
+                sent_at = time.monotonic()
+
+        async def keeping_alive() -> None:
+            nonlocal sent_at
+            while True:
+                await anyio.sleep(max(sent_at + self.keep_alive_s - time.monotonic(), 0.01))
+                async with lock:
+                    quiet = time.monotonic() - sent_at >= self.keep_alive_s
+                    if quiet and progress["started"] and not progress["ended"]:
+                        await send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+                        sent_at = time.monotonic()
 
         try:
             with anyio.CancelScope() as cancel:
                 self.streams.add(cancel)
-                await super().__call__(scope, receive, sending)
+                pinging = asyncio.get_running_loop().create_task(keeping_alive())
+                try:
+                    await super().__call__(scope, receive, sending)
+                finally:
+                    pinging.cancel()  # not awaited: it never holds anything beyond the lock
         finally:
             self.streams.discard(cancel)
             self.release()
@@ -273,7 +305,8 @@ async def _jsonrpc(request: Request) -> Response:
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
     if call.streaming:
-        return EventStream(sse(call, frames), request.app.state.streams, context_slot)
+        keep_alive_s = gateway.settings.sse_keep_alive_s
+        return EventStream(sse(call, frames), request.app.state.streams, context_slot, keep_alive_s=keep_alive_s)
     try:
         async for frame in frames:
             if frame.is_final:

@@ -251,24 +251,31 @@ def _jaf_reason(error: RpcError) -> str | None:
 
 
 async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
-    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response."""
-    v1 = StreamToV1() if call.version == "1.0" else None
-    started = False
+    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response.
+
+    Nothing goes out after the stream's last event (0.3: the ``final: true`` update; 1.0: see
+    :class:`StreamToV1`), but the frames are read to the final one, which the mesh sends at
+    once: the response log then holds every request's final frame.
+    """
+    v1 = StreamToV1(until_terminal=call.method == "SubscribeToTask") if call.version == "1.0" else None
+    started = ended = False
     try:
         async for frame in frames:
+            if ended:
+                continue
             if frame.response_kind == "e2a.error":
                 yield _sse_event("error", error_response(call.version, call.request_id, error_of(frame)))
                 return
             item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
             if v1 is None:
-                first, started = not started, True
-                if first and _kind_0_3(item) in ("status-update", "artifact-update"):
+                kind, first, started = _kind_0_3(item), not started, True
+                if first and kind in ("status-update", "artifact-update"):
                     # As a2a-sdk's servers do, a task stream opens with the Task (its id, its
                     # state); the agent's first status-update is that snapshot's status.
                     yield _sse_event("task", {"jsonrpc": "2.0", "id": call.request_id, "result": _snapshot_0_3(item)})
-                    if _kind_0_3(item) == "status-update":
-                        continue
-                yield _sse_event(_kind_0_3(item), {"jsonrpc": "2.0", "id": call.request_id, "result": item})
+                if not (first and kind == "status-update"):
+                    yield _sse_event(kind, {"jsonrpc": "2.0", "id": call.request_id, "result": item})
+                ended = kind == "status-update" and item.get("final") is True
                 continue
             try:
                 responses = v1.feed(item)
@@ -278,10 +285,9 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
             for response in responses:
                 name = _SSE_NAMES.get(next(iter(response)), "message")
                 yield _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": response})
-            if v1.closed:
-                return
+            ended = v1.closed
     finally:
-        # A client that left, or a 1.0 stream closed early: release the mesh call now.
+        # A client that left, or an error: release the mesh call now.
         await frames.aclose()  # type: ignore[attr-defined]
 
 

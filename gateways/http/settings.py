@@ -17,6 +17,7 @@ gateways:
     response_log: logs/e2a.ndjson   # one redacted E2A response per line
     read_timeout_s: 10           # a request's head, then its body, must arrive within this
     keep_alive_s: 5              # an idle keep-alive connection is closed after this
+    sse_keep_alive_s: 15         # a quiet SSE stream gets a comment line this often
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
 ```
 """
@@ -49,6 +50,7 @@ class HttpGatewaySettings(EdgeConfig):
     response_log: str | None = Field(None, description="NDJSON file of the E2A responses (secrets redacted)")
     read_timeout_s: float = Field(10.0, gt=0, description="a request's head, then its body, must arrive within this")
     keep_alive_s: int = Field(5, ge=1, description="close a keep-alive connection idle this many seconds")
+    sse_keep_alive_s: float = Field(15.0, gt=0, description="send an SSE comment on a stream quiet this long")
     health_details: bool = Field(
         False, description="/a2a/health shows the broker, namespace and agents to unauthenticated callers too"
     )

@@ -29,7 +29,7 @@ from a2a.types import (
 )
 
 from gateways.http.server import HttpGateway
-from tests.agents.service_agents import Blocker, Echo, Streamer
+from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 
@@ -144,3 +144,56 @@ async def test_subscribe(serve_agent: ServeAgent, start_gateway: StartGateway, m
     states = [e.status_update.status.state for e in rest if e.WhichOneof("payload") == "status_update"]
     assert states and states[-1] == TaskState.TASK_STATE_COMPLETED
     assert any(e.WhichOneof("payload") == "artifact_update" for e in rest)
+
+
+def payloads(events: list[StreamResponse]) -> list[tuple[str, str]]:
+    """Each event as (payload kind, task state), to assert whole sequences."""
+    out = []
+    for event in events:
+        kind = event.WhichOneof("payload")
+        status = (
+            event.task.status if kind == "task" else event.status_update.status if kind == "status_update" else None
+        )
+        out.append((kind, TaskState.Name(status.state) if status is not None else ""))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_subscribe_to_an_input_required_task_follows_it_to_the_end(
+    serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
+) -> None:
+    await serve_agent(Asker())
+    gateway = await start_gateway(wait_for=("asker",))
+    async with (
+        await sdk_client(gateway, "asker", mode, streaming=False) as sender,
+        await sdk_client(gateway, "asker", mode, streaming=True) as watcher,
+    ):
+        [asked] = await collect(sender.send_message(SendMessageRequest(message=user_message("hi"))))
+        task = asked.task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        subscription = watcher.subscribe(SubscribeToTaskRequest(id=task.id))
+        events = [await anext(subscription)]  # the snapshot: the subscription is in place
+        reply = user_message("Ada")
+        reply.task_id, reply.context_id = task.id, task.context_id
+        [answered] = await collect(sender.send_message(SendMessageRequest(message=reply)))
+        events += await collect(subscription)
+    assert answered.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert payloads(events) == [
+        ("task", "TASK_STATE_INPUT_REQUIRED"),  # one snapshot, and the stream stays open
+        ("status_update", "TASK_STATE_WORKING"),
+        ("status_update", "TASK_STATE_COMPLETED"),
+    ]
+    assert text_of(events[-1].status_update.status.message) == "Hello, Ada!"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_stream_ends_with_its_final_event(
+    serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(wait_for=("echo",))
+    async with await sdk_client(gateway, "echo", mode, streaming=True) as client:
+        events = await collect(client.send_message(SendMessageRequest(message=user_message("once"))))
+    # The task (as the agent's first status-update left it), then the final event: nothing after.
+    assert payloads(events) == [("task", "TASK_STATE_WORKING"), ("status_update", "TASK_STATE_COMPLETED")]

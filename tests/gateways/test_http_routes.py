@@ -373,8 +373,7 @@ async def test_a_0_3_stream_is_named_events_of_json_rpc_responses_in_order(
         "artifact-update",
         "artifact-update",
         "status-update",
-        "task",
-    ]
+    ]  # nothing after the final status-update
     assert all(data["jsonrpc"] == "2.0" and data["id"] == "s-7" and "result" in data for _, data in events)
     results = [data["result"] for _, data in events]
     assert all(r["kind"] == name for r, name in zip(results, names, strict=True))
@@ -382,8 +381,7 @@ async def test_a_0_3_stream_is_named_events_of_json_rpc_responses_in_order(
     assert all(r.get("taskId", r.get("id")) == task_id for r in results)
     steps = [r["status"]["message"]["parts"][0]["text"] for r in results[1:4] if r["kind"] == "status-update"]
     assert steps == ["step 0", "step 1"]
-    assert results[-2]["final"] is True and results[-2]["status"]["state"] == "completed"
-    assert results[-1]["status"]["state"] == "completed"
+    assert results[-1]["final"] is True and results[-1]["status"]["state"] == "completed"
 
 
 async def test_a_1_0_stream_starts_with_the_task_and_ends_at_the_terminal_state(
@@ -555,3 +553,21 @@ async def test_the_a2a_version_may_come_as_a_query_parameter(
     url = f"{gateway.public_url}/a2a/agents/echo?A2A-Version=1.0"
     result = result_of(await call(http, url, "SendMessage", {"message": message_v1("by query")}))
     assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"  # answered in 1.0 shape
+
+
+async def test_a_quiet_stream_gets_keep_alive_comments(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    agent = Blocker()
+    await serve_agent(agent)
+    gateway = await start_gateway(default_agent="blocker", sse_keep_alive_s=0.2)
+    body = rpc("message/stream", {"message": message("wait")}, request_id="k")
+    lines = []
+    async with http.stream("POST", f"{gateway.public_url}/a2a", json=body) as response:
+        async for line in response.aiter_lines():
+            lines.append(line)
+            if lines.count(": keep-alive") == 2:  # the agent stays silent: only comments come
+                break
+    events = [line for line in lines if line.startswith("event:")]
+    assert events == ["event: task"], lines  # comments between events, never inside one
+    assert lines[lines.index("event: task") + 1].startswith("data:")
