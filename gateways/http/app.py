@@ -36,6 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
 from gateways.http.auth import Authenticator, Principal
+from gateways.http.card_responses import CardResponses
 from gateways.http.cards import http_card
 from gateways.http.edge import (
     EXCEPTION_HANDLERS,
@@ -48,7 +49,15 @@ from gateways.http.edge import (
 )
 from gateways.http.limits import ConcurrencyLimits, Slot, request_timeout
 from gateways.http.protection import EdgeError, agent_not_found, body_too_slow
-from gateways.http.rpc import RpcCall, answer, envelope_for, error_response, parse_call, sse
+from gateways.http.rpc import (
+    RpcCall,
+    answer,
+    check_version_served,
+    envelope_for,
+    error_response,
+    parse_call,
+    sse,
+)
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
 from mesh.limits import check_message_limits
 from mesh.registry import Entry
@@ -82,6 +91,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.gateway = gateway
     app.state.concurrency = concurrency
     app.state.streams = OpenStreams()
+    app.state.cards = CardResponses(settings.card_max_age_s)
     return app
 
 
@@ -210,14 +220,21 @@ async def _default_card(request: Request) -> Response:
             },
             status_code=404,
         )
-    return JSONResponse(http_card(_entry_of(gateway, name).card, f"{gateway.public_url}/a2a", gateway.settings.auth))
+    return _card_response(request, gateway, name, f"{gateway.public_url}/a2a")
 
 
 async def _agent_card(request: Request) -> Response:
     gateway = _gateway(request)
     name = request.path_params["name"]
-    url = f"{gateway.public_url}/a2a/agents/{name}"
-    return JSONResponse(http_card(_entry_of(gateway, name).card, url, gateway.settings.auth))
+    return _card_response(request, gateway, name, f"{gateway.public_url}/a2a/agents/{name}")
+
+
+def _card_response(request: Request, gateway: HttpGateway, name: str, url: str) -> Response:
+    entry = _entry_of(gateway, name)
+    settings = gateway.settings
+    card = http_card(entry.card, url, settings.auth, settings.a2a_versions)
+    responses: CardResponses = request.app.state.cards
+    return responses.respond(request, card, first_seen=entry.first_seen)
 
 
 async def _health(request: Request) -> Response:
@@ -287,6 +304,7 @@ async def _jsonrpc(request: Request) -> Response:
     call: RpcCall | None = None
     try:
         call = parse_call(body, version_header)
+        check_version_served(call, gateway.settings.a2a_versions)
         agent = _target(gateway, request, call, principal)
         if call.mesh_method is None:
             return JSONResponse(_answer_locally(gateway, call, principal))

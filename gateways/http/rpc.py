@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from gateways.e2a import (
 from gateways.http.a2a_v1 import (
     V1_METHODS,
     V1_STREAMING_METHODS,
+    VERSION_NOT_SUPPORTED,
     StreamToV1,
     error_v1,
     negotiate_version,
@@ -119,6 +120,18 @@ def parse_call(body: bytes, version_header: str | None) -> RpcCall:
     except RpcError as exc:
         exc.request_id = request_id
         raise
+
+
+def check_version_served(call: RpcCall, served: Collection[str]) -> None:
+    """Refuse (-32009) a request in an A2A version the gateway is configured not to serve."""
+    if call.version not in served:
+        raise RpcError(
+            f"this gateway serves A2A {' and '.join(sorted(served))}, not {call.version}"
+            + (" (a request without an A2A-Version header is 0.3)" if call.version == "0.3" else ""),
+            code=VERSION_NOT_SUPPORTED,
+            data={"version": call.version, "supported": sorted(served)},
+            request_id=call.request_id,
+        )
 
 
 def _validated(method: Method, params: dict[str, Any]) -> dict[str, Any]:

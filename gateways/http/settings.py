@@ -19,6 +19,8 @@ gateways:
     keep_alive_s: 5              # an idle keep-alive connection is closed after this
     sse_keep_alive_s: 15         # a quiet SSE stream gets a comment line this often
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
+    a2a_versions: ["1.0", "0.3"] # the A2A versions served (cards and requests)
+    card_max_age_s: 300          # Cache-Control max-age of the cards
 ```
 """
 
@@ -30,6 +32,9 @@ from pydantic import ConfigDict, Field, field_validator
 
 from gateways.http.protection import EdgeConfig
 from topics import validate_identifier
+
+A2AVersion = Literal["1.0", "0.3"]
+ALL_VERSIONS: tuple[A2AVersion, ...] = ("1.0", "0.3")
 
 
 class HttpGatewaySettings(EdgeConfig):
@@ -54,6 +59,13 @@ class HttpGatewaySettings(EdgeConfig):
     health_details: bool = Field(
         False, description="/a2a/health shows the broker, namespace and agents to unauthenticated callers too"
     )
+
+    a2a_versions: list[A2AVersion] = Field(
+        default_factory=lambda: list(ALL_VERSIONS),
+        min_length=1,
+        description="A2A versions served: cards list only their interfaces; other requests get -32009",
+    )
+    card_max_age_s: int = Field(300, ge=0, description="Cache-Control max-age of the agent cards served")
 
     @field_validator("id", "default_agent")
     @classmethod
