@@ -87,9 +87,11 @@ def main() -> None:
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
+    # In memory, as the a2a-sdk side's InMemoryTaskStore (bench/agent.py measures SQLite too).
+    parser.add_argument("--task-store", default=":memory:", help="the echo agent's task store")
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace))
+        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store))
         return
     if args.serve_gateway is not None:
         asyncio.run(serve_gateway(args.broker, args.namespace, args.serve_gateway, args.profile_gateway))
@@ -101,7 +103,9 @@ def main() -> None:
     gateway, a2a = {}, {}
     with (
         broker_url(args.broker) as url,
-        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace]),
+        child(
+            [script, "--serve-echo", "--broker", url, "--namespace", args.namespace, "--task-store", args.task_store]
+        ),
         child([script, "--serve-gateway", str(gateway_port), "--broker", url, "--namespace", args.namespace, *profile]),
         child([str(HERE / "a2a_http_echo.py"), str(a2a_port)]),
     ):
@@ -129,6 +133,8 @@ def main() -> None:
             "rps_ratio": ratio(gw["rps"], sdk["rps"]),
             "gateway_p99_us": gw["p99_us"],
             "a2a_http_p99_us": sdk["p99_us"],
+            # The 1.0 edge (translation included) against 0.3 on the same gateway, same run.
+            "v1_rtt_ratio": ratio(gateway["1.0"]["rtt_us"], gateway["0.3"]["rtt_us"]),
             "gateway_0_3": gateway["0.3"],
             "gateway_1_0": gateway["1.0"],
             "a2a_http_0_3": a2a["0.3"],
