@@ -20,7 +20,8 @@ Per JSON-RPC request (``params`` / ``result`` are the decoded members)::
     error_response_v1(request_id, exc)                  # RpcError, or the agent's error object
 
 The modules: :mod:`.a2a_v1_requests` (1.0 requests -> 0.3, method and version tables) and
-:mod:`.a2a_v1_results` (0.3 results -> 1.0, streams; enum names and codecs). This one holds
+:mod:`mesh.a2a_v1` (0.3 results -> 1.0, streams; enum names and codecs; in ``mesh``
+because agents write 1.0 push payloads with it). This one holds
 what the gateway answers itself (ListTasks, the served card), the 1.0 errors, and re-exports
 the public API.
 """
@@ -49,20 +50,7 @@ from mesh.a2a import (
     parse_result,
 )
 from mesh.a2a.validation import format_validation_error, short_repr
-
-from .a2a_v1_requests import (
-    EXTENSION_SUPPORT_REQUIRED,
-    V1_METHODS,
-    V1_STREAMING_METHODS,
-    VERSION_NOT_SUPPORTED,
-    BadMember,
-    ProtoObject,
-    mesh_method,
-    negotiate_version,
-    params_from_v1,
-    read_params,
-)
-from .a2a_v1_results import (
+from mesh.a2a_v1 import (
     JSON,
     STATE_FROM_V1,
     TASK_STATE_NAMES,
@@ -78,6 +66,19 @@ from .a2a_v1_results import (
     task_v1,
     timestamp_key,
     timestamp_v1,
+)
+
+from .a2a_v1_requests import (
+    EXTENSION_SUPPORT_REQUIRED,
+    V1_METHODS,
+    V1_STREAMING_METHODS,
+    VERSION_NOT_SUPPORTED,
+    BadMember,
+    ProtoObject,
+    mesh_method,
+    negotiate_version,
+    params_from_v1,
+    read_params,
 )
 
 __all__ = [

@@ -8,8 +8,9 @@ which makes the client use its 0.3 (compat) JSON-RPC transport.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
 from a2a.client.client import Client
 from a2a.types import (
+    AuthenticationInfo,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -25,13 +27,18 @@ from a2a.types import (
     SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
+from google.protobuf import json_format
 
+from agents.settings import AgentSettings
 from gateways.http.server import HttpGateway
+from mesh.a2a import Task as MeshTask
 from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
+from tests.http_receiver import Receiver, serve
 
 MODES = ["1.0", "0.3"]
 
@@ -197,3 +204,45 @@ async def test_a_stream_ends_with_its_final_event(
         events = await collect(client.send_message(SendMessageRequest(message=user_message("once"))))
     # The task (as the agent's first status-update left it), then the final event: nothing after.
     assert payloads(events) == [("task", "TASK_STATE_WORKING"), ("status_update", "TASK_STATE_COMPLETED")]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    yield from serve(Receiver())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_push_notifications_come_in_the_version_of_the_client(
+    serve_agent: ServeAgent, start_gateway: StartGateway, receiver: Receiver, mode: str
+) -> None:
+    await serve_agent(Asker(), AgentSettings(allow_private_push_urls=True))
+    gateway = await start_gateway(wait_for=("asker",))
+    async with await sdk_client(gateway, "asker", mode, streaming=False) as client:
+        [asked] = await collect(client.send_message(SendMessageRequest(message=user_message("hi"))))
+        task = asked.task
+        config = TaskPushNotificationConfig(
+            task_id=task.id,
+            id="hook-1",
+            url=receiver.url(),
+            token="tok-1",
+            authentication=AuthenticationInfo(scheme="Bearer", credentials="push-secret"),
+        )
+        created = await client.create_task_push_notification_config(config)
+        assert (created.id, created.url) == ("hook-1", receiver.url())
+        reply = user_message("Ada")
+        reply.task_id, reply.context_id = task.id, task.context_id
+        await collect(client.send_message(SendMessageRequest(message=reply)))
+    received = await receiver.wait_for(2)  # working, then completed
+    for request in received:
+        assert request.headers["authorization"] == "Bearer push-secret"
+        assert request.headers["x-a2a-notification-token"] == "tok-1"
+        assert request.headers["content-type"] == "application/json"
+    bodies = [json.loads(r.body) for r in received]
+    if mode == "1.0":  # a StreamResponse, as a2a-sdk's push sender writes it
+        events = [json_format.ParseDict(body, StreamResponse()) for body in bodies]
+        assert payloads(events) == [("task", "TASK_STATE_WORKING"), ("task", "TASK_STATE_COMPLETED")]
+        assert events[-1].task.id == task.id and text_of(events[-1].task.status.message) == "Hello, Ada!"
+    else:  # the 0.3 Task
+        tasks = [MeshTask.model_validate(body) for body in bodies]
+        assert [t.status.state.value for t in tasks] == ["working", "completed"]
+        assert all(t.id == task.id for t in tasks)
