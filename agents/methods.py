@@ -128,7 +128,7 @@ class AgentMethods:
                 or known.state in INTERRUPTED_STATES
                 or (config is not None and config.blocking is False)
             ):
-                self.answers.task(route, known, history_length)
+                self.answers.outcome(route, known, history_length)
             else:
                 self.streams.answer_when_settled(known, route, history_length)
             return
@@ -293,7 +293,7 @@ class AgentMethods:
         listener = self.streams.listener(record, props, route)
         self.answers.stream(listener, record.snapshot().to_json_bytes())
         if record.is_terminal or record.state in INTERRUPTED_STATES:
-            self.answers.task(route, record)
+            self.answers.outcome(route, record)
             return
         record.listeners.append(listener)
         self.streams.answer_when_settled(record, route)

@@ -61,14 +61,14 @@ class TaskStreams:
 
     def answer_when_settled(self, record: TaskRecord, route: Route, history_length: int | None = None) -> None:
         """Answer the request with the Task the next time it settles (terminal or interrupted)."""
-        record.on_settle.append(lambda: self.answers.task(route, record, history_length))
+        record.on_settle.append(lambda: self.answers.outcome(route, record, history_length))
 
     def answer_when_terminal(self, record: TaskRecord, route: Route) -> None:
         """Answer the request with the Task once it is terminal (interrupted states pass by)."""
 
         def settled() -> None:
             if record.is_terminal:
-                self.answers.task(route, record)
+                self.answers.outcome(route, record)
             else:
                 record.on_settle.append(settled)  # input-required or auth-required: wait on
 
@@ -78,7 +78,8 @@ class TaskStreams:
         """Fan an event out to the task's streams (in order) and push subscribers."""
         self.tasks.changed(record)
         interrupted = isinstance(event, TaskStatusUpdateEvent) and event.final and not record.is_terminal
-        if record.listeners:
+        # A bare Message answer ends no stream with a status: the Message is their final answer.
+        if record.listeners and not (record.message_answer is not None and record.is_terminal):
             try:
                 result_json = event.to_json_bytes()
                 # For streams that outlive the interruption, the event does not end the stream.

@@ -82,6 +82,8 @@ class TaskRecord:
     request_key: str | None = None
     # Loaded from the journal unfinished: its handler died with the previous process.
     orphaned: bool = False
+    # The handler answered with a bare Message (MessageOnly): the requests get it, not the Task.
+    message_answer: Message | None = None
 
     @classmethod
     def new(cls, task_id: str, context_id: str) -> TaskRecord:

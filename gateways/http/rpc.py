@@ -288,7 +288,7 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
                     yield _sse_event("task", {"jsonrpc": "2.0", "id": call.request_id, "result": _snapshot_0_3(item)})
                 if not (first and kind == "status-update"):
                     yield _sse_event(kind, {"jsonrpc": "2.0", "id": call.request_id, "result": item})
-                ended = kind == "status-update" and item.get("final") is True
+                ended = kind == "message" or (kind == "status-update" and item.get("final") is True)
                 continue
             try:
                 responses = v1.feed(item)

@@ -35,7 +35,7 @@ from google.protobuf import json_format
 from agents.settings import AgentSettings
 from gateways.http.server import HttpGateway
 from mesh.a2a import Task as MeshTask
-from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
+from tests.agents.service_agents import Asker, Blocker, Decider, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.http_receiver import Receiver, serve
@@ -246,3 +246,69 @@ async def test_push_notifications_come_in_the_version_of_the_client(
         tasks = [MeshTask.model_validate(body) for body in bodies]
         assert [t.status.state.value for t in tasks] == ["working", "completed"]
         assert all(t.id == task.id for t in tasks)
+
+
+# ---------------------------------------------------------------- every ending of the agent API
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_bare_message_answer_is_a_message_not_a_task(
+    serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
+) -> None:
+    await serve_agent(Decider())
+    gateway = await start_gateway(wait_for=("decider",))
+    async with await sdk_client(gateway, "decider", mode, streaming=False) as client:
+        [sent] = await collect(client.send_message(SendMessageRequest(message=user_message("message"))))
+    async with await sdk_client(gateway, "decider", mode, streaming=True) as client:
+        streamed = await collect(client.send_message(SendMessageRequest(message=user_message("message"))))
+    assert sent.WhichOneof("payload") == "message" and text_of(sent.message) == "just a message"
+    assert sent.message.role == Role.ROLE_AGENT and not sent.message.task_id
+    assert [e.WhichOneof("payload") for e in streamed] == ["message"]
+    assert text_of(streamed[0].message) == "just a message"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_rejected_and_done_at_once_have_no_working_state(
+    serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
+) -> None:
+    await serve_agent(Decider())
+    gateway = await start_gateway(wait_for=("decider",))
+    async with await sdk_client(gateway, "decider", mode, streaming=False) as client:
+        [rejected] = await collect(client.send_message(SendMessageRequest(message=user_message("reject"))))
+    assert rejected.task.status.state == TaskState.TASK_STATE_REJECTED
+    assert text_of(rejected.task.status.message) == "not my job"
+    async with await sdk_client(gateway, "decider", mode, streaming=True) as client:
+        rejecting = await collect(client.send_message(SendMessageRequest(message=user_message("reject"))))
+        done = await collect(client.send_message(SendMessageRequest(message=user_message("now"))))
+    assert payloads(rejecting) == [("task", "TASK_STATE_REJECTED")]
+    assert payloads(done) == [("task", "TASK_STATE_COMPLETED")]
+    assert text_of(done[0].task.status.message) == "done: now"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_auth_required_waits_then_resumes_on_the_same_task(
+    serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
+) -> None:
+    await serve_agent(Decider())
+    gateway = await start_gateway(wait_for=("decider",))
+    async with (
+        await sdk_client(gateway, "decider", mode, streaming=False) as sender,
+        await sdk_client(gateway, "decider", mode, streaming=True) as watcher,
+    ):
+        [asked] = await collect(sender.send_message(SendMessageRequest(message=user_message("auth"))))
+        task = asked.task
+        assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+        assert text_of(task.status.message) == "sign in first"
+        subscription = watcher.subscribe(SubscribeToTaskRequest(id=task.id))
+        events = [await anext(subscription)]
+        reply = user_message("ada")
+        reply.task_id, reply.context_id = task.id, task.context_id
+        [answered] = await collect(sender.send_message(SendMessageRequest(message=reply)))
+        events += await collect(subscription)
+    assert answered.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert text_of(answered.task.status.message) == "signed in: ada"
+    assert payloads(events) == [
+        ("task", "TASK_STATE_AUTH_REQUIRED"),
+        ("status_update", "TASK_STATE_WORKING"),
+        ("status_update", "TASK_STATE_COMPLETED"),
+    ]
