@@ -6,7 +6,7 @@ that opens a connection, or sends its headers one byte at a time, holds it for e
 slow-header attack). :func:`protocol_with_head_deadline` makes uvicorn's h11 protocol close a
 connection whose request line and headers are not all there ``timeout_s`` after it opened
 or after its previous response ended. The body has its own deadline in the endpoint
-(:func:`gateways.http.app.read_body`), since only there is an answer (408) still possible.
+(:func:`gateways.http.serving.read_body`), since only there is an answer (408) still possible.
 """
 
 from __future__ import annotations

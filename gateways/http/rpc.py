@@ -112,11 +112,16 @@ def parse_call(body: bytes, version_header: str | None) -> RpcCall:
         raise InvalidRequest(
             'a request is an object with "jsonrpc": "2.0" and a string "method"', request_id=request_id
         )
+    return call_v1(method, doc.get("params"), request_id)
+
+
+def call_v1(method: str, params: Any, request_id: str | int | None = None) -> RpcCall:
+    """A 1.0 call (JSON-RPC, or a REST route's) with its params read into the mesh's 0.3."""
     try:
         if V1_METHODS.get(method, ...) is None:  # answered by the gateway (ListTasks...)
-            return RpcCall("1.0", request_id, method, None, doc.get("params") or {})
-        mesh_method, params = params_from_v1(method, doc.get("params"))
-        return RpcCall("1.0", request_id, method, mesh_method, _validated(mesh_method, params))
+            return RpcCall("1.0", request_id, method, None, params or {})
+        mesh_method, params_0_3 = params_from_v1(method, params)
+        return RpcCall("1.0", request_id, method, mesh_method, _validated(mesh_method, params_0_3))
     except RpcError as exc:
         exc.request_id = request_id
         raise
