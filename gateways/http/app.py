@@ -42,6 +42,7 @@ from gateways.http.edge import (
 )
 from gateways.http.limits import ConcurrencyLimits
 from gateways.http.protection import agent_not_found
+from gateways.http.rest import rest_routes
 from gateways.http.rpc import parse_call
 from gateways.http.serving import JSON_RPC, read_body, serve_call
 from gateways.http.streams import OpenStreams
@@ -67,6 +68,10 @@ def build_app(gateway: HttpGateway) -> Starlette:
         Route("/a2a/agents/{name}", _jsonrpc, methods=["POST"], middleware=private),
         Route("/a2a", _jsonrpc, methods=["POST"], middleware=private),
     ]
+    if "1.0" in settings.a2a_versions:  # the HTTP+JSON binding is A2A 1.0's
+        no_body = private_route_middleware(concurrency.requests, settings.limits, json_body=False)
+        for base in ("/a2a/agents/{name}/rest", "/a2a/rest"):
+            routes += rest_routes(base, with_body=private, without_body=no_body)
     app = Starlette(
         routes=routes,
         middleware=app_middleware(settings, Authenticator(settings.auth)),

@@ -34,6 +34,7 @@ def http_card(
         card.model_copy(update=updates),
         url_v1=url if "1.0" in versions else None,
         url_v0_3=url if "0.3" in versions else None,
+        more_v1=[{"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}],
     )
 
 

@@ -301,11 +301,12 @@ class BodyLimit:
         await self.app(scope, receive_limited, send)
 
 
-def private_route_middleware(slots: Slots, limits: BodyLimits) -> list[Middleware]:
-    """The middleware of a route that needs authentication, outermost first."""
+def private_route_middleware(slots: Slots, limits: BodyLimits, *, json_body: bool = True) -> list[Middleware]:
+    """The middleware of a route that needs authentication, outermost first (``json_body``: its
+    POST reads a JSON body, whose content type is checked)."""
     return [
         Middleware(RequireCaller),
-        Middleware(JsonBody),
+        *([Middleware(JsonBody)] if json_body else []),
         Middleware(RequestSlots, slots=slots),
         Middleware(BodyLimit, limits=limits),
     ]

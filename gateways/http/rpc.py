@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -268,8 +268,14 @@ def _jaf_reason(error: RpcError) -> str | None:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", error_type).upper()
 
 
-async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
-    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response.
+async def sse(
+    call: RpcCall,
+    frames: AsyncIterator[E2AResponse],
+    *,
+    rest_error: Callable[[RpcError], dict[str, Any]] | None = None,
+) -> AsyncIterator[bytes]:
+    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response (with
+    ``rest_error``, the HTTP+JSON binding: the bare ``StreamResponse``, errors as that body).
 
     Nothing goes out after the stream's last event (0.3: the ``final: true`` update; 1.0: see
     :class:`StreamToV1`), but the frames are read to the final one, which the mesh sends at
@@ -277,12 +283,22 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
     """
     v1 = StreamToV1(until_terminal=call.method == "SubscribeToTask") if call.version == "1.0" else None
     started = ended = False
+
+    def event(name: str, result: Any) -> bytes:
+        if rest_error is not None:
+            return _sse_event(name, result)
+        return _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": result})
+
+    def error(exc: RpcError) -> bytes:
+        body = rest_error(exc) if rest_error is not None else error_response(call.version, call.request_id, exc)
+        return _sse_event("error", body)
+
     try:
         async for frame in frames:
             if ended:
                 continue
             if frame.response_kind == "e2a.error":
-                yield _sse_event("error", error_response(call.version, call.request_id, error_of(frame)))
+                yield error(error_of(frame))
                 return
             item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
             if v1 is None:
@@ -290,19 +306,18 @@ async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterato
                 if first and kind in ("status-update", "artifact-update"):
                     # As a2a-sdk's servers do, a task stream opens with the Task (its id, its
                     # state); the agent's first status-update is that snapshot's status.
-                    yield _sse_event("task", {"jsonrpc": "2.0", "id": call.request_id, "result": _snapshot_0_3(item)})
+                    yield event("task", _snapshot_0_3(item))
                 if not (first and kind == "status-update"):
-                    yield _sse_event(kind, {"jsonrpc": "2.0", "id": call.request_id, "result": item})
+                    yield event(kind, item)
                 ended = kind == "message" or (kind == "status-update" and item.get("final") is True)
                 continue
             try:
                 responses = v1.feed(item)
             except RpcError as exc:  # a malformed answer (InvalidAgentResponse) ends the stream
-                yield _sse_event("error", error_response(call.version, call.request_id, exc))
+                yield error(exc)
                 return
             for response in responses:
-                name = _SSE_NAMES.get(next(iter(response)), "message")
-                yield _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": response})
+                yield event(_SSE_NAMES.get(next(iter(response)), "message"), response)
             ended = v1.closed
     finally:
         # A client that left, or an error: release the mesh call now.

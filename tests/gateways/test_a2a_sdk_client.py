@@ -21,6 +21,7 @@ from a2a.types import (
     AuthenticationInfo,
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -30,6 +31,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from a2a.utils.errors import TaskNotFoundError
 from google.protobuf import json_format
 
 from agents.settings import AgentSettings
@@ -40,7 +42,7 @@ from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.http_receiver import Receiver, serve
 
-MODES = ["1.0", "0.3"]
+MODES = ["1.0", "0.3", "rest"]  # 1.0 JSON-RPC, 0.3 JSON-RPC, 1.0 HTTP+JSON
 
 
 def user_message(text: str) -> Message:
@@ -51,11 +53,14 @@ async def sdk_client(gateway: HttpGateway, agent: str, mode: str, *, streaming: 
     """An a2a-sdk client built from the card the gateway serves for ``agent``."""
     async with httpx.AsyncClient() as http:
         card = (await http.get(f"{gateway.public_url}/a2a/agents/{agent}/card")).json()
-    versions = {i["protocolVersion"] for i in card["supportedInterfaces"]}
-    assert versions == {"1.0", "0.3"}  # the gateway offers both
-    if mode == "0.3":
-        card["supportedInterfaces"] = [i for i in card["supportedInterfaces"] if i["protocolVersion"] == "0.3"]
-    return await create_client(parse_agent_card(card), client_config=ClientConfig(streaming=streaming))
+    offered = {(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
+    assert offered == {("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")}
+    binding, version = {"1.0": ("JSONRPC", "1.0"), "0.3": ("JSONRPC", "0.3"), "rest": ("HTTP+JSON", "1.0")}[mode]
+    card["supportedInterfaces"] = [
+        i for i in card["supportedInterfaces"] if (i["protocolBinding"], i["protocolVersion"]) == (binding, version)
+    ]
+    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
+    return await create_client(parse_agent_card(card), client_config=config)
 
 
 async def collect(events: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
@@ -238,7 +243,7 @@ async def test_push_notifications_come_in_the_version_of_the_client(
         assert request.headers["x-a2a-notification-token"] == "tok-1"
         assert request.headers["content-type"] == "application/json"
     bodies = [json.loads(r.body) for r in received]
-    if mode == "1.0":  # a StreamResponse, as a2a-sdk's push sender writes it
+    if mode != "0.3":  # a StreamResponse, as a2a-sdk's push sender writes it
         events = [json_format.ParseDict(body, StreamResponse()) for body in bodies]
         assert payloads(events) == [("task", "TASK_STATE_WORKING"), ("task", "TASK_STATE_COMPLETED")]
         assert events[-1].task.id == task.id and text_of(events[-1].task.status.message) == "Hello, Ada!"
@@ -312,3 +317,18 @@ async def test_auth_required_waits_then_resumes_on_the_same_task(
         ("status_update", "TASK_STATE_WORKING"),
         ("status_update", "TASK_STATE_COMPLETED"),
     ]
+
+
+@pytest.mark.parametrize("mode", ["1.0", "rest"])
+async def test_list_tasks_and_task_not_found(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(wait_for=("echo",))
+    async with await sdk_client(gateway, "echo", mode, streaming=False) as client:
+        [first] = await collect(client.send_message(SendMessageRequest(message=user_message("one"))))
+        [second] = await collect(client.send_message(SendMessageRequest(message=user_message("two"))))
+        listed = await client.list_tasks(ListTasksRequest(page_size=10))
+        with pytest.raises(TaskNotFoundError) as refused:
+            await client.get_task(GetTaskRequest(id="no-such-task"))
+    assert sorted(t.id for t in listed.tasks) == sorted([first.task.id, second.task.id])
+    assert listed.total_size == 2
+    assert refused.value.message == "Task not found"

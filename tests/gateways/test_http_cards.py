@@ -64,7 +64,8 @@ async def test_a_1_0_only_gateway_serves_a_strict_1_0_card_and_refuses_0_3(
     for path in ("/a2a/agents/echo/card", "/.well-known/agent-card.json"):
         card = (await http.get(gateway.public_url + path)).json()
         parsed = assert_strict_v1_card(card)
-        assert [(i.protocol_binding, i.protocol_version) for i in parsed.supported_interfaces] == [("JSONRPC", "1.0")]
+        interfaces = [(i.protocol_binding, i.protocol_version) for i in parsed.supported_interfaces]
+        assert interfaces == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0")]
         assert not {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security"} & set(card)
         assert "stateTransitionHistory" not in card["capabilities"]
         assert parsed.security_schemes["gateway"].http_auth_security_scheme.scheme == "bearer"

@@ -192,6 +192,15 @@ async def test_hostile_answers_become_json_rpc_errors_never_500(
             assert events[-1][0] == "error", (case, stream, events)
             assert events[-1][1]["error"]["code"] in (-32006, -32603), events[-1]
 
+    # HTTP+JSON: a google.rpc.Status with 502 (the agent failed, not the gateway), never 500
+    rest = f"{gateway.public_url}/a2a/rest"
+    response = await http.post(f"{rest}/message:send", json={"message": message_v1()}, headers=V1)
+    assert response.status_code == 502, (case, response.text[:300])
+    assert response.json()["error"]["status"] == "INTERNAL"
+    async with http.stream("POST", f"{rest}/message:stream", json={"message": message_v1()}, headers=V1) as streamed:
+        lines = [line async for line in streamed.aiter_lines()]
+    assert streamed.status_code == 200 and "event: error" in lines, (case, lines)
+
 
 # ---------------------------------------------------------------- health
 

@@ -79,6 +79,7 @@ async def test_the_well_known_card_is_the_default_agents_at_the_gateway_url(
     assert card["name"] == "echo" and card["skills"][0]["id"] == "echo"
     assert card["supportedInterfaces"] == [
         {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
     ]
     assert card["url"] == url and card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
@@ -163,7 +164,7 @@ async def test_an_agents_card_points_at_its_gateway_route(
     gateway = await start_gateway(wait_for=("echo",))
     card = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card")).json()
     url = f"{gateway.public_url}/a2a/agents/echo"
-    assert card["url"] == url and {i["url"] for i in card["supportedInterfaces"]} == {url}
+    assert card["url"] == url and {i["url"] for i in card["supportedInterfaces"]} == {url, f"{url}/rest"}
     assert "mqtt" not in json.dumps(card)  # the agent's broker URL stays on the mesh
 
 
