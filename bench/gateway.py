@@ -14,7 +14,8 @@ process each::
 
 - gateway: ``POST /a2a/agents/echo`` -> HttpGateway -> Mosquitto -> echo agent -> the Task back
   the same way, translated to the caller's A2A version;
-- a2a-sdk: ``POST /`` to the a2a-sdk JSON-RPC routes.
+- a2a-sdk: ``POST /`` to the a2a-sdk JSON-RPC routes;
+- the gateway's HTTP+JSON binding: ``POST /a2a/agents/echo/rest/message:send`` (``gateway_rest``).
 
 Both servers are asked in A2A 0.3 (``message/send``) and in 1.0 (``SendMessage`` with
 ``A2A-Version: 1.0``); the better figure of each side is compared with the better of the other,
@@ -59,11 +60,14 @@ async def http_side(port: int, path: str, version: str, requests: int, concurren
     async with HttpPool("127.0.0.1", port, size=CONCURRENCY) as pool:
 
         async def call() -> None:
-            body, headers = http_payload(version)
-            status, response = await pool.post_json(path, body, headers)
-            result = response["result"]
+            body, headers = http_payload("1.0" if version == "rest" else version)
+            if version == "rest":  # HTTP+JSON: the params are the body, the result the answer
+                status, result = await pool.post_json(path, body["params"], headers)
+            else:
+                status, response = await pool.post_json(path, body, headers)
+                result = response["result"]
             state = (result.get("task") or result)["status"]["state"]
-            assert status == 200 and state in ("completed", "TASK_STATE_COMPLETED"), response
+            assert status == 200 and state in ("completed", "TASK_STATE_COMPLETED"), result
 
         return await measure(call, requests, concurrent_requests)
 
@@ -120,6 +124,13 @@ def main() -> None:
                 )
                 results[version] = asyncio.run(http_side(port, path, version, args.requests, args.concurrent_requests))
                 progress(f"{side} {version}: {results[version]}")
+        progress(f"gateway (HTTP+JSON): {args.requests} sequential, then {args.concurrent_requests}")
+        rest = asyncio.run(
+            http_side(
+                gateway_port, f"{GATEWAY_PATH}/rest/message:send", "rest", args.requests, args.concurrent_requests
+            )
+        )
+        progress(f"gateway rest: {rest}")
     if args.profile_gateway:
         report_profile(args.profile_gateway)
     gw, sdk = best(gateway), best(a2a)
@@ -137,6 +148,7 @@ def main() -> None:
             "v1_rtt_ratio": ratio(gateway["1.0"]["rtt_us"], gateway["0.3"]["rtt_us"]),
             "gateway_0_3": gateway["0.3"],
             "gateway_1_0": gateway["1.0"],
+            "gateway_rest": rest,  # A2A 1.0 HTTP+JSON (not in the best-of figures above)
             "a2a_http_0_3": a2a["0.3"],
             "a2a_http_1_0": a2a["1.0"],
             "concurrency": CONCURRENCY,
