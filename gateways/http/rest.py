@@ -24,6 +24,7 @@ malformed answer is 502, an agent gone or busy 503, a timeout 504.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
@@ -130,7 +131,7 @@ def _query(request: Request) -> dict[str, Any]:
 async def _serve(request: Request, method: str, params: Callable[[Request], Any]) -> Response:
     try:
         value = params(request)
-        if hasattr(value, "__await__"):
+        if inspect.isawaitable(value):  # a reader of the body
             value = await value
     except RpcError as exc:
         return REST.error("1.0", None, exc)
