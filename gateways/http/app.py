@@ -10,7 +10,13 @@
 ``POST /a2a/agents/{name}``                 A2A JSON-RPC to that agent (0.3, or 1.0 with
                                             ``A2A-Version: 1.0``); SSE for streams
 ``POST /a2a``                               the same for the configured default agent
+``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
+                                            (:mod:`gateways.http.rest`); ``/a2a/rest/...``
+                                            for the default agent
 ==========================================  ==============================================
+
+Every route answers with and without a trailing slash. Both bindings go through
+:func:`gateways.http.serving.serve_call`.
 
 Every request is rate limited (``X-RateLimit-*`` headers on every answer); the JSON-RPC and
 agent-listing routes need the configured authentication; cards and health are public, as

@@ -18,7 +18,7 @@ import pytest
 from gateways.e2a import LOG_REQUIRED_KEYS
 from gateways.http.server import HttpGateway
 from mesh.a2a import TaskState
-from tests.agents.service_agents import Blocker, Echo, Streamer
+from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import (
@@ -572,3 +572,18 @@ async def test_a_quiet_stream_gets_keep_alive_comments(
     events = [line for line in lines if line.startswith("event:")]
     assert events == ["event: task"], lines  # comments between events, never inside one
     assert lines[lines.index("event: task") + 1].startswith("data:")
+
+
+async def test_a_subscription_that_times_out_leaves_the_waiting_task_alone(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Asker())
+    gateway = await start_gateway(default_agent="asker", idle_timeout_s=0.5)
+    url = f"{gateway.public_url}/a2a"
+    task = result_of(await call(http, url, "message/send", {"message": message("hi")}))
+    assert task["status"]["state"] == "input-required"
+    _, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="w")
+    assert [name for name, _ in events] == ["task", "error"]  # the snapshot, then the watcher's timeout
+    assert events[1][1]["error"]["data"]["errorType"] == "Timeout"
+    again = result_of(await call(http, url, "tasks/get", {"id": task["id"]}))
+    assert again["status"]["state"] == "input-required"  # not canceled: someone may still answer it
