@@ -35,54 +35,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateways.e2a import E2AResponse
-from gateways.http.a2a_v1 import error_v1, result_v1
-from gateways.http.rpc import RpcCall, Version, call_v1, result_of, sse, standard_error
+from gateways.http.a2a_v1 import result_v1
+from gateways.http.rest_errors import rest_error, status_of
+from gateways.http.rpc import RpcCall, Version, call_v1, result_of, sse
 from gateways.http.serving import Binding, read_body, serve_call
 from mesh.a2a import InvalidJSON, InvalidRequest, RpcError
 
 __all__ = ["REST", "rest_error", "rest_routes"]
-
-#: JSON-RPC code -> (HTTP status, google.rpc code name), as a2a-sdk's A2A_ERROR_MAPPING, plus
-#: the mesh's own; what the mesh failed at maps to 502/503/504, never 500.
-_STATUS: Final[dict[int, tuple[int, str]]] = {
-    -32700: (400, "INVALID_ARGUMENT"),
-    -32600: (400, "INVALID_ARGUMENT"),
-    -32601: (404, "NOT_FOUND"),
-    -32602: (400, "INVALID_ARGUMENT"),
-    -32603: (502, "INTERNAL"),
-    -32001: (404, "NOT_FOUND"),
-    -32002: (400, "FAILED_PRECONDITION"),
-    -32003: (400, "FAILED_PRECONDITION"),
-    -32004: (400, "FAILED_PRECONDITION"),
-    -32005: (400, "INVALID_ARGUMENT"),
-    -32006: (502, "INTERNAL"),
-    -32007: (400, "FAILED_PRECONDITION"),
-    -32008: (400, "FAILED_PRECONDITION"),
-    -32009: (400, "FAILED_PRECONDITION"),
-    -32010: (503, "UNAVAILABLE"),  # AgentGone
-    -32050: (503, "UNAVAILABLE"),  # AgentBusy
-}
-_BY_ERROR_TYPE: Final[dict[str, tuple[int, str]]] = {
-    "Timeout": (504, "DEADLINE_EXCEEDED"),
-    "AgentNotFound": (404, "NOT_FOUND"),
-}
-
-
-def rest_error(error: RpcError) -> dict[str, Any]:
-    """The ``google.rpc.Status`` body of an error (also the data of an SSE ``error`` event)."""
-    obj = error.error
-    message, data = standard_error(obj.code, obj.message, obj.data)
-    details = error_v1(obj.code, message, data).get("data", [])
-    http_status, status = _status_of(error)
-    return {"error": {"code": http_status, "status": status, "message": message, "details": details}}
-
-
-def _status_of(error: RpcError) -> tuple[int, str]:
-    data = error.data
-    error_type = data.get("errorType") if isinstance(data, dict) else None
-    if isinstance(error_type, str) and error_type in _BY_ERROR_TYPE:
-        return _BY_ERROR_TYPE[error_type]
-    return _STATUS.get(error.code, (502, "INTERNAL") if -32099 <= error.code <= -32000 else (400, "UNKNOWN"))
 
 
 class _Rest:
@@ -92,7 +51,7 @@ class _Rest:
         return JSONResponse(result)
 
     def error(self, version: Version, call: RpcCall | None, error: RpcError) -> Response:
-        return JSONResponse(rest_error(error), status_code=_status_of(error)[0])
+        return JSONResponse(rest_error(error), status_code=status_of(error)[0])
 
     def unary(self, call: RpcCall, frame: E2AResponse) -> Response:
         try:

@@ -249,7 +249,7 @@ def error_response(version: Version, request_id: str | int | None, error: RpcErr
     obj = error.error
     message, data = standard_error(obj.code, obj.message, obj.data)
     if version == "1.0":
-        error_object = error_v1(obj.code, message, data, reason=_jaf_reason(error))
+        error_object = error_v1(obj.code, message, data, reason=jaf_reason(error))
     else:
         error_object = {"code": obj.code, "message": message}
         if data is not None:
@@ -257,7 +257,7 @@ def error_response(version: Version, request_id: str | int | None, error: RpcErr
     return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
 
 
-def _jaf_reason(error: RpcError) -> str | None:
+def jaf_reason(error: RpcError) -> str | None:
     """The ErrorInfo reason of a JAF error (``data.errorType`` set, a server-error code): its codes
     -32000..-32007 are A2A's for other errors (-32003 RateLimited is PushNotificationNotSupported),
     so A2A's reason for the code would misname it. ``"RateLimited"`` -> ``"RATE_LIMITED"``."""

@@ -223,3 +223,24 @@ async def test_health_tells_strangers_only_up_or_down(
     assert (await http.get(f"{open_gateway.public_url}/a2a/health")).json() == {"status": "ok"}
     shown = await start_gateway(id="shown", default_agent="echo", health_details=True)
     assert "broker" in (await http.get(f"{shown.public_url}/a2a/health")).json()
+
+
+async def test_rest_refusals_are_google_rpc_status_bodies(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo", auth={"mode": "bearer", "tokens": ["rest-token-1"]})
+    url = f"{gateway.public_url}/a2a/agents/echo/rest/message:send"
+    body = {"message": message_v1("rest")}
+    refused = await http.post(url, json=body)
+    assert refused.status_code == 401 and refused.headers["WWW-Authenticate"].startswith("Bearer")
+    error = refused.json()["error"]
+    assert error["code"] == 401 and error["status"] == "UNAUTHENTICATED"
+    assert error["details"][0]["reason"] == "AUTHENTICATION_REQUIRED"
+    token = {"Authorization": "Bearer rest-token-1"}
+    form = await http.post(url, content=b"message=hi", headers={**token, "Content-Type": "text/plain"})
+    assert form.status_code == 415 and form.json()["error"]["status"] == "INVALID_ARGUMENT"
+    missing = await http.get(f"{gateway.public_url}/a2a/agents/echo/rest/tasks/nope", headers=token)
+    assert missing.status_code == 404 and missing.json()["error"]["message"] == "Task not found"
+    sent = await http.post(url, json=body, headers=token)
+    assert sent.status_code == 200 and sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
