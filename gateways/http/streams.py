@@ -97,7 +97,10 @@ class EventStream(StreamingResponse):
                 async with lock:
                     quiet = time.monotonic() - sent_at >= self.keep_alive_s
                     if quiet and progress["started"] and not progress["ended"]:
-                        await send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+                        try:
+                            await send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+                        except OSError:  # the client left: the response itself ends on its next send
+                            return
                         sent_at = time.monotonic()
 
         try:
