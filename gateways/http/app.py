@@ -122,7 +122,7 @@ async def _agent_card(request: Request) -> Response:
 def _card_response(request: Request, gateway: HttpGateway, name: str, url: str) -> Response:
     entry = _entry_of(gateway, name)
     settings = gateway.settings
-    card = http_card(entry.card, url, settings.auth, settings.a2a_versions)
+    card = http_card(entry.card, url, settings.auth, settings.a2a_versions, grpc_url=gateway.grpc_url)
     responses: CardResponses = request.app.state.cards
     return responses.respond(request, card, first_seen=entry.first_seen)
 

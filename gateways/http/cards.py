@@ -20,7 +20,12 @@ SCHEME_NAME = "gateway"
 
 
 def http_card(
-    card: AgentCard, url: str, auth: AuthConfig, versions: Collection[str] = ("1.0", "0.3")
+    card: AgentCard,
+    url: str,
+    auth: AuthConfig,
+    versions: Collection[str] = ("1.0", "0.3"),
+    *,
+    grpc_url: str | None = None,
 ) -> dict[str, Any]:
     """An agent's mesh card as an HTTP client needs it: the gateway's URL, the members of the
     A2A ``versions`` served (a 1.0-only card is strictly 1.0), and the authentication the
@@ -34,8 +39,23 @@ def http_card(
         card.model_copy(update=updates),
         url_v1=url if "1.0" in versions else None,
         url_v0_3=url if "0.3" in versions else None,
-        more_v1=[{"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}],
+        more_v1=[
+            {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            # One gRPC server for every agent: the tenant names the agent.
+            *(
+                [{"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": card.name}]
+                if grpc_url
+                else []
+            ),
+        ],
     )
+
+
+def _grpc_interface(grpc_url: str | None, agent: str) -> list[dict[str, str]]:
+    """The gRPC interface, if served: one server for every agent, the tenant names the agent."""
+    if grpc_url is None:
+        return []
+    return [{"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": agent}]
 
 
 def gateway_card(gateway_id: str, namespace: str, public_url: str) -> AgentCard:

@@ -33,7 +33,7 @@ from mesh.limits import check_message_limits
 if TYPE_CHECKING:
     from gateways.http.server import HttpGateway
 
-__all__ = ["JSON_RPC", "Binding", "read_body", "serve_call"]
+__all__ = ["JSON_RPC", "Binding", "local_result", "read_body", "serve_call", "target_agent"]
 
 
 class Binding(Protocol):
@@ -87,7 +87,7 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         check_version_served(call, gateway.settings.a2a_versions)
         agent = _target(gateway, request, call, principal)
         if call.mesh_method is None:
-            return binding.result(call, _local_result(gateway, call, principal))
+            return binding.result(call, local_result(gateway, call, principal))
         message = call.params.get("message")
         if message is not None:
             check_message_limits(message, gateway.settings.limits)
@@ -127,13 +127,18 @@ async def read_body(request: Request, timeout_s: float) -> bytes:
 
 
 def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Principal) -> str:
-    """The agent a request goes to: the path's, else the task's, else the default agent."""
+    name = request.path_params.get("name")
+    return target_agent(gateway, call, principal, None if name is None else str(name))
+
+
+def target_agent(gateway: HttpGateway, call: RpcCall, principal: Principal, named: str | None) -> str:
+    """The agent a call goes to: the one it names (path, gRPC tenant), else its task's, else the
+    default agent; a task of another caller is not found."""
     route = gateway.runtime.task_route(call.task_id) if call.task_id else None
     if route is not None and route.owner not in (None, principal.name):
         raise TaskNotFound(f"no task {call.task_id!r}", data={"taskId": call.task_id}, request_id=call.request_id)
-    name = request.path_params.get("name")
-    if name is not None:
-        return str(name)
+    if named:
+        return named
     if route is not None:
         return route.agent
     if gateway.settings.default_agent is None:
@@ -149,7 +154,7 @@ def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Pr
     return gateway.settings.default_agent
 
 
-def _local_result(gateway: HttpGateway, call: RpcCall, principal: Principal) -> Any:
+def local_result(gateway: HttpGateway, call: RpcCall, principal: Principal) -> Any:
     """The result of a 1.0 method the mesh has no counterpart for."""
     if call.method == "ListTasks":
         query = list_tasks_query(call.params)

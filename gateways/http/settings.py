@@ -21,6 +21,7 @@ gateways:
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
     a2a_versions: ["1.0", "0.3"] # the A2A versions served (cards and requests)
     card_max_age_s: 300          # Cache-Control max-age of the cards
+    grpc_port: 50051             # A2A 1.0 over gRPC too (the grpc extra); 0 picks a free port
 ```
 """
 
@@ -66,6 +67,9 @@ class HttpGatewaySettings(EdgeConfig):
         description="A2A versions served: cards list only their interfaces; other requests get -32009",
     )
     card_max_age_s: int = Field(300, ge=0, description="Cache-Control max-age of the agent cards served")
+    grpc_port: int | None = Field(
+        None, ge=0, le=65535, description="serve A2A 1.0 over gRPC on this port (needs the grpc extra); 0: a free one"
+    )
 
     @field_validator("id", "default_agent")
     @classmethod

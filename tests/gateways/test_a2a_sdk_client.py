@@ -12,6 +12,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import grpc
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
@@ -42,7 +43,10 @@ from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.http_receiver import Receiver, serve
 
-MODES = ["1.0", "0.3", "rest"]  # 1.0 JSON-RPC, 0.3 JSON-RPC, 1.0 HTTP+JSON
+MODES = ["1.0", "0.3", "rest", "grpc"]  # 1.0 JSON-RPC, 0.3 JSON-RPC, 1.0 HTTP+JSON, 1.0 gRPC
+
+
+BINDINGS = {"1.0": ("JSONRPC", "1.0"), "0.3": ("JSONRPC", "0.3"), "rest": ("HTTP+JSON", "1.0"), "grpc": ("GRPC", "1.0")}
 
 
 def user_message(text: str) -> Message:
@@ -54,12 +58,14 @@ async def sdk_client(gateway: HttpGateway, agent: str, mode: str, *, streaming: 
     async with httpx.AsyncClient() as http:
         card = (await http.get(f"{gateway.public_url}/a2a/agents/{agent}/card")).json()
     offered = {(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
-    assert offered == {("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")}
-    binding, version = {"1.0": ("JSONRPC", "1.0"), "0.3": ("JSONRPC", "0.3"), "rest": ("HTTP+JSON", "1.0")}[mode]
+    assert offered == {("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("GRPC", "1.0"), ("JSONRPC", "0.3")}
+    binding, version = BINDINGS[mode]
     card["supportedInterfaces"] = [
         i for i in card["supportedInterfaces"] if (i["protocolBinding"], i["protocolVersion"]) == (binding, version)
     ]
-    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
+    config = ClientConfig(
+        streaming=streaming, supported_protocol_bindings=[binding], grpc_channel_factory=grpc.aio.insecure_channel
+    )
     return await create_client(parse_agent_card(card), client_config=config)
 
 
@@ -74,7 +80,7 @@ def text_of(message: Message) -> str:
 @pytest.mark.parametrize("mode", MODES)
 async def test_send(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
     await serve_agent(Echo())
-    gateway = await start_gateway(wait_for=("echo",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("echo",))
     async with await sdk_client(gateway, "echo", mode, streaming=False) as client:
         [response] = await collect(client.send_message(SendMessageRequest(message=user_message("hello sdk"))))
     task = response.task
@@ -86,7 +92,7 @@ async def test_send(serve_agent: ServeAgent, start_gateway: StartGateway, mode: 
 @pytest.mark.parametrize("mode", MODES)
 async def test_stream(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
     await serve_agent(Streamer(steps=2))
-    gateway = await start_gateway(wait_for=("streamer",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("streamer",))
     async with await sdk_client(gateway, "streamer", mode, streaming=True) as client:
         events = await collect(client.send_message(SendMessageRequest(message=user_message("go"))))
     kinds = [event.WhichOneof("payload") for event in events]
@@ -107,7 +113,7 @@ async def test_stream(serve_agent: ServeAgent, start_gateway: StartGateway, mode
 @pytest.mark.parametrize("mode", MODES)
 async def test_get(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
     await serve_agent(Echo())
-    gateway = await start_gateway(wait_for=("echo",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("echo",))
     async with await sdk_client(gateway, "echo", mode, streaming=False) as client:
         [response] = await collect(client.send_message(SendMessageRequest(message=user_message("remember me"))))
         task = await client.get_task(GetTaskRequest(id=response.task.id, history_length=1))
@@ -119,7 +125,7 @@ async def test_get(serve_agent: ServeAgent, start_gateway: StartGateway, mode: s
 async def test_cancel(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
     agent = Blocker()
     service = await serve_agent(agent)
-    gateway = await start_gateway(wait_for=("blocker",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("blocker",))
     async with await sdk_client(gateway, "blocker", mode, streaming=False) as client:
         request = SendMessageRequest(message=user_message("work until canceled"))
         request.configuration.return_immediately = True
@@ -137,7 +143,7 @@ async def test_subscribe(serve_agent: ServeAgent, start_gateway: StartGateway, m
     agent = Streamer(steps=3)
     agent.gate = asyncio.Event()
     await serve_agent(agent)
-    gateway = await start_gateway(wait_for=("streamer",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("streamer",))
     async with await sdk_client(gateway, "streamer", mode, streaming=True) as client:
         first_stream = client.send_message(SendMessageRequest(message=user_message("go")))
         first = await anext(first_stream)
@@ -175,7 +181,7 @@ async def test_subscribe_to_an_input_required_task_follows_it_to_the_end(
     serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
 ) -> None:
     await serve_agent(Asker())
-    gateway = await start_gateway(wait_for=("asker",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("asker",))
     async with (
         await sdk_client(gateway, "asker", mode, streaming=False) as sender,
         await sdk_client(gateway, "asker", mode, streaming=True) as watcher,
@@ -204,7 +210,7 @@ async def test_a_stream_ends_with_its_final_event(
     serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
 ) -> None:
     await serve_agent(Echo())
-    gateway = await start_gateway(wait_for=("echo",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("echo",))
     async with await sdk_client(gateway, "echo", mode, streaming=True) as client:
         events = await collect(client.send_message(SendMessageRequest(message=user_message("once"))))
     # The task (as the agent's first status-update left it), then the final event: nothing after.
@@ -221,7 +227,7 @@ async def test_push_notifications_come_in_the_version_of_the_client(
     serve_agent: ServeAgent, start_gateway: StartGateway, receiver: Receiver, mode: str
 ) -> None:
     await serve_agent(Asker(), AgentSettings(allow_private_push_urls=True))
-    gateway = await start_gateway(wait_for=("asker",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("asker",))
     async with await sdk_client(gateway, "asker", mode, streaming=False) as client:
         [asked] = await collect(client.send_message(SendMessageRequest(message=user_message("hi"))))
         task = asked.task
@@ -261,7 +267,7 @@ async def test_a_bare_message_answer_is_a_message_not_a_task(
     serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
 ) -> None:
     await serve_agent(Decider())
-    gateway = await start_gateway(wait_for=("decider",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("decider",))
     async with await sdk_client(gateway, "decider", mode, streaming=False) as client:
         [sent] = await collect(client.send_message(SendMessageRequest(message=user_message("message"))))
     async with await sdk_client(gateway, "decider", mode, streaming=True) as client:
@@ -277,7 +283,7 @@ async def test_rejected_and_done_at_once_have_no_working_state(
     serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
 ) -> None:
     await serve_agent(Decider())
-    gateway = await start_gateway(wait_for=("decider",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("decider",))
     async with await sdk_client(gateway, "decider", mode, streaming=False) as client:
         [rejected] = await collect(client.send_message(SendMessageRequest(message=user_message("reject"))))
     assert rejected.task.status.state == TaskState.TASK_STATE_REJECTED
@@ -295,7 +301,7 @@ async def test_auth_required_waits_then_resumes_on_the_same_task(
     serve_agent: ServeAgent, start_gateway: StartGateway, mode: str
 ) -> None:
     await serve_agent(Decider())
-    gateway = await start_gateway(wait_for=("decider",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("decider",))
     async with (
         await sdk_client(gateway, "decider", mode, streaming=False) as sender,
         await sdk_client(gateway, "decider", mode, streaming=True) as watcher,
@@ -319,10 +325,10 @@ async def test_auth_required_waits_then_resumes_on_the_same_task(
     ]
 
 
-@pytest.mark.parametrize("mode", ["1.0", "rest"])
+@pytest.mark.parametrize("mode", ["1.0", "rest", "grpc"])
 async def test_list_tasks_and_task_not_found(serve_agent: ServeAgent, start_gateway: StartGateway, mode: str) -> None:
     await serve_agent(Echo())
-    gateway = await start_gateway(wait_for=("echo",))
+    gateway = await start_gateway(grpc_port=0, wait_for=("echo",))
     async with await sdk_client(gateway, "echo", mode, streaming=False) as client:
         [first] = await collect(client.send_message(SendMessageRequest(message=user_message("one"))))
         [second] = await collect(client.send_message(SendMessageRequest(message=user_message("two"))))
