@@ -15,7 +15,8 @@ process each::
 - gateway: ``POST /a2a/agents/echo`` -> HttpGateway -> Mosquitto -> echo agent -> the Task back
   the same way, translated to the caller's A2A version;
 - a2a-sdk: ``POST /`` to the a2a-sdk JSON-RPC routes;
-- the gateway's HTTP+JSON binding: ``POST /a2a/agents/echo/rest/message:send`` (``gateway_rest``).
+- the gateway's HTTP+JSON binding: ``POST /a2a/agents/echo/rest/message:send`` (``gateway_rest``),
+  and its gRPC binding: ``SendMessage`` with tenant ``echo`` on one channel (``gateway_grpc``).
 
 Both servers are asked in A2A 0.3 (``message/send``) and in 1.0 (``SendMessage`` with
 ``A2A-Version: 1.0``); the better figure of each side is compared with the better of the other,
@@ -72,6 +73,24 @@ async def http_side(port: int, path: str, version: str, requests: int, concurren
         return await measure(call, requests, concurrent_requests)
 
 
+async def grpc_side(port: int, requests: int, concurrent_requests: int) -> dict[str, float]:
+    """SendMessage over the gateway's gRPC binding (one HTTP/2 channel, as a gRPC client has)."""
+    import grpc
+    from a2a.types import a2a_pb2 as pb
+    from a2a.types import a2a_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+
+        async def call() -> None:
+            message_id = uuid.uuid4().hex
+            message = pb.Message(role=pb.Role.ROLE_USER, message_id=message_id, parts=[pb.Part(text="hello")])
+            response = await stub.SendMessage(pb.SendMessageRequest(tenant="echo", message=message))
+            assert response.task.status.state == pb.TaskState.TASK_STATE_COMPLETED, response
+
+        return await measure(call, requests, concurrent_requests)
+
+
 def best(results: dict[str, dict[str, float]]) -> dict[str, float]:
     """The better round trip (with its p99) and the better throughput over the A2A versions."""
     fastest = min(results.values(), key=lambda r: r["rtt_us"])
@@ -90,6 +109,7 @@ def main() -> None:
     parser.add_argument("--profile-gateway", metavar="FILE", help="run the gateway under cProfile; stats to FILE")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--grpc-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
     # In memory, as the a2a-sdk side's InMemoryTaskStore (bench/agent.py measures SQLite too).
     parser.add_argument("--task-store", default=":memory:", help="the echo agent's task store")
@@ -98,10 +118,12 @@ def main() -> None:
         asyncio.run(serve_echo(args.broker, args.namespace, args.task_store))
         return
     if args.serve_gateway is not None:
-        asyncio.run(serve_gateway(args.broker, args.namespace, args.serve_gateway, args.profile_gateway))
+        asyncio.run(
+            serve_gateway(args.broker, args.namespace, args.serve_gateway, args.grpc_port, args.profile_gateway)
+        )
         return
 
-    gateway_port, a2a_port = free_port(), free_port()
+    gateway_port, a2a_port, grpc_port = free_port(), free_port(), free_port()
     script = str(Path(__file__).resolve())
     profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
     gateway, a2a = {}, {}
@@ -110,7 +132,20 @@ def main() -> None:
         child(
             [script, "--serve-echo", "--broker", url, "--namespace", args.namespace, "--task-store", args.task_store]
         ),
-        child([script, "--serve-gateway", str(gateway_port), "--broker", url, "--namespace", args.namespace, *profile]),
+        child(
+            [
+                script,
+                "--serve-gateway",
+                str(gateway_port),
+                "--grpc-port",
+                str(grpc_port),
+                "--broker",
+                url,
+                "--namespace",
+                args.namespace,
+                *profile,
+            ]
+        ),
         child([str(HERE / "a2a_http_echo.py"), str(a2a_port)]),
     ):
         for version in VERSIONS:
@@ -131,6 +166,9 @@ def main() -> None:
             )
         )
         progress(f"gateway rest: {rest}")
+        progress(f"gateway (gRPC): {args.requests} sequential, then {args.concurrent_requests}")
+        grpc_figures = asyncio.run(grpc_side(grpc_port, args.requests, args.concurrent_requests))
+        progress(f"gateway grpc: {grpc_figures}")
     if args.profile_gateway:
         report_profile(args.profile_gateway)
     gw, sdk = best(gateway), best(a2a)
@@ -149,6 +187,7 @@ def main() -> None:
             "gateway_0_3": gateway["0.3"],
             "gateway_1_0": gateway["1.0"],
             "gateway_rest": rest,  # A2A 1.0 HTTP+JSON (not in the best-of figures above)
+            "gateway_grpc": grpc_figures,  # A2A 1.0 gRPC (not in the best-of figures above)
             "a2a_http_0_3": a2a["0.3"],
             "a2a_http_1_0": a2a["1.0"],
             "concurrency": CONCURRENCY,
@@ -159,7 +198,7 @@ def main() -> None:
     )
 
 
-async def serve_gateway(url: str, namespace: str, port: int, profile_file: str | None) -> None:
+async def serve_gateway(url: str, namespace: str, port: int, grpc_port: int | None, profile_file: str | None) -> None:
     """The gateway child: serves until SIGTERM, then writes its profile if asked to."""
     from gateways.http.protection import ConcurrencyConfig
     from gateways.http.server import HttpGateway
@@ -170,6 +209,7 @@ async def serve_gateway(url: str, namespace: str, port: int, profile_file: str |
         id="bench",
         port=port,
         default_agent="echo",
+        grpc_port=grpc_port,
         rate_limit=None,
         concurrency=ConcurrencyConfig(max_requests_per_client=4 * CONCURRENCY),
     )
