@@ -26,7 +26,11 @@ class Agent:
 
     ``handle`` is either an async generator yielding :mod:`agents.updates` values, or a
     coroutine returning a ``str``, a :class:`~mesh.a2a.Message`, a
-    :class:`~agents.updates.Reply` / :class:`~agents.updates.InputRequired`, or ``None``.
+    :class:`~agents.updates.Reply` / :class:`~agents.updates.InputRequired` /
+    :class:`~agents.updates.AuthRequired` / :class:`~agents.updates.Rejected` /
+    :class:`~agents.updates.MessageOnly`, or ``None``. ``starts_working = False``: a new task
+    stays ``submitted`` until the handler reports progress, so one answered at once has no
+    ``working`` state (by default every task is ``working`` as its handler starts).
     Options given in a YAML file (``config:``) arrive as keyword arguments, and ``name`` /
     ``description`` / ``version`` given there override the class attributes.
     """
@@ -43,6 +47,7 @@ class Agent:
     #: Start discovery with the agent (it reads ``ctx.peers()``); otherwise the first
     #: ``ctx.delegate`` starts it, and an agent that never delegates runs no registry.
     uses_discovery: ClassVar[bool] = False
+    starts_working: ClassVar[bool] = True
     # Set by the runtime serving the agent (AgentService.start): stops serving it and clears its
     # card. An agent whose backend is gone for good (a worker past its restarts) calls it.
     leave_mesh: Callable[[], Awaitable[None]] | None = None

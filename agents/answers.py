@@ -106,6 +106,14 @@ class Answers:
             return
         self.result(route, result_json)
 
+    def outcome(self, route: Route, record: TaskRecord, history_length: int | None = None) -> None:
+        """Answer a request that waited for the task to settle: the handler's bare Message if it
+        answered with one (:class:`~agents.updates.MessageOnly`), else the Task."""
+        if record.message_answer is not None:
+            self.result(route, record.message_answer.to_json_bytes())
+        else:
+            self.task(route, record, history_length)
+
     def error(self, route: Route, error: RpcError) -> None:
         """Answer with a JSON-RPC error (under the request id it carries, else the route's)."""
         request_id = error.request_id if error.request_id is not None else route.request_id

@@ -44,6 +44,7 @@ from mesh.a2a import (
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
+    TaskStatus,
     TaskStatusUpdateEvent,
     TextPart,
     create_user_message,
@@ -52,6 +53,7 @@ from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
 from mesh.errors import AgentNotFoundError, AgentUnavailableError, CallTimeoutError
 from mesh.registry import name_allowed
+from mesh.timestamps import utc_now_iso
 from mesh.transport import Transport
 
 if TYPE_CHECKING:
@@ -128,6 +130,8 @@ class Delegator:
                                 forwarder(event)
                         continue
                     result = answer.value
+                    if isinstance(result, Message):  # a bare Message answer: a completed task for the caller
+                        result = _as_task(result, call.task_id or call.key, ctx.context_id)
                     if not isinstance(result, Task):
                         raise PeerFailedError(peer, error=_unexpected(result))
                     if result.status.state in _FAILED_STATES:
@@ -203,6 +207,12 @@ def _forwarder(ctx: TaskContext, peer: str) -> Callable[[Any], None]:
             ctx.emit(Status(parts=list(event.status.message.parts), metadata={"forwardedFrom": peer}))
 
     return forward
+
+
+def _as_task(message: Message, task_id: str, context_id: str) -> Task:
+    """A peer's bare Message answer as the completed Task :meth:`Delegator.delegate` returns."""
+    status = TaskStatus(state=TaskState.completed, message=message, timestamp=utc_now_iso())
+    return Task(id=task_id, context_id=message.context_id or context_id, status=status, history=[message])
 
 
 def _unexpected(result: object) -> RpcError:

@@ -131,7 +131,7 @@ class AgentMethods:
                 or known.state in INTERRUPTED_STATES
                 or (config is not None and config.blocking is False)
             ):
-                self.answers.task(route, known, history_length)
+                self.answers.outcome(route, known, history_length)
             else:
                 self.streams.answer_when_settled(known, route, history_length)
             return
@@ -267,14 +267,19 @@ class AgentMethods:
                 f"task {record.id!r} is {record.state.value} and has no more events; read it with tasks/get",
                 data={"taskId": record.id, "state": record.state.value},
             )
-        self._follow(record, props, route)
+        # One snapshot, then every event until the task ends, interruptions included (A2A 1.0
+        # SubscribeToTask; 0.3 clients get the same, the interruption with final: false).
+        listener = self.streams.listener(record, props, route, until_terminal=True)
+        self.answers.stream(listener, record.snapshot().to_json_bytes())
+        record.listeners.append(listener)
+        self.streams.answer_when_terminal(record, route)
 
     def _follow(self, record: TaskRecord, props: MessageProperties, route: Route) -> None:
         """Stream the task to the request: the current Task first, then every later event, in order."""
         listener = self.streams.listener(record, props, route)
         self.answers.stream(listener, record.snapshot().to_json_bytes())
         if record.is_terminal or record.state in INTERRUPTED_STATES:
-            self.answers.task(route, record)
+            self.answers.outcome(route, record)
             return
         record.listeners.append(listener)
         self.streams.answer_when_settled(record, route)

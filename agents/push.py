@@ -25,6 +25,7 @@ import asyncio
 import builtins
 import http.client
 import ipaddress
+import json
 import logging
 import socket
 import ssl
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 
 from agents.journal import NullJournal, TaskJournal
 from mesh.a2a import InvalidParams, PushNotificationConfig, Task, TaskPushNotificationConfig
+from mesh.a2a_v1 import push_payload_v1
 
 __all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigStore", "PushNotifier", "check_push_url", "validate_push_url"]
 
@@ -283,7 +285,20 @@ class _PinnedConnection(http.client.HTTPConnection):
         raise error
 
 
-_Notification = tuple[bytes, list[tuple[_Target, dict[str, str]]]]
+#: The bodies of one update by A2A version, and the endpoints (target, headers, version) to POST them to.
+_Notification = tuple[dict[str, bytes], list[tuple[_Target, dict[str, str], str]]]
+
+
+def _version(config: PushNotificationConfig) -> str:
+    """The A2A version of the client that created ``config``: what its webhook reads."""
+    return "1.0" if (config.a2a_version or "").startswith("1") else "0.3"
+
+
+def _body(task: Task, version: str) -> bytes:
+    """A notification: the 0.3 Task, or for a 1.0 webhook a ``StreamResponse`` holding the Task."""
+    if version == "1.0":
+        return json.dumps(push_payload_v1(task), separators=(",", ":"), ensure_ascii=False).encode()
+    return task.to_json_bytes()
 
 
 class PushNotifier:
@@ -328,18 +343,19 @@ class PushNotifier:
         endpoints = []
         for config in configs:
             try:
-                endpoints.append((_parse_url(config.url), _headers(config)))
+                endpoints.append((_parse_url(config.url), _headers(config), _version(config)))
             except InvalidParams as exc:
                 log.warning("push config %s of task %s skipped: %s", config.id, task.id, exc)
         if not endpoints:
             return
+        bodies = {version: _body(task, version) for version in {version for _, _, version in endpoints}}
         queue = self._queues.get(task.id)
         if queue is None:
             queue = self._queues[task.id] = deque(maxlen=self._max_pending)
             self._workers[task.id] = asyncio.create_task(self._work(task.id, queue), name=f"push:{task.id}")
         elif len(queue) == queue.maxlen:
             log.warning("push notifications of task %s fall behind; oldest pending update dropped", task.id)
-        queue.append((task.to_json_bytes(), endpoints))
+        queue.append((bodies, endpoints))
 
     async def aclose(self, timeout_s: float = 10.0) -> None:
         """Take no more updates; wait up to ``timeout_s`` for pending ones, then cancel the rest."""
@@ -365,10 +381,10 @@ class PushNotifier:
     async def _work(self, task_id: str, queue: deque[_Notification]) -> None:
         try:
             while queue:
-                body, endpoints = queue.popleft()
-                sends = (self._deliver(target, headers, body) for target, headers in endpoints)
+                bodies, endpoints = queue.popleft()
+                sends = (self._deliver(target, headers, bodies[version]) for target, headers, version in endpoints)
                 results = await asyncio.gather(*sends, return_exceptions=True)
-                for (target, _), result in zip(endpoints, results, strict=True):
+                for (target, _, _), result in zip(endpoints, results, strict=True):
                     if isinstance(result, Exception):  # its message might quote a header: type only
                         log.error("push to %s failed: %s", target, type(result).__name__)
         finally:

@@ -19,10 +19,13 @@ from agents.agent import Agent
 from agents.context import TaskContext
 from agents.tasks import TaskRecord
 from agents.updates import (
+    AuthRequired,
     DataArtifact,
     FileArtifact,
     InputRequired,
+    MessageOnly,
     PartsArtifact,
+    Rejected,
     Reply,
     Status,
     TaskFailed,
@@ -42,6 +45,9 @@ from mesh.a2a import (
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[TaskRecord, TaskStatusUpdateEvent | TaskArtifactUpdateEvent], None]
+
+# The states in which a handler's progress is emitted.
+_RUNNING = frozenset({TaskState.submitted, TaskState.working})
 
 # How long a canceled handler may take to unwind before the task is marked canceled anyway.
 CANCEL_GRACE_S = 5.0
@@ -123,8 +129,12 @@ class TaskRunner:
     async def _run_segment(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
         if record.is_terminal:
             return  # canceled before it started
-        self.transition(record, TaskState.working)
-        ctx.emit = lambda update: self.apply(record, update) if record.state is TaskState.working else None
+        if record.state is not TaskState.submitted or self.agent.starts_working:
+            # Resuming after input or authentication is always working again (no second message
+            # slips in); a new task of an agent with starts_working = False stays submitted until
+            # its handler reports progress, so one that answers at once goes straight to its end.
+            self.transition(record, TaskState.working)
+        ctx.emit = lambda update: self.apply(record, update) if record.state in _RUNNING else None
         # The handler runs in this task, so tasks/cancel cancels exactly this task.
         this = asyncio.current_task()
         record.drive = this
@@ -197,10 +207,10 @@ class TaskRunner:
                 self.transition(record, TaskState.completed)
                 return
             sending = None
-            if isinstance(update, InputRequired):
+            if isinstance(update, InputRequired | AuthRequired):
                 self._finish(record, update)  # the generator stays suspended until the reply
                 return
-            if isinstance(update, Reply | Message):
+            if isinstance(update, Reply | Message | Rejected | MessageOnly):
                 record.generator = None
                 await _close(generator)
                 self._finish(record, update)
@@ -233,10 +243,19 @@ class TaskRunner:
             self.transition(record, TaskState.completed, result.to_parts())
         elif isinstance(result, InputRequired):
             self.transition(record, TaskState.input_required, result.to_parts())
+        elif isinstance(result, AuthRequired):
+            self.transition(record, TaskState.auth_required, result.to_parts())
+        elif isinstance(result, Rejected):
+            self.transition(record, TaskState.rejected, result.to_parts())
+        elif isinstance(result, MessageOnly):
+            record.message_answer = Message(
+                message_id=new_id(), role=Role.agent, parts=result.to_parts(), context_id=record.context_id
+            )
+            self.transition(record, TaskState.completed, result.to_parts())
         else:
             raise TypeError(
                 f"{type(self.agent).__name__}.handle returned {result!r}; return a str, Message, Reply, "
-                "InputRequired or None"
+                "InputRequired, AuthRequired, Rejected, MessageOnly or None"
             )
 
     def _end(self, record: TaskRecord, state: TaskState, text: str) -> None:

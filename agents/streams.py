@@ -43,7 +43,13 @@ class TaskStreams:
         self.notifier = notifier
 
     def listener(
-        self, record: TaskRecord, props: MessageProperties, route: Route, *, progress_only: bool = False
+        self,
+        record: TaskRecord,
+        props: MessageProperties,
+        route: Route,
+        *,
+        progress_only: bool = False,
+        until_terminal: bool = False,
     ) -> Listener:
         """A stream for a request: its ``a2aStatusTopic``, else its client's status topic."""
         topic = props.status_topic
@@ -51,26 +57,41 @@ class TaskStreams:
             if not props.client_id:
                 raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
             topic = get_client_status_topic(self.answers.namespace, props.client_id, record.id)
-        return Listener(topic, route.request_id, route.correlation, progress_only)
+        return Listener(topic, route.request_id, route.correlation, progress_only, until_terminal)
 
     def answer_when_settled(self, record: TaskRecord, route: Route, history_length: int | None = None) -> None:
         """Answer the request with the Task the next time it settles (terminal or interrupted)."""
-        record.on_settle.append(lambda: self.answers.task(route, record, history_length))
+        record.on_settle.append(lambda: self.answers.outcome(route, record, history_length))
+
+    def answer_when_terminal(self, record: TaskRecord, route: Route) -> None:
+        """Answer the request with the Task once it is terminal (interrupted states pass by)."""
+
+        def settled() -> None:
+            if record.is_terminal:
+                self.answers.outcome(route, record)
+            else:
+                record.on_settle.append(settled)  # input-required or auth-required: wait on
+
+        record.on_settle.append(settled)
 
     def on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         """Fan an event out to the task's streams (in order) and push subscribers."""
         self.tasks.changed(record)
-        if record.listeners:
+        interrupted = isinstance(event, TaskStatusUpdateEvent) and event.final and not record.is_terminal
+        # A bare Message answer ends no stream with a status: the Message is their final answer.
+        if record.listeners and not (record.message_answer is not None and record.is_terminal):
             try:
                 result_json = event.to_json_bytes()
+                # For streams that outlive the interruption, the event does not end the stream.
+                going_on = event.model_copy(update={"final": False}).to_json_bytes() if interrupted else result_json
             except ValueError as exc:  # a handler's text no JSON can carry (a lone surrogate)
                 log.warning("%s: task %s: an event could not be sent: %s", self.answers.agent_name, record.id, exc)
             else:
                 for listener in record.listeners:
                     if listener.wants(event):
-                        self.answers.stream(listener, result_json)
+                        self.answers.stream(listener, going_on if listener.until_terminal else result_json)
         if isinstance(event, TaskStatusUpdateEvent) and event.final:
-            record.listeners.clear()
+            record.listeners[:] = [listener for listener in record.listeners if interrupted and listener.until_terminal]
             if event.status.message is not None:  # the agent's answer joins the conversation
                 self.contexts.append(record.context_id, event.status.message)
             callbacks, record.on_settle = record.on_settle, []

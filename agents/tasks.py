@@ -38,12 +38,17 @@ class Listener:
     ``progress_only`` is for the status topic of a ``message/send``: it gets the events that
     say something (status messages, artifacts) but not bare state changes, nor the closing
     status-update, which the Task answer repeats at once.
+
+    ``until_terminal`` is for ``tasks/resubscribe``: the stream outlives interrupted states
+    (input-required, auth-required; their status-update reaches it with ``final: false``) and
+    ends only when the task does.
     """
 
     topic: str
     request_id: str | int | None
     correlation: bytes | None
     progress_only: bool = False
+    until_terminal: bool = False
 
     def wants(self, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
         if not self.progress_only or isinstance(event, TaskArtifactUpdateEvent):
@@ -77,6 +82,8 @@ class TaskRecord:
     request_key: str | None = None
     # Loaded from the journal unfinished: its handler died with the previous process.
     orphaned: bool = False
+    # The handler answered with a bare Message (MessageOnly): the requests get it, not the Task.
+    message_answer: Message | None = None
 
     @classmethod
     def new(cls, task_id: str, context_id: str) -> TaskRecord:

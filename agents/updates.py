@@ -10,7 +10,12 @@ plain ``str`` / :class:`~mesh.a2a.Message`, shorthand for :class:`Reply`)::
         yield Reply(f"Weather in {get_text_from_message(city)}: sunny")   # completed
 
 A bare ``str`` yielded is a :class:`Status`. Ending without :class:`Reply` completes the task
-with no final message.
+with no final message. The other endings: :class:`Rejected` (the agent will not do it),
+:class:`AuthRequired` (it waits, as for input, until the client authenticates) and
+:class:`MessageOnly` (the answer is a bare Message: no task for the client).
+
+The task becomes ``working`` with the first :class:`Status` (or on resuming after input): a
+handler that answers at once goes from ``submitted`` straight to its end.
 """
 
 from __future__ import annotations
@@ -79,6 +84,42 @@ class InputRequired:
 
     def to_parts(self) -> list[Part]:
         return _parts(self.text, self.data, ())
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequired:
+    """Ask the client to authenticate (A2A ``auth-required``); the task waits, then resumes as
+    after :class:`InputRequired` with the client's next message on the task."""
+
+    text: str | None = None
+    data: dict[str, Any] | None = None
+
+    def to_parts(self) -> list[Part]:
+        return _parts(self.text, self.data, ())
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """Refuse the task (A2A ``rejected``, terminal): the agent will not do it, and says why."""
+
+    text: str | None = None
+    data: dict[str, Any] | None = None
+
+    def to_parts(self) -> list[Part]:
+        return _parts(self.text, self.data, ())
+
+
+@dataclass(frozen=True, slots=True)
+class MessageOnly:
+    """Answer with a bare Message instead of a task: the A2A result is this Message (for a quick
+    answer that needs no task the client could follow; the agent still records it as completed)."""
+
+    text: str | None = None
+    data: dict[str, Any] | None = None
+    parts: Sequence[Part] = ()
+
+    def to_parts(self) -> list[Part]:
+        return _parts(self.text, self.data, self.parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,4 +206,17 @@ class TaskFailed(Exception):
 
 
 ArtifactUpdate = TextArtifact | DataArtifact | FileArtifact | PartsArtifact
-Update = Status | Reply | InputRequired | TextArtifact | DataArtifact | FileArtifact | PartsArtifact
+Update = (
+    Status
+    | Reply
+    | InputRequired
+    | AuthRequired
+    | Rejected
+    | MessageOnly
+    | TextArtifact
+    | DataArtifact
+    | FileArtifact
+    | PartsArtifact
+)
+#: The updates that end a handler's segment (the task ends, or waits for the client).
+Ending = Reply | InputRequired | AuthRequired | Rejected | MessageOnly

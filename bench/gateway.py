@@ -14,7 +14,9 @@ process each::
 
 - gateway: ``POST /a2a/agents/echo`` -> HttpGateway -> Mosquitto -> echo agent -> the Task back
   the same way, translated to the caller's A2A version;
-- a2a-sdk: ``POST /`` to the a2a-sdk JSON-RPC routes.
+- a2a-sdk: ``POST /`` to the a2a-sdk JSON-RPC routes;
+- the gateway's HTTP+JSON binding: ``POST /a2a/agents/echo/rest/message:send`` (``gateway_rest``),
+  and its gRPC binding: ``SendMessage`` with tenant ``echo`` on one channel (``gateway_grpc``).
 
 Both servers are asked in A2A 0.3 (``message/send``) and in 1.0 (``SendMessage`` with
 ``A2A-Version: 1.0``); the better figure of each side is compared with the better of the other,
@@ -63,11 +65,32 @@ async def http_side(port: int, path: str, version: str, requests: int, concurren
     async with HttpPool("127.0.0.1", port, size=CONCURRENCY) as pool:
 
         async def call() -> None:
-            body, headers = http_payload(version)
-            status, response = await pool.post_json(path, body, headers)
-            result = response["result"]
+            body, headers = http_payload("1.0" if version == "rest" else version)
+            if version == "rest":  # HTTP+JSON: the params are the body, the result the answer
+                status, result = await pool.post_json(path, body["params"], headers)
+            else:
+                status, response = await pool.post_json(path, body, headers)
+                result = response["result"]
             state = (result.get("task") or result)["status"]["state"]
-            assert status == 200 and state in ("completed", "TASK_STATE_COMPLETED"), response
+            assert status == 200 and state in ("completed", "TASK_STATE_COMPLETED"), result
+
+        return await measure(call, requests, concurrent_requests)
+
+
+async def grpc_side(port: int, requests: int, concurrent_requests: int) -> dict[str, float]:
+    """SendMessage over the gateway's gRPC binding (one HTTP/2 channel, as a gRPC client has)."""
+    import grpc
+    from a2a.types import a2a_pb2 as pb
+    from a2a.types import a2a_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+
+        async def call() -> None:
+            message_id = uuid.uuid4().hex
+            message = pb.Message(role=pb.Role.ROLE_USER, message_id=message_id, parts=[pb.Part(text="hello")])
+            response = await stub.SendMessage(pb.SendMessageRequest(tenant="echo", message=message))
+            assert response.task.status.state == pb.TaskState.TASK_STATE_COMPLETED, response
 
         return await measure(call, requests, concurrent_requests)
 
@@ -90,18 +113,25 @@ def main() -> None:
     parser.add_argument("--profile-gateway", metavar="FILE", help="run the gateway under cProfile; stats to FILE")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--grpc-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
     parser.add_argument("--trust", action="store_true", help="signed cards, gateway-minted user tokens required")
     parser.add_argument("--keys", help=argparse.SUPPRESS)
+    # In memory, as the a2a-sdk side's InMemoryTaskStore (bench/agent.py measures SQLite too).
+    parser.add_argument("--task-store", default=":memory:", help="the echo agent's task store")
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace, ":memory:", args.keys))
+        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store, args.keys))
         return
     if args.serve_gateway is not None:
-        asyncio.run(serve_gateway(args.broker, args.namespace, args.serve_gateway, args.profile_gateway, args.keys))
+        asyncio.run(
+            serve_gateway(
+                args.broker, args.namespace, args.serve_gateway, args.grpc_port, args.profile_gateway, args.keys
+            )
+        )
         return
 
-    gateway_port, a2a_port = free_port(), free_port()
+    gateway_port, a2a_port, grpc_port = free_port(), free_port(), free_port()
     script = str(Path(__file__).resolve())
     profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
     gateway, a2a = {}, {}
@@ -110,12 +140,26 @@ def main() -> None:
     with (
         keys_dir,
         broker_url(args.broker) as url,
-        child([script, "--serve-echo", "--broker", url, "--namespace", args.namespace, *trust]),
+        child(
+            [
+                script,
+                "--serve-echo",
+                "--broker",
+                url,
+                "--namespace",
+                args.namespace,
+                "--task-store",
+                args.task_store,
+                *trust,
+            ]
+        ),
         child(
             [
                 script,
                 "--serve-gateway",
                 str(gateway_port),
+                "--grpc-port",
+                str(grpc_port),
                 "--broker",
                 url,
                 "--namespace",
@@ -137,6 +181,16 @@ def main() -> None:
                 )
                 results[version] = asyncio.run(http_side(port, path, version, args.requests, args.concurrent_requests))
                 progress(f"{side} {version}: {results[version]}")
+        progress(f"gateway (HTTP+JSON): {args.requests} sequential, then {args.concurrent_requests}")
+        rest = asyncio.run(
+            http_side(
+                gateway_port, f"{GATEWAY_PATH}/rest/message:send", "rest", args.requests, args.concurrent_requests
+            )
+        )
+        progress(f"gateway rest: {rest}")
+        progress(f"gateway (gRPC): {args.requests} sequential, then {args.concurrent_requests}")
+        grpc_figures = asyncio.run(grpc_side(grpc_port, args.requests, args.concurrent_requests))
+        progress(f"gateway grpc: {grpc_figures}")
     if args.profile_gateway:
         report_profile(args.profile_gateway)
     gw, sdk = best(gateway), best(a2a)
@@ -150,8 +204,12 @@ def main() -> None:
             "rps_ratio": ratio(gw["rps"], sdk["rps"]),
             "gateway_p99_us": gw["p99_us"],
             "a2a_http_p99_us": sdk["p99_us"],
+            # The 1.0 edge (translation included) against 0.3 on the same gateway, same run.
+            "v1_rtt_ratio": ratio(gateway["1.0"]["rtt_us"], gateway["0.3"]["rtt_us"]),
             "gateway_0_3": gateway["0.3"],
             "gateway_1_0": gateway["1.0"],
+            "gateway_rest": rest,  # A2A 1.0 HTTP+JSON (not in the best-of figures above)
+            "gateway_grpc": grpc_figures,  # A2A 1.0 gRPC (not in the best-of figures above)
             "a2a_http_0_3": a2a["0.3"],
             "a2a_http_1_0": a2a["1.0"],
             "concurrency": CONCURRENCY,
@@ -163,7 +221,9 @@ def main() -> None:
     )
 
 
-async def serve_gateway(url: str, namespace: str, port: int, profile_file: str | None, keys: str | None) -> None:
+async def serve_gateway(
+    url: str, namespace: str, port: int, grpc_port: int | None, profile_file: str | None, keys: str | None
+) -> None:
     """The gateway child: serves until SIGTERM, then writes its profile if asked to."""
     from gateways.http.protection import ConcurrencyConfig
     from gateways.http.server import HttpGateway
@@ -174,6 +234,7 @@ async def serve_gateway(url: str, namespace: str, port: int, profile_file: str |
         id="bench",
         port=port,
         default_agent="echo",
+        grpc_port=grpc_port,
         rate_limit=None,
         concurrency=ConcurrencyConfig(max_requests_per_client=4 * CONCURRENCY),
     )

@@ -1,4 +1,5 @@
-"""The HTTP A2A gateway: A2A 0.3 and 1.0 JSON-RPC (and SSE) for every agent of a namespace.
+"""The HTTP A2A gateway: A2A 0.3 and 1.0 JSON-RPC, and 1.0 HTTP+JSON (with SSE), for every agent
+of a namespace.
 
 :class:`HttpGateway` needs the ``http`` extra (starlette, uvicorn) and loads on first use, so the
 ``mesh.up`` entry point can read :data:`UP_CONFIG` without it.

@@ -20,7 +20,8 @@ Per JSON-RPC request (``params`` / ``result`` are the decoded members)::
     error_response_v1(request_id, exc)                  # RpcError, or the agent's error object
 
 The modules: :mod:`.a2a_v1_requests` (1.0 requests -> 0.3, method and version tables) and
-:mod:`.a2a_v1_results` (0.3 results -> 1.0, streams; enum names and codecs). This one holds
+:mod:`mesh.a2a_v1` (0.3 results -> 1.0, streams; enum names and codecs; in ``mesh``
+because agents write 1.0 push payloads with it). This one holds
 what the gateway answers itself (ListTasks, the served card), the 1.0 errors, and re-exports
 the public API.
 """
@@ -49,20 +50,7 @@ from mesh.a2a import (
     parse_result,
 )
 from mesh.a2a.validation import format_validation_error, short_repr
-
-from .a2a_v1_requests import (
-    EXTENSION_SUPPORT_REQUIRED,
-    V1_METHODS,
-    V1_STREAMING_METHODS,
-    VERSION_NOT_SUPPORTED,
-    BadMember,
-    ProtoObject,
-    mesh_method,
-    negotiate_version,
-    params_from_v1,
-    read_params,
-)
-from .a2a_v1_results import (
+from mesh.a2a_v1 import (
     JSON,
     STATE_FROM_V1,
     TASK_STATE_NAMES,
@@ -78,6 +66,19 @@ from .a2a_v1_results import (
     task_v1,
     timestamp_key,
     timestamp_v1,
+)
+
+from .a2a_v1_requests import (
+    EXTENSION_SUPPORT_REQUIRED,
+    V1_METHODS,
+    V1_STREAMING_METHODS,
+    VERSION_NOT_SUPPORTED,
+    BadMember,
+    ProtoObject,
+    mesh_method,
+    negotiate_version,
+    params_from_v1,
+    read_params,
 )
 
 __all__ = [
@@ -351,15 +352,29 @@ def _requirements(security: list[dict[str, list[str]]]) -> list[JSON]:
     return [{"schemes": {name: {"list": scopes} for name, scopes in req.items()}} for req in security]
 
 
-def served_card(card_0_3: AgentCard | Mapping[str, Any], *, url_v1: str, url_v0_3: str) -> JSON:
-    """The card the gateway serves for a mesh agent, readable as A2A 1.0 and as 0.3.
+def served_card(
+    card_0_3: AgentCard | Mapping[str, Any],
+    *,
+    url_v1: str | None,
+    url_v0_3: str | None,
+    more_v1: Iterable[Mapping[str, str]] = (),
+) -> JSON:
+    """The card the gateway serves for a mesh agent, for the A2A versions it serves.
 
-    As a2a-sdk 1.3's server does for a card with both interfaces, it is the 1.0 card plus the
-    0.3 members: ``supportedInterfaces`` (JSONRPC 1.0 at ``url_v1``, JSONRPC 0.3 at
-    ``url_v0_3``) next to ``url``, ``preferredTransport``, ``protocolVersion`` ("0.3.0") and
-    ``additionalInterfaces``; each security scheme in both forms; ``securityRequirements``
-    next to ``security`` (card and skills). The agent's own URLs and signatures are dropped,
-    extended cards are not advertised, and an OAuth scheme keeps one flow (1.0 allows one).
+    ``url_v1`` / ``url_v0_3`` are the JSON-RPC URLs of each version, ``None`` for a version not
+    served; ``more_v1`` are further 1.0 interfaces (other bindings) to list.
+
+    - 1.0 only: a strict 1.0 card (it validates against a2a-sdk's ``AgentCard``, unknown members
+      refused): ``supportedInterfaces``, security schemes in their 1.0 form,
+      ``securityRequirements``; no 0.3 member (``url``, ``protocolVersion``, ``security``,
+      ``capabilities.stateTransitionHistory``...).
+    - 0.3 only: the 0.3 card (``url``, ``preferredTransport``, ``protocolVersion`` "0.3.0").
+    - both: as a2a-sdk 1.3's server does for a card with both interfaces, the 1.0 card plus the
+      0.3 members, each security scheme in both forms, ``securityRequirements`` next to
+      ``security`` (card and skills).
+
+    The agent's own URLs and signatures are dropped, extended cards are not advertised, and an
+    OAuth scheme keeps one flow (1.0 allows one).
     """
     try:
         parsed = card_0_3 if isinstance(card_0_3, AgentCard) else AgentCard.model_validate(card_0_3)
@@ -369,17 +384,22 @@ def served_card(card_0_3: AgentCard | Mapping[str, Any], *, url_v1: str, url_v0_
     for key in _REPLACED:
         legacy.pop(key, None)
     legacy["capabilities"].pop("extendedAgentCard", None)
-    card: JSON = {
-        "supportedInterfaces": [
-            {"url": url_v1, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url_v0_3, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
-        **legacy,
-        "url": url_v0_3,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
-        "additionalInterfaces": [{"url": url_v0_3, "transport": "JSONRPC"}],
-    }
+    interfaces: list[JSON] = []
+    if url_v1 is not None:
+        interfaces.append({"url": url_v1, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
+        interfaces.extend(dict(i) for i in more_v1)
+    if url_v0_3 is not None:
+        interfaces.append({"url": url_v0_3, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
+    card: JSON = {"supportedInterfaces": interfaces, **legacy} if url_v1 is not None else legacy
+    if url_v0_3 is not None:
+        card |= {
+            "url": url_v0_3,
+            "preferredTransport": "JSONRPC",
+            "protocolVersion": "0.3.0",
+            "additionalInterfaces": [{"url": url_v0_3, "transport": "JSONRPC"}],
+        }
+    if url_v1 is None:
+        return card
     if "securitySchemes" in card:
         card["securitySchemes"] = {name: _scheme(s) for name, s in card["securitySchemes"].items()}
     if "security" in card:
@@ -387,4 +407,16 @@ def served_card(card_0_3: AgentCard | Mapping[str, Any], *, url_v1: str, url_v0_
     for skill in card["skills"]:
         if "security" in skill:
             skill["securityRequirements"] = _requirements(skill["security"])
+    if url_v0_3 is None:
+        _strip_0_3(card)
     return card
+
+
+def _strip_0_3(card: JSON) -> None:
+    """Leave only 1.0 members: strict 1.0 readers refuse the others."""
+    card.pop("security", None)
+    card["capabilities"].pop("stateTransitionHistory", None)
+    for skill in card["skills"]:
+        skill.pop("security", None)
+    for name, scheme in card.get("securitySchemes", {}).items():
+        card["securitySchemes"][name] = {key: value for key, value in scheme.items() if key.endswith("SecurityScheme")}

@@ -38,8 +38,7 @@ from typing import Any, Final, Literal, NoReturn, TypeVar
 from gateways.e2a.reader import ObjectReader
 from mesh.a2a import METHOD_ALIASES, METHOD_PARAMS, InvalidParams, Method, MethodNotFound, RpcError
 from mesh.a2a.validation import short_repr
-
-from .a2a_v1_results import DATA_PART_COMPAT, JSON, ROLE_FROM_V1, ROLE_NAMES, normalize_base64
+from mesh.a2a_v1 import DATA_PART_COMPAT, JSON, ROLE_FROM_V1, ROLE_NAMES, normalize_base64
 
 T = TypeVar("T")
 
@@ -248,8 +247,9 @@ def _message(msg: ProtoObject) -> JSON:
 
 
 def _push_config(config: ProtoObject) -> JSON:
-    """A flat 1.0 ``TaskPushNotificationConfig`` as a 0.3 ``PushNotificationConfig``."""
-    out: JSON = {"url": config.required_string("url")}
+    """A flat 1.0 ``TaskPushNotificationConfig`` as a 0.3 ``PushNotificationConfig``, marked
+    (``a2aVersion``, a mesh extension) so the agent POSTs 1.0 ``StreamResponse`` bodies to it."""
+    out: JSON = {"url": config.required_string("url"), "a2aVersion": "1.0"}
     _put(out, "id", config.string("id"))
     _put(out, "token", config.string("token"))
     auth = config.child("authentication")

@@ -10,7 +10,13 @@
 ``POST /a2a/agents/{name}``                 A2A JSON-RPC to that agent (0.3, or 1.0 with
                                             ``A2A-Version: 1.0``); SSE for streams
 ``POST /a2a``                               the same for the configured default agent
+``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
+                                            (:mod:`gateways.http.rest`); ``/a2a/rest/...``
+                                            for the default agent
 ==========================================  ==============================================
+
+Every route answers with and without a trailing slash. Both bindings go through
+:func:`gateways.http.serving.serve_call`.
 
 Every request is rate limited (``X-RateLimit-*`` headers on every answer); the JSON-RPC and
 agent-listing routes need the configured authentication; cards and health are public, as
@@ -23,32 +29,29 @@ status (401, 413, 429...).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope, Send
 
-from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
-from gateways.http.auth import Authenticator, Principal
+from gateways.http.auth import Authenticator
+from gateways.http.card_responses import CardResponses
 from gateways.http.cards import http_card
 from gateways.http.edge import (
     EXCEPTION_HANDLERS,
+    Caller,
     app_middleware,
-    asked_version,
-    caller_of,
     private_route_middleware,
     version_asked,
 )
-from gateways.http.limits import ConcurrencyLimits, Slot, request_timeout
-from gateways.http.protection import EdgeError, agent_not_found
-from gateways.http.rpc import RpcCall, answer, envelope_for, error_response, parse_call, sse
-from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
-from mesh.limits import check_message_limits
+from gateways.http.limits import ConcurrencyLimits
+from gateways.http.protection import agent_not_found
+from gateways.http.rest import rest_routes
+from gateways.http.rpc import parse_call
+from gateways.http.serving import JSON_RPC, read_body, serve_call
+from gateways.http.streams import OpenStreams
 from mesh.registry import Entry
 
 if TYPE_CHECKING:
@@ -71,90 +74,21 @@ def build_app(gateway: HttpGateway) -> Starlette:
         Route("/a2a/agents/{name}", _jsonrpc, methods=["POST"], middleware=private),
         Route("/a2a", _jsonrpc, methods=["POST"], middleware=private),
     ]
+    if "1.0" in settings.a2a_versions:  # the HTTP+JSON binding is A2A 1.0's
+        no_body = private_route_middleware(concurrency.requests, settings.limits, json_body=False)
+        for base in ("/a2a/agents/{name}/rest", "/a2a/rest"):
+            routes += rest_routes(base, with_body=private, without_body=no_body)
     app = Starlette(
         routes=routes,
         middleware=app_middleware(settings, Authenticator(settings.auth)),
         exception_handlers=EXCEPTION_HANDLERS,
     )
+    app.router.redirect_slashes = False  # OptionalTrailingSlash serves both forms instead
     app.state.gateway = gateway
     app.state.concurrency = concurrency
     app.state.streams = OpenStreams()
+    app.state.cards = CardResponses(settings.card_max_age_s)
     return app
-
-
-# ---------------------------------------------------------------- SSE responses
-
-
-class OpenStreams:
-    """The SSE responses being sent, so that a stopping gateway can end them: uvicorn waits for
-    every open response before it stops, and a stream may wait on the mesh for minutes."""
-
-    def __init__(self) -> None:
-        self._scopes: set[anyio.CancelScope] = set()
-        self.closing = False
-
-    def add(self, scope: anyio.CancelScope) -> None:
-        self._scopes.add(scope)
-        if self.closing:
-            scope.cancel()
-
-    def discard(self, scope: anyio.CancelScope) -> None:
-        self._scopes.discard(scope)
-
-    def close(self) -> None:
-        """End every open stream (and any that starts from now on) at its next await."""
-        self.closing = True
-        for scope in list(self._scopes):
-            scope.cancel()
-
-
-class EventStream(StreamingResponse):
-    """An SSE response that gives its context ``slot`` back however it ends: at its last event
-    (before the end of the body goes out, so a client that saw the end may send again at once),
-    a client that left, even before the body was started, or a stopping gateway."""
-
-    def __init__(self, chunks: AsyncIterator[bytes], streams: OpenStreams, slot: Slot | None) -> None:
-        super().__init__(
-            self._releasing(chunks),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-        self.streams = streams
-        self.slot = slot
-
-    def release(self) -> None:
-        if self.slot is not None:
-            self.slot.release()
-
-    async def _releasing(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in chunks:
-                yield chunk
-        finally:
-            self.release()
-            await chunks.aclose()  # type: ignore[attr-defined]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        progress = {"started": False, "ended": False}
-
-        async def sending(message: Message) -> None:
-            progress["started"] = progress["started"] or message["type"] == "http.response.start"
-            progress["ended"] = message["type"] == "http.response.body" and not message.get("more_body", False)
-            await send(message)
-
-        try:
-            with anyio.CancelScope() as cancel:
-                self.streams.add(cancel)
-                await super().__call__(scope, receive, sending)
-        finally:
-            self.streams.discard(cancel)
-            self.release()
-            await self.body_iterator.aclose()  # type: ignore[attr-defined]  # a body left mid-way
-        if cancel.cancelled_caught and not progress["ended"]:
-            # The gateway is stopping: end the stream cleanly (the task goes on on the mesh).
-            if not progress["started"]:
-                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # ---------------------------------------------------------------- cards, health, listing
@@ -176,30 +110,39 @@ async def _default_card(request: Request) -> Response:
             },
             status_code=404,
         )
-    return JSONResponse(http_card(_entry_of(gateway, name).card, f"{gateway.public_url}/a2a", gateway.settings.auth))
+    return _card_response(request, gateway, name, f"{gateway.public_url}/a2a")
 
 
 async def _agent_card(request: Request) -> Response:
     gateway = _gateway(request)
     name = request.path_params["name"]
-    url = f"{gateway.public_url}/a2a/agents/{name}"
-    return JSONResponse(http_card(_entry_of(gateway, name).card, url, gateway.settings.auth))
+    return _card_response(request, gateway, name, f"{gateway.public_url}/a2a/agents/{name}")
+
+
+def _card_response(request: Request, gateway: HttpGateway, name: str, url: str) -> Response:
+    entry = _entry_of(gateway, name)
+    settings = gateway.settings
+    card = http_card(entry.card, url, settings.auth, settings.a2a_versions, grpc_url=gateway.grpc_url)
+    responses: CardResponses = request.app.state.cards
+    return responses.respond(request, card, first_seen=entry.first_seen)
 
 
 async def _health(request: Request) -> Response:
+    """Up or down for anyone (load balancers); the broker, namespace and agents only for an
+    authenticated caller, or anyone with ``health_details``: they help an attacker aim."""
     gateway = _gateway(request)
     runtime = gateway.runtime
     connected = runtime.is_connected
-    return JSONResponse(
-        {
-            "status": "ok" if connected else "degraded",
+    health: dict[str, Any] = {"status": "ok" if connected else "degraded"}
+    user = request.user
+    if gateway.settings.health_details or (isinstance(user, Caller) and user.principal.scheme != "none"):
+        health |= {
             "gateway": gateway.settings.id,
             "namespace": runtime.namespace,
             "broker": {"url": runtime.broker_url, "connected": connected},
             "agents": len(runtime.agents()),
-        },
-        status_code=200 if connected else 503,
-    )
+        }
+    return JSONResponse(health, status_code=200 if connected else 503)
 
 
 async def _list_agents(request: Request) -> Response:
@@ -243,72 +186,5 @@ def _entry_of(gateway: HttpGateway, name: str) -> Entry:
 
 
 async def _jsonrpc(request: Request) -> Response:
-    gateway = _gateway(request)
-    concurrency: ConcurrencyLimits = request.app.state.concurrency
-    principal = caller_of(request)
-    body = await request.body()  # BodyLimit refuses a body over the limit as it comes
-    version_header = version_asked(request)
-    call: RpcCall | None = None
-    try:
-        call = parse_call(body, version_header)
-        agent = _target(gateway, request, call, principal)
-        if call.mesh_method is None:
-            return JSONResponse(_answer_locally(gateway, call, principal))
-        message = call.params.get("message")
-        if message is not None:
-            check_message_limits(message, gateway.settings.limits)
-        timeout = request_timeout(request.headers, gateway.settings.timeouts, streaming=call.streaming)
-        context_slot = concurrency.contexts.acquire(call.context_id) if call.context_id else None
-    except RpcError as exc:
-        if exc.request_id is None and call is not None:
-            exc.request_id = call.request_id  # the request was read: answer it by its id
-        if isinstance(exc, EdgeError):
-            raise
-        version = call.version if call is not None else asked_version(request)
-        return JSONResponse(error_response(version, exc.request_id, exc))
-    envelope = envelope_for(call, user_id=principal.name)
-    frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
-    if call.streaming:
-        return EventStream(sse(call, frames), request.app.state.streams, context_slot)
-    try:
-        async for frame in frames:
-            if frame.is_final:
-                return JSONResponse(answer(call, frame))
-    finally:
-        if context_slot is not None:
-            context_slot.release()
-        await frames.aclose()  # type: ignore[attr-defined]
-    raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
-
-
-def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Principal) -> str:
-    """The agent a request goes to: the path's, else the task's, else the default agent."""
-    route = gateway.runtime.task_route(call.task_id) if call.task_id else None
-    if route is not None and route.owner not in (None, principal.name):
-        raise TaskNotFound(f"no task {call.task_id!r}", data={"taskId": call.task_id}, request_id=call.request_id)
-    name = request.path_params.get("name")
-    if name is not None:
-        return str(name)
-    if route is not None:
-        return route.agent
-    if gateway.settings.default_agent is None:
-        available = gateway.runtime.agent_names()
-        raise EdgeError(
-            f"this gateway has no default agent: POST to /a2a/agents/{{name}} instead "
-            f"(agents: {', '.join(available) or 'none'})",
-            code=-32000,
-            error_type="AgentNotFound",
-            http_status=404,
-            details={"availableAgents": available},
-        )
-    return gateway.settings.default_agent
-
-
-def _answer_locally(gateway: HttpGateway, call: RpcCall, principal: Principal) -> dict[str, Any]:
-    """1.0 methods the mesh has no counterpart for."""
-    if call.method == "ListTasks":
-        query = list_tasks_query(call.params)
-        tasks = [r.task for r in gateway.runtime.task_routes() if r.owner == principal.name and r.task is not None]
-        return {"jsonrpc": "2.0", "id": call.request_id, "result": list_tasks_result_v1(query, tasks)}
-    error = AuthenticatedExtendedCardNotConfigured("this gateway serves no extended agent cards")
-    return error_response("1.0", call.request_id, error)
+    body = await read_body(request, _gateway(request).settings.read_timeout_s)
+    return await serve_call(request, lambda: parse_call(body, version_asked(request)), JSON_RPC)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from gateways.http.a2a_v1 import served_card
@@ -18,15 +19,43 @@ from mesh.registry import GATEWAY_ROLE_EXTENSION
 SCHEME_NAME = "gateway"
 
 
-def http_card(card: AgentCard, url: str, auth: AuthConfig) -> dict[str, Any]:
-    """An agent's mesh card as an HTTP client needs it: the gateway's URL, 1.0 and 0.3 fields,
-    and the authentication the gateway asks for."""
+def http_card(
+    card: AgentCard,
+    url: str,
+    auth: AuthConfig,
+    versions: Collection[str] = ("1.0", "0.3"),
+    *,
+    grpc_url: str | None = None,
+) -> dict[str, Any]:
+    """An agent's mesh card as an HTTP client needs it: the gateway's URL, the members of the
+    A2A ``versions`` served (a 1.0-only card is strictly 1.0), and the authentication the
+    gateway asks for."""
     updates: dict[str, Any] = {"url": url, "preferred_transport": "JSONRPC"}
     scheme = _security_scheme(auth)
     if scheme is not None:
         updates["security_schemes"] = {SCHEME_NAME: scheme}
         updates["security"] = [{SCHEME_NAME: []}]
-    return served_card(card.model_copy(update=updates), url_v1=url, url_v0_3=url)
+    return served_card(
+        card.model_copy(update=updates),
+        url_v1=url if "1.0" in versions else None,
+        url_v0_3=url if "0.3" in versions else None,
+        more_v1=[
+            {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            # One gRPC server for every agent: the tenant names the agent.
+            *(
+                [{"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": card.name}]
+                if grpc_url
+                else []
+            ),
+        ],
+    )
+
+
+def _grpc_interface(grpc_url: str | None, agent: str) -> list[dict[str, str]]:
+    """The gRPC interface, if served: one server for every agent, the tenant names the agent."""
+    if grpc_url is None:
+        return []
+    return [{"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": agent}]
 
 
 def gateway_card(gateway_id: str, namespace: str, public_url: str) -> AgentCard:

@@ -2,11 +2,12 @@
 
 The layers a request passes, outermost first::
 
+    OptionalTrailingSlash     ``/a2a/`` is ``/a2a``: every route answers both ways, never a redirect
     CORSMiddleware            when ``cors.allow_origins`` is set: refusals carry CORS headers too
     AuthenticationMiddleware  CallerBackend: who is calling (``request.user``); refuses nobody
     RateLimitMiddleware       a token bucket per caller: 429, and X-RateLimit-* on every answer
     Router
-      private routes          RequireCaller (401), RequestSlots (429), BodyLimit (413)
+      private routes          RequireCaller (401), JsonBody (415), RequestSlots (429), BodyLimit (413)
       endpoint
     an EdgeError raised anywhere under the router is answered by :func:`edge_refusal`
 
@@ -33,13 +34,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateways.http.auth import ANONYMOUS, Authenticator, Principal
 from gateways.http.limits import BodyLimits, RateLimiter, Slots, check_body_size
-from gateways.http.protection import EdgeConfig, EdgeError, get_header
+from gateways.http.protection import JSON_MEDIA_TYPES, EdgeConfig, EdgeError, get_header, unsupported_media_type
+from gateways.http.rest_errors import is_rest_path, rest_error
 from gateways.http.rpc import Version, error_response
 
 __all__ = [
     "VERSION_HEADER",
     "EXCEPTION_HANDLERS",
     "BodyLimit",
+    "JsonBody",
+    "OptionalTrailingSlash",
     "Caller",
     "CallerBackend",
     "RateLimitMiddleware",
@@ -143,11 +147,34 @@ async def edge_refusal(request: Request, exc: Exception) -> Response:
     (Starlette's exception handler for it; async, so it runs in the loop, not a thread)."""
     if not isinstance(exc, EdgeError):  # pragma: no cover - registered for EdgeError only
         raise exc
+    if is_rest_path(request.url.path):  # the HTTP+JSON binding's own error shape
+        return JSONResponse(rest_error(exc), status_code=exc.http_status, headers=dict(exc.headers))
     body = error_response(asked_version(request), exc.request_id, exc)
     return JSONResponse(body, status_code=exc.http_status, headers=dict(exc.headers))
 
 
 # ---------------------------------------------------------------- app-level middleware
+
+
+class OptionalTrailingSlash:
+    """Every route answers with and without a trailing slash: ``/a2a/`` is routed as ``/a2a``.
+
+    Starlette would answer a 307 redirect, which clients that build the RPC URL as ``{url}/``
+    do not follow for a POST (A2A conformance kits among them).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and len(path) > 1 and path.endswith("/"):
+            scope = dict(scope)
+            scope["path"] = path.rstrip("/") or "/"
+            raw_path = scope.get("raw_path")
+            if raw_path:
+                scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
+        await self.app(scope, receive, send)
 
 
 class RateLimitMiddleware:
@@ -181,8 +208,8 @@ class RateLimitMiddleware:
 
 
 def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Middleware]:
-    """CORS (when configured), authentication and rate limiting, outermost first."""
-    middleware = []
+    """Path normalization, CORS (when configured), authentication and rate limiting, outermost first."""
+    middleware = [Middleware(OptionalTrailingSlash)]
     if config.cors.allow_origins:
         options = config.cors.model_dump()
         # A2A 1.0 clients must send A2A-Version: a browser sends only the headers a preflight allowed.
@@ -210,6 +237,22 @@ class RequireCaller:
             raise user.refusal
         if not isinstance(user, Caller):  # pragma: no cover - the app always authenticates
             raise TypeError("RequireCaller needs AuthenticationMiddleware(CallerBackend) around the router")
+        await self.app(scope, receive, send)
+
+
+class JsonBody:
+    """Route middleware: a POST whose body is not declared JSON (``application/json`` or
+    ``application/a2a+json``, any parameters) is refused (415) before it is read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "POST":
+            declared = Headers(scope=scope).get("content-type")
+            media_type = (declared or "").partition(";")[0].strip().lower()
+            if media_type not in JSON_MEDIA_TYPES:
+                raise unsupported_media_type(declared)
         await self.app(scope, receive, send)
 
 
@@ -261,9 +304,15 @@ class BodyLimit:
         await self.app(scope, receive_limited, send)
 
 
-def private_route_middleware(slots: Slots, limits: BodyLimits) -> list[Middleware]:
-    """The middleware of a route that needs authentication, outermost first."""
-    return [Middleware(RequireCaller), Middleware(RequestSlots, slots=slots), Middleware(BodyLimit, limits=limits)]
+def private_route_middleware(slots: Slots, limits: BodyLimits, *, json_body: bool = True) -> list[Middleware]:
+    """The middleware of a route that needs authentication, outermost first (``json_body``: its
+    POST reads a JSON body, whose content type is checked)."""
+    return [
+        Middleware(RequireCaller),
+        *([Middleware(JsonBody)] if json_body else []),
+        Middleware(RequestSlots, slots=slots),
+        Middleware(BodyLimit, limits=limits),
+    ]
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {EdgeError: edge_refusal}

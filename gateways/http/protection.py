@@ -22,6 +22,8 @@ Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other error
                                                                      is full; 503: the gateway's)
         -32600  PayloadTooLarge          413  payload_too_large()
         -32600  InvalidHeader            400  invalid_header()
+        -32600  UnsupportedMediaType     415  unsupported_media_type()
+        -32600  RequestTimeout           408  body_too_slow()
 
 Errors the mesh answers (an agent's InvalidParams, TaskNotFound...) are ordinary JSON-RPC
 errors and keep HTTP 200; only refusals at the edge use the HTTP statuses above. A timeout
@@ -154,6 +156,36 @@ def invalid_header(name: str, value: str, expected: str) -> EdgeError:
         error_type="InvalidHeader",
         http_status=400,
         details={"header": name, "expected": expected},
+    )
+
+
+#: The request bodies the JSON-RPC routes read; anything else (a form, text/plain) is what a
+#: browser may send cross-site without a preflight, so it is refused before it is read (CSRF).
+JSON_MEDIA_TYPES = ("application/json", "application/a2a+json")
+
+
+def unsupported_media_type(content_type: str | None) -> EdgeError:
+    """-32600 / 415: the body is not JSON; ``accepted`` lists the media types that are."""
+    shown = "no Content-Type" if not content_type else f"Content-Type {content_type[:60]!r}"
+    return EdgeError(
+        f"{shown} is not accepted; send the JSON-RPC request as {' or '.join(JSON_MEDIA_TYPES)}",
+        code=-32600,
+        error_type="UnsupportedMediaType",
+        http_status=415,
+        details={"accepted": list(JSON_MEDIA_TYPES)},
+        headers={"Accept": ", ".join(JSON_MEDIA_TYPES)},
+    )
+
+
+def body_too_slow(timeout_s: float) -> EdgeError:
+    """-32600 / 408: the request body did not arrive within ``read_timeout_s``."""
+    return EdgeError(
+        f"the request body did not arrive within {timeout_s:g} s (read_timeout_s)",
+        code=-32600,
+        error_type="RequestTimeout",
+        http_status=408,
+        details={"timeout": timeout_s},
+        headers={"Connection": "close"},
     )
 
 

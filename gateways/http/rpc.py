@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,8 +30,8 @@ from gateways.e2a import (
 from gateways.http.a2a_v1 import (
     V1_METHODS,
     V1_STREAMING_METHODS,
+    VERSION_NOT_SUPPORTED,
     StreamToV1,
-    error_response_v1,
     error_v1,
     negotiate_version,
     params_from_v1,
@@ -112,14 +112,31 @@ def parse_call(body: bytes, version_header: str | None) -> RpcCall:
         raise InvalidRequest(
             'a request is an object with "jsonrpc": "2.0" and a string "method"', request_id=request_id
         )
+    return call_v1(method, doc.get("params"), request_id)
+
+
+def call_v1(method: str, params: Any, request_id: str | int | None = None) -> RpcCall:
+    """A 1.0 call (JSON-RPC, or a REST route's) with its params read into the mesh's 0.3."""
     try:
         if V1_METHODS.get(method, ...) is None:  # answered by the gateway (ListTasks...)
-            return RpcCall("1.0", request_id, method, None, doc.get("params") or {})
-        mesh_method, params = params_from_v1(method, doc.get("params"))
-        return RpcCall("1.0", request_id, method, mesh_method, _validated(mesh_method, params))
+            return RpcCall("1.0", request_id, method, None, params or {})
+        mesh_method, params_0_3 = params_from_v1(method, params)
+        return RpcCall("1.0", request_id, method, mesh_method, _validated(mesh_method, params_0_3))
     except RpcError as exc:
         exc.request_id = request_id
         raise
+
+
+def check_version_served(call: RpcCall, served: Collection[str]) -> None:
+    """Refuse (-32009) a request in an A2A version the gateway is configured not to serve."""
+    if call.version not in served:
+        raise RpcError(
+            f"this gateway serves A2A {' and '.join(sorted(served))}, not {call.version}"
+            + (" (a request without an A2A-Version header is 0.3)" if call.version == "0.3" else ""),
+            code=VERSION_NOT_SUPPORTED,
+            data={"version": call.version, "supported": sorted(served)},
+            request_id=call.request_id,
+        )
 
 
 def _validated(method: Method, params: dict[str, Any]) -> dict[str, Any]:
@@ -195,26 +212,52 @@ def answer(call: RpcCall, frame: E2AResponse) -> dict[str, Any]:
     """The JSON-RPC response to a unary request, in the caller's A2A version."""
     try:
         result = result_of(frame)
+        if call.version == "1.0":
+            result = result_v1(call.method, result)  # a malformed answer raises InvalidAgentResponse
     except RpcError as exc:
         return error_response(call.version, call.request_id, exc)
-    if call.version == "1.0":
-        result = result_v1(call.method, result)
     return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
 
 
+#: a2a-sdk's messages for A2A's own error codes: clients and conformance kits match on them.
+STANDARD_MESSAGES: dict[int, str] = {
+    -32001: "Task not found",
+    -32002: "Task cannot be canceled",
+    -32003: "Push Notification is not supported",
+    -32004: "This operation is not supported",
+    -32005: "Incompatible content types",
+    -32006: "Invalid agent response",
+    -32007: "Authenticated Extended Card is not configured",
+    -32008: "Extension support required",
+    -32009: "Version not supported",
+}
+
+
+def standard_error(code: int, message: str, data: Any) -> tuple[str, Any]:
+    """The message and data an HTTP client gets for an error: an A2A code's standard message,
+    the mesh's own (which agent, which task) moved to ``data.detail``. JAF errors (``errorType``:
+    their codes collide with A2A's) and JSON-RPC's codes keep their descriptive messages."""
+    standard = STANDARD_MESSAGES.get(code)
+    if standard is None or message == standard or (isinstance(data, dict) and "errorType" in data):
+        return message, data
+    if isinstance(data, dict):
+        return standard, {"detail": message, **data}
+    return standard, {"detail": message} if data is None else {"detail": message, "data": data}
+
+
 def error_response(version: Version, request_id: str | int | None, error: RpcError) -> dict[str, Any]:
+    obj = error.error
+    message, data = standard_error(obj.code, obj.message, obj.data)
     if version == "1.0":
-        reason = _jaf_reason(error)
-        if reason is not None:
-            obj = error.error
-            error_object = error_v1(obj.code, obj.message, obj.data, reason=reason)
-            return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
-        return error_response_v1(request_id, error)
-    response: dict[str, Any] = error.to_response(request_id).to_wire_dict()
-    return response
+        error_object = error_v1(obj.code, message, data, reason=jaf_reason(error))
+    else:
+        error_object = {"code": obj.code, "message": message}
+        if data is not None:
+            error_object["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
 
 
-def _jaf_reason(error: RpcError) -> str | None:
+def jaf_reason(error: RpcError) -> str | None:
     """The ErrorInfo reason of a JAF error (``data.errorType`` set, a server-error code): its codes
     -32000..-32007 are A2A's for other errors (-32003 RateLimited is PushNotificationNotSupported),
     so A2A's reason for the code would misname it. ``"RateLimited"`` -> ``"RATE_LIMITED"``."""
@@ -225,33 +268,59 @@ def _jaf_reason(error: RpcError) -> str | None:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", error_type).upper()
 
 
-async def sse(call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
-    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response."""
-    v1 = StreamToV1() if call.version == "1.0" else None
-    started = False
+async def sse(
+    call: RpcCall,
+    frames: AsyncIterator[E2AResponse],
+    *,
+    rest_error: Callable[[RpcError], dict[str, Any]] | None = None,
+) -> AsyncIterator[bytes]:
+    """The SSE events of a streaming request: ``event: <kind>`` then the JSON-RPC response (with
+    ``rest_error``, the HTTP+JSON binding: the bare ``StreamResponse``, errors as that body).
+
+    Nothing goes out after the stream's last event (0.3: the ``final: true`` update; 1.0: see
+    :class:`StreamToV1`), but the frames are read to the final one, which the mesh sends at
+    once: the response log then holds every request's final frame.
+    """
+    v1 = StreamToV1(until_terminal=call.method == "SubscribeToTask") if call.version == "1.0" else None
+    started = ended = False
+
+    def event(name: str, result: Any) -> bytes:
+        if rest_error is not None:
+            return _sse_event(name, result)
+        return _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": result})
+
+    def error(exc: RpcError) -> bytes:
+        body = rest_error(exc) if rest_error is not None else error_response(call.version, call.request_id, exc)
+        return _sse_event("error", body)
+
     try:
         async for frame in frames:
+            if ended:
+                continue
             if frame.response_kind == "e2a.error":
-                yield _sse_event("error", error_response(call.version, call.request_id, error_of(frame)))
+                yield error(error_of(frame))
                 return
             item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
             if v1 is None:
-                first, started = not started, True
-                if first and _kind_0_3(item) in ("status-update", "artifact-update"):
+                kind, first, started = _kind_0_3(item), not started, True
+                if first and kind in ("status-update", "artifact-update"):
                     # As a2a-sdk's servers do, a task stream opens with the Task (its id, its
                     # state); the agent's first status-update is that snapshot's status.
-                    yield _sse_event("task", {"jsonrpc": "2.0", "id": call.request_id, "result": _snapshot_0_3(item)})
-                    if _kind_0_3(item) == "status-update":
-                        continue
-                yield _sse_event(_kind_0_3(item), {"jsonrpc": "2.0", "id": call.request_id, "result": item})
+                    yield event("task", _snapshot_0_3(item))
+                if not (first and kind == "status-update"):
+                    yield event(kind, item)
+                ended = kind == "message" or (kind == "status-update" and item.get("final") is True)
                 continue
-            for response in v1.feed(item):
-                name = _SSE_NAMES.get(next(iter(response)), "message")
-                yield _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": response})
-            if v1.closed:
+            try:
+                responses = v1.feed(item)
+            except RpcError as exc:  # a malformed answer (InvalidAgentResponse) ends the stream
+                yield error(exc)
                 return
+            for response in responses:
+                yield event(_SSE_NAMES.get(next(iter(response)), "message"), response)
+            ended = v1.closed
     finally:
-        # A client that left, or a 1.0 stream closed early: release the mesh call now.
+        # A client that left, or an error: release the mesh call now.
         await frames.aclose()  # type: ignore[attr-defined]
 
 

@@ -6,16 +6,21 @@ import asyncio
 import logging
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from gateways.e2a import ResponseLog
 from gateways.http.app import build_app
 from gateways.http.cards import gateway_card
+from gateways.http.connections import protocol_with_head_deadline
 from gateways.http.settings import HttpGatewaySettings
 from gateways.runtime import GatewayRuntime
 from mesh.broker import BrokerSettings
 from mesh.trust import Trust
+
+if TYPE_CHECKING:
+    from gateways.http.grpc_binding import GrpcServer
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +50,18 @@ class HttpGateway:
             trust=trust,
         )
         self.app = build_app(self)
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http=protocol_with_head_deadline(settings.read_timeout_s),
+            timeout_keep_alive=settings.keep_alive_s,
+        )
         self._server = uvicorn.Server(config)
         self._serving: asyncio.Task[None] | None = None
+        self._grpc: GrpcServer | None = None
+        self.grpc_port: int | None = None  # the real one once started
 
     @property
     def public_url(self) -> str:
@@ -56,12 +70,24 @@ class HttpGateway:
             return self.settings.public_url.rstrip("/")
         return f"http://{_url_host(self.settings.host)}:{self.port}"
 
+    @property
+    def grpc_url(self) -> str | None:
+        """Where the gRPC binding listens (``host:port``), if it is served."""
+        if self.grpc_port is None:
+            return None
+        return f"{_url_host(self.settings.host)}:{self.grpc_port}"
+
     async def start(self) -> None:
-        """Listen, connect to the mesh, then take HTTP requests."""
+        """Listen, connect to the mesh, then take HTTP (and gRPC) requests."""
         self._socket = _bind(self.settings.host, self.settings.port)
         self.port = int(self._socket.getsockname()[1])
         try:
             await self.runtime.start()
+            if self.settings.grpc_port is not None and "1.0" in self.settings.a2a_versions:
+                from gateways.http.grpc_binding import GrpcServer  # the grpc extra, only when asked for
+
+                self._grpc = GrpcServer(self)
+                self.grpc_port = await self._grpc.start(self.settings.host, self.settings.grpc_port)
         except BaseException:
             self._socket.close()
             raise
@@ -76,6 +102,8 @@ class HttpGateway:
         """Stop taking HTTP requests (open streams end), then leave the mesh."""
         self._server.should_exit = True
         self.app.state.streams.close()  # uvicorn would wait for them; their tasks go on on the mesh
+        if self._grpc is not None:
+            await self._grpc.stop()
         if self._serving is not None:
             await self._serving
         if self._socket is not None:

@@ -15,6 +15,13 @@ gateways:
     timeouts: {default_s: 30, maximum_s: 300, streaming_s: 600}
     cors: {allow_origins: [https://app.example.com]}
     response_log: logs/e2a.ndjson   # one redacted E2A response per line
+    read_timeout_s: 10           # a request's head, then its body, must arrive within this
+    keep_alive_s: 5              # an idle keep-alive connection is closed after this
+    sse_keep_alive_s: 15         # a quiet SSE stream gets a comment line this often
+    health_details: false        # /a2a/health tells unauthenticated callers only up or down
+    a2a_versions: ["1.0", "0.3"] # the A2A versions served (cards and requests)
+    card_max_age_s: 300          # Cache-Control max-age of the cards
+    grpc_port: 50051             # A2A 1.0 over gRPC too (the grpc extra); 0 picks a free port
 ```
 """
 
@@ -26,6 +33,9 @@ from pydantic import ConfigDict, Field, field_validator
 
 from gateways.http.protection import EdgeConfig
 from topics import validate_identifier
+
+A2AVersion = Literal["1.0", "0.3"]
+ALL_VERSIONS: tuple[A2AVersion, ...] = ("1.0", "0.3")
 
 
 class HttpGatewaySettings(EdgeConfig):
@@ -44,6 +54,22 @@ class HttpGatewaySettings(EdgeConfig):
     card_interval_s: float = Field(10.0, gt=0, description="republish the gateway card this often")
     discovery_ttl_s: float = Field(60.0, gt=0, description="forget an agent card not refreshed this long")
     response_log: str | None = Field(None, description="NDJSON file of the E2A responses (secrets redacted)")
+    read_timeout_s: float = Field(10.0, gt=0, description="a request's head, then its body, must arrive within this")
+    keep_alive_s: int = Field(5, ge=1, description="close a keep-alive connection idle this many seconds")
+    sse_keep_alive_s: float = Field(15.0, gt=0, description="send an SSE comment on a stream quiet this long")
+    health_details: bool = Field(
+        False, description="/a2a/health shows the broker, namespace and agents to unauthenticated callers too"
+    )
+
+    a2a_versions: list[A2AVersion] = Field(
+        default_factory=lambda: list(ALL_VERSIONS),
+        min_length=1,
+        description="A2A versions served: cards list only their interfaces; other requests get -32009",
+    )
+    card_max_age_s: int = Field(300, ge=0, description="Cache-Control max-age of the agent cards served")
+    grpc_port: int | None = Field(
+        None, ge=0, le=65535, description="serve A2A 1.0 over gRPC on this port (needs the grpc extra); 0: a free one"
+    )
 
     @field_validator("id", "default_agent")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from .base import A2AModel
 
 
@@ -19,6 +21,9 @@ class PushNotificationConfig(A2AModel):
     id: str | None = None
     token: str | None = None
     authentication: PushNotificationAuthenticationInfo | None = None
+    #: Mesh extension: the A2A version of the notifications' body ("1.0": a StreamResponse;
+    #: else the 0.3 Task). The HTTP gateway sets it for the configs its 1.0 clients create.
+    a2a_version: str | None = Field(None, alias="a2aVersion")
 
 
 class TaskPushNotificationConfig(A2AModel):

@@ -30,9 +30,12 @@ _DIAGRAM: dict[TaskState, frozenset[TaskState]] = {
 }
 
 # tasks/cancel applies to any non-terminal task, and a task can fail before its work starts
-# (the handler crashes, a delegate is unreachable); the diagram has no edge for either.
+# (the handler crashes, a delegate is unreachable); the diagram has no edge for either. An
+# agent may also answer at once, with no working state first (completed, or input needed),
+# and reject a task or ask for authentication once its work has started.
 _ADDED: dict[TaskState, frozenset[TaskState]] = {
-    _S.submitted: frozenset({_S.canceled, _S.failed}),
+    _S.submitted: frozenset({_S.canceled, _S.failed, _S.completed, _S.input_required}),
+    _S.working: frozenset({_S.rejected, _S.auth_required}),
     _S.auth_required: frozenset({_S.canceled}),
 }
 

@@ -33,6 +33,7 @@ from mesh.a2a import (
     parse_response,
     parse_result,
 )
+from mesh.a2a.parse import find_unserializable
 from mesh.a2a.validation import format_validation_error, validation_error_details
 from mesh.properties import MessageProperties
 
@@ -90,9 +91,22 @@ class Answer:
         return task_id if isinstance(task_id, str) else None
 
 
+#: How deep an answer may nest: far beyond any task an agent builds from requests bounded at
+#: ``DEFAULT_MAX_DEPTH``, well below what would exhaust the stack of whoever re-encodes it.
+MAX_ANSWER_DEPTH = 100
+
+
 def read_answer(payload: bytes, properties: MessageProperties, *, final: bool) -> Answer:
-    """Parse one answer; raises the :class:`RpcError` it carries, or :class:`InvalidAgentResponse`."""
+    """Parse one answer; raises the :class:`RpcError` it carries, or :class:`InvalidAgentResponse`
+    (also for an answer nested deeper than :data:`MAX_ANSWER_DEPTH`: a hostile agent or forger)."""
     response = parse_response(payload)
+    # Deep nesting needs many brackets: only then is the decoded tree walked.
+    if payload.count(b"{") + payload.count(b"[") > MAX_ANSWER_DEPTH:
+        value = response.error.data if isinstance(response, JSONRPCErrorResponse) else response.result
+        found = find_unserializable(value, "response", MAX_ANSWER_DEPTH, surrogates=False)
+        if found is not None:
+            where, reason = found
+            raise InvalidAgentResponse(f"invalid response: {where}: {reason.partition(' (')[0]}")
     if isinstance(response, JSONRPCErrorResponse):
         raise RpcError.from_response(response)
     return Answer(final, response.result, properties)

@@ -31,8 +31,10 @@ __all__ = ["SEND_METHODS", "Call", "CallOptions", "Params"]
 Params = A2AModel | Mapping[str, Any]
 
 SEND_METHODS = frozenset({"message/send", "message/stream"})
-# The calls that start or follow work on the callee, which a timeout therefore cancels.
-_WORK_METHODS = SEND_METHODS | {"tasks/resubscribe"}
+# The calls that start work on the callee, which a timeout therefore cancels. Not a
+# tasks/resubscribe: it follows a task until it ends, also while it waits for its client's
+# input, and a watcher that stops waiting must not end a task someone else is answering.
+_WORK_METHODS = SEND_METHODS
 
 
 @dataclass(slots=True)

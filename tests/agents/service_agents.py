@@ -8,9 +8,12 @@ from typing import Any
 
 from agents import (
     Agent,
+    AuthRequired,
     DataArtifact,
     FileArtifact,
     InputRequired,
+    MessageOnly,
+    Rejected,
     Reply,
     Status,
     TaskContext,
@@ -122,6 +125,27 @@ class Whoami(Agent):
                 "history": len(ctx.history),
             }
         )
+
+
+class Decider(Agent):
+    """Every ending of the handler API, chosen by the text: ``message`` (a bare Message),
+    ``reject``, ``auth`` (auth-required, then done with the next message), else done at once;
+    no working state first."""
+
+    name = "decider"
+    starts_working = False
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        text = get_text_from_message(message)
+        if text == "message":
+            yield MessageOnly("just a message")
+        elif text == "reject":
+            yield Rejected("not my job")
+        elif text == "auth":
+            answer = yield AuthRequired("sign in first")
+            yield Reply(f"signed in: {get_text_from_message(answer)}")
+        else:
+            yield Reply(f"done: {text}")
 
 
 class Relay(Agent):

@@ -8,6 +8,7 @@ import json
 from agents import AgentSettings, DelegationSettings
 from agents.service import AgentService
 from mesh.a2a import (
+    Message,
     MessageSendParams,
     Task,
     TaskArtifactUpdateEvent,
@@ -23,6 +24,7 @@ from mesh.properties import MessageProperties
 from tests.agents.service_agents import (
     Blocker,
     Broken,
+    Decider,
     Echo,
     FanOut,
     Relay,
@@ -180,3 +182,36 @@ async def test_a_failed_peer_fails_the_delegation(serve_agent: ServeAgent, clien
     task = await client.send("a", "this")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert "ended failed: RuntimeError: cannot handle 'this'" in text_of(task)
+
+
+async def test_every_ending_of_a_peer_reaches_the_delegating_agent(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Decider())
+    await serve_agent(Relay(name="a", next_agent="decider"))
+    await serve_agent(Relay(name="s", next_agent="decider", stream=True))
+    for relay in ("a", "s"):
+        message = await client.send(relay, "message")  # a bare Message: a completed task for the caller
+        assert text_of(message) == f"{relay}<just a message>"
+        done = await client.send(relay, "now")
+        assert text_of(done) == f"{relay}<done: now>"
+        waiting = await client.send(relay, "auth")  # interrupted: the delegating agent gets the Task
+        assert text_of(waiting) == f"{relay}<sign in first>"
+        rejected = await client.send(relay, "reject")
+        assert isinstance(rejected, Task) and rejected.status.state is TaskState.failed
+        assert "ended rejected: not my job" in text_of(rejected), text_of(rejected)
+
+
+async def test_a_client_gets_each_ending(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_agent(Decider())
+    message = await client.send("decider", "message")
+    assert isinstance(message, Message) and get_text_from_message(message) == "just a message"
+    streamed = [item async for item in client.stream("decider", "message")]
+    assert [type(item) for item in streamed] == [Message]
+    now = [item async for item in client.stream("decider", "now")]
+    assert [type(item) for item in now] == [TaskStatusUpdateEvent, Task]  # completed, no working before
+    assert [item.status.state for item in now] == [TaskState.completed, TaskState.completed]  # type: ignore[union-attr]
+    asked = await client.send("decider", "auth")
+    assert isinstance(asked, Task) and asked.status.state is TaskState.auth_required
+    signed = await client.send("decider", "ada", task_id=asked.id, context_id=asked.context_id)
+    assert isinstance(signed, Task) and text_of(signed) == "signed in: ada"
+    rejected = await client.send("decider", "reject")
+    assert isinstance(rejected, Task) and rejected.status.state is TaskState.rejected

@@ -262,6 +262,7 @@ def test_send_message_carries_every_part_kind_and_setting() -> None:
             "historyLength": 5,
             "pushNotificationConfig": {
                 "url": "https://hooks.example/a2a",
+                "a2aVersion": "1.0",  # the mesh's mark: the agent POSTs 1.0 StreamResponses to it
                 "id": "cfg-1",
                 "token": "tok",
                 "authentication": {"schemes": ["Bearer"], "credentials": "secret"},
@@ -279,6 +280,7 @@ def test_send_message_matches_a2a_sdk_compat_conversion() -> None:
     for streaming in ("SendMessage", "SendStreamingMessage"):
         method, params = params_from_v1(streaming, MessageToDict(request))
         theirs = compat_params(compat.to_compat_send_message_request(request, 1))
+        theirs["configuration"]["pushNotificationConfig"]["a2aVersion"] = "1.0"  # the mesh's mark
         assert MessageSendParams.model_validate(params) == MessageSendParams.model_validate(theirs)
         assert method is (Method.message_send if streaming == "SendMessage" else Method.message_stream)
 
@@ -336,7 +338,7 @@ ID_REQUESTS = [  # (1.0 request, expected 0.3 params, a2a-sdk's own conversion)
     (pb.SubscribeToTaskRequest(id="t-1"), {"id": "t-1"}, c.to_compat_subscribe_to_task_request),
     (
         PUSH,
-        {"taskId": "t-1", "pushNotificationConfig": PUSH_0_3},
+        {"taskId": "t-1", "pushNotificationConfig": {**PUSH_0_3, "a2aVersion": "1.0"}},
         c.to_compat_create_task_push_notification_config_request,
     ),
     (
@@ -374,6 +376,8 @@ def test_task_and_push_config_requests(request_: Any, expected: dict[str, Any], 
     theirs = METHOD_PARAMS[method].model_validate(compat_params(sdk_conversion(request_, 1)))
     if v1_method == "GetTask" and request_.HasField("history_length"):
         theirs.history_length = 0  # a2a-sdk drops 0 ("0.3 reads 0 as unlimited"); the mesh reads 0 as none, like 1.0
+    if v1_method == "CreateTaskPushNotificationConfig":
+        theirs.push_notification_config.a2a_version = "1.0"  # the mesh's mark: the webhook reads 1.0
     assert ours == theirs
 
 

@@ -37,6 +37,7 @@ from tests.gateways.jsonrpc_http import (
 )
 
 SECRET = "s3cret-never-shown-7d1e"
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 def basic(user: str, password: str) -> str:
@@ -172,8 +173,8 @@ async def test_every_answer_carries_the_rate_limit_headers(
         await http.get(f"{base}/a2a/agents/ghost"),
         await call(http, f"{base}/a2a", "message/send", {"message": message()}),
         await call(http, f"{base}/a2a", "tasks/get", {"id": "nope"}),
-        await http.post(f"{base}/a2a", content=b"{"),
-        await http.post(f"{base}/a2a", content=b"x" * 3000),
+        await http.post(f"{base}/a2a", content=b"{", headers=JSON_BODY),
+        await http.post(f"{base}/a2a", content=b"x" * 3000, headers=JSON_BODY),
         await call(http, f"{base}/a2a", "message/send", {"message": message()}, headers={"X-A2A-Timeout": "soon"}),
     ]
     async with http.stream("POST", f"{base}/a2a", json=rpc("message/stream", {"message": message()})) as stream:
@@ -250,7 +251,7 @@ async def test_a_body_over_the_limit_is_413_with_or_without_content_length(
             yield body[start : start + 500]
 
     for content, declared in ((body, True), (chunked(), False)):
-        response = await http.post(f"{gateway.public_url}/a2a", content=content)
+        response = await http.post(f"{gateway.public_url}/a2a", content=content, headers=JSON_BODY)
         assert ("content-length" in response.request.headers) is declared
         assert response.status_code == 413
         error = error_of(response, None)

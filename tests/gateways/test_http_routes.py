@@ -18,7 +18,7 @@ import pytest
 from gateways.e2a import LOG_REQUIRED_KEYS
 from gateways.http.server import HttpGateway
 from mesh.a2a import TaskState
-from tests.agents.service_agents import Blocker, Echo, Streamer
+from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import (
@@ -37,6 +37,34 @@ from tests.gateways.jsonrpc_http import (
 
 # ---------------------------------------------------------------- cards, health, listing
 
+GET_PATHS = [
+    "/.well-known/agent-card.json",
+    "/.well-known/agent-card",
+    "/.well-known/agent.json",
+    "/a2a/health",
+    "/a2a/agents",
+    "/a2a/agents/echo",
+    "/a2a/agents/echo/card",
+]
+
+
+async def test_every_route_answers_with_and_without_a_trailing_slash(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo")
+    base = gateway.public_url
+    for path in GET_PATHS:
+        plain, slashed = await http.get(base + path), await http.get(base + path + "/")
+        assert plain.status_code == slashed.status_code == 200, (path, slashed.status_code, slashed.headers)
+        assert plain.json() == slashed.json(), path
+    for path in ("/a2a", "/a2a/agents/echo"):
+        for url in (base + path, base + path + "/"):
+            response = await call(http, url, "message/send", {"message": message(url)})
+            assert result_of(response)["status"]["message"]["parts"][0]["text"] == url  # no redirect
+            response = await call(http, url, "SendMessage", {"message": message_v1(url)}, headers=V1)
+            assert result_of(response)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
 
 @pytest.mark.parametrize("path", ["/.well-known/agent-card.json", "/.well-known/agent-card", "/.well-known/agent.json"])
 async def test_the_well_known_card_is_the_default_agents_at_the_gateway_url(
@@ -51,6 +79,7 @@ async def test_the_well_known_card_is_the_default_agents_at_the_gateway_url(
     assert card["name"] == "echo" and card["skills"][0]["id"] == "echo"
     assert card["supportedInterfaces"] == [
         {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
     ]
     assert card["url"] == url and card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
@@ -86,7 +115,7 @@ async def test_health_reports_the_broker_and_the_agents(
 ) -> None:
     await serve_agent(Echo())
     await serve_agent(Blocker())
-    gateway = await start_gateway(id="web", wait_for=("echo", "blocker"))
+    gateway = await start_gateway(id="web", wait_for=("echo", "blocker"), health_details=True)
     response = await http.get(f"{gateway.public_url}/a2a/health")
     assert response.status_code == 200
     health = response.json()
@@ -135,7 +164,7 @@ async def test_an_agents_card_points_at_its_gateway_route(
     gateway = await start_gateway(wait_for=("echo",))
     card = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card")).json()
     url = f"{gateway.public_url}/a2a/agents/echo"
-    assert card["url"] == url and {i["url"] for i in card["supportedInterfaces"]} == {url}
+    assert card["url"] == url and {i["url"] for i in card["supportedInterfaces"]} == {url, f"{url}/rest"}
     assert "mqtt" not in json.dumps(card)  # the agent's broker URL stays on the mesh
 
 
@@ -223,7 +252,7 @@ async def test_json_rpc_errors_are_http_200_with_the_error_and_the_id(
     response = await http.post(f"{gateway.public_url}/a2a", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 200
     error = error_of(response, request_id)
-    assert error["code"] == code and says in error["message"]
+    assert error["code"] == code and says in detail_of(error)
     if code == -32601:
         assert "message/send" in error["data"]["supported"] and "message/send" in error["message"]
     if code == -32602:
@@ -252,11 +281,21 @@ async def test_a2a_version_mismatches_are_version_not_supported(
         http, f"{gateway.public_url}/a2a", method, params, request_id="v", headers={"A2A-Version": version}
     )
     error = error_of(response, "v")
-    assert error["code"] == -32009 and says in error["message"]
+    assert error["code"] == -32009 and error["message"] == "Version not supported" and says in detail_of(error)
     if version.startswith("1"):  # answered in the version the client asked for
         assert error_info(error)["reason"] == "VERSION_NOT_SUPPORTED"
     else:
         assert error["data"]["method"] == method
+
+
+def detail_of(error: dict[str, Any]) -> str:
+    """What an error says in full: A2A's codes carry the standard message and the mesh's own
+    text in ``data.detail`` (1.0: the ErrorInfo's metadata); JSON-RPC's codes in the message."""
+    if error["code"] > -32010:
+        if isinstance(error["data"], list):
+            return str(error_info(error)["metadata"]["detail"])
+        return str(error["data"]["detail"])
+    return str(error["message"])
 
 
 async def test_task_errors_from_the_agent(
@@ -267,16 +306,19 @@ async def test_task_errors_from_the_agent(
     url = f"{gateway.public_url}/a2a"
     unknown = error_of(await call(http, url, "tasks/get", {"id": "no-such-task"}, request_id="g"), "g")
     assert unknown["code"] == -32001 and unknown["data"]["taskId"] == "no-such-task"
+    assert unknown["message"] == "Task not found" and "no-such-task" in unknown["data"]["detail"]
 
     task = result_of(await call(http, url, "message/send", {"message": message("done soon")}))
     finished = error_of(await call(http, url, "tasks/cancel", {"id": task["id"]}, request_id="c"), "c")
-    assert finished["code"] == -32002 and "completed" in finished["message"]
+    assert finished["code"] == -32002 and finished["message"] == "Task cannot be canceled"
+    assert "completed" in finished["data"]["detail"]
 
     response, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
     assert response.status_code == 200
     [(name, data)] = events
     assert name == "error" and data["id"] == "r"
     assert data["error"]["code"] == -32004 and data["error"]["data"]["state"] == "completed"
+    assert data["error"]["message"] == "This operation is not supported"
 
 
 async def test_errors_in_a2a_1_0_shape(
@@ -288,6 +330,7 @@ async def test_errors_in_a2a_1_0_shape(
 
     unknown = error_of(await call(http, url, "GetTask", {"id": "no-such-task"}, request_id="g", headers=V1), "g")
     assert unknown["code"] == -32001 and error_info(unknown)["reason"] == "TASK_NOT_FOUND"
+    assert unknown["message"] == "Task not found" and "no-such-task" in error_info(unknown)["metadata"]["detail"]
 
     no_parts = {"message": {"role": "ROLE_USER"}}
     invalid = error_of(await call(http, url, "SendMessage", no_parts, request_id="p", headers=V1), "p")
@@ -331,8 +374,7 @@ async def test_a_0_3_stream_is_named_events_of_json_rpc_responses_in_order(
         "artifact-update",
         "artifact-update",
         "status-update",
-        "task",
-    ]
+    ]  # nothing after the final status-update
     assert all(data["jsonrpc"] == "2.0" and data["id"] == "s-7" and "result" in data for _, data in events)
     results = [data["result"] for _, data in events]
     assert all(r["kind"] == name for r, name in zip(results, names, strict=True))
@@ -340,8 +382,7 @@ async def test_a_0_3_stream_is_named_events_of_json_rpc_responses_in_order(
     assert all(r.get("taskId", r.get("id")) == task_id for r in results)
     steps = [r["status"]["message"]["parts"][0]["text"] for r in results[1:4] if r["kind"] == "status-update"]
     assert steps == ["step 0", "step 1"]
-    assert results[-2]["final"] is True and results[-2]["status"]["state"] == "completed"
-    assert results[-1]["status"]["state"] == "completed"
+    assert results[-1]["final"] is True and results[-1]["status"]["state"] == "completed"
 
 
 async def test_a_1_0_stream_starts_with_the_task_and_ends_at_the_terminal_state(
@@ -513,3 +554,36 @@ async def test_the_a2a_version_may_come_as_a_query_parameter(
     url = f"{gateway.public_url}/a2a/agents/echo?A2A-Version=1.0"
     result = result_of(await call(http, url, "SendMessage", {"message": message_v1("by query")}))
     assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"  # answered in 1.0 shape
+
+
+async def test_a_quiet_stream_gets_keep_alive_comments(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    agent = Blocker()
+    await serve_agent(agent)
+    gateway = await start_gateway(default_agent="blocker", sse_keep_alive_s=0.2)
+    body = rpc("message/stream", {"message": message("wait")}, request_id="k")
+    lines = []
+    async with http.stream("POST", f"{gateway.public_url}/a2a", json=body) as response:
+        async for line in response.aiter_lines():
+            lines.append(line)
+            if lines.count(": keep-alive") == 2:  # the agent stays silent: only comments come
+                break
+    events = [line for line in lines if line.startswith("event:")]
+    assert events == ["event: task"], lines  # comments between events, never inside one
+    assert lines[lines.index("event: task") + 1].startswith("data:")
+
+
+async def test_a_subscription_that_times_out_leaves_the_waiting_task_alone(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Asker())
+    gateway = await start_gateway(default_agent="asker", idle_timeout_s=0.5)
+    url = f"{gateway.public_url}/a2a"
+    task = result_of(await call(http, url, "message/send", {"message": message("hi")}))
+    assert task["status"]["state"] == "input-required"
+    _, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="w")
+    assert [name for name, _ in events] == ["task", "error"]  # the snapshot, then the watcher's timeout
+    assert events[1][1]["error"]["data"]["errorType"] == "Timeout"
+    again = result_of(await call(http, url, "tasks/get", {"id": task["id"]}))
+    assert again["status"]["state"] == "input-required"  # not canceled: someone may still answer it

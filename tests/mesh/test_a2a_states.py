@@ -39,6 +39,11 @@ ALLOWED = {
     (S.submitted, S.canceled),
     (S.submitted, S.failed),
     (S.auth_required, S.canceled),
+    # added: answer at once (no working first); reject or ask for authentication once working
+    (S.submitted, S.completed),
+    (S.submitted, S.input_required),
+    (S.working, S.rejected),
+    (S.working, S.auth_required),
     # same-state updates of non-terminal states
     (S.submitted, S.submitted),
     (S.working, S.working),
@@ -68,10 +73,7 @@ def test_table_is_exactly_the_allowed_set() -> None:
 @pytest.mark.parametrize(
     ("current", "new"),
     [
-        (S.submitted, S.completed),
-        (S.submitted, S.input_required),
         (S.working, S.submitted),
-        (S.working, S.rejected),
         (S.input_required, S.completed),
         (S.input_required, S.failed),
         (S.auth_required, S.completed),

@@ -13,6 +13,8 @@ from typing import Any
 from mesh.broker import BrokerSettings
 from mesh.localbroker import free_port, port_answers
 from mesh.transport import InboundMessage, MqttTransport
+from tests.agents.service_agents import Decider
+from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, start_mesh
 from tests.support import Inbox
 from topics import get_agent_discovery_topic, get_discovery_subscription_topic, get_gateway_discovery_topic
@@ -220,3 +222,18 @@ async def test_a_second_instance_of_an_agent_name_exits_2_and_the_first_keeps_it
                 assert seen and all(card.startswith(b"{") for card in seen), (topic, seen)
         finally:
             assert await first.stop(signal.SIGTERM) == 0, first.output
+
+
+async def test_send_shows_every_ending_of_the_agent_api(
+    serve_agent: ServeAgent, broker_url: str, namespace: str
+) -> None:
+    await serve_agent(Decider())
+    env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+    message = await mesh("send", "decider", "message", **env)
+    assert message.code == 0 and message.stdout.strip() == "just a message"
+    streamed = await mesh("send", "decider", "message", "--stream", **env)
+    assert streamed.code == 0 and "just a message" in streamed.stdout
+    rejected = await mesh("send", "decider", "reject", **env)
+    assert rejected.code == 1 and "not my job" in rejected.stdout and "ended rejected" in rejected.stderr
+    auth = await mesh("send", "decider", "auth", **env)
+    assert auth.code == 0 and "sign in first" in auth.stdout and "is auth-required: answer with --task" in auth.stderr

@@ -1,6 +1,8 @@
 """The mesh's A2A 0.3 results as A2A 1.0 JSON (ProtoJSON of a2a-sdk's ``lf.a2a.v1`` types).
 
-Also the vocabulary and codecs both directions share (enum names, base64, timestamps).
+Also the vocabulary and codecs both directions share (enum names, base64, timestamps). The HTTP
+gateway translates its 1.0 clients' answers with it; agents write the push notifications of
+configs a 1.0 client created with it (:func:`push_payload_v1`), since they POST them directly.
 
 Input is what an agent answered: a mesh model or its decoded JSON (validated here with
 :func:`mesh.a2a.parse_result`, so a malformed answer raises :class:`InvalidAgentResponse`
@@ -309,12 +311,15 @@ class StreamToV1:
       interrupted state, after a ``final: true`` update, or after a Message. Later items, such
       as the mesh's closing Task on the reply topic, are dropped.
 
-    Then :attr:`closed` is true and the gateway closes the SSE response.
+    Then :attr:`closed` is true and the gateway closes the SSE response. With
+    ``until_terminal`` (``SubscribeToTask``) an interrupted state does not end it: a
+    subscriber follows the task until it ends (spec 3.1.6).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, until_terminal: bool = False) -> None:
         self.started = False
         self.closed = False
+        self.until_terminal = until_terminal
 
     def feed(self, item: Event | Mapping[str, Any]) -> list[JSON]:
         """The ``StreamResponse`` objects to send for one 0.3 item (none once closed)."""
@@ -339,7 +344,8 @@ class StreamToV1:
         elif isinstance(event, Task | TaskStatusUpdateEvent):
             state = event.status.state
             final = isinstance(event, TaskStatusUpdateEvent) and event.final
-            self.closed = final or state in TERMINAL_STATES or state in INTERRUPTED_STATES
+            interrupted = state in INTERRUPTED_STATES and not self.until_terminal
+            self.closed = final or state in TERMINAL_STATES or interrupted
         return out
 
 
@@ -407,3 +413,9 @@ def result_v1(method: str, result: Any) -> Any:
     if method == "DeleteTaskPushNotificationConfig":
         return None
     raise ValueError(f"{method!r} has no unary mesh result (streams: StreamToV1; ListTasks: list_tasks_result_v1)")
+
+
+def push_payload_v1(task: Task) -> JSON:
+    """The body of a push notification to a webhook a 1.0 client registered: a ``StreamResponse``
+    holding the Task (as a2a-sdk's push sender writes one per event)."""
+    return {"task": task_v1(task)}

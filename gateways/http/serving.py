@@ -1,0 +1,163 @@
+"""Serving one A2A call, whatever the binding it came by (JSON-RPC, HTTP+JSON).
+
+A binding reads its request into an :class:`~gateways.http.rpc.RpcCall` (A2A 0.3 params for the
+mesh) and writes the answer its own way; what lies between is the same for every binding and
+lives here: the version check, the target agent, the message limits, the timeout, the context
+slot, the E2A envelope, forwarding to the mesh and what the gateway answers itself
+(``ListTasks``, ``GetExtendedAgentCard``)::
+
+    call = binding's reader
+    response = await serve_call(request, read_call, JSON_RPC)   # or REST (gateways.http.rest)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateways.e2a import E2AResponse
+from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
+from gateways.http.auth import Principal
+from gateways.http.edge import asked_version, caller_of
+from gateways.http.limits import ConcurrencyLimits, request_timeout
+from gateways.http.protection import EdgeError, body_too_slow
+from gateways.http.rpc import RpcCall, Version, answer, check_version_served, envelope_for, error_response, sse
+from gateways.http.streams import EventStream
+from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
+from mesh.limits import check_message_limits
+
+if TYPE_CHECKING:
+    from gateways.http.server import HttpGateway
+
+__all__ = ["JSON_RPC", "Binding", "local_result", "read_body", "serve_call", "target_agent"]
+
+
+class Binding(Protocol):
+    """How one A2A binding writes answers."""
+
+    def result(self, call: RpcCall, result: Any) -> Response:
+        """A result the gateway computed itself (``ListTasks``)."""
+
+    def error(self, version: Version, call: RpcCall | None, error: RpcError) -> Response:
+        """An error before or instead of the mesh's answer."""
+
+    def unary(self, call: RpcCall, frame: E2AResponse) -> Response:
+        """The answer to a unary call: its final frame."""
+
+    def stream(self, call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
+        """The SSE body of a streaming call."""
+
+
+class _JsonRpc:
+    """A2A JSON-RPC: errors are JSON-RPC errors with HTTP 200, streams of JSON-RPC responses."""
+
+    def result(self, call: RpcCall, result: Any) -> Response:
+        return JSONResponse({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+
+    def error(self, version: Version, call: RpcCall | None, error: RpcError) -> Response:
+        return JSONResponse(error_response(version, error.request_id, error))
+
+    def unary(self, call: RpcCall, frame: E2AResponse) -> Response:
+        return JSONResponse(answer(call, frame))
+
+    def stream(self, call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
+        return sse(call, frames)
+
+
+JSON_RPC: Binding = _JsonRpc()
+
+
+def _gateway(request: Request) -> HttpGateway:
+    gateway: HttpGateway = request.app.state.gateway
+    return gateway
+
+
+async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding: Binding) -> Response:
+    """Serve one call of a private route: read it, check it, forward it, answer it."""
+    gateway = _gateway(request)
+    concurrency: ConcurrencyLimits = request.app.state.concurrency
+    principal = caller_of(request)
+    call: RpcCall | None = None
+    try:
+        call = read_call()
+        check_version_served(call, gateway.settings.a2a_versions)
+        agent = _target(gateway, request, call, principal)
+        if call.mesh_method is None:
+            return binding.result(call, local_result(gateway, call, principal))
+        message = call.params.get("message")
+        if message is not None:
+            check_message_limits(message, gateway.settings.limits)
+        timeout = request_timeout(request.headers, gateway.settings.timeouts, streaming=call.streaming)
+        context_slot = concurrency.contexts.acquire(call.context_id) if call.context_id else None
+    except RpcError as exc:
+        if exc.request_id is None and call is not None:
+            exc.request_id = call.request_id  # the request was read: answer it by its id
+        if isinstance(exc, EdgeError):
+            raise
+        return binding.error(call.version if call is not None else asked_version(request), call, exc)
+    envelope = envelope_for(call, user_id=principal.name)
+    frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
+    if call.streaming:
+        keep_alive_s = gateway.settings.sse_keep_alive_s
+        chunks = binding.stream(call, frames)
+        return EventStream(chunks, request.app.state.streams, context_slot, keep_alive_s=keep_alive_s)
+    try:
+        async for frame in frames:
+            if frame.is_final:
+                return binding.unary(call, frame)
+    finally:
+        if context_slot is not None:
+            context_slot.release()
+        await frames.aclose()  # type: ignore[attr-defined]
+    raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
+
+
+async def read_body(request: Request, timeout_s: float) -> bytes:
+    """The whole body, due within ``timeout_s`` (408 after: a slow body holds a request slot);
+    BodyLimit refuses one over the size limit as it comes."""
+    try:
+        with anyio.fail_after(timeout_s):
+            return await request.body()
+    except TimeoutError:
+        raise body_too_slow(timeout_s) from None
+
+
+def _target(gateway: HttpGateway, request: Request, call: RpcCall, principal: Principal) -> str:
+    name = request.path_params.get("name")
+    return target_agent(gateway, call, principal, None if name is None else str(name))
+
+
+def target_agent(gateway: HttpGateway, call: RpcCall, principal: Principal, named: str | None) -> str:
+    """The agent a call goes to: the one it names (path, gRPC tenant), else its task's, else the
+    default agent; a task of another caller is not found."""
+    route = gateway.runtime.task_route(call.task_id) if call.task_id else None
+    if route is not None and route.owner not in (None, principal.name):
+        raise TaskNotFound(f"no task {call.task_id!r}", data={"taskId": call.task_id}, request_id=call.request_id)
+    if named:
+        return named
+    if route is not None:
+        return route.agent
+    if gateway.settings.default_agent is None:
+        available = gateway.runtime.agent_names()
+        raise EdgeError(
+            f"this gateway has no default agent: POST to /a2a/agents/{{name}} instead "
+            f"(agents: {', '.join(available) or 'none'})",
+            code=-32000,
+            error_type="AgentNotFound",
+            http_status=404,
+            details={"availableAgents": available},
+        )
+    return gateway.settings.default_agent
+
+
+def local_result(gateway: HttpGateway, call: RpcCall, principal: Principal) -> Any:
+    """The result of a 1.0 method the mesh has no counterpart for."""
+    if call.method == "ListTasks":
+        query = list_tasks_query(call.params)
+        tasks = [r.task for r in gateway.runtime.task_routes() if r.owner == principal.name and r.task is not None]
+        return list_tasks_result_v1(query, tasks)
+    raise AuthenticatedExtendedCardNotConfigured("this gateway serves no extended agent cards")
