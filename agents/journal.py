@@ -74,8 +74,8 @@ class TaskJournal(Protocol):
         """Open the store and read what it holds (blocking: run it off the loop)."""
         ...
 
-    def changed(self, record: TaskRecord) -> None:
-        """The task was created or changed: write its current state."""
+    def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
+        """The task was created or changed: write its current state (``task_json`` if already serialized)."""
 
     def forgotten(self, task_id: str) -> None:
         """The task is past retention: delete it."""
@@ -98,7 +98,7 @@ class NullJournal:
     def load(self) -> LoadedTasks:
         return LoadedTasks()
 
-    def changed(self, record: TaskRecord) -> None:
+    def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
         pass
 
     def forgotten(self, task_id: str) -> None:

@@ -94,7 +94,8 @@ class SqliteJournal:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._writer: JournalWriter | None = None
         # The batch being collected on the loop.
-        self._dirty: dict[str, TaskRecord] = {}
+        # Task id -> the record, and its JSON when the caller already serialized its current state.
+        self._dirty: dict[str, tuple[TaskRecord, bytes | None]] = {}
         self._deleted: list[str] = []
         self._push: dict[str, list[bytes]] = {}
         self._flush_scheduled = False
@@ -134,9 +135,9 @@ class SqliteJournal:
 
     # ------------------------------------------------------------------ the loop side
 
-    def changed(self, record: TaskRecord) -> None:
+    def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
         if not self._closed:
-            self._dirty[record.id] = record
+            self._dirty[record.id] = (record, task_json)
             self._schedule_flush()
 
     def forgotten(self, task_id: str) -> None:
@@ -188,9 +189,9 @@ class SqliteJournal:
         self._handed += 1
         batch = _Batch(self._handed, deleted=self._deleted, push_configs=self._push)
         now = time.time()
-        for record in self._dirty.values():
+        for record, known_json in self._dirty.values():
             try:
-                task_json = record.task.to_json_bytes()
+                task_json = known_json if known_json is not None else record.task.to_json_bytes()
             except ValueError as exc:  # text no JSON can carry (a lone surrogate from a handler)
                 log.warning("%s: task %s is not stored: %s", self.agent_name, record.id, exc)
                 continue

@@ -267,9 +267,14 @@ class TaskStore:
         now = time.monotonic()
         if (earlier := self._finished.pop(record.id, None)) is not None:
             self.retained_bytes -= earlier[1]
-        size = _json_size(record.task)
+        try:
+            task_json: bytes | None = record.task.to_json_bytes()
+        except ValueError:  # text no JSON can carry (a handler's lone surrogate)
+            task_json = None
+        size = len(task_json) if task_json is not None else _json_size(record.task)
         self._finished[record.id] = (now, size)
         self.retained_bytes += size
+        self.journal.changed(record, task_json)  # its final state, serialized once for both
         dropped = self._enforce_bounds(now)
         for gone in dropped:
             self.journal.forgotten(gone.id)
