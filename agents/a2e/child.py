@@ -16,11 +16,13 @@ import contextlib
 import logging
 import shlex
 import signal
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agents.a2e.errors import WorkerStartError
 from agents.a2e.pipes import WorkerPipes
 
 __all__ = ["CLOSE_WAIT_S", "EXIT_GRACE_S", "TERM_WAIT_S", "ChildProcess", "WorkerCommand", "within"]
@@ -65,6 +67,8 @@ class ChildProcess:
 
     #: What the child is called in messages: "worker", "ACP agent".
     kind: ClassVar[str] = "process"
+    #: The mesh YAML key that configures it ("worker", "acp"), for the fix in error messages.
+    config_key: ClassVar[str] = "worker"
 
     name: str
     command: WorkerCommand
@@ -72,6 +76,9 @@ class ChildProcess:
     exited: asyncio.Future[int]
     #: Why the mesh ended it, when it did; part of the message pending work fails with.
     exit_reason: str
+    max_line_bytes: int
+    stderr_lines: int
+    started_at: float
     _pipes: WorkerPipes | None
     _finishing: asyncio.Task[None] | None
     _stopping: bool
@@ -80,6 +87,31 @@ class ChildProcess:
     def _ended(self, status: int) -> None:
         """The child is gone with ``status``: fail what waits on it."""
         raise NotImplementedError
+
+    def _bad_line(self, problem: str, head: bytes) -> None:
+        log.warning("%s %s: skipped a stdout line that is %s: %r", self.kind, self.name, problem, head)
+
+    async def _spawn(self, on_message: Callable[[dict[str, Any]], None]) -> None:
+        """Run the command on pipes; :class:`WorkerStartError` names the command and the fix."""
+        try:
+            self._pipes = await WorkerPipes.spawn(
+                self.command.argv,
+                cwd=self.command.cwd,
+                env=self.command.env,
+                name=self.name,
+                on_message=on_message,
+                on_bad=self._bad_line,
+                on_closed=self._closing,
+                max_line_bytes=self.max_line_bytes,
+                stderr_lines=self.stderr_lines,
+            )
+        except OSError as exc:
+            where = f" in {self.command.cwd}" if self.command.cwd else ""
+            key = self.config_key
+            raise WorkerStartError(
+                f"{self.kind} {self.name!r}: cannot run {self.command}{where}: {exc}; check {key}.command and {key}.cwd"
+            ) from exc
+        self.started_at = time.monotonic()
 
     # ------------------------------------------------------------------ how it ended
 

@@ -142,24 +142,7 @@ class WorkerProcess(ChildProcess):
 
     async def start(self, *, agent_caps: Sequence[str], timeout: float) -> HandshakeResponse:
         """Spawn the process and run the handshake; :class:`WorkerStartError` says why not."""
-        try:
-            self._pipes = await WorkerPipes.spawn(
-                self.command.argv,
-                cwd=self.command.cwd,
-                env=self.command.env,
-                name=self.name,
-                on_message=self._on_message,
-                on_bad=self._bad_line,
-                on_closed=self._closing,
-                max_line_bytes=self.max_line_bytes,
-                stderr_lines=self.stderr_lines,
-            )
-        except OSError as exc:
-            where = f" in {self.command.cwd}" if self.command.cwd else ""
-            raise WorkerStartError(
-                f"worker {self.name!r}: cannot run {self.command}{where}: {exc}; check worker.command and worker.cwd"
-            ) from exc
-        self.started_at = time.monotonic()
+        await self._spawn(self._on_message)
         request = HandshakeRequest(agent_id=self.name, agent_caps=list(agent_caps))
         try:
             answer = await self.request(request, timeout)
@@ -304,7 +287,7 @@ class WorkerProcess(ChildProcess):
 
     def _bad_line(self, problem: str, head: bytes) -> None:
         self.bad_lines += 1
-        log.warning("worker %s: skipped a stdout line that is %s: %r", self.name, problem, head)
+        super()._bad_line(problem, head)
 
     def _ended(self, status: int) -> None:
         gone = WorkerGone(self.gone_text(status))

@@ -15,9 +15,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from agents.a2e.errors import WorkerError, WorkerStartError, WorkerUnavailable
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES
@@ -42,6 +42,21 @@ class SupervisorSettings:
     max_backoff_s: float = 30.0
     stable_after_s: float = 60.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+    @classmethod
+    def of(cls, owner: str, options: Mapping[str, Any], *, besides: str, **defaults: Any) -> SupervisorSettings:
+        """The settings from an agent's keyword ``options``; ``TypeError`` naming any unknown one.
+
+        ``owner`` names the agent class, ``besides`` its own options, for the message.
+        """
+        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
+        if unknown:
+            accepted = ", ".join(cls.__dataclass_fields__)
+            raise TypeError(
+                f"{owner} got unknown option(s) {', '.join(unknown)}; besides {besides} it takes the "
+                f"supervision options: {accepted}"
+            )
+        return cls(**{**defaults, **options})
 
 
 class SupervisedProcess(Protocol):

@@ -63,16 +63,11 @@ class WorkerAgent(Agent):
         version: str | None = None,
         **supervision: Any,
     ) -> None:
-        unknown = sorted(set(supervision) - set(SupervisorSettings.__dataclass_fields__))
-        if unknown:
-            accepted = ", ".join(SupervisorSettings.__dataclass_fields__)
-            raise TypeError(
-                f"WorkerAgent got unknown option(s) {', '.join(unknown)}; besides call_retries, retry_backoff_s, "
-                f"call_timeout_s and answer_grace_s it takes the supervision options: {accepted}"
-            )
         super().__init__(name=name, description=description, version=version)
         self.command = worker if isinstance(worker, WorkerCommand) else WorkerCommand.of(worker, cwd=cwd, env=env)
-        self.supervision = SupervisorSettings(**supervision)
+        self.supervision = SupervisorSettings.of(
+            "WorkerAgent", supervision, besides="call_retries, retry_backoff_s, call_timeout_s and answer_grace_s"
+        )
         self.call_retries = call_retries
         self.retry_backoff_s = retry_backoff_s
         self.call_timeout_s = call_timeout_s

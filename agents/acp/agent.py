@@ -93,14 +93,10 @@ class AcpAgent(Agent):
         version: str | None = None,
         **supervision: Any,
     ) -> None:
-        unknown = sorted(set(supervision) - set(SupervisorSettings.__dataclass_fields__))
-        if unknown:
-            accepted = ", ".join(SupervisorSettings.__dataclass_fields__)
-            raise TypeError(f"AcpAgent got unknown option(s) {', '.join(unknown)}; it takes policy and: {accepted}")
         super().__init__(name=name, description=description, version=version)
         self.command = acp if isinstance(acp, WorkerCommand) else WorkerCommand.of(acp, cwd=cwd, env=env)
         self.policy = policy or ClientPolicy(directory=self.command.cwd or Path.cwd())
-        self.supervision = SupervisorSettings(**{"ping_interval_s": 0.0, **supervision})
+        self.supervision = SupervisorSettings.of("AcpAgent", supervision, besides="policy", ping_interval_s=0.0)
         self._supervisor: AcpSupervisor | None = None
         self._sessions: dict[str, tuple[AcpProcess, str]] = {}  # context id -> (process, session id)
         self._turns: dict[str, asyncio.Lock] = {}  # one prompt at a time per session

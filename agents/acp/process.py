@@ -45,6 +45,7 @@ class AcpProcess(ChildProcess):
     """A running ACP agent. Build it, ``await start()``, then :meth:`request` / :meth:`notify`."""
 
     kind = "ACP agent"
+    config_key = "acp"
 
     def __init__(
         self,
@@ -78,24 +79,7 @@ class AcpProcess(ChildProcess):
 
     async def start(self, *, timeout: float) -> dict[str, Any]:
         """Spawn the agent and run ``initialize``; :class:`WorkerStartError` says why not."""
-        try:
-            self._pipes = await WorkerPipes.spawn(
-                self.command.argv,
-                cwd=self.command.cwd,
-                env=self.command.env,
-                name=self.name,
-                on_message=self._inbox.put_nowait,
-                on_bad=self._bad_line,
-                on_closed=self._closing,
-                max_line_bytes=self.max_line_bytes,
-                stderr_lines=self.stderr_lines,
-            )
-        except OSError as exc:
-            where = f" in {self.command.cwd}" if self.command.cwd else ""
-            raise WorkerStartError(
-                f"ACP agent {self.name!r}: cannot run {self.command}{where}: {exc}; check acp.command and acp.cwd"
-            ) from exc
-        self.started_at = time.monotonic()
+        await self._spawn(self._inbox.put_nowait)
         self._connection = Connection(self._client_request, self)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
@@ -204,9 +188,6 @@ class AcpProcess(ChildProcess):
         raise RequestError.method_not_found(method)
 
     # ------------------------------------------------------------------ exit
-
-    def _bad_line(self, problem: str, head: bytes) -> None:
-        log.warning("ACP agent %s: skipped a stdout line that is %s: %r", self.name, problem, head)
 
     def _ended(self, status: int) -> None:
         self._inbox.put_nowait(None)  # ends the connection: waiting requests fail, saying how it ended
