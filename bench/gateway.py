@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
 from bench.harness import base_arguments, broker_url, child, emit, progress, ratio
 from bench.http_client import HttpPool
+from mesh.gctuning import tune_for_serving
 from mesh.localbroker import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -257,6 +258,7 @@ async def serve_gateway(
 
         profiler = cProfile.Profile()
         profiler.enable()
+    tune_for_serving()  # as `mesh run` does once its components are started
     print("ready", flush=True)
     await stopping.wait()
     if profiler is not None:
