@@ -79,7 +79,13 @@ class TaskStreams:
         self.tasks.changed(record)
         interrupted = isinstance(event, TaskStatusUpdateEvent) and event.final and not record.is_terminal
         # A bare Message answer ends no stream with a status: the Message is their final answer.
-        if record.listeners and not (record.message_answer is not None and record.is_terminal):
+        # Serialized only if some listener wants it: a message/send's progress-only listener
+        # wants neither the bare state changes nor the closing event, i.e. most events.
+        if (
+            record.listeners
+            and not (record.message_answer is not None and record.is_terminal)
+            and (wanting := [listener for listener in record.listeners if listener.wants(event)])
+        ):
             try:
                 result_json = event.to_json_bytes()
                 # For streams that outlive the interruption, the event does not end the stream.
@@ -87,9 +93,8 @@ class TaskStreams:
             except ValueError as exc:  # a handler's text no JSON can carry (a lone surrogate)
                 log.warning("%s: task %s: an event could not be sent: %s", self.answers.agent_name, record.id, exc)
             else:
-                for listener in record.listeners:
-                    if listener.wants(event):
-                        self.answers.stream(listener, going_on if listener.until_terminal else result_json)
+                for listener in wanting:
+                    self.answers.stream(listener, going_on if listener.until_terminal else result_json)
         if isinstance(event, TaskStatusUpdateEvent) and event.final:
             record.listeners[:] = [listener for listener in record.listeners if interrupted and listener.until_terminal]
             if event.status.message is not None:  # the agent's answer joins the conversation

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio  # noqa: E402
 from bench.http_client import HttpPool  # noqa: E402
 from mesh.client import MeshClient  # noqa: E402
+from mesh.gctuning import tune_for_serving  # noqa: E402
 from mesh.localbroker import free_port  # noqa: E402
 
 if TYPE_CHECKING:
@@ -257,6 +258,7 @@ async def serve_echo(url: str, namespace: str, task_store: str, keys: str | None
         EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings, trust=trust
     )
     await service.start()
+    tune_for_serving()  # as `mesh run` does once its components are started
     print("ready", flush=True)
     await asyncio.Event().wait()
 

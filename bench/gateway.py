@@ -31,6 +31,8 @@ as bench/agent.py does. Each measurement: 200 requests of warm-up, the sequentia
 and writes the stats to FILE (read with ``python -m pstats FILE``); the top functions by own
 time go to stderr. The profiler slows the gateway, so its figures are not comparable then.
 
+``--profile-echo FILE`` does the same for the echo agent child (from its start to the end).
+
 ``--trust`` runs the echo agent and the gateway with trust (README, "Trust"): signed cards, a
 user token minted by the gateway per request and verified by the agent, which requires it.
 
@@ -54,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
 from bench.harness import base_arguments, broker_url, child, emit, progress, ratio
 from bench.http_client import HttpPool
+from mesh.gctuning import tune_for_serving
 from mesh.localbroker import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -111,6 +114,7 @@ def main() -> None:
         help=f"requests for the throughput run ({CONCURRENCY} in flight)",
     )
     parser.add_argument("--profile-gateway", metavar="FILE", help="run the gateway under cProfile; stats to FILE")
+    parser.add_argument("--profile-echo", metavar="FILE", help="run the echo agent under cProfile; stats to FILE")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--grpc-port", type=int, help=argparse.SUPPRESS)
@@ -121,7 +125,7 @@ def main() -> None:
     parser.add_argument("--task-store", default=":memory:", help="the echo agent's task store")
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store, args.keys))
+        asyncio.run(profiled_echo(args.broker, args.namespace, args.task_store, args.keys, args.profile_echo))
         return
     if args.serve_gateway is not None:
         asyncio.run(
@@ -134,6 +138,7 @@ def main() -> None:
     gateway_port, a2a_port, grpc_port = free_port(), free_port(), free_port()
     script = str(Path(__file__).resolve())
     profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
+    profile_echo = ["--profile-echo", str(Path(args.profile_echo).resolve())] if args.profile_echo else []
     gateway, a2a = {}, {}
     keys_dir = tempfile.TemporaryDirectory(prefix="mesh-bench-keys-")
     trust = ["--keys", bench_keys(keys_dir.name)] if args.trust else []
@@ -150,6 +155,7 @@ def main() -> None:
                 args.namespace,
                 "--task-store",
                 args.task_store,
+                *profile_echo,
                 *trust,
             ]
         ),
@@ -193,6 +199,8 @@ def main() -> None:
         progress(f"gateway grpc: {grpc_figures}")
     if args.profile_gateway:
         report_profile(args.profile_gateway)
+    if args.profile_echo:
+        report_profile(args.profile_echo, "echo agent")
     gw, sdk = best(gateway), best(a2a)
     emit(
         {
@@ -215,7 +223,7 @@ def main() -> None:
             "concurrency": CONCURRENCY,
             "requests": args.requests,
             "concurrent_requests": args.concurrent_requests,
-            "profiled": bool(args.profile_gateway),
+            "profiled": bool(args.profile_gateway or args.profile_echo),
             "trust": args.trust,
         }
     )
@@ -250,6 +258,7 @@ async def serve_gateway(
 
         profiler = cProfile.Profile()
         profiler.enable()
+    tune_for_serving()  # as `mesh run` does once its components are started
     print("ready", flush=True)
     await stopping.wait()
     if profiler is not None:
@@ -258,12 +267,30 @@ async def serve_gateway(
     await gateway.stop()
 
 
-def report_profile(path: str, top: int = 30) -> None:
+async def profiled_echo(url: str, namespace: str, task_store: str, keys: str | None, profile_file: str | None) -> None:
+    """The echo agent child, under cProfile if asked to (stats written on SIGTERM)."""
+    if not profile_file:
+        await serve_echo(url, namespace, task_store, keys)
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    serving = asyncio.create_task(serve_echo(url, namespace, task_store, keys))
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+    profiler.enable()
+    await stopping.wait()
+    profiler.disable()
+    profiler.dump_stats(profile_file)
+    serving.cancel()
+
+
+def report_profile(path: str, name: str = "gateway", top: int = 30) -> None:
     out = io.StringIO()
     stats = pstats.Stats(path, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
-    progress(f"gateway profile ({path}):\n{out.getvalue()}")
+    progress(f"{name} profile ({path}):\n{out.getvalue()}")
 
 
 if __name__ == "__main__":

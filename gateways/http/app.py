@@ -83,7 +83,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
         middleware=app_middleware(settings, Authenticator(settings.auth)),
         exception_handlers=EXCEPTION_HANDLERS,
     )
-    app.router.redirect_slashes = False  # OptionalTrailingSlash serves both forms instead
+    app.router.redirect_slashes = False  # EdgeEntry serves both forms instead
     app.state.gateway = gateway
     app.state.concurrency = concurrency
     app.state.streams = OpenStreams()

@@ -23,6 +23,7 @@ __all__ = ["protocol_with_head_deadline"]
 class _HeadDeadlineProtocol(H11Protocol):
     head_timeout_s = 10.0  # set per gateway by protocol_with_head_deadline
     _head_deadline: asyncio.TimerHandle | None = None
+    _head_due = 0.0  # loop time by which the pending request head must be complete
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -37,9 +38,15 @@ class _HeadDeadlineProtocol(H11Protocol):
         super().connection_lost(exc)
 
     def _arm_head_deadline(self) -> None:
-        self._disarm_head_deadline()
-        if not self.transport.is_closing():
-            self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+        # One timer per connection, moved lazily: a response only pushes the due time back, and
+        # the timer, when it fires early, sleeps on until then. A timer armed and cancelled per
+        # request costs two operations on the loop's heap, which holds one per connection.
+        if self.transport.is_closing():
+            self._disarm_head_deadline()
+            return
+        self._head_due = self.loop.time() + self.head_timeout_s
+        if self._head_deadline is None:
+            self._head_deadline = self.loop.call_at(self._head_due, self._head_too_slow)
 
     def _disarm_head_deadline(self) -> None:
         if self._head_deadline is not None:
@@ -48,10 +55,17 @@ class _HeadDeadlineProtocol(H11Protocol):
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
+        if self._head_due > self.loop.time() + _EARLY_S:  # re-armed since: not due yet
+            self._head_deadline = self.loop.call_at(self._head_due, self._head_too_slow)
+            return
         # IDLE: the client has not completed a request head since the deadline was armed (a
         # request being read or answered has moved on to SEND_BODY or DONE).
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.transport.close()
+
+
+# The loop runs a timer up to its clock resolution early: that is on time.
+_EARLY_S = 0.001
 
 
 def protocol_with_head_deadline(timeout_s: float) -> type[Any]:

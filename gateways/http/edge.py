@@ -2,13 +2,19 @@
 
 The layers a request passes, outermost first::
 
-    OptionalTrailingSlash     ``/a2a/`` is ``/a2a``: every route answers both ways, never a redirect
     CORSMiddleware            when ``cors.allow_origins`` is set: refusals carry CORS headers too
-    AuthenticationMiddleware  CallerBackend: who is calling (``request.user``); refuses nobody
+    EdgeEntry                 ``/a2a/`` is ``/a2a`` (every route answers both ways, never a
+                              redirect); CallerBackend: who is calling (``request.user``),
+                              refusing nobody
     RateLimitMiddleware       a token bucket per caller: 429, and X-RateLimit-* on every answer
     Router
-      private routes          RequireCaller (401), JsonBody (415), RequestSlots (429), BodyLimit (413)
+      private routes          PrivateRoute: 401 (RequireCaller), 415 (JsonBody), 429
+                              (RequestSlots), 413 (BodyLimit), in that order
       endpoint
+
+Each request passes every layer, so the checks of one level are one pure-ASGI layer
+(:class:`EdgeEntry`, :class:`PrivateRoute`) rather than one layer per check; the single-check
+classes remain for apps that want only some of them.
     an EdgeError raised anywhere under the router is answered by :func:`edge_refusal`
 
 The backend never refuses by itself: cards and health are public (A2A discovery needs them),
@@ -26,7 +32,6 @@ from typing import Any
 from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser, UnauthenticatedUser
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware import Middleware
-from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
@@ -42,7 +47,9 @@ __all__ = [
     "VERSION_HEADER",
     "EXCEPTION_HANDLERS",
     "BodyLimit",
+    "EdgeEntry",
     "JsonBody",
+    "PrivateRoute",
     "OptionalTrailingSlash",
     "Caller",
     "CallerBackend",
@@ -177,6 +184,33 @@ class OptionalTrailingSlash:
         await self.app(scope, receive, send)
 
 
+class EdgeEntry:
+    """:class:`OptionalTrailingSlash` and Starlette's ``AuthenticationMiddleware`` over
+    :class:`CallerBackend` in one layer: ``scope["auth"]`` and ``scope["user"]`` set, the
+    path without its trailing slash; the backend never refuses, so neither does this."""
+
+    def __init__(self, app: ASGIApp, backend: CallerBackend) -> None:
+        self.app = app
+        self.backend = backend
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http" or kind == "websocket":
+            path = scope.get("path", "")
+            if kind == "http" and len(path) > 1 and path.endswith("/"):
+                scope = dict(scope)
+                scope["path"] = path.rstrip("/") or "/"
+                raw_path = scope.get("raw_path")
+                if raw_path:
+                    scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
+            backend = self.backend
+            if backend._off:  # no header to read: skip the HTTPConnection
+                scope["auth"], scope["user"] = backend._anonymous
+            else:
+                scope["auth"], scope["user"] = await backend.authenticate(HTTPConnection(scope))
+        await self.app(scope, receive, send)
+
+
 class RateLimitMiddleware:
     """Every request takes a token of its caller's bucket: refused with 429 when empty; every
     answer carries the caller's ``X-RateLimit-*`` headers (SSE streams too: pure ASGI)."""
@@ -208,15 +242,16 @@ class RateLimitMiddleware:
 
 
 def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Middleware]:
-    """Path normalization, CORS (when configured), authentication and rate limiting, outermost first."""
-    middleware = [Middleware(OptionalTrailingSlash)]
+    """CORS (when configured), path normalization with authentication, and rate limiting,
+    outermost first (CORS ignores the path, so normalizing it inside CORS changes nothing)."""
+    middleware = []
     if config.cors.allow_origins:
         options = config.cors.model_dump()
         # A2A 1.0 clients must send A2A-Version: a browser sends only the headers a preflight allowed.
         if not {VERSION_HEADER.lower(), "*"} & {h.lower() for h in options["allow_headers"]}:
             options["allow_headers"].append(VERSION_HEADER)
         middleware.append(Middleware(CORSMiddleware, **options))
-    middleware.append(Middleware(AuthenticationMiddleware, backend=CallerBackend(authenticator)))
+    middleware.append(Middleware(EdgeEntry, backend=CallerBackend(authenticator)))
     if config.rate_limit is not None:
         middleware.append(Middleware(RateLimitMiddleware, limiter=RateLimiter(config.rate_limit)))
     return middleware
@@ -304,15 +339,54 @@ class BodyLimit:
         await self.app(scope, receive_limited, send)
 
 
+class PrivateRoute:
+    """Route middleware: :class:`RequireCaller`, :class:`JsonBody` (when ``json_body``),
+    :class:`RequestSlots` and :class:`BodyLimit` in one layer, checked in that order."""
+
+    def __init__(self, app: ASGIApp, slots: Slots, limits: BodyLimits, json_body: bool = True) -> None:
+        self.app = app
+        self.slots = slots
+        self.limits = limits
+        self.json_body = json_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if isinstance(user, RefusedCaller):
+            raise user.refusal
+        if not isinstance(user, Caller):  # pragma: no cover - the app always authenticates
+            raise TypeError("PrivateRoute needs EdgeEntry (or CallerBackend authentication) around the router")
+        headers = Headers(scope=scope)
+        if self.json_body and scope["method"] == "POST":
+            declared_type = headers.get("content-type")
+            if (declared_type or "").partition(";")[0].strip().lower() not in JSON_MEDIA_TYPES:
+                raise unsupported_media_type(declared_type)
+        limits = self.limits
+        with self.slots.acquire(client_key(scope)) as slot:
+            declared = headers.get("content-length")
+            if declared is not None and declared.isdigit():
+                check_body_size(int(declared), limits)
+            size = 0
+
+            async def receive_limited() -> Message:
+                nonlocal size
+                message = await receive()
+                if message["type"] == "http.request":
+                    size += len(message.get("body", b""))
+                    check_body_size(size, limits)
+                return message
+
+            async def send_releasing(message: Message) -> None:
+                if message["type"] == "http.response.body" and not message.get("more_body", False):
+                    slot.release()
+                await send(message)
+
+            await self.app(scope, receive_limited, send_releasing)
+
+
 def private_route_middleware(slots: Slots, limits: BodyLimits, *, json_body: bool = True) -> list[Middleware]:
-    """The middleware of a route that needs authentication, outermost first (``json_body``: its
-    POST reads a JSON body, whose content type is checked)."""
-    return [
-        Middleware(RequireCaller),
-        *([Middleware(JsonBody)] if json_body else []),
-        Middleware(RequestSlots, slots=slots),
-        Middleware(BodyLimit, limits=limits),
-    ]
+    """The middleware of a route that needs authentication (``json_body``: its POST reads a
+    JSON body, whose content type is checked)."""
+    return [Middleware(PrivateRoute, slots=slots, limits=limits, json_body=json_body)]
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {EdgeError: edge_refusal}

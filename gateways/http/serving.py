@@ -12,10 +12,10 @@ slot, the E2A envelope, forwarding to the mesh and what the gateway answers itse
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -120,7 +120,7 @@ async def read_body(request: Request, timeout_s: float) -> bytes:
     """The whole body, due within ``timeout_s`` (408 after: a slow body holds a request slot);
     BodyLimit refuses one over the size limit as it comes."""
     try:
-        with anyio.fail_after(timeout_s):
+        async with asyncio.timeout(timeout_s):  # asyncio's: half the cost of anyio's cancel scope
             return await request.body()
     except TimeoutError:
         raise body_too_slow(timeout_s) from None

@@ -27,6 +27,7 @@ from mesh.cli.common import (
 from mesh.component import Component
 from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, load_many
 from mesh.errors import ConfigError, ConnectError
+from mesh.gctuning import tune_for_serving
 from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
 from mesh.sections import build_many
@@ -173,6 +174,7 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
                     log.error("%s %s did not start: %s", component.kind, component.name, error)
                 if failures:
                     raise failures[0][1]
+            tune_for_serving()  # this process serves from now on (mesh.gctuning)
             log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
             if banner is not None:
                 print(banner(), flush=True)

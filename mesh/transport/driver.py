@@ -29,6 +29,9 @@ class SocketDriver:
         self.sock: Any = None
         self._writer_registered = False
         self._corked = False
+        # Inside loop_read: what paho's callbacks publish stays queued (paho writes nothing
+        # while it runs a callback); _on_readable sends it when the read is done.
+        self._reading = False
         self._misc_timer: asyncio.TimerHandle | None = None
         # Why reading is paused (handlers saturated, the owner's backlog...): none, it reads.
         self._paused_for: set[str] = set()
@@ -87,7 +90,7 @@ class SocketDriver:
         if sock is None:
             return
         wants = self._client.want_write()
-        if wants and not self._writer_registered:
+        if wants and not self._writer_registered and not self._reading:
             self._loop.add_writer(sock, self._on_writable)
             self._writer_registered = True
         elif not wants and self._writer_registered:
@@ -101,7 +104,17 @@ class SocketDriver:
 
     def _on_readable(self) -> None:
         self.cork()  # PUBACKs paho writes while reading go out together
-        self._client.loop_read()
+        client = self._client
+        self._reading = True
+        try:
+            client.loop_read()
+        finally:
+            self._reading = False
+        # What the handlers published during the read (an answer sent from on_message) goes
+        # now, in the same corked segment as the PUBACKs, rather than after a wait for
+        # writability (two epoll_ctl calls and one more loop pass per message).
+        if self.sock is not None and client.want_write():
+            client.loop_write()
         sock = self.sock
         # TLS may hold decrypted bytes that select() cannot see.
         if sock is not None and isinstance(sock, ssl.SSLSocket) and sock.pending():
