@@ -13,6 +13,8 @@
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
+``GET /metrics``                            Prometheus metrics of the process
+                                            (:mod:`gateways.http.observability`)
 ==========================================  ==============================================
 
 Every route answers with and without a trailing slash. Both bindings go through
@@ -32,6 +34,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -47,12 +50,14 @@ from gateways.http.edge import (
     version_asked,
 )
 from gateways.http.limits import ConcurrencyLimits
+from gateways.http.observability import TracingMiddleware, metrics_endpoint
 from gateways.http.protection import agent_not_found
 from gateways.http.rest import rest_routes
 from gateways.http.rpc import parse_call
 from gateways.http.serving import JSON_RPC, read_body, serve_call
 from gateways.http.streams import OpenStreams
 from mesh.registry import Entry
+from mesh.telemetry import tracing
 
 if TYPE_CHECKING:
     from gateways.http.server import HttpGateway
@@ -73,14 +78,18 @@ def build_app(gateway: HttpGateway) -> Starlette:
         Route("/a2a/agents/{name}/card", _agent_card, methods=["GET"]),
         Route("/a2a/agents/{name}", _jsonrpc, methods=["POST"], middleware=private),
         Route("/a2a", _jsonrpc, methods=["POST"], middleware=private),
+        Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private),
     ]
     if "1.0" in settings.a2a_versions:  # the HTTP+JSON binding is A2A 1.0's
         no_body = private_route_middleware(concurrency.requests, settings.limits, json_body=False)
         for base in ("/a2a/agents/{name}/rest", "/a2a/rest"):
             routes += rest_routes(base, with_body=private, without_body=no_body)
+    middleware = app_middleware(settings, Authenticator(settings.auth))
+    if tracing.enabled:  # when off, not even a layer to pass through
+        middleware.insert(0, Middleware(TracingMiddleware))
     app = Starlette(
         routes=routes,
-        middleware=app_middleware(settings, Authenticator(settings.auth)),
+        middleware=middleware,
         exception_handlers=EXCEPTION_HANDLERS,
     )
     app.router.redirect_slashes = False  # EdgeEntry serves both forms instead

@@ -31,6 +31,7 @@ from mesh.gctuning import tune_for_serving
 from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
 from mesh.sections import build_many
+from mesh.telemetry import tracing
 from topics import validate_namespace
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--log-level", choices=LOG_LEVELS, help="override the files' log_level")
     run.add_argument(
         "--namespace", "-n", metavar="NS", help="run every component on this namespace, whatever the files say"
+    )
+    run.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics at http://0.0.0.0:PORT/metrics"
     )
     add_connection_options(run, namespace=False)
     run.set_defaults(handler=_run)
@@ -94,7 +98,12 @@ async def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{names}: nothing to run; add an 'agents:' or 'gateways:' section")
     configure_logging(args.log_level or configs[0].log_level)
     broker = broker_settings(args, configured_broker(configs))
-    return await serve(build_many(configs, broker))
+    if args.metrics_port is None:
+        return await serve(build_many(configs, broker))
+    from mesh.telemetry.exposition import serve_metrics  # prometheus_client loads only when asked
+
+    async with serve_metrics(args.metrics_port):
+        return await serve(build_many(configs, broker))
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -158,6 +167,7 @@ async def broker_for_up(settings: BrokerSettings) -> AsyncIterator[str | None]:
 
 async def serve(components: Sequence[Component], *, banner: Callable[[], str] | None = None) -> int:
     """Start every component, wait for SIGINT/SIGTERM, then stop them all cleanly."""
+    tracing.enable_from_environment()  # OTEL_EXPORTER_OTLP_*ENDPOINT set: spans (mesh.telemetry.otel)
     stop = asyncio.Event()
     started: list[Component] = []
     try:
