@@ -75,7 +75,12 @@ def from_environment(environ: Mapping[str, str] = os.environ) -> TracerProvider 
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    named = environ.get("OTEL_SERVICE_NAME") or "service.name=" in environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    provider = SdkTracerProvider(resource=Resource.create({} if named else {"service.name": "mesh"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    name = environ.get("OTEL_SERVICE_NAME")
+    if not name and "service.name=" not in environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        name = "mesh"
+    provider = SdkTracerProvider(resource=Resource.create({"service.name": name} if name else {}))
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
+        environ["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"  # the spec's path for the base endpoint
+    )
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     return provider
