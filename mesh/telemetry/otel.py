@@ -57,7 +57,7 @@ def activated(span: Span) -> AbstractContextManager[Span]:
 def end_span(span: Span, error: BaseException | None, attributes: Mapping[str, Any]) -> None:
     if attributes:
         span.set_attributes(attributes)
-    if error is not None:
+    if error is not None and not isinstance(error, GeneratorExit):  # a reader that stopped early: no failure
         span.record_exception(error)
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
     span.end()

@@ -109,6 +109,7 @@ async def test_a_request_through_the_gateway_orchestrator_echo_and_calculator_is
     assert len(ended) == 7, [(s.name, s.kind.name) for s in ended]
     assert {s.context.trace_id for s in ended if s.context is not None} == {request.context.trace_id}  # type: ignore[union-attr]
     assert request.attributes is not None and request.attributes["http.response.status_code"] == 200
+    assert [s.name for s in ended if not s.status.is_unset] == []  # nothing failed
 
 
 def _agent(span: ReadableSpan) -> object:
