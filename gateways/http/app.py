@@ -78,12 +78,12 @@ def build_app(gateway: HttpGateway) -> Starlette:
         Route("/a2a/agents/{name}/card", _agent_card, methods=["GET"]),
         Route("/a2a/agents/{name}", _jsonrpc, methods=["POST"], middleware=private),
         Route("/a2a", _jsonrpc, methods=["POST"], middleware=private),
-        Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private),
     ]
     if "1.0" in settings.a2a_versions:  # the HTTP+JSON binding is A2A 1.0's
         no_body = private_route_middleware(concurrency.requests, settings.limits, json_body=False)
         for base in ("/a2a/agents/{name}/rest", "/a2a/rest"):
             routes += rest_routes(base, with_body=private, without_body=no_body)
+    routes.append(Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private))  # last: never on a hot path
     middleware = app_middleware(settings, Authenticator(settings.auth))
     if tracing.enabled:  # when off, not even a layer to pass through
         middleware.insert(0, Middleware(TracingMiddleware))
