@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component, SectionFactory
 from mesh.config_errors import config_error
+from mesh.errors import ConfigError
 
 if TYPE_CHECKING:
     from mesh.config import MeshConfig
@@ -101,8 +102,21 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
         context = BuildContext(
             broker=broker, namespace=config.namespace, source=config.source, section=name, trust=config.trust
         )
-        components.extend(factory(entries, context))
+        try:
+            components.extend(factory(entries, context))
+        except ImportError as exc:  # a dependency of the section's package, e.g. of an extra not installed
+            problem = f"cannot load what the section needs ({exc})"
+            hint = _install_hint(name, installed[name], exc)
+            raise MissingDependencyError(config_error(config.source, name, problem, hint), hint=hint) from exc
     return components
+
+
+class MissingDependencyError(ConfigError):
+    """A section's package needs a module that is not installed; ``hint`` says how to install it."""
+
+    def __init__(self, error: ConfigError, *, hint: str) -> None:
+        super().__init__(str(error))
+        self.hint = hint
 
 
 def build_many(configs: Sequence[MeshConfig], broker: BrokerSettings) -> list[Component]:
