@@ -122,6 +122,10 @@ class LocalBroker:
         self._die_with_parent = die_with_parent
         self.config_file = self.workdir / "mosquitto.conf"
         text = render_config(config_path, port=self.port, bind=self.host)
+        if die_with_parent and hasattr(os, "geteuid") and os.geteuid() == 0:
+            # Started as root, Mosquitto switches to user 'mosquitto', and a change of user makes
+            # the kernel forget the parent-death signal: keep the user that runs us instead.
+            extra_config = f"user root\n{extra_config}"
         self.config_file.write_text(text + ("\n" + extra_config if extra_config else ""))
         self.log_file = self.workdir / "mosquitto.log"
         self._process: subprocess.Popen[bytes] | None = None

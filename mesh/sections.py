@@ -69,14 +69,18 @@ def _install_hint(name: str, entry_point: EntryPoint, exc: ImportError) -> str:
 
 
 def _extra_providing(dist: Any, module: str) -> str | None:
-    """The extra of *dist* requiring a distribution named like *module*; non-dev extras first."""
+    """The extra of *dist* requiring a distribution named like *module*: non-dev extras first, then the
+    smallest (``http`` before ``grpc``, which pulls ``http`` in)."""
     wanted = _normalized(module)
     extras = []
+    sizes: dict[str, int] = {}
     for requirement in getattr(dist, "requires", None) or []:
         found = re.match(r"\s*([A-Za-z0-9_.-]+).*;.*extra\s*==\s*['\"]([^'\"]+)['\"]", requirement)
+        if found:
+            sizes[found[2]] = sizes.get(found[2], 0) + 1
         if found and _normalized(found[1]) == wanted:
             extras.append(found[2])
-    extras.sort(key=lambda extra: extra in ("dev", "test", "tests"))
+    extras.sort(key=lambda extra: (extra in ("dev", "test", "tests"), sizes[extra]))
     return extras[0] if extras else None
 
 
