@@ -55,6 +55,8 @@ class UpRecord:
     #: The Mosquitto this ``mesh up`` started (None: it uses a broker that was already running).
     broker_pid: int | None = None
     gateways: list[str] = field(default_factory=list)
+    #: ``mesh up --secure``: its broker takes the TLS and password files that ``--secure`` adds.
+    secure: bool = False
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -83,7 +85,8 @@ class UpAlreadyRunningError(ConfigError):
                 f"{record.broker_url or '(being chosen)'}{gateways}"
             )
         super().__init__(
-            f"{message}. Use it (`mesh send echo hi` finds its broker), stop it (Ctrl-C in its terminal, or kill "
+            f"{message}. Use it (`mesh send echo hi{' --secure' if record and record.secure else ''}` finds its "
+            "broker), stop it (Ctrl-C in its terminal, or kill "
             f"{record.pid if record else 'it'}), or run another one beside it on another namespace and HTTP port: "
             + another_up_command(record)
         )
@@ -91,7 +94,9 @@ class UpAlreadyRunningError(ConfigError):
 
 def another_up_command(record: UpRecord | None) -> str:
     """The command line of a second ``mesh up`` that collides with nothing of ``record``'s."""
-    broker = f" --broker {record.broker_url}" if record is not None and record.broker_url else ""
+    broker = ""
+    if record is not None and record.broker_url and not record.secure:  # --secure starts a broker of its own
+        broker = f" --broker {record.broker_url}"
     return (
         f"MESH_HTTP_PORT={suggested_http_port()} mesh up --namespace {record.namespace if record else 'mesh'}-2{broker}"
     )
@@ -208,7 +213,7 @@ def running_up_broker_url(namespace: str | None, state_dir: Path | None = None) 
     if not namespace:
         return None
     record = running_up(namespace, state_dir)
-    return record.broker_url if record is not None else None
+    return record.broker_url if record is not None and not record.secure else None
 
 
 def _read_record(path: Path) -> UpRecord | None:

@@ -111,7 +111,7 @@ async def _up(args: argparse.Namespace) -> int:
         if args.secure:
             configs = with_secure_trust(configs, secure_state_dir() / "keys")
             with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
-                claim.write(UpRecord(os.getpid(), args.namespace, broker_url=settings.url))
+                claim.write(UpRecord(os.getpid(), args.namespace, broker_url=settings.url, secure=True))
                 components = build_many(configs, settings)
                 how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
                 return await serve(
