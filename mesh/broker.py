@@ -9,7 +9,8 @@ Accepted forms::
                                        component leaves the mesh within 1.5 x keepalive
 
 The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
-(:func:`resolve_broker_url`), defaulting to ``mqtt://localhost:1883``.
+(:func:`resolve_broker_url`), then the broker of the ``mesh up`` running here
+(:mod:`mesh.upstate`), defaulting to ``mqtt://localhost:1883``.
 """
 
 from __future__ import annotations

@@ -230,3 +230,10 @@ async def test_without_the_http_extra_up_runs_the_agents_and_says_how_to_add_the
     finally:
         assert await up.stop() == 0, up.output
     assert "Traceback" not in up.output
+
+    # A file the user names runs whole or not at all: its gateway makes `mesh run` exit 2, saying why.
+    gateway_file = tmp_path / "gateway.yaml"
+    gateway_file.write_text(f"namespace: {namespace}\ngateways:\n  - {{kind: http, id: web, port: 0}}\n")
+    refused = await mesh("run", str(gateway_file), **env)
+    assert refused.code == 2 and "pip install 'mqtt-agent-mesh[http]'" in refused.stderr, refused
+    assert "Traceback" not in refused.stderr
