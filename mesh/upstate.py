@@ -12,6 +12,7 @@ one (:func:`running_up_broker_url`); ``--broker`` and ``$MESH_BROKER_URL`` overr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -66,7 +67,10 @@ class UpRecord:
         """The record, or None for an empty or unreadable file (one being written, or damaged)."""
         try:
             fields = json.loads(data)
-            return cls(**fields) if isinstance(fields, dict) else None
+            if not isinstance(fields, dict):
+                return None
+            known = {f.name for f in dataclasses.fields(cls)}  # a newer mesh up may write more
+            return cls(**{key: value for key, value in fields.items() if key in known})
         except (ValueError, TypeError):
             return None
 

@@ -20,7 +20,7 @@ from mesh.brokerprobe import SLOW_ROUND_TRIP_MS, round_trip_ms
 from mesh.client import MeshClient
 from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, free_port, port_answers
 from mesh.transport import MqttTransport
-from mesh.upstate import UpClaim, UpRecord, running_up, up_files
+from mesh.upstate import UpAlreadyRunningError, UpClaim, UpRecord, running_up, running_up_broker_url, up_files
 from tests.mesh.cli_process import ROOT, Service, mesh, start_mesh
 from tests.support import Inbox
 from topics import get_agent_discovery_topic, get_gateway_discovery_topic
@@ -237,3 +237,22 @@ async def test_without_the_http_extra_up_runs_the_agents_and_says_how_to_add_the
     refused = await mesh("run", str(gateway_file), **env)
     assert refused.code == 2 and "pip install 'mqtt-agent-mesh[http]'" in refused.stderr, refused
     assert "Traceback" not in refused.stderr
+
+
+def test_the_state_file_names_the_broker_while_its_owner_holds_it(namespace: str, state: Path) -> None:
+    claim = UpClaim.take(namespace, state)
+    try:
+        claim.write(UpRecord(os.getpid(), namespace, "mqtt://127.0.0.1:1884", gateways=["http://127.0.0.1:8080"]))
+        assert running_up_broker_url(namespace, state) == "mqtt://127.0.0.1:1884"
+        assert running_up_broker_url("another/namespace", state) is None
+        with pytest.raises(UpAlreadyRunningError, match=rf"pid {os.getpid()}\): broker mqtt://127.0.0.1:1884"):
+            UpClaim.take(namespace, state)  # a lock of another open file, as another process's would be
+        claim.write(UpRecord(os.getpid(), namespace, "mqtts://localhost:8883", secure=True))
+        assert running_up_broker_url(namespace, state) is None  # a --secure broker needs --secure's files
+    finally:
+        claim.release()
+    assert running_up_broker_url(namespace, state) is None and not up_files(namespace, state).state.exists()
+    # A record written by a newer mesh up still reads; an empty or damaged one reads as none.
+    newer = UpRecord.from_json(b'{"pid": 7, "namespace": "ns", "broker_url": "mqtt://h:1", "later": true}')
+    assert newer == UpRecord(7, "ns", "mqtt://h:1")
+    assert UpRecord.from_json(b"") is None and UpRecord.from_json(b'{"pid": 7}') is None
