@@ -86,7 +86,8 @@ async def broker_for_up(settings: BrokerSettings, claim: UpClaim) -> AsyncIterat
             log.warning("the broker at %s; %s", why, fix)
             yield _recorded(UpBroker(settings, f"slow: {slow_ms:.0f} ms per round trip"), claim)
             return
-        port = settings.port + 1 if not port_answers("127.0.0.1", settings.port + 1) else free_port()
+        beside = settings.port + 1  # 1884 beside the stock service's 1883: easy to remember
+        port = beside if beside <= 65535 and not port_answers("127.0.0.1", beside) else free_port()
         log.warning(
             "the broker at %s; mesh up starts its own from mosquitto.conf on port %d instead. %s", why, port, fix
         )
