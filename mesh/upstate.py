@@ -24,7 +24,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from mesh.errors import ConfigError
 from mesh.localbroker import free_port, port_is_free
@@ -213,11 +213,24 @@ def running_up(namespace: str, state_dir: Path | None = None) -> UpRecord | None
 
 
 def running_up_broker_url(namespace: str | None, state_dir: Path | None = None) -> str | None:
-    """The broker the live ``mesh up`` of ``namespace`` uses, if one runs."""
-    if not namespace:
+    """The broker the live ``mesh up`` of ``namespace`` uses; with none on that namespace, the one
+    broker every live ``mesh up`` here uses (``mesh run agents.yaml`` of another namespace next to
+    ``mesh up`` joins its broker), if they agree on one."""
+    if namespace:
+        record = running_up(namespace, state_dir)
+        if record is not None:
+            return record.broker_url if not record.secure else None
+    base = up_files("-", state_dir).state.parent
+    try:
+        names = [unquote(path.stem) for path in base.glob("*.json")]
+    except OSError:
         return None
-    record = running_up(namespace, state_dir)
-    return record.broker_url if record is not None and not record.secure else None
+    urls = {
+        record.broker_url
+        for name in names
+        if (record := running_up(name, state_dir)) is not None and record.broker_url and not record.secure
+    }
+    return urls.pop() if len(urls) == 1 else None
 
 
 def _read_record(path: Path) -> UpRecord | None:

@@ -244,7 +244,15 @@ def test_the_state_file_names_the_broker_while_its_owner_holds_it(namespace: str
     try:
         claim.write(UpRecord(os.getpid(), namespace, "mqtt://127.0.0.1:1884", gateways=["http://127.0.0.1:8080"]))
         assert running_up_broker_url(namespace, state) == "mqtt://127.0.0.1:1884"
-        assert running_up_broker_url("another/namespace", state) is None
+        # Another namespace joins the one broker the live mesh ups use, unless they use several.
+        assert running_up_broker_url("another/namespace", state) == "mqtt://127.0.0.1:1884"
+        second = UpClaim.take("second", state)
+        try:
+            second.write(UpRecord(os.getpid(), "second", "mqtt://127.0.0.1:1885"))
+            assert running_up_broker_url("another/namespace", state) is None
+            assert running_up_broker_url("second", state) == "mqtt://127.0.0.1:1885"
+        finally:
+            second.release()
         with pytest.raises(UpAlreadyRunningError, match=rf"pid {os.getpid()}\): broker mqtt://127.0.0.1:1884"):
             UpClaim.take(namespace, state)  # a lock of another open file, as another process's would be
         claim.write(UpRecord(os.getpid(), namespace, "mqtts://localhost:8883", secure=True))
