@@ -76,6 +76,7 @@ class Dashboard:
         self._client: MeshClient | None = None
         self._client_lock = asyncio.Lock()
         self._pinned = False
+        self._closed = False
         self._stopping: asyncio.Task[None] | None = None
         self.view.add_listener(self._fan_out)
 
@@ -89,6 +90,8 @@ class Dashboard:
 
     async def follow(self) -> AsyncGenerator[Change]:
         """A snapshot of the mesh, then every change, until closed (raises :class:`FollowerTooSlow`)."""
+        if self._closed:
+            return  # the server is shutting down: nothing more to follow
         queue: asyncio.Queue[Change | None] = asyncio.Queue()
         self._followers.add(queue)
         if self._idle_stop is not None:
@@ -99,12 +102,14 @@ class Dashboard:
             yield "snapshot", self.snapshot()
             while True:
                 change = await queue.get()
+                if change is None and self._closed:
+                    return
                 if change is None:
                     raise FollowerTooSlow(f"more than {self.max_backlog} changes behind")
                 yield change
         finally:
             self._followers.discard(queue)
-            if not self._followers and not self._pinned:
+            if not self._followers and not self._pinned and not self._closed:
                 self._idle_stop = asyncio.get_running_loop().call_later(self.idle_stop_s, self._stop_soon)
 
     def snapshot(self) -> dict[str, Any]:
@@ -194,6 +199,8 @@ class Dashboard:
             return self._client
 
     async def close(self) -> None:
+        """End every follower and stop watching; later followers end at once."""
+        self._closed = True
         if self._idle_stop is not None:
             self._idle_stop.cancel()
             self._idle_stop = None
