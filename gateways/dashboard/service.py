@@ -14,7 +14,7 @@ Watching starts with the first follower and stops ``idle_stop_s`` after the last
 a gateway whose page nobody looks at subscribes to nothing more. Recent tasks are those seen
 while watching. A follower gets a snapshot, then every change; one that falls
 ``max_backlog`` changes behind is ended (a browser's EventSource reconnects and gets a fresh
-snapshot) rather than held in memory. Rates go out once a second when they changed.
+snapshot) rather than held in memory. Rates go out every half second when they changed.
 
 Sending goes through :class:`mesh.client.MeshClient` (the mesh's one call path), connected on
 the first send.
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["Dashboard", "FollowerTooSlow"]
 
 log = logging.getLogger(__name__)
+
+RATES_EVERY_S = 0.5  # how often changed rates go out to the followers
 
 
 class FollowerTooSlow(Exception):
@@ -176,7 +178,7 @@ class Dashboard:
     async def _tick_rates(self) -> None:
         last: dict[str, dict[str, int]] | None = None
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(RATES_EVERY_S)
             rates = self.view.rates.snapshot()
             if rates != last:
                 self._fan_out(("rates", {"rates": rates}))

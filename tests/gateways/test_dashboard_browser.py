@@ -74,7 +74,10 @@ async def until(check: Callable[[], T | None], timeout: float, what: str) -> T:
 def texts(driver: WebDriver, selector: str, attribute: str | None = None) -> list[str]:
     """The text (or ``attribute``) of what ``selector`` matches, read in one go: the page
     redraws as the mesh changes, so element references go stale."""
-    script = "return [...document.querySelectorAll(arguments[0])].map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.innerText)"
+    script = (
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.innerText)"
+    )
     result: list[str] = driver.execute_script(script, selector, attribute)
     return result
 
@@ -144,6 +147,18 @@ async def test_a_task_sent_from_the_page_streams_its_events_into_the_timeline(
         "the end of the stream in the send panel",
     )
     assert "[working] 3..." in output and "Liftoff" in output
+
+    def rates() -> dict[str, str] | None:
+        tile = '[data-agent="countdown"] [data-rate]'
+        shown = dict(zip(texts(browser, tile, "data-rate"), texts(browser, tile + " b"), strict=True))
+        return shown if shown.get("answers") == "1" else None
+
+    assert await until(rates, 3, "the countdown's rates") == {
+        "requests": "1",
+        "answers": "1",
+        "errors": "0",
+        "refusals": "0",
+    }
     await asyncio.to_thread(browser.save_screenshot, str(tmp_path / "dashboard-stream.png"))
     assert (tmp_path / "dashboard-stream.png").stat().st_size > 10_000
 

@@ -1,7 +1,7 @@
 // The dashboard page: follows /ui/api/events (SSE) and keeps the picture in step; sends with
 // /ui/api/send and shows that stream as it comes. Same-origin requests carry the credentials
 // the browser holds for the gateway (its Basic authentication, say).
-import { cardTile, delegationTree, el, taskRow, timelineItems } from "./render.js";
+import { age, cardTile, delegationTree, el, shortId, taskRow, timelineItems } from "./render.js";
 
 const state = {
   cards: new Map(), // "kind/name" -> card
@@ -91,6 +91,7 @@ function drawSendTargets() {
   if (names.includes(chosen)) select.value = chosen;
 }
 
+// Changes come in bursts (a stream's events): draw at most once a frame.
 let tasksPending = false;
 function scheduleTasks() {
   if (tasksPending) return;
@@ -108,9 +109,21 @@ function drawTasks() {
 
 function drawDetail() {
   const task = state.tasks.get(state.selected);
-  $("timeline-title").textContent = task ? `${task.agent} · ${task.taskId.slice(0, 12)}` : "";
-  $("timeline").replaceChildren(...timelineItems(task));
+  const timeline = $("timeline");
+  // Keep following the end of a stream, unless the reader scrolled up to look at something.
+  const atEnd = timeline.scrollTop + timeline.clientHeight >= timeline.scrollHeight - 8;
+  const sameTask = timeline.dataset.task === (task ? task.key : "");
+  $("timeline-title").textContent = task ? `${task.agent} · ${shortId(task.taskId)}` : "";
+  timeline.dataset.task = task ? task.key : "";
+  timeline.replaceChildren(...timelineItems(task));
+  if (!sameTask || atEnd) timeline.scrollTop = timeline.scrollHeight;
   $("tree").replaceChildren(delegationTree(state.tasks, state.selected, select));
+}
+
+// Ages move on their own: only those cells change every second.
+function tickAges() {
+  const t = now();
+  for (const cell of document.querySelectorAll("#tasks [data-started]")) cell.textContent = age(t - Number(cell.dataset.started));
 }
 
 function select(key) {
@@ -195,7 +208,6 @@ async function* sseEvents(body) {
   }
 }
 
-// Ages move on their own: redraw the table every second.
-setInterval(() => { if (state.tasks.size) drawTasks(); }, 1000);
+setInterval(tickAges, 1000);
 $("send-form").addEventListener("submit", send);
 connect();

@@ -24,6 +24,11 @@ export function age(seconds) {
   return `${s}s`;
 }
 
+// Long ids keep both ends: generated ids share their prefix (a2a_subtask_...), not their end.
+export function shortId(id) {
+  return id.length <= 14 ? id : `${id.slice(0, 5)}…${id.slice(-7)}`;
+}
+
 const RATE_LABELS = [["requests", "req"], ["answers", "ans"], ["errors", "err"], ["refusals", "ref"]];
 
 export function cardTile(card, rates) {
@@ -66,8 +71,8 @@ export function taskRow(task, now, selected, onSelect) {
     el("td", {}, stateBadge(task.state)),
     el("td", { text: task.agent }),
     el("td", { class: "mono", title: task.chain.length ? `via ${task.chain.join(" → ")}` : null, text: task.delegatedBy || task.caller }),
-    el("td", { text: age(now - task.started) }),
-    el("td", { class: "mono", title: task.taskId, text: task.taskId.slice(0, 12) }),
+    el("td", { "data-started": task.started, text: age(now - task.started) }),
+    el("td", { class: "mono", title: task.taskId, text: shortId(task.taskId) }),
     el("td", { title: last, text: last }),
   );
 }
