@@ -104,15 +104,19 @@ class Dashboard:
             yield "snapshot", self.snapshot()
             while True:
                 change = await queue.get()
-                if change is None and self._closed:
-                    return
                 if change is None:
+                    if self.is_closed():
+                        return
                     raise FollowerTooSlow(f"more than {self.max_backlog} changes behind")
                 yield change
         finally:
             self._followers.discard(queue)
             if not self._followers and not self._pinned and not self._closed:
                 self._idle_stop = asyncio.get_running_loop().call_later(self.idle_stop_s, self._stop_soon)
+
+    def is_closed(self) -> bool:
+        """Closed (shutting down): followers end and new ones get nothing."""
+        return self._closed
 
     def snapshot(self) -> dict[str, Any]:
         watcher = self._watcher

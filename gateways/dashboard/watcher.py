@@ -83,10 +83,12 @@ class MeshWatcher:
         registry = self._lease.registry
         self._lease.add_listener(self._on_registry_event)
         self._lease.add_instance_listener(self._on_instance)
+        following = []
         for entry in [*registry.agents(), *registry.gateways()]:
             self.view.card_seen(entry, len(registry.instances(entry.name)))
             if entry.kind == "agent":
-                self._follow_requests(entry.name)
+                following.append(self._follow_requests(entry.name))
+        await asyncio.gather(*(task for task in following if task is not None))  # the SUBACKs
 
     async def stop(self) -> None:
         for task in list(self._background):
@@ -128,9 +130,10 @@ class MeshWatcher:
 
     # ------------------------------------------------------------------ requests
 
-    def _follow_requests(self, agent: str) -> None:
+    def _follow_requests(self, agent: str) -> asyncio.Task[None] | None:
+        """Subscribe to ``agent``'s requests (in the background: the task, if a new subscription)."""
         if agent in self._requests:
-            return
+            return None
         self._requests[agent] = None  # subscribing
         topic = get_agent_request_topic(self.namespace, agent)
 
@@ -146,7 +149,7 @@ class MeshWatcher:
             elif self.transport.is_connected:  # its card left while we subscribed
                 await self.transport.unsubscribe(subscription)
 
-        self._spawn(subscribe())
+        return self._spawn(subscribe())
 
     def _unfollow_requests(self, agent: str) -> None:
         subscription = self._requests.pop(agent, None)
@@ -195,10 +198,11 @@ class MeshWatcher:
             log.warning("the dashboard cannot read %s: %s", topic_filter, exc)
             return None
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
 
 def _key(message: InboundMessage) -> str | None:
