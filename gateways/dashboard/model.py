@@ -8,7 +8,7 @@ Bounds (all configurable, :class:`Bounds`):
 
 - ``max_tasks`` recent tasks (default 200); beyond it the oldest finished task leaves first, then
   the oldest in flight;
-- ``max_events`` events per task (default 100): the request, then the latest ones; a task
+- ``max_events`` events per task (default 100): the latest ones; a task
   counts what it dropped (``droppedEvents``);
 - ``max_text`` characters of any text shown (default 400);
 - ``max_calls`` other requests (``tasks/get``, ``tasks/cancel``...) remembered to attribute
