@@ -66,7 +66,7 @@ class MeshWatcher:
             settings, client_id=f"{namespace}/{owner}-watch-{uuid.uuid4().hex[:8]}"
         )
         self._lease: RegistryLease | None = None
-        self._requests: dict[str, Subscription | None] = {}  # agent -> its request subscription
+        self._requests: dict[str, _Following] = {}  # agent -> its request subscription
         self._answers: list[Subscription] = []
         self._background: set[asyncio.Task[None]] = set()
         #: Topic filters the broker refused, with why: what the dashboard cannot see.
@@ -134,7 +134,7 @@ class MeshWatcher:
         """Subscribe to ``agent``'s requests (in the background: the task, if a new subscription)."""
         if agent in self._requests:
             return None
-        self._requests[agent] = None  # subscribing
+        following = self._requests[agent] = _Following()
         topic = get_agent_request_topic(self.namespace, agent)
 
         def on_request(message: InboundMessage) -> None:
@@ -144,15 +144,16 @@ class MeshWatcher:
             subscription = await self._subscribe(topic, on_request)
             if subscription is None:
                 return
-            if agent in self._requests:
-                self._requests[agent] = subscription
-            elif self.transport.is_connected:  # its card left while we subscribed
+            if self._requests.get(agent) is following:
+                following.subscription = subscription
+            elif self.transport.is_connected:  # its card left (and maybe came back) while we subscribed
                 await self.transport.unsubscribe(subscription)
 
         return self._spawn(subscribe())
 
     def _unfollow_requests(self, agent: str) -> None:
-        subscription = self._requests.pop(agent, None)
+        following = self._requests.pop(agent, None)
+        subscription = following.subscription if following is not None else None
         if subscription is not None and self.transport.is_connected:
             self._spawn(self.transport.unsubscribe(subscription))
 
@@ -203,6 +204,12 @@ class MeshWatcher:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+
+class _Following:
+    """One agent's request subscription: ``None`` until its SUBACK."""
+
+    subscription: Subscription | None = None
 
 
 def _key(message: InboundMessage) -> str | None:

@@ -108,8 +108,8 @@ async def test_the_page_lists_the_agents_and_follows_one_that_comes_and_goes(
     await serve_agent(EchoAgent())
     await open_page(browser, dashboard_url, {"echo"})
 
+    service = await serve_agent(CountdownAgent())  # started: its card is on the broker
     started = time.monotonic()
-    service = await serve_agent(CountdownAgent())
     await until(lambda: "countdown" in cards(browser), 1.0, "the countdown card")
     appeared_after = time.monotonic() - started
     (tile,) = await asyncio.to_thread(texts, browser, '[data-agent="countdown"]')

@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from agents.builtin import CountdownAgent
 from gateways.dashboard.model import Bounds, Change, MeshView
+from mesh.a2a import AgentCardSignature
+from mesh.registry import Entry
 
 
 class Clock:
@@ -178,3 +181,21 @@ def test_malformed_traffic_is_shown_as_far_as_it_reads_and_never_raises(payload:
     view.answer_seen("unknown", payload, final=True)
     assert [t["key"] for t in view.snapshot()["tasks"]] == ["k2"]
     assert view.rates.snapshot()["echo"]["requests"] == 2
+
+
+def test_a_card_tile_says_skills_streaming_replicas_and_whether_it_is_signed() -> None:
+    card = CountdownAgent().card(url="mqtt://localhost/x", push_notifications=False)
+    signed = card.model_copy(update={"signatures": [AgentCardSignature(protected="p", signature="s")]})
+    view = MeshView()
+    changes: list[Change] = []
+    view.add_listener(changes.append)
+    view.card_seen(Entry("agent", "countdown", signed, 1.0, 2.0), replicas=3)
+    view.card_seen(Entry("agent", "plain", card.model_copy(update={"name": "plain"}), 1.0, 2.0))
+    tiles = {c["name"]: c for c in view.snapshot()["cards"]}
+    assert tiles["countdown"]["signed"] and not tiles["plain"]["signed"]
+    assert tiles["countdown"]["replicas"] == 3 and tiles["countdown"]["streaming"]
+    assert tiles["countdown"]["skills"][0]["id"] == "countdown"
+    view.card_gone("agent", "countdown")
+    view.card_gone("agent", "countdown")  # a second removal changes nothing
+    assert [kind for kind, _ in changes] == ["card", "card", "gone"]
+    assert [c["name"] for c in view.snapshot()["cards"]] == ["plain"]
