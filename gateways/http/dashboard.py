@@ -28,6 +28,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 PREFIX = "/ui"
 MAX_TEXT = 10_000  # characters of a message sent from the page
 SSE_KEEP_ALIVE_S = 15.0
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 _ASSETS = resources.files("gateways.dashboard") / "static"
 
@@ -95,6 +97,10 @@ async def _follow(dashboard: Dashboard) -> AsyncGenerator[tuple[str, Any]]:
 
 
 async def _send(request: Request) -> Response:
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        # Only JSON: a form or text/plain POST is what another site's page can send unasked.
+        return JSONResponse({"error": "send Content-Type: application/json"}, status_code=415)
     try:
         body = json.loads(await request.body())
     except ValueError:
@@ -181,13 +187,20 @@ async def _root(request: Request) -> Response:
 
 class DashboardServer:
     """The dashboard on its own small server (``mesh dashboard``), without authentication:
-    it listens on the loopback interface unless told otherwise."""
+    it listens on the loopback interface unless told otherwise, and there answers only requests
+    addressed to it by a loopback name."""
 
     def __init__(self, dashboard: Dashboard, *, host: str = "127.0.0.1", port: int = 8090) -> None:
         self.dashboard = dashboard
         self.host = host
         self.port = port
-        self.app = Starlette(routes=[Route("/", _root, methods=["GET"]), *dashboard_routes()])
+        middleware = []
+        if host in LOOPBACK_HOSTS:
+            # Only pages addressed to this machine: another site's name pointed at 127.0.0.1
+            # (DNS rebinding) must not read the mesh or send from it.
+            middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=sorted(LOOPBACK_HOSTS)))
+        routes = [Route("/", _root, methods=["GET"]), *dashboard_routes()]
+        self.app = Starlette(routes=routes, middleware=middleware)
         self.app.state.dashboard = dashboard
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)

@@ -161,8 +161,24 @@ async def test_a_bad_send_is_refused_with_what_to_fix(
     dashboard_url: str, http: httpx.AsyncClient, body: object, problem: str
 ) -> None:
     content = body if isinstance(body, str) else json.dumps(body)
-    refused = await http.post(dashboard_url + "/api/send", content=content)
+    refused = await http.post(
+        dashboard_url + "/api/send", content=content, headers={"content-type": "application/json"}
+    )
     assert refused.status_code == 400 and problem in refused.json()["error"]
+
+
+async def test_only_a_json_send_is_taken_and_only_from_a_loopback_name(
+    dashboard_url: str, http: httpx.AsyncClient
+) -> None:
+    """What another site's page can send unasked (a text/plain POST) or reach through its own
+    name pointed at 127.0.0.1 (DNS rebinding) is refused."""
+    body = json.dumps({"agent": "echo", "text": "hi"})
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        refused = await http.post(dashboard_url + "/api/send", content=body, headers={"content-type": content_type})
+        assert refused.status_code == 415 and "application/json" in refused.json()["error"]
+    rebound = await http.get(dashboard_url, headers={"Host": "attacker.example:8090"})
+    assert rebound.status_code == 400
+    assert (await http.get(dashboard_url, headers={"Host": "localhost:8090"})).status_code == 200
 
 
 async def test_sending_to_an_agent_that_is_not_there_ends_with_the_reason(
