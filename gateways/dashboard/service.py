@@ -114,6 +114,11 @@ class Dashboard:
             if not self._followers and not self._pinned and not self._closed:
                 self._idle_stop = asyncio.get_running_loop().call_later(self.idle_stop_s, self._stop_soon)
 
+    @property
+    def watching(self) -> bool:
+        """Whether it watches the mesh now (a page follows it, or it was started)."""
+        return self._watcher is not None
+
     def is_closed(self) -> bool:
         """Closed (shutting down): followers end and new ones get nothing."""
         return self._closed

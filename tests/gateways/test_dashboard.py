@@ -15,6 +15,7 @@ import pytest
 
 from agents.builtin import CountdownAgent, EchoAgent
 from gateways.dashboard import Dashboard
+from gateways.dashboard.service import FollowerTooSlow
 from gateways.http.dashboard import DashboardServer
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
@@ -214,5 +215,43 @@ async def test_watching_leaves_a_call_to_a_missing_agent_failing_at_once(
         (task,) = dashboard.snapshot()["tasks"]
         assert task["agent"] == "echo" and task["taskId"] == reply.id
         assert dashboard.view.rates.snapshot()["echo"] == {"requests": 1, "answers": 1, "errors": 0, "refusals": 0}
+    finally:
+        await dashboard.close()
+
+
+async def test_watching_stops_when_the_last_page_has_gone_and_starts_afresh(
+    broker_settings: BrokerSettings, namespace: str, serve_agent: ServeAgent
+) -> None:
+    await serve_agent(EchoAgent())
+    dashboard = Dashboard(broker_settings, namespace, idle_stop_s=0.05)
+    try:
+        async with contextlib.aclosing(dashboard.follow()) as changes:
+            kind, snapshot = await anext(changes)
+        assert kind == "snapshot" and [c["name"] for c in snapshot["cards"]] == ["echo"]
+        assert dashboard.watching
+        async with asyncio.timeout(5):
+            while dashboard.watching:
+                await asyncio.sleep(0.01)
+        async with contextlib.aclosing(dashboard.follow()) as changes:
+            kind, snapshot = await anext(changes)
+        assert [c["name"] for c in snapshot["cards"]] == ["echo"] and dashboard.watching
+    finally:
+        await dashboard.close()
+    assert not dashboard.watching
+
+
+async def test_a_follower_too_far_behind_is_ended_not_buffered(
+    broker_settings: BrokerSettings, namespace: str, serve_agent: ServeAgent
+) -> None:
+    dashboard = Dashboard(broker_settings, namespace, max_backlog=3)
+    try:
+        async with contextlib.aclosing(dashboard.follow()) as changes:
+            assert (await anext(changes))[0] == "snapshot"
+            for name in ("a", "b", "c", "d"):  # four cards while the follower reads nothing
+                await serve_agent(EchoAgent(name=name))
+            with pytest.raises(FollowerTooSlow):
+                async with asyncio.timeout(5):
+                    async for _ in changes:
+                        pass
     finally:
         await dashboard.close()
