@@ -1,0 +1,112 @@
+"""The command line's shape: completion scripts that load and complete, did-you-mean for commands,
+and ``--namespace/-n`` with ``$MESH_NAMESPACE`` on every command that talks to the mesh."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mesh.cli import build_parser
+from mesh.cli.completion import SHELLS
+from tests.mesh.cli_process import mesh, mesh_env
+
+
+def commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every runnable (sub)command of ``parser`` by its words, e.g. ``("task", "list")``."""
+    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.update(commands(sub, (*path, name)))
+    if not found and path:
+        found[path] = parser
+    return found
+
+
+def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {option: action for action in parser._actions for option in action.option_strings}
+
+
+def test_every_command_that_talks_to_the_mesh_takes_a_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MESH_NAMESPACE", "from/env")
+    talking = {words: p for words, p in commands(build_parser()).items() if "--broker" in options_of(p)}
+    assert {("send",), ("task", "list"), ("task", "get"), ("task", "cancel"), ("agents",), ("watch",)} <= set(talking)
+    assert {("run",), ("up",), ("acp",)} <= set(talking)
+    for words, parser in talking.items():
+        options = options_of(parser)
+        assert "-n" in options and options["-n"] is options.get("--namespace"), words
+        assert options["--namespace"].default == "from/env", words  # $MESH_NAMESPACE is the default
+
+
+async def test_a_mistyped_command_gets_a_suggestion() -> None:
+    typo = await mesh("sned", "echo", "hi")
+    assert typo.code == 2 and "invalid choice: 'sned'" in typo.stderr and "did you mean 'send'?" in typo.stderr
+    sub = await mesh("task", "lsit", "echo")
+    assert sub.code == 2 and "did you mean 'list'?" in sub.stderr
+    far = await mesh("xyzzy")
+    assert far.code == 2 and "did you mean" not in far.stderr
+
+
+async def test_completion_scripts_print_for_each_shell() -> None:
+    for shell in SHELLS:
+        script = await mesh("completion", shell)
+        assert script.code == 0 and "send" in script.stdout and "--namespace" in script.stdout, script.stderr
+    bad = await mesh("completion", "tcsh")
+    assert bad.code == 2 and "invalid choice: 'tcsh'" in bad.stderr
+
+
+def bash_completes(script: Path, words: list[str]) -> list[str]:
+    """What the bash script offers for the command line ``words`` (the last one being typed)."""
+    line = " ".join(words)
+    program = (
+        f"source {script}\n"
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        f"COMP_LINE={line!r}; COMP_POINT={len(line)}\n"
+        "_shtab_mesh mesh; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
+    )
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.split()
+
+
+def test_the_bash_script_loads_and_completes(tmp_path: Path) -> None:
+    script = tmp_path / "mesh.bash"
+    made = subprocess.run(
+        [sys.executable, "-m", "mesh.cli", "completion", "bash"],
+        capture_output=True,
+        text=True,
+        env=mesh_env(),
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    script.write_text(made.stdout)
+    checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    assert bash_completes(script, ["mesh", "se"]) == ["send"]
+    assert set(bash_completes(script, ["mesh", "task", ""])) == {"list", "get", "cancel"}
+    assert "--namespace" in bash_completes(script, ["mesh", "task", "list", "--"])
+    assert "--client-id" in bash_completes(script, ["mesh", "send", "--c"])
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_the_zsh_and_fish_scripts_load(shell: str, tmp_path: Path) -> None:
+    binary = shutil.which(shell)
+    if binary is None:
+        pytest.skip(f"{shell} is not installed")
+    script = tmp_path / f"mesh.{shell}"
+    made = subprocess.run(
+        [sys.executable, "-m", "mesh.cli", "completion", shell],
+        capture_output=True,
+        text=True,
+        env=mesh_env(),
+        timeout=60,
+    )
+    script.write_text(made.stdout)
+    checked = subprocess.run([binary, "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stderr
