@@ -4,6 +4,8 @@ and ``--namespace/-n`` with ``$MESH_NAMESPACE`` on every command that talks to t
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -11,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.builtin.countdown import CountdownAgent
+from agents.builtin.echo import EchoAgent
 from mesh.cli import build_parser
 from mesh.cli.completion import SHELLS
+from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, mesh_env
 
 
@@ -62,7 +67,7 @@ async def test_completion_scripts_print_for_each_shell() -> None:
     assert bad.code == 2 and "invalid choice: 'tcsh'" in bad.stderr
 
 
-def bash_completes(script: Path, words: list[str]) -> list[str]:
+def bash_completes(script: Path, words: list[str], env: dict[str, str] | None = None) -> list[str]:
     """What the bash script offers for the command line ``words`` (the last one being typed)."""
     line = " ".join(words)
     program = (
@@ -71,7 +76,7 @@ def bash_completes(script: Path, words: list[str]) -> list[str]:
         f"COMP_LINE={line!r}; COMP_POINT={len(line)}\n"
         "_shtab_mesh mesh; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
     )
-    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=30, check=True)
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=30, check=True, env=env)
     return done.stdout.split()
 
 
@@ -110,3 +115,18 @@ def test_the_zsh_and_fish_scripts_load(shell: str, tmp_path: Path) -> None:
     script.write_text(made.stdout)
     checked = subprocess.run([binary, "-n", str(script)], capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stderr
+
+
+async def test_an_agent_argument_completes_to_the_agents_on_the_mesh(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(EchoAgent())
+    await serve_agent(CountdownAgent())
+    script = tmp_path / "mesh.bash"
+    script.write_text((await mesh("completion", "bash")).stdout)
+    # `mesh` as the shell finds it: the one installed next to this Python.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = mesh_env(MESH_BROKER_URL=broker_url, MESH_NAMESPACE=namespace, PATH=path)
+    offered = await asyncio.to_thread(bash_completes, script, ["mesh", "send", ""], env)
+    assert offered == ["countdown", "echo"]
+    assert await asyncio.to_thread(bash_completes, script, ["mesh", "task", "list", "ec"], env) == ["echo"]
