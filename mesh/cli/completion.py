@@ -7,6 +7,9 @@ argument completes to the agents on the mesh (``mesh agents --names``). Install:
     mesh completion bash > ~/.local/share/bash-completion/completions/mesh
     mesh completion zsh > "${fpath[1]}/_mesh"
     mesh completion fish > ~/.config/fish/completions/mesh.fish
+
+or load it into the running shell: ``source <(mesh completion bash)``, ``eval "$(mesh completion
+zsh)"`` (after ``compinit``), ``mesh completion fish | source``.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "completion",
         help="print a shell completion script (bash, zsh or fish)",
         description=(
-            "Print the completion script of SHELL for mesh. Load it for this shell with "
-            "`source <(mesh completion bash)` (zsh: the same with zsh), or install it: "
+            "Print the completion script of SHELL for mesh. Load it into this shell with "
+            '`source <(mesh completion bash)`, `eval "$(mesh completion zsh)"` (after compinit) or '
+            "`mesh completion fish | source`, or install it: "
             "bash: `mesh completion bash > ~/.local/share/bash-completion/completions/mesh`; "
             'zsh: `mesh completion zsh > "${fpath[1]}/_mesh"`; '
             "fish: `mesh completion fish > ~/.config/fish/completions/mesh.fish`."

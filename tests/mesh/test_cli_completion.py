@@ -99,8 +99,15 @@ def test_the_bash_script_loads_and_completes(tmp_path: Path) -> None:
     assert "--client-id" in bash_completes(script, ["mesh", "send", "--c"])
 
 
-@pytest.mark.parametrize("shell", ["zsh", "fish"])
-def test_the_zsh_and_fish_scripts_load(shell: str, tmp_path: Path) -> None:
+# How each shell loads the script for the running shell, and what it then offers for `mesh se`.
+LOAD_AND_ASK = {
+    "zsh": 'autoload -U compinit; compinit -u; eval "$(cat {script})"; print ${{_comps[mesh]}}',
+    "fish": 'source {script}; complete -C "mesh se"',
+}
+
+
+@pytest.mark.parametrize(("shell", "expected"), [("zsh", "_shtab_mesh"), ("fish", "send\t")])
+def test_the_zsh_and_fish_scripts_load(shell: str, expected: str, tmp_path: Path) -> None:
     binary = shutil.which(shell)
     if binary is None:
         pytest.skip(f"{shell} is not installed")
@@ -115,6 +122,14 @@ def test_the_zsh_and_fish_scripts_load(shell: str, tmp_path: Path) -> None:
     script.write_text(made.stdout)
     checked = subprocess.run([binary, "-n", str(script)], capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stderr
+    loaded = subprocess.run(
+        [binary, "-c", LOAD_AND_ASK[shell].format(script=script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**mesh_env(), "HOME": str(tmp_path)},  # no user's rc files or completion caches
+    )
+    assert expected in loaded.stdout, loaded.stdout + loaded.stderr
 
 
 async def test_an_agent_argument_completes_to_the_agents_on_the_mesh(
