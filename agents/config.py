@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import ValidationError
@@ -108,9 +111,9 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
         raise config_error(ctx.source, where, f"{spec!r} is not of the form 'module:Class'", form)
     module_name, attribute = module_name.strip(), attribute.strip()
     try:
-        module = importlib.import_module(module_name)
+        module = _import_beside(module_name, ctx.source)
     except ImportError as exc:
-        raise config_error(ctx.source, where, *_import_problem(module_name, exc)) from exc
+        raise config_error(ctx.source, where, *_import_problem(module_name, exc, ctx.source)) from exc
     found: Any = module
     for name in attribute.split("."):  # 'module:Outer.Inner' reaches nested classes
         if not hasattr(found, name):
@@ -134,6 +137,16 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
             "point it at your own subclass of agents.Agent (class MyAgent(Agent): ...)",
         )
     return found
+
+
+def _import_beside(module_name: str, source: Path) -> ModuleType:
+    """Import ``module_name``, also looking in the config file's directory (after sys.path), as
+    Python looks beside a script: ``class: weather:Weather`` finds the ``weather.py`` next to the
+    file, whatever the working directory."""
+    directory = str(source.resolve().parent)
+    if directory not in sys.path:
+        sys.path.append(directory)
+    return importlib.import_module(module_name)
 
 
 def _worker(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any]:
@@ -162,7 +175,7 @@ def _acp(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...])
     return AcpAgent, command, policy
 
 
-def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:
+def _import_problem(module_name: str, exc: ImportError, source: Path) -> tuple[str, str]:
     missing = exc.name or ""
     if not isinstance(exc, ModuleNotFoundError) or not missing:
         return (
@@ -172,7 +185,8 @@ def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:
     if module_name == missing or module_name.startswith(missing + "."):
         return (
             f"cannot import module {module_name!r} ({exc})",
-            "check the spelling, install the package that provides it, or add its directory to PYTHONPATH",
+            "check the spelling, put its file beside the config file "
+            f"({source.resolve().parent}), install the package that provides it, or add its directory to PYTHONPATH",
         )
     # The module exists; something it imports does not.
     return (
