@@ -46,7 +46,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("files", nargs="+", type=Path, metavar="FILE", help="mesh config file (YAML)")
     run.add_argument("--log-level", choices=LOG_LEVELS, help="override the files' log_level")
     run.add_argument(
-        "--namespace", "-n", metavar="NS", help="run every component on this namespace, whatever the files say"
+        "--namespace",
+        "-n",
+        metavar="NS",
+        default=os.environ.get(NAMESPACE_ENV) or None,
+        help=f"run every component on this namespace, whatever the files say (default: ${NAMESPACE_ENV}, "
+        "then each file's namespace); as --broker and $MESH_BROKER_URL over the files' broker",
     )
     add_connection_options(run, namespace=False)
     run.set_defaults(handler=_run)
@@ -86,7 +91,7 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             namespace = validate_namespace(args.namespace)
         except ValueError as exc:
-            raise ConfigError(f"--namespace: {exc}") from exc
+            raise ConfigError(f"--namespace / ${NAMESPACE_ENV}: {exc}") from exc
         configs = [dataclasses.replace(config, namespace=namespace) for config in configs]
     if not any(entries for config in configs for entries in config.sections.values()):
         names = ", ".join(str(f) for f in args.files)
