@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents.agent import Agent
+from agents.agent import CARD_OPTIONS, Agent, UnknownOptionsError, agent_options
 from agents.settings import AgentSettings
 from mesh.component import BuildContext, Component, component_trust
 from mesh.config_errors import KeyPart, check_keys, config_error, suggest, validation_error_text
@@ -43,7 +43,7 @@ from topics import validate_identifier
 __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_agent_entry"]
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
-_CARD_KEYS = ("name", "description", "version")
+_CARD_KEYS = CARD_OPTIONS
 AGENT_KEYS = ("class", "worker", "acp", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
@@ -270,22 +270,19 @@ def _construct(
     try:
         inspect.signature(agent_class).bind(**card, **options)
     except TypeError as exc:
-        accepted = [
-            p.name
-            for p in inspect.signature(agent_class).parameters.values()
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _CARD_KEYS
-        ]
-        unknown = [key for key in options if key not in accepted]
-        close = suggest(unknown[0], accepted) if unknown else None
-        hint = f"did you mean {close!r}? " if close else ""
+        declared = agent_options(agent_class)
+        if unknown := [key for key in options if key not in declared]:
+            raise _unknown_option(agent_class, card, unknown[0], ctx, where) from exc
         raise config_error(
             ctx.source,
             where,
             f"the options do not fit {agent_class.__name__}'s constructor: {exc}",
-            f"{hint}its options are: {', '.join(accepted) or 'none'}",
+            f"its options are: {', '.join(declared) or 'none'}",
         ) from exc
     try:
         return agent_class(**card, **options)
+    except UnknownOptionsError as exc:  # passed on by **options up to Agent, which takes none
+        raise _unknown_option(agent_class, card, exc.keys[0], ctx, where) from exc
     except TypeError as exc:
         raise config_error(
             ctx.source,
@@ -300,6 +297,22 @@ def _construct(
             f"{agent_class.__name__} refused its options: {exc}",
             "correct the value it names",
         ) from exc
+
+
+def _unknown_option(
+    agent_class: type[Agent], card: Mapping[str, str], key: str, ctx: BuildContext, where: tuple[KeyPart, ...]
+) -> ConfigError:
+    """``<file>: agents[i].config.<key>: unknown option <key> of agent <name> (<Class>); did you mean ...``"""
+    declared = agent_options(agent_class)
+    close = suggest(key, declared)
+    hint = f"did you mean {close!r}? " if close else ""
+    name = card.get("name") or agent_class.name
+    return config_error(
+        ctx.source,
+        (*where, key),
+        f"unknown option {key!r} of agent {name!r} ({agent_class.__module__}:{agent_class.__qualname__})",
+        f"{hint}{agent_class.__name__}'s options are: {', '.join(declared) or 'none'}",
+    )
 
 
 def _call_text(card: Mapping[str, Any], options: Mapping[str, Any]) -> str:

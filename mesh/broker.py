@@ -9,7 +9,8 @@ Accepted forms::
                                        component leaves the mesh within 1.5 x keepalive
 
 The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
-(:func:`resolve_broker_url`), defaulting to ``mqtt://localhost:1883``.
+(:func:`resolve_broker_url`), then the broker of the ``mesh up`` running here
+(:mod:`mesh.upstate`), defaulting to ``mqtt://localhost:1883``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from mesh.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
+from mesh.upstate import running_up_broker_url
 
 DEFAULT_BROKER_URL = "mqtt://localhost:1883"
 BROKER_URL_ENV = "MESH_BROKER_URL"
@@ -131,6 +133,15 @@ def _keepalive(url: str, query: str) -> int:
     return keepalive
 
 
-def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:
-    """Pick the broker URL: ``--broker``, then ``MESH_BROKER_URL``, then the config file."""
-    return explicit or os.environ.get(BROKER_URL_ENV) or configured or DEFAULT_BROKER_URL
+def resolve_broker_url(
+    explicit: str | None = None, configured: str | None = None, *, namespace: str | None = None
+) -> str:
+    """Pick the broker URL: ``--broker``, then ``MESH_BROKER_URL``, then the config file, then the
+    broker of the ``mesh up`` running ``namespace`` here (:mod:`mesh.upstate`)."""
+    return (
+        explicit
+        or os.environ.get(BROKER_URL_ENV)
+        or configured
+        or running_up_broker_url(namespace)
+        or DEFAULT_BROKER_URL
+    )

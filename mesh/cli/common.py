@@ -98,7 +98,7 @@ def broker_settings(args: argparse.Namespace, configured: str | None = None) -> 
                 "MESH_STATE_DIR), or connect with --broker and MESH_BROKER_PASSWORD_FILE instead"
             )
     else:
-        url = resolve_broker_url(args.broker, configured)
+        url = resolve_broker_url(args.broker, configured, namespace=getattr(args, "namespace", None))
         ca_file = os.environ.get(CA_FILE_ENV) or None
         password_file = os.environ.get(PASSWORD_FILE_ENV) or None
     tls = TlsOptions(ca_file=ca_file) if ca_file and urlsplit(url).scheme.lower() in ("mqtts", "ssl") else None
@@ -148,12 +148,13 @@ def describe(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT / SIGTERM inside the block; a second Ctrl-C after it interrupts."""
+    """Set ``stop`` on SIGINT / SIGTERM / SIGHUP inside the block; a second Ctrl-C after it interrupts."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
+    for sig in stopping:
         loop.add_signal_handler(sig, stop.set)
     try:
         yield
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in stopping:
             loop.remove_signal_handler(sig)

@@ -69,9 +69,12 @@ def test_full_entry(ctx: BuildContext) -> None:
     assert spec.settings.delegation == DelegationSettings(max_call_depth=5, allow=("math-*",))
 
 
-def test_base_constructor_collects_options(ctx: BuildContext) -> None:
-    agent = parse({"class": f" {SAMPLES} : Flexible ", "config": {"model": "m", "temperature": 0.2}}, ctx).agent
-    assert isinstance(agent, Flexible) and agent.options == {"model": "m", "temperature": 0.2}
+def test_the_base_constructor_takes_no_options(ctx: BuildContext) -> None:
+    assert error_of({"class": f" {SAMPLES} : Flexible ", "config": {"model": "m"}}, ctx) == (
+        "agents.yaml: agents[0].config.model: unknown option 'model' of agent 'flexible' "
+        "(tests.agents.sample_agents:Flexible); Flexible's options are: none"
+    )
+    assert isinstance(parse({"class": f"{SAMPLES}:Flexible"}, ctx).agent, Flexible)
 
 
 def test_multi_agent_file_with_env_coercion(tmp_path: Path) -> None:
@@ -252,8 +255,8 @@ def test_bad_config_keys(ctx: BuildContext, key: str, problem: str, fix: str) ->
 
 def test_unknown_constructor_option(ctx: BuildContext) -> None:
     assert error_of({"class": f"{SAMPLES}:Greeter", "config": {"greting": "hi"}}, ctx) == (
-        "agents.yaml: agents[0].config: the options do not fit Greeter's constructor: "
-        "got an unexpected keyword argument 'greting'; did you mean 'greeting'? its options are: greeting"
+        "agents.yaml: agents[0].config.greting: unknown option 'greting' of agent 'greeter' "
+        "(tests.agents.sample_agents:Greeter); did you mean 'greeting'? Greeter's options are: greeting"
     )
 
 
