@@ -69,6 +69,11 @@ class HttpGateway:
         self.grpc_port: int | None = None  # the real one once started
 
     @property
+    def serves_dashboard(self) -> bool:
+        """Whether /ui serves the live dashboard (``dashboard`` setting)."""
+        return self.settings.dashboard
+
+    @property
     def public_url(self) -> str:
         """The base URL clients use (``public_url`` setting, else ``http://host:port``)."""
         if self.settings.public_url:

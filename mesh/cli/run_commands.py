@@ -238,6 +238,13 @@ def up_banner(
     ]
     if gateways:
         lines.append(f"  gateways   {', '.join(gateways)}")
+    dashboards = [
+        f"{getattr(c, 'public_url', '')}/ui"
+        for c in components
+        if c.kind == "gateway" and getattr(c, "serves_dashboard", False)
+    ]
+    if dashboards:
+        lines.append(f"  dashboard  {', '.join(dashboards)}")
     lines += [f"  not run    {hint}" for hint in missing]
     lines += [f"try:  mesh send {first} hi", "Ctrl-C stops everything."]
     if secure:
