@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mesh.broker import BrokerSettings, resolve_broker_url
+from mesh.broker import BrokerSettings
 from mesh.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
@@ -25,7 +25,7 @@ from mesh.cli.common import (
     stopped_by_signals,
 )
 from mesh.component import Component
-from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, load_many
+from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, configured_tls, load_many
 from mesh.errors import ConfigError, ConnectError
 from mesh.gctuning import tune_for_serving
 from mesh.localbroker import port_answers, running_broker
@@ -93,7 +93,7 @@ async def _run(args: argparse.Namespace) -> int:
         names = ", ".join(str(f) for f in args.files)
         raise ConfigError(f"{names}: nothing to run; add an 'agents:' or 'gateways:' section")
     configure_logging(args.log_level or configs[0].log_level)
-    broker = broker_settings(args, configured_broker(configs))
+    broker = broker_settings(args, configured_broker(configs), configured_tls(configs))
     return await serve(build_many(configs, broker))
 
 
@@ -109,7 +109,7 @@ async def _up(args: argparse.Namespace) -> int:
             return await serve(
                 components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
             )
-    settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
+    settings = broker_settings(args)  # with --ca-file / --cert / --key / --insecure
     async with broker_for_up(settings) as started_here:
         components = build_many(configs, settings)
         return await serve(components, banner=lambda: up_banner(settings, args.namespace, components, started_here))

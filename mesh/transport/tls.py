@@ -99,6 +99,18 @@ def explain_connect_failure(settings: BrokerSettings, error: BaseException | str
         return f"{head}: {text}"
     if isinstance(error, ssl.SSLCertVerificationError):
         return _untrusted(head, settings, tls, error)
+    # The broker's alert may be lost when it closes first (EOF, reset): a second handshake hears it.
+    for said in (text, _tls_alert(settings, tls)):
+        explained = _client_certificate_problem(head, tls, said) if said else None
+        if explained:
+            return explained
+    if speaks_plain_mqtt(settings.host, settings.port):
+        plain = url.replace("mqtts://", "mqtt://", 1)
+        return f"{head}: this port does not speak TLS; use mqtt:// ({plain}), or the broker's TLS port"
+    return f"{head}: {text}"
+
+
+def _client_certificate_problem(head: str, tls: TlsOptions, text: str) -> str | None:
     upper = text.upper()
     if any(alert in upper for alert in _CERT_REQUIRED) or ("HANDSHAKE_FAILURE" in upper and not tls.cert_file):
         return (
@@ -110,10 +122,21 @@ def explain_connect_failure(settings: BrokerSettings, error: BaseException | str
             f"{head}: the broker refused the client certificate {tls.cert_file} ({text}); it must be signed by a "
             "CA the broker trusts (its cafile), be valid now, and be meant for client authentication"
         )
-    if speaks_plain_mqtt(settings.host, settings.port):
-        plain = url.replace("mqtts://", "mqtt://", 1)
-        return f"{head}: this port does not speak TLS; use mqtt:// ({plain}), or the broker's TLS port"
-    return f"{head}: {text}"
+    return None
+
+
+def _tls_alert(settings: BrokerSettings, tls: TlsOptions, timeout: float = _PROBE_TIMEOUT_S) -> str | None:
+    """What the broker says in TLS to a handshake with ``tls``, before any MQTT: an alert's text, or None."""
+    try:
+        with socket.create_connection((settings.host, settings.port), timeout=timeout) as raw:
+            with ssl_context(tls).wrap_socket(raw, server_hostname=settings.host) as sock:
+                sock.settimeout(timeout / 2)  # TLS 1.3: a refused client certificate comes after the handshake
+                sock.recv(1)
+    except ssl.SSLError as exc:
+        return _reason(exc) if "ALERT" in _reason(exc).upper() else None
+    except (OSError, ConfigError):
+        return None
+    return None
 
 
 def _untrusted(head: str, settings: BrokerSettings, tls: TlsOptions, error: ssl.SSLCertVerificationError) -> str:
