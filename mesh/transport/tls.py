@@ -8,6 +8,7 @@ one). The last two look like a reset connection; a short probe of the port tells
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import ssl
@@ -36,6 +37,7 @@ _CERT_REFUSED = (
 # An MQTT v5 CONNECT with an empty client id and clean start: any MQTT broker answers CONNACK.
 _PROBE_CONNECT = bytes([0x10, 13, 0, 4]) + b"MQTT" + bytes([5, 0x02, 0, 10, 0, 0, 0])
 _CONNACK = 0x20
+_UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
 
 
 def _option(field: str) -> str:
@@ -84,7 +86,7 @@ def explain_connect_failure(settings: BrokerSettings, error: BaseException | str
         return (
             f"{head}: cannot resolve host {settings.host!r} ({text}); check the host name in --broker / MESH_BROKER_URL"
         )
-    if isinstance(error, ConnectionRefusedError):
+    if isinstance(error, ConnectionRefusedError | TimeoutError) or getattr(error, "errno", None) in _UNREACHABLE:
         return (
             f"{head}: {text}. Is it running? Start one with `mesh up`, or set --broker / MESH_BROKER_URL "
             "to where it runs."
@@ -99,11 +101,13 @@ def explain_connect_failure(settings: BrokerSettings, error: BaseException | str
         return f"{head}: {text}"
     if isinstance(error, ssl.SSLCertVerificationError):
         return _untrusted(head, settings, tls, error)
-    # The broker's alert may be lost when it closes first (EOF, reset): a second handshake hears it.
-    for said in (text, _tls_alert(settings, tls)):
-        explained = _client_certificate_problem(head, tls, said) if said else None
-        if explained:
-            return explained
+    explained = _client_certificate_problem(head, tls, text)
+    if explained is None:
+        # The broker's alert is lost when it closes first (EOF, reset): a second handshake hears it.
+        alert = _tls_alert(settings, tls)
+        explained = _client_certificate_problem(head, tls, alert) if alert else None
+    if explained is not None:
+        return explained
     if speaks_plain_mqtt(settings.host, settings.port):
         plain = url.replace("mqtts://", "mqtt://", 1)
         return f"{head}: this port does not speak TLS; use mqtt:// ({plain}), or the broker's TLS port"
