@@ -7,6 +7,7 @@ import os
 import pwd
 import re
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,12 +103,16 @@ def _write_deploy_broker_files(directory: Path, deploy_configs: list[Path]) -> N
 
 def test_deploy_mosquitto_starts_and_restarts_without_a_warning(broker_dir: Path, deploy_configs: list[Path]) -> None:
     _write_deploy_broker_files(broker_dir, deploy_configs)
-    with _deploy_broker(broker_dir) as broker:
+    # Mosquitto block-buffers stdout into a file (lost if it is stopped early); its own log file is
+    # written line by line.
+    log = broker_dir / "deploy-mosquitto.log"
+    with _deploy_broker(broker_dir, log_file=log) as broker:
+        _wait_for_lines(log, " running", 1)
         broker.stop()
         broker.start()  # a restart also loads the persisted store
-        broker.stop()  # Mosquitto's stdout is block-buffered into the log file: complete once it exits
-        lines = broker.log_file.read_text().splitlines()
-    assert sum(" running" in line for line in lines) == 2, lines
+        _wait_for_lines(log, " running", 2)
+        broker.stop()
+        lines = log.read_text().splitlines()
     # LocalBroker's readiness check connects and hangs up before a TLS handshake: not the config's doing.
     probes = re.compile(r"Client connection from 127\.0\.0\.1 failed: .*unexpected eof while reading")
     problems = [line for line in lines if re.search(r"warning|error|unable|denied", line, re.IGNORECASE)]
@@ -153,12 +158,21 @@ def test_compose_mounts_each_component_its_own_keys_only() -> None:
         assert keys == {"/config/keys/jwks.json", *(f"/config/keys/{name}.jwk" for name in names)}
 
 
+def _wait_for_lines(log: Path, text: str, count: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not (log.is_file() and log.read_text().count(text) >= count):
+        assert time.monotonic() < deadline, f"{count} x {text!r} not in {log} within {timeout:g} s"
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
-def _deploy_broker(directory: Path, *, own_secrets: bool = True) -> Iterator[LocalBroker]:
+def _deploy_broker(directory: Path, *, own_secrets: bool = True, log_file: Path | None = None) -> Iterator[LocalBroker]:
     """Mosquitto from deploy/mosquitto/mosquitto.conf, its container paths pointed at ``directory``."""
     conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
     conf = conf.replace("/usr/lib/mosquitto_dynamic_security.so", find_dynsec_plugin())
     conf = conf.replace("/mosquitto/config/", f"{directory}/").replace("/mosquitto/data/", f"{directory}/data/")
+    if log_file is not None:
+        conf = conf.replace("\nlog_dest stdout\n", f"\nlog_dest file {log_file}\n")
     (directory / "data").mkdir(mode=0o777)
     (directory / "data").chmod(0o777)
     if own_secrets and os.geteuid() == 0:  # as the README has it: the broker's user owns the two 0600 files it reads
