@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
@@ -11,6 +12,48 @@ from mesh.a2a import AgentCapabilities, AgentCard, AgentProvider, AgentSkill, Me
 from topics import validate_identifier
 
 HandlerResult = str | Message | Update | None
+
+#: What every agent's constructor takes besides its own options: the card fields a config overrides.
+CARD_OPTIONS = ("name", "description", "version")
+
+
+def agent_options(agent_class: type[Agent]) -> list[str]:
+    """The options ``agent_class`` declares: the keyword parameters of its constructor, besides
+    the card fields.
+
+    A ``**kwargs`` of a constructor is taken to be passed on to ``super().__init__`` (the
+    cooperative convention), so the parameters of the classes above it count too, up to
+    :class:`Agent`, which takes no option of its own. A constructor that keeps its ``**kwargs``
+    for itself accepts any option; only the declared ones are listed (for did-you-mean).
+    """
+    names: list[str] = []
+    for cls in agent_class.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        takes_more = False
+        for parameter in list(inspect.signature(init).parameters.values())[1:]:  # after self
+            if parameter.kind is parameter.VAR_KEYWORD:
+                takes_more = True
+            elif parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                if parameter.name not in names and parameter.name not in CARD_OPTIONS:
+                    names.append(parameter.name)
+        if not takes_more or cls is Agent:
+            break
+    return names
+
+
+class UnknownOptionsError(TypeError):
+    """Options no constructor of the agent's class took: they reached :class:`Agent` itself."""
+
+    def __init__(self, agent_class: type[Agent], keys: Sequence[str]) -> None:
+        self.agent_class = agent_class
+        self.keys = list(keys)
+        declared = agent_options(agent_class)
+        super().__init__(
+            f"{agent_class.__name__} takes no option {', '.join(map(repr, self.keys))}; "
+            f"its options are: {', '.join(declared) or 'none'}"
+        )
 
 
 class Agent:
@@ -32,7 +75,11 @@ class Agent:
     stays ``submitted`` until the handler reports progress, so one answered at once has no
     ``working`` state (by default every task is ``working`` as its handler starts).
     Options given in a YAML file (``config:``) arrive as keyword arguments, and ``name`` /
-    ``description`` / ``version`` given there override the class attributes.
+    ``description`` / ``version`` given there override the class attributes. An agent declares
+    its options as keyword parameters of its ``__init__`` (passing the rest on with
+    ``super().__init__(**options)``); an option nobody declared reaches this class, which
+    refuses it (:class:`UnknownOptionsError`), so a misspelled ``config:`` key is an error, not
+    ignored. An ``__init__`` that keeps its ``**kwargs`` for itself accepts any option.
     """
 
     name: str = ""
@@ -66,7 +113,8 @@ class Agent:
             self.description = description
         if version is not None:
             self.version = version
-        self.options = options
+        if options:
+            raise UnknownOptionsError(type(self), list(options))
 
     def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update] | Awaitable[HandlerResult]:
         """Work on one message of a task; see the class docstring for what to yield or return."""

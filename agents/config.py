@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import ValidationError
 
-from agents.agent import Agent
+from agents.agent import CARD_OPTIONS, Agent, UnknownOptionsError, agent_options
 from agents.settings import AgentSettings
 from mesh.component import BuildContext, Component, component_trust
 from mesh.config_errors import KeyPart, check_keys, config_error, suggest, validation_error_text
@@ -40,7 +43,7 @@ from topics import validate_identifier
 __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_agent_entry"]
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
-_CARD_KEYS = ("name", "description", "version")
+_CARD_KEYS = CARD_OPTIONS
 AGENT_KEYS = ("class", "worker", "acp", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
@@ -108,9 +111,9 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
         raise config_error(ctx.source, where, f"{spec!r} is not of the form 'module:Class'", form)
     module_name, attribute = module_name.strip(), attribute.strip()
     try:
-        module = importlib.import_module(module_name)
+        module = _import_beside(module_name, ctx.source)
     except ImportError as exc:
-        raise config_error(ctx.source, where, *_import_problem(module_name, exc)) from exc
+        raise config_error(ctx.source, where, *_import_problem(module_name, exc, ctx.source)) from exc
     found: Any = module
     for name in attribute.split("."):  # 'module:Outer.Inner' reaches nested classes
         if not hasattr(found, name):
@@ -134,6 +137,16 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
             "point it at your own subclass of agents.Agent (class MyAgent(Agent): ...)",
         )
     return found
+
+
+def _import_beside(module_name: str, source: Path) -> ModuleType:
+    """Import ``module_name``, also looking in the config file's directory (after sys.path), as
+    Python looks beside a script: ``class: weather:Weather`` finds the ``weather.py`` next to the
+    file, whatever the working directory."""
+    directory = str(source.resolve().parent)
+    if directory not in sys.path:
+        sys.path.append(directory)
+    return importlib.import_module(module_name)
 
 
 def _worker(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any]:
@@ -162,7 +175,7 @@ def _acp(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...])
     return AcpAgent, command, policy
 
 
-def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:
+def _import_problem(module_name: str, exc: ImportError, source: Path) -> tuple[str, str]:
     missing = exc.name or ""
     if not isinstance(exc, ModuleNotFoundError) or not missing:
         return (
@@ -172,7 +185,8 @@ def _import_problem(module_name: str, exc: ImportError) -> tuple[str, str]:
     if module_name == missing or module_name.startswith(missing + "."):
         return (
             f"cannot import module {module_name!r} ({exc})",
-            "check the spelling, install the package that provides it, or add its directory to PYTHONPATH",
+            "check the spelling, put its file beside the config file "
+            f"({source.resolve().parent}), install the package that provides it, or add its directory to PYTHONPATH",
         )
     # The module exists; something it imports does not.
     return (
@@ -256,22 +270,19 @@ def _construct(
     try:
         inspect.signature(agent_class).bind(**card, **options)
     except TypeError as exc:
-        accepted = [
-            p.name
-            for p in inspect.signature(agent_class).parameters.values()
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _CARD_KEYS
-        ]
-        unknown = [key for key in options if key not in accepted]
-        close = suggest(unknown[0], accepted) if unknown else None
-        hint = f"did you mean {close!r}? " if close else ""
+        declared = agent_options(agent_class)
+        if unknown := [key for key in options if key not in declared]:
+            raise _unknown_option(agent_class, card, unknown[0], ctx, where) from exc
         raise config_error(
             ctx.source,
             where,
             f"the options do not fit {agent_class.__name__}'s constructor: {exc}",
-            f"{hint}its options are: {', '.join(accepted) or 'none'}",
+            f"its options are: {', '.join(declared) or 'none'}",
         ) from exc
     try:
         return agent_class(**card, **options)
+    except UnknownOptionsError as exc:  # passed on by **options up to Agent, which takes none
+        raise _unknown_option(agent_class, card, exc.keys[0], ctx, where) from exc
     except TypeError as exc:
         raise config_error(
             ctx.source,
@@ -286,6 +297,22 @@ def _construct(
             f"{agent_class.__name__} refused its options: {exc}",
             "correct the value it names",
         ) from exc
+
+
+def _unknown_option(
+    agent_class: type[Agent], card: Mapping[str, str], key: str, ctx: BuildContext, where: tuple[KeyPart, ...]
+) -> ConfigError:
+    """``<file>: agents[i].config.<key>: unknown option <key> of agent <name> (<Class>); did you mean ...``"""
+    declared = agent_options(agent_class)
+    close = suggest(key, declared)
+    hint = f"did you mean {close!r}? " if close else ""
+    name = card.get("name") or agent_class.name
+    return config_error(
+        ctx.source,
+        (*where, key),
+        f"unknown option {key!r} of agent {name!r} ({agent_class.__module__}:{agent_class.__qualname__})",
+        f"{hint}{agent_class.__name__}'s options are: {', '.join(declared) or 'none'}",
+    )
 
 
 def _call_text(card: Mapping[str, Any], options: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from agents.context import TaskContext
 from agents.delegation import Delegator
 from agents.dispatch import serves
 from agents.guard import CallGuard
+from agents.listing import list_tasks
 from agents.push import PushConfigStore, check_push_url
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
@@ -36,6 +37,7 @@ from mesh.a2a import (
     Method,
     PushNotificationNotSupported,
     TaskIdParams,
+    TaskListParams,
     TaskNotCancelable,
     TaskNotFound,
     TaskPushNotificationConfig,
@@ -52,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 class AgentMethods:
-    """The handlers of the nine A2A methods for one agent (see :func:`agents.dispatch.handler_table`)."""
+    """The handlers of the A2A methods and tasks/list for one agent (see :func:`agents.dispatch.handler_table`)."""
 
     def __init__(
         self,
@@ -273,6 +275,10 @@ class AgentMethods:
         self.answers.stream(listener, record.snapshot().to_json_bytes())
         record.listeners.append(listener)
         self.streams.answer_when_terminal(record, route)
+
+    @serves(Method.tasks_list)
+    def tasks_list(self, params: TaskListParams, props: MessageProperties, route: Route) -> None:
+        self.answers.result(route, list_tasks(self.tasks.records(), params).to_json_bytes())
 
     def _follow(self, record: TaskRecord, props: MessageProperties, route: Route) -> None:
         """Stream the task to the request: the current Task first, then every later event, in order."""

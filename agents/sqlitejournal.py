@@ -12,6 +12,11 @@ the journal asks its owner to stop taking work (:meth:`SqliteJournal.on_backlog`
 stops reading requests) until the writer has caught up to half of it. A disk slower than the
 requests thus slows the intake instead of filling memory.
 
+The file's connection is open only while the journal writes: the writer thread closes it once
+the journal has had nothing to write for :data:`~agents.journalwriter.IDLE_CLOSE_S` and opens it
+again for the next batch. A SQLite connection holds ~150 KB (most of it its lookaside
+allocator), which a process serving thousands of mostly idle agents would otherwise keep per agent.
+
 WAL mode with ``synchronous=NORMAL``: a commit costs no fsync, so a crash of the process loses
 nothing committed; a crash of the machine (power loss) may lose the last commits before the
 next checkpoint. What is queued but not yet committed when the process dies is lost, but none
@@ -24,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -89,7 +95,11 @@ class SqliteJournal:
         self._pause: Callable[[], None] | None = None
         self._resume: Callable[[], None] | None = None
         self._backlogged = False
+        # The connection, used only by the writer thread after load(); open while the journal writes.
         self._db: sqlite3.Connection | None = None
+        self._db_lock = threading.Lock()  # the writer's idle close against close() on the loop
+        self._last_write = 0.0
+        self._file_closed = False  # set by close() once the last batch is in: nothing opens it again
         #: The loop the journal tells what is stored (set by :meth:`start`).
         self.loop: asyncio.AbstractEventLoop | None = None
         self._writer: JournalWriter | None = None
@@ -110,17 +120,22 @@ class SqliteJournal:
     def load(self) -> LoadedTasks:
         """Open (or create) the file and read its tasks; blocking, run it off the loop."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._connect()
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # kept in the file: later connections have it
+            db.executescript(_SCHEMA)
+            return _read(db)
+        finally:
+            db.close()  # the writer opens it when there is something to write
+
+    def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            loaded = _read(db)
-        except sqlite3.DatabaseError:
+        except sqlite3.Error:
             db.close()
             raise
-        self._db = db
-        return loaded
+        return db
 
     def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
         """What to call when the uncommitted bytes pass ``max_backlog_bytes``, and once they are half."""
@@ -128,8 +143,6 @@ class SqliteJournal:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start writing (after :meth:`load`), telling ``loop`` what is stored."""
-        if self._db is None:
-            raise RuntimeError("SqliteJournal.start() before load()")
         self.loop = loop
         self._writer = shared_writer()
 
@@ -171,9 +184,11 @@ class SqliteJournal:
         if self._writer is not None:  # what was handed over is committed before the file closes
             await asyncio.wrap_future(self._writer.barrier(self))
             self._writer = None
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        with self._db_lock:
+            self._file_closed = True
+            if self._db is not None:
+                self._db.close()
+                self._db = None
         self._release(self._handed)
 
     def _schedule_flush(self) -> None:
@@ -244,12 +259,27 @@ class SqliteJournal:
     def commit(self, batches: list[object]) -> int:
         """Commit ``batches`` in one transaction (on the writer thread); the last one's number."""
         typed = [batch for batch in batches if isinstance(batch, _Batch)]
-        if self._db is not None:
-            try:
-                self._commit(self._db, typed)
-            except Exception:  # a bug, not the disk: still report them done, or acks would wait forever
-                log.exception("%s: writing tasks to %s failed", self.agent_name, self.path)
+        with self._db_lock:
+            if not self._file_closed:
+                try:
+                    if self._db is None:
+                        self._db = self._connect()
+                    self._commit(self._db, typed)
+                except sqlite3.Error as exc:  # the file cannot be opened (deleted directory, permissions)
+                    self._report_failure(exc)
+                except Exception:  # a bug, not the disk: still report them done, or acks would wait forever
+                    log.exception("%s: writing tasks to %s failed", self.agent_name, self.path)
+                self._last_write = time.monotonic()
         return typed[-1].number
+
+    def close_if_idle(self, now: float, idle_s: float) -> bool:
+        """On the writer thread: close the connection if nothing was written for ``idle_s``; whether
+        it is closed now."""
+        with self._db_lock:
+            if self._db is not None and now - self._last_write >= idle_s:
+                self._db.close()
+                self._db = None
+            return self._db is None
 
     def _commit(self, db: sqlite3.Connection, batches: list[_Batch]) -> None:
         try:
@@ -271,19 +301,22 @@ class SqliteJournal:
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-            if not self._failing:
-                log.error(
-                    "%s: writing tasks to %s failed: %s; tasks are served from memory but will not survive "
-                    "a restart until writing works again (disk full? permissions?)",
-                    self.agent_name,
-                    self.path,
-                    exc,
-                )
-            self._failing = True
+            self._report_failure(exc)
             return
         if self._failing:
             log.warning("%s: writing tasks to %s works again", self.agent_name, self.path)
             self._failing = False
+
+    def _report_failure(self, exc: sqlite3.Error) -> None:
+        if not self._failing:
+            log.error(
+                "%s: writing tasks to %s failed: %s; tasks are served from memory but will not survive "
+                "a restart until writing works again (disk full? permissions?)",
+                self.agent_name,
+                self.path,
+                exc,
+            )
+        self._failing = True
 
 
 def _read(db: sqlite3.Connection) -> LoadedTasks:

@@ -255,6 +255,10 @@ class TaskStore:
         else:
             del self._per_context[record.context_id]
 
+    def records(self) -> Iterator[TaskRecord]:
+        """Every task kept, finished or not (``tasks/list``)."""
+        return iter(list(self._tasks.values()))
+
     def active(self) -> Iterator[TaskRecord]:
         return (r for r in list(self._tasks.values()) if not r.is_terminal)
 

@@ -3,9 +3,9 @@
 For each N (default 100 and 1,000): N echo agents spread over child processes (``--per-process``
 agents each, as ``mesh run`` would serve them: one asyncio loop, one MQTT connection and one
 card per agent), on one Mosquitto started from the repository's mosquitto.conf. The agents keep
-their tasks in memory (``task_store: ":memory:"``), or with ``--sqlite`` in the default SQLite
-file per agent (in a temporary directory; one writer thread per process). Then, from this
-process:
+their tasks as ``mesh run`` does by default, in a SQLite file per agent (in a temporary state
+directory; one writer thread per process, files closed when idle), or with ``--memory`` in
+memory (``task_store: ":memory:"``). Then, from this process:
 
 - ``all_cards_s``: a new watcher (a :class:`~mesh.registry.DiscoveryRegistry`) subscribes and
   waits until it knows all N cards (the retained ones);
@@ -13,14 +13,15 @@ process:
   more agent starts; the time between the first and the last watcher seeing it;
 - ``random_rtt_ratio``: median ``message/send`` round trip to a random agent versus to one
   agent, in the same run (``rtt_us``, ``random_rtt_us``);
-- ``rss_per_agent_kb``: the children's RSS beyond an agent-less child's, per agent;
+- ``rss_per_agent_kb``: the children's RSS beyond an agent-less child's, per agent, read after
+  the idle window (``--idle-s``, longer than the journals' idle close: the agents at rest);
 - ``broker_rss_mb``: Mosquitto's RSS;
 - ``idle_discovery_msgs_per_s``: messages on ``{ns}/a2a/v1/discovery/#`` over ``--idle-s``
   seconds once every card is in (steady state);
 - ``answered``: agents that answered one request each (all N).
 
 Last line on stdout: ``{"runs": [{per N}, ...]}``.
-Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 250] [--sqlite]``.
+Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 250] [--memory]``.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
     progress(f"N={n}: starting {n} agents in {(n + per_process - 1) // per_process} process(es)")
     children = []
     started = time.perf_counter()
-    store = "sqlite" if args.sqlite else "memory"
+    store = "memory" if args.memory else "sqlite"
     with child(["bench/scale.py", "--child", url, namespace, "0", "0", store], timeout=60) as empty:
         baseline_kb = rss_kb(empty.pid)
     try:
@@ -240,6 +241,6 @@ if __name__ == "__main__":
     parser.add_argument("--per-process", type=int, default=250)
     parser.add_argument("--watchers", type=int, default=100)
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--idle-s", type=float, default=5.0)
-    parser.add_argument("--sqlite", action="store_true", help="agents keep tasks in SQLite files (default: memory)")
+    parser.add_argument("--idle-s", type=float, default=8.0)
+    parser.add_argument("--memory", action="store_true", help="agents keep tasks in memory (default: SQLite files)")
     asyncio.run(main(parser.parse_args()))

@@ -19,6 +19,7 @@ gateway waits) is answered at once with the mesh's "agent gone" error
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.a2a import AgentCard, ErrorCode, RpcError
+from mesh.a2a import TERMINAL_STATES, AgentCard, ErrorCode, RpcError
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 AGENT_NOT_FOUND = -32000
 TIMEOUT = -32006
 SEND_METHODS = {"session/prompt", "message/send", "message/stream"}
+_TERMINAL = {state.value for state in TERMINAL_STATES}
 
 
 @dataclass(slots=True)
@@ -285,6 +287,37 @@ class GatewayRuntime:
             while len(self._tasks) > self._max_tasks:
                 self._tasks.popitem(last=False)
         route.updated = time.time()
+
+    async def refresh_tasks(self, owner: str | None, *, limit: int = 100, timeout_s: float = 2.0) -> None:
+        """Ask the agents where ``owner``'s unfinished tasks stand (the ``limit`` most recent), so
+        ListTasks shows live states: a task sent without blocking goes on without the gateway
+        seeing it. A task whose agent does not answer within ``timeout_s`` keeps its last state."""
+        unfinished = [
+            route
+            for route in reversed(self._tasks.values())  # the most recent first
+            if route.owner == owner and route.state not in _TERMINAL
+        ][:limit]
+        gate = asyncio.Semaphore(16)  # a page of tasks must not become a burst of requests
+
+        async def refresh(route: TaskRoute) -> None:
+            options = CallOptions(
+                user_id=owner,
+                auth_token=self.tokens.mint(owner) if self.tokens is not None and owner else None,
+                idle_timeout_s=timeout_s,
+                deadline_s=timeout_s,
+                events=False,
+            )
+            async with gate:
+                try:
+                    async with self.calls.call(route.agent, "tasks/get", {"id": route.task_id}, options) as call:
+                        answer = await call.result()
+                except MeshError as exc:  # gone, timed out, forgotten by the agent: keep what we know
+                    log.debug("ListTasks: task %s of %r not refreshed: %s", route.task_id, route.agent, exc)
+                    return
+            if isinstance(answer.json, dict):
+                self._observe(answer.json)
+
+        await asyncio.gather(*(refresh(route) for route in unfinished))
 
     def _observe(self, result: dict[str, Any]) -> None:
         """Keep the latest known state of tasks the gateway forwarded (for ListTasks, routing)."""

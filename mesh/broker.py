@@ -12,7 +12,8 @@ Accepted forms::
                                        apart (``--ca-file``...) override these
 
 The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
-(:func:`resolve_broker_url`), defaulting to ``mqtt://localhost:1883``.
+(:func:`resolve_broker_url`), then the broker of the ``mesh up`` running here
+(:mod:`mesh.upstate`), defaulting to ``mqtt://localhost:1883``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from mesh.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
+from mesh.upstate import running_up_broker_url
 
 DEFAULT_BROKER_URL = "mqtt://localhost:1883"
 BROKER_URL_ENV = "MESH_BROKER_URL"
@@ -211,6 +213,15 @@ def check_tls_file(path: str, option: str, field: str) -> str:
     return path
 
 
-def resolve_broker_url(explicit: str | None = None, configured: str | None = None) -> str:
-    """Pick the broker URL: ``--broker``, then ``MESH_BROKER_URL``, then the config file."""
-    return explicit or os.environ.get(BROKER_URL_ENV) or configured or DEFAULT_BROKER_URL
+def resolve_broker_url(
+    explicit: str | None = None, configured: str | None = None, *, namespace: str | None = None
+) -> str:
+    """Pick the broker URL: ``--broker``, then ``MESH_BROKER_URL``, then the config file, then the
+    broker of the ``mesh up`` running ``namespace`` here (:mod:`mesh.upstate`)."""
+    return (
+        explicit
+        or os.environ.get(BROKER_URL_ENV)
+        or configured
+        or running_up_broker_url(namespace)
+        or DEFAULT_BROKER_URL
+    )

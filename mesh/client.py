@@ -23,8 +23,9 @@ for that subscription's SUBACK).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from mesh.a2a import (
@@ -40,13 +41,17 @@ from mesh.a2a import (
     Task,
     TaskArtifactUpdateEvent,
     TaskIdParams,
+    TaskListParams,
+    TaskListResult,
     TaskPushNotificationConfig,
     TaskQueryParams,
+    TaskState,
     TaskStatusUpdateEvent,
     TextPart,
     create_user_message,
 )
 from mesh.a2a.base import A2AModel
+from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, CallOptions, CallPath, CardWatch, parse_model
 from mesh.registry import DiscoveryRegistry
@@ -88,11 +93,14 @@ class MeshClient:
     ) -> MeshClient:
         """A client with its own (not yet connected) MQTT transport.
 
-        Under per-component broker users (a ``password_file``) it is named after its user, its
-        connection ``<user>-<random>``, so concurrent clients of one user do not take over each other.
+        With a broker username (in the URL, or its per-component user of a ``password_file``) and
+        no ``client_id``, it is named after its user: its answers come on
+        ``{ns}/a2a/v1/client/response/<user>``, the one client topic per-user broker rules
+        (:mod:`mesh.brokerrules`) let it read; its connection is ``<user>-<random>``, so concurrent
+        clients of one user do not take over each other. A ``client_id`` names both instead.
         """
         settings = BrokerSettings.from_url(broker) if isinstance(broker, str) else broker
-        own_user = settings.username if settings.password_file and client_id is None else None
+        own_user = settings.username if client_id is None and _is_identifier(settings.username) else None
         name = options.pop("name", None) or own_user
         transport = MqttTransport(settings, client_id=client_id or f"{name or 'client'}-{uuid.uuid4().hex[:12]}")
         return cls(transport, namespace, name=name, **options)
@@ -134,8 +142,16 @@ class MeshClient:
         push_notification: PushNotificationConfig | None = None,
         metadata: dict[str, Any] | None = None,
         timeout: float = 60.0,
+        on_sent: Callable[[str | None], None] | None = None,
+        on_event: Callable[[StreamItem], None] | None = None,
     ) -> Task | Message:
-        """``message/send``: the Task when it is done (or at once with ``blocking=False``)."""
+        """``message/send``: the Task when it is done (or at once with ``blocking=False``).
+
+        ``on_sent`` is called once the request is out, with the id of its task (mesh agents
+        name a new task after the request, so it is known before the answer; ``None`` if not).
+        With ``on_event`` the request asks for the agent's progress (status updates that carry
+        a message) and hands each to it before the answer.
+        """
         params = MessageSendParams(
             message=self._message(message, context_id, task_id),
             configuration=MessageSendConfiguration(
@@ -143,7 +159,14 @@ class MeshClient:
             ),
             metadata=metadata,
         )
-        answer = await self._call(agent, "message/send", params, timeout)
+        options = dataclasses.replace(self._options(timeout, events=False), events=on_event is not None)
+        await self.cards.watch(agent)
+        async with self.calls.call(agent, "message/send", params, options) as call:
+            if on_sent is not None:
+                on_sent(call.task_id)
+            while not (answer := await call.next()).final:
+                if on_event is not None:
+                    on_event(answer.value)
         value = answer.value
         if not isinstance(value, Task | Message):
             raise InvalidAgentResponse(f"message/send to {agent!r} answered a {value.kind!r}, not a task or message")
@@ -182,6 +205,27 @@ class MeshClient:
 
     async def cancel_task(self, agent: str, task_id: str, *, timeout: float = 30.0) -> Task:
         return (await self._call(agent, "tasks/cancel", TaskIdParams(id=task_id), timeout)).parse(Task)
+
+    async def list_tasks(
+        self,
+        agent: str,
+        *,
+        status: TaskState | None = None,
+        context_id: str | None = None,
+        page_size: int = DEFAULT_TASK_PAGE_SIZE,
+        page_token: str | None = None,
+        history_length: int | None = None,
+        timeout: float = 10.0,
+    ) -> TaskListResult:
+        """``tasks/list`` (the mesh's extension): one page of the agent's tasks, newest first."""
+        params = TaskListParams(
+            status=status,
+            context_id=context_id,
+            page_size=page_size,
+            page_token=page_token,
+            history_length=history_length,
+        )
+        return (await self._call(agent, "tasks/list", params, timeout)).parse(TaskListResult)
 
     async def set_push_config(
         self, agent: str, task_id: str, config: PushNotificationConfig, *, timeout: float = 10.0
@@ -241,3 +285,14 @@ class MeshClient:
             async with contextlib.aclosing(call.events()) as answers:
                 async for answer in answers:
                     yield answer.value
+
+
+def _is_identifier(name: str | None) -> bool:
+    """Whether ``name`` can name a topic level (a username such as ``a@b.c`` cannot)."""
+    if name is None:
+        return False
+    try:
+        validate_identifier(name, "client id")
+    except ValueError:
+        return False
+    return True

@@ -8,16 +8,20 @@ to pick the port (and to listen on all interfaces inside a container).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import gc
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -72,6 +76,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could listen on ``host:port`` now (as servers do, with SO_REUSEADDR)."""
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        return exc.errno != errno.EADDRINUSE  # another error (e.g. an unknown host) is the server's to report
+    return True
+
+
 def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
     with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
         return True
@@ -88,16 +101,31 @@ class LocalBroker:
         port: int | None = None,
         executable: str | None = None,
         extra_config: str = "",
+        workdir: Path | None = None,
+        die_with_parent: bool = False,
     ) -> None:
+        """``workdir``: where its config and log go (created; default a new temp dir).
+
+        ``die_with_parent``: on Linux the kernel stops the broker (SIGTERM) when the thread that
+        started it dies, however it dies (kill -9 included); start it from a thread that lives
+        as long as the broker should (the main thread).
+        """
         self.host = "127.0.0.1"
         self.port = port or free_port()
         found = executable or shutil.which("mosquitto") or _sbin("mosquitto")
         if found is None:
             raise BrokerUnavailableError(f"no mosquitto binary on PATH; {INSTALL_HINT}")
         self.executable: str = found
-        self.workdir = Path(tempfile.mkdtemp(prefix="mesh-mosquitto-"))
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="mesh-mosquitto-"))
+        self._die_with_parent = die_with_parent
         self.config_file = self.workdir / "mosquitto.conf"
         text = render_config(config_path, port=self.port, bind=self.host)
+        if die_with_parent and hasattr(os, "geteuid") and os.geteuid() == 0:
+            # Started as root, Mosquitto switches to user 'mosquitto', and a change of user makes
+            # the kernel forget the parent-death signal: keep the user that runs us instead.
+            extra_config = f"user root\n{extra_config}"
         self.config_file.write_text(text + ("\n" + extra_config if extra_config else ""))
         self.log_file = self.workdir / "mosquitto.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -105,6 +133,10 @@ class LocalBroker:
     @property
     def url(self) -> str:
         return f"mqtt://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
 
     def start(self, timeout: float = 10.0) -> None:
         # Else the other listener's answer would pass for this broker's.
@@ -120,6 +152,7 @@ class LocalBroker:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_dying_with_parent() if self._die_with_parent else None,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -272,6 +305,24 @@ def _collect_leaked_sockets() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _dying_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn asking the kernel to SIGTERM the child when its parent dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not in the child
+    parent = os.getpid()
+
+    def arrange() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the prctl: nobody would stop us
+            os._exit(1)
+
+    return arrange
 
 
 def _sbin(name: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component, SectionFactory
 from mesh.config_errors import config_error
+from mesh.errors import ConfigError
 
 if TYPE_CHECKING:
     from mesh.config import MeshConfig
@@ -68,14 +69,18 @@ def _install_hint(name: str, entry_point: EntryPoint, exc: ImportError) -> str:
 
 
 def _extra_providing(dist: Any, module: str) -> str | None:
-    """The extra of *dist* requiring a distribution named like *module*; non-dev extras first."""
+    """The extra of *dist* requiring a distribution named like *module*: non-dev extras first, then the
+    smallest (``http`` before ``grpc``, which pulls ``http`` in)."""
     wanted = _normalized(module)
     extras = []
+    sizes: dict[str, int] = {}
     for requirement in getattr(dist, "requires", None) or []:
         found = re.match(r"\s*([A-Za-z0-9_.-]+).*;.*extra\s*==\s*['\"]([^'\"]+)['\"]", requirement)
+        if found:
+            sizes[found[2]] = sizes.get(found[2], 0) + 1
         if found and _normalized(found[1]) == wanted:
             extras.append(found[2])
-    extras.sort(key=lambda extra: extra in ("dev", "test", "tests"))
+    extras.sort(key=lambda extra: (extra in ("dev", "test", "tests"), sizes[extra]))
     return extras[0] if extras else None
 
 
@@ -101,8 +106,21 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
         context = BuildContext(
             broker=broker, namespace=config.namespace, source=config.source, section=name, trust=config.trust
         )
-        components.extend(factory(entries, context))
+        try:
+            components.extend(factory(entries, context))
+        except ImportError as exc:  # a dependency of the section's package, e.g. of an extra not installed
+            problem = f"cannot load what the section needs ({exc})"
+            hint = _install_hint(name, installed[name], exc)
+            raise MissingDependencyError(config_error(config.source, name, problem, hint), hint=hint) from exc
     return components
+
+
+class MissingDependencyError(ConfigError):
+    """A section's package needs a module that is not installed; ``hint`` says how to install it."""
+
+    def __init__(self, error: ConfigError, *, hint: str) -> None:
+        super().__init__(str(error))
+        self.hint = hint
 
 
 def build_many(configs: Sequence[MeshConfig], broker: BrokerSettings) -> list[Component]:

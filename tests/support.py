@@ -6,11 +6,15 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
 import textwrap
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mesh.client import MeshClient
@@ -169,3 +173,23 @@ async def publish_stale_card(transport: Transport, namespace: str, name: str) ->
     """A retained card of an Echo named ``name`` with no agent behind it (a crash whose will was lost)."""
     card = Echo(name=name).card(url="mqtt://nowhere", push_notifications=False).to_json_bytes()
     await transport.publish(get_agent_discovery_topic(namespace, name), card, retain=True)
+
+
+#: The first Mosquitto that checks keepalives every second (it was every 6 s before, so a frozen
+#: client could outlive 1.5 x keepalive by 6 s); .ci/setup builds it when the installed one is older.
+PRECISE_KEEPALIVE_MOSQUITTO = (2, 0, 21)
+
+
+def precise_keepalive_mosquitto() -> str:
+    """The installed mosquitto if it is 2.0.21 or newer, else the one .ci/setup built."""
+    installed = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if Path(installed).is_file():
+        banner = subprocess.run([installed, "-h"], capture_output=True, text=True).stdout
+        found = re.search(r"mosquitto version (\d+)\.(\d+)\.(\d+)", banner)
+        if found and tuple(int(part) for part in found.groups()) >= PRECISE_KEEPALIVE_MOSQUITTO:
+            return installed
+    version = ".".join(str(part) for part in PRECISE_KEEPALIVE_MOSQUITTO)
+    built = Path(__file__).resolve().parent.parent / ".ci" / "cache" / f"mosquitto-{version}" / "mosquitto"
+    if not built.is_file():
+        raise AssertionError(f"no Mosquitto {version} or newer: run .ci/setup, which builds one into {built.parent}")
+    return str(built)

@@ -10,6 +10,8 @@
 ``POST /a2a/agents/{name}``                 A2A JSON-RPC to that agent (0.3, or 1.0 with
                                             ``A2A-Version: 1.0``); SSE for streams
 ``POST /a2a``                               the same for the configured default agent
+``/ui``                                    the live dashboard (:mod:`gateways.http.dashboard`),
+                                            behind the authentication
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
@@ -32,6 +34,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -39,9 +42,11 @@ from starlette.routing import Route
 from gateways.http.auth import Authenticator
 from gateways.http.card_responses import CardResponses
 from gateways.http.cards import http_card
+from gateways.http.dashboard import dashboard_routes
 from gateways.http.edge import (
     EXCEPTION_HANDLERS,
     Caller,
+    RequireCaller,
     app_middleware,
     private_route_middleware,
     version_asked,
@@ -78,6 +83,8 @@ def build_app(gateway: HttpGateway) -> Starlette:
         no_body = private_route_middleware(concurrency.requests, settings.limits, json_body=False)
         for base in ("/a2a/agents/{name}/rest", "/a2a/rest"):
             routes += rest_routes(base, with_body=private, without_body=no_body)
+    if settings.dashboard:
+        routes += dashboard_routes([Middleware(RequireCaller)])
     app = Starlette(
         routes=routes,
         middleware=app_middleware(settings, Authenticator(settings.auth)),
@@ -88,6 +95,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.concurrency = concurrency
     app.state.streams = OpenStreams()
     app.state.cards = CardResponses(settings.card_max_age_s)
+    app.state.dashboard = gateway.dashboard
     return app
 
 

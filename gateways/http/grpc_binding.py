@@ -91,7 +91,7 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
             call, tenant = self._read(method, request)
             agent = target_agent(self.gateway, call, principal, tenant or None)
             if call.mesh_method is None:
-                result = local_result(self.gateway, call, principal)
+                result = await local_result(self.gateway, call, principal)
             else:
                 result = await self._forward(call, agent, principal)
             if result is None:

@@ -44,6 +44,7 @@ from mesh.a2a import (
     InvalidRequest,
     JSONRPCErrorObject,
     Method,
+    MethodNotFound,
     RpcError,
     parse_request,
 )
@@ -107,6 +108,14 @@ def parse_call(body: bytes, version_header: str | None) -> RpcCall:
         raise
     if version == "0.3":
         parsed = parse_request(body)
+        if parsed.method is Method.tasks_list:
+            # An agent's tasks/list shows every caller's tasks; the gateway lists a caller's own.
+            raise MethodNotFound(
+                "method 'tasks/list' is not served over HTTP: list your own tasks with A2A 1.0 ListTasks "
+                "(send the header A2A-Version: 1.0)",
+                data={"method": "tasks/list"},
+                request_id=parsed.id,
+            )
         return RpcCall("0.3", parsed.id, parsed.requested_method, parsed.method, parsed.params.to_wire_dict())
     if not isinstance(doc, dict) or doc.get("jsonrpc") != "2.0" or not isinstance(method, str):
         raise InvalidRequest(

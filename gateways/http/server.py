@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from gateways.dashboard import Dashboard
 from gateways.e2a import ResponseLog
 from gateways.http.app import build_app
 from gateways.http.cards import gateway_card
@@ -48,6 +49,10 @@ class HttpGateway:
             discovery_ttl_s=settings.discovery_ttl_s,
             response_log=response_log,
             trust=trust,
+        )
+        #: The live dashboard at /ui; it watches the mesh only while a page follows it.
+        self.dashboard = Dashboard(
+            broker, namespace, owner=settings.id, verifier=trust.card_verifier() if trust is not None else None
         )
         self.app = build_app(self)
         config = uvicorn.Config(
@@ -102,6 +107,7 @@ class HttpGateway:
         """Stop taking HTTP requests (open streams end), then leave the mesh."""
         self._server.should_exit = True
         self.app.state.streams.close()  # uvicorn would wait for them; their tasks go on on the mesh
+        await self.dashboard.close()  # its event streams too
         if self._grpc is not None:
             await self._grpc.stop()
         if self._serving is not None:

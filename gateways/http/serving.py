@@ -87,7 +87,7 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         check_version_served(call, gateway.settings.a2a_versions)
         agent = _target(gateway, request, call, principal)
         if call.mesh_method is None:
-            return binding.result(call, local_result(gateway, call, principal))
+            return binding.result(call, await local_result(gateway, call, principal))
         message = call.params.get("message")
         if message is not None:
             check_message_limits(message, gateway.settings.limits)
@@ -154,10 +154,11 @@ def target_agent(gateway: HttpGateway, call: RpcCall, principal: Principal, name
     return gateway.settings.default_agent
 
 
-def local_result(gateway: HttpGateway, call: RpcCall, principal: Principal) -> Any:
+async def local_result(gateway: HttpGateway, call: RpcCall, principal: Principal) -> Any:
     """The result of a 1.0 method the mesh has no counterpart for."""
     if call.method == "ListTasks":
         query = list_tasks_query(call.params)
+        await gateway.runtime.refresh_tasks(principal.name)
         tasks = [r.task for r in gateway.runtime.task_routes() if r.owner == principal.name and r.task is not None]
         return list_tasks_result_v1(query, tasks)
     raise AuthenticatedExtendedCardNotConfigured("this gateway serves no extended agent cards")

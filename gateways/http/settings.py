@@ -18,6 +18,7 @@ gateways:
     read_timeout_s: 10           # a request's head, then its body, must arrive within this
     keep_alive_s: 5              # an idle keep-alive connection is closed after this
     sse_keep_alive_s: 15         # a quiet SSE stream gets a comment line this often
+    dashboard: true              # the live dashboard at /ui (behind auth)
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
     a2a_versions: ["1.0", "0.3"] # the A2A versions served (cards and requests)
     card_max_age_s: 300          # Cache-Control max-age of the cards
@@ -57,6 +58,7 @@ class HttpGatewaySettings(EdgeConfig):
     read_timeout_s: float = Field(10.0, gt=0, description="a request's head, then its body, must arrive within this")
     keep_alive_s: int = Field(5, ge=1, description="close a keep-alive connection idle this many seconds")
     sse_keep_alive_s: float = Field(15.0, gt=0, description="send an SSE comment on a stream quiet this long")
+    dashboard: bool = Field(True, description="serve the live dashboard at /ui, behind the gateway's authentication")
     health_details: bool = Field(
         False, description="/a2a/health shows the broker, namespace and agents to unauthenticated callers too"
     )

@@ -100,6 +100,8 @@ from .params import (
     MessageSendConfiguration,
     MessageSendParams,
     TaskIdParams,
+    TaskListParams,
+    TaskListResult,
     TaskQueryParams,
 )
 from .parse import (
@@ -209,6 +211,8 @@ __all__ = [
     "PushNotificationAuthenticationInfo",
     "PushNotificationConfig",
     "TaskIdParams",
+    "TaskListParams",
+    "TaskListResult",
     "TaskPushNotificationConfig",
     "TaskQueryParams",
     # methods and JSON-RPC

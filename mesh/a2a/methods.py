@@ -24,6 +24,7 @@ from .params import (
     ListTaskPushNotificationConfigParams,
     MessageSendParams,
     TaskIdParams,
+    TaskListParams,
     TaskQueryParams,
 )
 from .push import TaskPushNotificationConfig
@@ -44,6 +45,7 @@ RequestParams: TypeAlias = (
     | GetTaskPushNotificationConfigParams
     | ListTaskPushNotificationConfigParams
     | DeleteTaskPushNotificationConfigParams
+    | TaskListParams
 )
 
 
@@ -98,6 +100,9 @@ class Method(StrEnum):
         DeleteTaskPushNotificationConfigParams,
         "DeleteTaskPushNotificationConfig",
     )
+    # The mesh's extension (DESIGN): an agent lists its own tasks. The HTTP gateway answers
+    # 1.0 ListTasks from its own records instead (the caller's tasks, across agents).
+    tasks_list = "tasks/list", TaskListParams, "ListTasks"
 
 
 #: The params model of every method.

@@ -12,12 +12,22 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from typing import NoReturn
 
-from mesh.cli import broker_commands, client_commands, discovery_commands, keys_command, run_commands
+from mesh.cli import (
+    broker_commands,
+    client_commands,
+    completion,
+    discovery_commands,
+    keys_command,
+    run_commands,
+)
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
+from mesh.config_errors import suggest
 from mesh.version import __version__
 
 __all__ = ["COMMANDS_GROUP", "build_parser", "main"]
@@ -25,19 +35,37 @@ __all__ = ["COMMANDS_GROUP", "build_parser", "main"]
 COMMANDS_GROUP = "mesh.commands"  # entry points adding commands from other packages (e.g. ``mesh acp``)
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+class MeshArgumentParser(argparse.ArgumentParser):
+    """argparse with a did-you-mean for a mistyped command or subcommand (``mesh sned``)."""
+
+    def error(self, message: str) -> NoReturn:
+        found = _INVALID_CHOICE.search(message)
+        if found is not None:
+            choices = re.findall(r"'([^']*)'", found["choices"])
+            close = suggest(found["word"], choices)
+            if close is not None:
+                message = f"{message}; did you mean {close!r}?"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = MeshArgumentParser(
         prog="mesh",
         description="Run AI agents on an MQTT v5 broker and talk to them (A2A over MQTT).",
         epilog="Exit codes: 0 ok, 1 task not completed, 2 usage, 3 broker, 4 unknown agent, 5 timeout, 6 agent error.",
     )
     parser.add_argument("--version", action="version", version=f"mesh {__version__}")
+    # The subcommands' parsers are MeshArgumentParsers too (argparse makes them of the parent's class).
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_commands.register(subparsers)
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
     keys_command.register(subparsers)
     broker_commands.register(subparsers)
+    completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:
             entry_point.load()(subparsers)

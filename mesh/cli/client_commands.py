@@ -1,12 +1,21 @@
-"""``mesh send`` and ``mesh task get|cancel``: the command line as an A2A client."""
+"""``mesh send`` and ``mesh task list|get|cancel``: the command line as an A2A client.
+
+A client is named after its broker user when it has one (``--broker mqtt://USER:PW@...``, or
+``--client`` with a password file), so it reads its answers on the one client topic per-user
+broker rules allow it, ``{ns}/a2a/v1/client/response/USER``; ``--client-id`` names it instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState
+from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent
+from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE
 from mesh.cli.common import (
     EXIT_OK,
     EXIT_TASK_NOT_COMPLETED,
@@ -14,9 +23,11 @@ from mesh.cli.common import (
     add_connection_options,
     client_settings,
 )
-from mesh.cli.render import answer_text, as_json, event_line, task_summary
+from mesh.cli.progress import NoProgress, Progress, progress_line
+from mesh.cli.render import answer_text, as_json, event_line, task_summary, tasks_table
 from mesh.client import MeshClient, StreamItem
 from mesh.errors import ConfigError
+from topics import validate_identifier
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,11 +60,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S",
         help="seconds to wait for the agent's card before giving up (default 3)",
     )
-    add_connection_options(send)
+    add_client_options(send)
     send.set_defaults(handler=_send)
 
-    task = subparsers.add_parser("task", help="look at or cancel a task", description="Look at or cancel a task.")
-    actions = task.add_subparsers(dest="action", required=True, metavar="{get,cancel}")
+    task = subparsers.add_parser(
+        "task", help="list, look at or cancel tasks", description="List an agent's tasks, look at or cancel one."
+    )
+    actions = task.add_subparsers(dest="action", required=True, metavar="{list,get,cancel}")
+    listing = actions.add_parser(
+        "list",
+        help="list an agent's tasks, newest first (tasks/list)",
+        description="List AGENT's tasks, newest first (the mesh's tasks/list), one line each: id, state, context.",
+    )
+    listing.add_argument("agent", help="the agent's name")
+    listing.add_argument("--state", choices=[s.value for s in TaskState], help="only tasks in this state")
+    listing.add_argument("--context", "-c", metavar="ID", help="only tasks of this contextId")
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_TASK_PAGE_SIZE,
+        metavar="N",
+        help=f"at most N tasks (default {DEFAULT_TASK_PAGE_SIZE}; fetched in pages of at most {MAX_TASK_PAGE_SIZE})",
+    )
+    listing.add_argument("--json", action="store_true", help="print a JSON list of the Tasks")
+    listing.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait (default 30)")
+    add_client_options(listing)
+    listing.set_defaults(handler=_task_list)
     for name, help_text in (("get", "print a task (tasks/get)"), ("cancel", "cancel a task (tasks/cancel)")):
         action = actions.add_parser(name, help=help_text, description=help_text)
         action.add_argument("agent", help="the agent's name")
@@ -62,8 +94,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait (default 30)")
         if name == "get":
             action.add_argument("--history", type=int, metavar="N", help="include the last N messages")
-        add_connection_options(action)
+        add_client_options(action)
         action.set_defaults(handler=_TASK_COMMANDS[name])
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """The connection options of a command that calls agents, ``--client-id`` among them."""
+    add_connection_options(parser)
+    parser.add_argument(
+        "--client-id",
+        metavar="ID",
+        help="MQTT client id, and the name of this client's answer topics (default: the broker username "
+        "of --broker mqtt://USER:PW@... or --client, else random)",
+    )
+
+
+def connect(args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[MeshClient]:
+    """The connected client of a command: ``--broker``, ``--client``, ``--client-id``, ``--namespace``."""
+    try:
+        client_id = None if args.client_id is None else validate_identifier(args.client_id, "--client-id")
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; use letters, digits, '_', '.' and '-' (at most 128)") from exc
+    return MeshClient.connect(client_settings(args), args.namespace, client_id=client_id)
 
 
 def message_text(words: list[str]) -> str:
@@ -81,24 +133,56 @@ def message_text(words: list[str]) -> str:
 
 async def _send(args: argparse.Namespace) -> int:
     args.text = message_text(args.text)
-    async with MeshClient.connect(client_settings(args), args.namespace) as client:
+    async with connect(args) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
         if args.stream:
-            final: StreamItem | None = None  # the reply, a Task or Message, comes last
-            async for item in client.stream(
-                args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
-            ):
-                print(as_json(item) if args.json else event_line(item), flush=True)
-                final = item
-            assert isinstance(final, Task | Message)
-            return _outcome(final, print_answer=False)
-        result = await client.send(
-            args.agent, args.text, context_id=args.context, task_id=args.task, timeout=args.timeout
-        )
+            return await _send_streamed(client, args)
+        progress = progress_line(args.agent)
+        on_event = None if isinstance(progress, NoProgress) else _progress_of(progress)
+        with progress:
+            result = await client.send(
+                args.agent,
+                args.text,
+                context_id=args.context,
+                task_id=args.task,
+                timeout=args.timeout,
+                on_sent=None if args.json else _say_task_id,
+                on_event=on_event,
+            )
         if args.json:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)
         return _outcome(result, print_answer=True)
+
+
+async def _send_streamed(client: MeshClient, args: argparse.Namespace) -> int:
+    """``--stream``: the task id first (not with --json: every event carries it), then a line per event."""
+    final: StreamItem | None = None  # the reply, a Task or Message, comes last
+    first = True
+    async for item in client.stream(
+        args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
+    ):
+        if first and not args.json and (task_id := getattr(item, "task_id", None)):
+            print(f"[task {task_id}]", flush=True)
+        first = False
+        print(as_json(item) if args.json else event_line(item), flush=True)
+        final = item
+    assert isinstance(final, Task | Message)
+    return _outcome(final, print_answer=False)
+
+
+def _say_task_id(task_id: str | None) -> None:
+    """A plain send's first line, on stderr so stdout is the answer alone."""
+    if task_id is not None:
+        print(f"task {task_id}", file=sys.stderr, flush=True)
+
+
+def _progress_of(progress: Progress) -> Callable[[StreamItem], None]:
+    def on_event(item: StreamItem) -> None:
+        if isinstance(item, TaskStatusUpdateEvent):
+            progress.state(item.status.state.value)
+
+    return on_event
 
 
 def _outcome(result: Task | Message, *, print_answer: bool) -> int:
@@ -119,15 +203,55 @@ def _outcome(result: Task | Message, *, print_answer: bool) -> int:
     return EXIT_TASK_NOT_COMPLETED
 
 
+async def _task_list(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ConfigError(f"--limit {args.limit}: give a number of tasks of at least 1")
+    tasks: list[Task] = []
+    total = 0
+    async with connect(args) as client:
+        token: str | None = None
+        while len(tasks) < args.limit:
+            page = await client.list_tasks(
+                args.agent,
+                status=TaskState(args.state) if args.state else None,
+                context_id=args.context,
+                page_size=min(MAX_TASK_PAGE_SIZE, args.limit - len(tasks)),
+                page_token=token,
+                history_length=0,
+                timeout=args.timeout,
+            )
+            tasks += page.tasks
+            total = page.total_size
+            token = page.next_page_token
+            if not token:
+                break
+    if args.json:
+        print(json.dumps([t.to_wire_dict() for t in tasks], indent=2, ensure_ascii=False))
+    elif tasks:
+        print(tasks_table(tasks))
+    if not tasks:
+        print(f"agent {args.agent!r} has no {_which_tasks(args)}", file=sys.stderr)
+    elif total > len(tasks):
+        print(f"({len(tasks)} of {total} {_which_tasks(args)}; --limit shows more)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _which_tasks(args: argparse.Namespace) -> str:
+    words = [f"{args.state} tasks" if args.state else "tasks"]
+    if args.context:
+        words.append(f"in context {args.context!r}")
+    return " ".join(words)
+
+
 async def _task_get(args: argparse.Namespace) -> int:
-    async with MeshClient.connect(client_settings(args), args.namespace) as client:
+    async with connect(args) as client:
         task = await client.get_task(args.agent, args.task_id, history_length=args.history, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK
 
 
 async def _task_cancel(args: argparse.Namespace) -> int:
-    async with MeshClient.connect(client_settings(args), args.namespace) as client:
+    async with connect(args) as client:
         task = await client.cancel_task(args.agent, args.task_id, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK

@@ -138,9 +138,21 @@ def broker_settings(
                 "MESH_STATE_DIR), or connect with --broker and MESH_BROKER_PASSWORD_FILE instead"
             )
     else:
-        url = resolve_broker_url(args.broker, configured)
+        url = resolve_broker_url(args.broker, configured, namespace=getattr(args, "namespace", None))
         ca_file = os.environ.get(CA_FILE_ENV) or None
         password_file = os.environ.get(PASSWORD_FILE_ENV) or None
+    return settings_for_url(args, url, ca_file=ca_file, password_file=password_file, configured_tls=configured_tls)
+
+
+def settings_for_url(
+    args: argparse.Namespace,
+    url: str,
+    *,
+    ca_file: str | None = None,
+    password_file: str | None = None,
+    configured_tls: TlsOptions | None = None,
+) -> BrokerSettings:
+    """The settings of ``url`` with the command's TLS options over ``ca_file`` and ``configured_tls``."""
     given = _cli_tls(args)
     if urlsplit(url).scheme.lower() in ("mqtts", "ssl"):
         if ca_file and not given.ca_file:
@@ -206,12 +218,13 @@ def describe(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT / SIGTERM inside the block; a second Ctrl-C after it interrupts."""
+    """Set ``stop`` on SIGINT / SIGTERM / SIGHUP inside the block; a second Ctrl-C after it interrupts."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
+    for sig in stopping:
         loop.add_signal_handler(sig, stop.set)
     try:
         yield
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in stopping:
             loop.remove_signal_handler(sig)

@@ -51,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds to collect cards (default 1; retained cards come at once)",
     )
     agents.add_argument("--gateways", "-g", action="store_true", help="list the gateways too")
+    agents.add_argument("--names", action="store_true", help="print the names alone, one a line (shell completion)")
     add_connection_options(agents)
     agents.set_defaults(handler=_agents)
 
@@ -87,6 +88,9 @@ async def _agents(args: argparse.Namespace) -> int:
         finally:
             await registry.stop()
     entries = registry.agents() + (registry.gateways() if args.gateways else [])
+    if args.names:
+        print("\n".join(e.name for e in entries))
+        return EXIT_OK
     if not entries:
         what = "agents or gateways" if args.gateways else "agents"
         print(f"no {what} on namespace {namespace!r} at {settings.url} (waited {args.wait:g} s)", file=sys.stderr)

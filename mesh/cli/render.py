@@ -74,6 +74,29 @@ def task_summary(task: Task) -> str:
     return "\n".join(lines)
 
 
+def tasks_table(tasks: Sequence[Task]) -> str:
+    """For ``mesh task list``: columns TASK, STATE, CONTEXT, UPDATED and the status message's first line."""
+    header = ["TASK", "STATE", "CONTEXT", "UPDATED", "MESSAGE"]
+    rows = [
+        [
+            t.id,
+            t.status.state.value,
+            t.context_id,
+            t.status.timestamp or "-",
+            _first_line(message_text(t.status.message), 50),
+        ]
+        for t in tasks
+    ]
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
+
+
+def _first_line(text: str, width: int) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def answer_text(result: Task | Message) -> str:
     """For ``mesh send``: what the agent said, then its artifacts."""
     if isinstance(result, Message):

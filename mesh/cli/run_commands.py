@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from mesh.broker import BrokerSettings
+from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
 from mesh.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
@@ -22,21 +20,22 @@ from mesh.cli.common import (
     add_connection_options,
     broker_settings,
     configure_logging,
+    settings_for_url,
     stopped_by_signals,
 )
+from mesh.cli.up_broker import broker_for_up, check_gateway_ports
 from mesh.component import Component
 from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, configured_tls, load_many
-from mesh.errors import ConfigError, ConnectError
+from mesh.errors import ConfigError
 from mesh.gctuning import tune_for_serving
-from mesh.localbroker import port_answers, running_broker
 from mesh.redaction import redact_url
-from mesh.sections import build_many
+from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
+from mesh.upstate import UpClaim, UpRecord, running_up_broker_url
 from topics import validate_namespace
 
 log = logging.getLogger(__name__)
 
 UP_GROUP = "mesh.up"  # entry points naming the config files `mesh up` runs
-_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +47,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("files", nargs="+", type=Path, metavar="FILE", help="mesh config file (YAML)")
     run.add_argument("--log-level", choices=LOG_LEVELS, help="override the files' log_level")
     run.add_argument(
-        "--namespace", "-n", metavar="NS", help="run every component on this namespace, whatever the files say"
+        "--namespace",
+        "-n",
+        metavar="NS",
+        default=os.environ.get(NAMESPACE_ENV) or None,
+        help=f"run every component on this namespace, whatever the files say (default: ${NAMESPACE_ENV}, "
+        "then each file's namespace); as --broker and $MESH_BROKER_URL over the files' broker",
     )
     add_connection_options(run, namespace=False)
     run.set_defaults(handler=_run)
@@ -57,9 +61,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "up",
         help="start a local Mosquitto if needed, the example agents and the HTTP gateway",
         description=(
-            "Use the broker at --broker / $MESH_BROKER_URL (default mqtt://localhost:1883), or start Mosquitto "
-            "from mosquitto.conf when none answers there, then run the example agents and the HTTP gateway "
-            "until Ctrl-C."
+            "Use the broker at --broker / $MESH_BROKER_URL (default mqtt://localhost:1883) if it relays a request "
+            "in a few ms, else start Mosquitto from mosquitto.conf (on the next port when a slow broker holds "
+            "that one), then run the example agents and the HTTP gateway until Ctrl-C. Other mesh commands find "
+            "that broker without flags; one mesh up per namespace."
         ),
     )
     up.add_argument(
@@ -87,32 +92,68 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             namespace = validate_namespace(args.namespace)
         except ValueError as exc:
-            raise ConfigError(f"--namespace: {exc}") from exc
+            raise ConfigError(f"--namespace / ${NAMESPACE_ENV}: {exc}") from exc
         configs = [dataclasses.replace(config, namespace=namespace) for config in configs]
     if not any(entries for config in configs for entries in config.sections.values()):
         names = ", ".join(str(f) for f in args.files)
         raise ConfigError(f"{names}: nothing to run; add an 'agents:' or 'gateways:' section")
     configure_logging(args.log_level or configs[0].log_level)
-    broker = broker_settings(args, configured_broker(configs), configured_tls(configs))
+    # The broker of a running `mesh up` of the namespace, if the files and $MESH_BROKER_URL name none.
+    configured = configured_broker(configs) or running_up_broker_url(configs[0].namespace)
+    broker = broker_settings(args, configured, configured_tls(configs))
     return await serve(build_many(configs, broker))
 
 
 async def _up(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     environ = {**os.environ, NAMESPACE_ENV: args.namespace}
-    configs = load_many([*up_configs(), *args.config], environ=environ)
-    if args.secure:
-        configs = with_secure_trust(configs, secure_state_dir() / "keys")
-        with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
-            components = build_many(configs, settings)
-            how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
-            return await serve(
-                components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
-            )
-    settings = broker_settings(args)  # with --ca-file / --cert / --key / --insecure
-    async with broker_for_up(settings) as started_here:
-        components = build_many(configs, settings)
-        return await serve(components, banner=lambda: up_banner(settings, args.namespace, components, started_here))
+    examples = up_configs()
+    configs = load_many([*examples, *args.config], environ=environ)
+    # Before anything starts: a live `mesh up` of the namespace, or a taken gateway port, ends
+    # the run here (exit 2), having started, and so cleared, nothing.
+    claim = UpClaim.take(args.namespace)
+    try:
+        check_gateway_ports(configs)
+        if args.secure:
+            configs = with_secure_trust(configs, secure_state_dir() / "keys")
+            with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
+                claim.write(UpRecord(os.getpid(), args.namespace, broker_url=settings.url, secure=True))
+                components = build_many(configs, settings)
+                how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
+                return await serve(
+                    components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
+                )
+        settings = settings_for_url(args, resolve_broker_url(args.broker))  # with --ca-file, --cert...
+        async with broker_for_up(settings, claim) as broker:
+            components, missing = build_up(configs, broker.settings, examples)
+
+            def ready() -> str:
+                gateways = [str(getattr(c, "public_url", c.name)) for c in components if c.kind == "gateway"]
+                claim.write(broker.record(args.namespace, gateways))
+                return up_banner(broker.settings, args.namespace, components, broker.how, missing=missing)
+
+            return await serve(components, banner=ready)
+    finally:
+        claim.release()
+
+
+def build_up(
+    configs: Sequence[MeshConfig], settings: BrokerSettings, examples: Sequence[Path]
+) -> tuple[list[Component], list[str]]:
+    """Build the components, leaving out an example whose extra is not installed (e.g. the HTTP
+    gateway without ``http``); also returns how to install what was left out."""
+    built: list[tuple[MeshConfig, list[Component]]] = []
+    missing: list[str] = []
+    for config in configs:
+        try:
+            built.append((config, build_components(config, settings)))
+        except MissingDependencyError as exc:
+            if config.source not in examples:
+                raise  # a file the user asked for runs whole, or not at all
+            log.warning("not running %s: %s", config.source.name, exc.hint)
+            missing.append(exc.hint)
+    check_unique_components(built)
+    return [component for _, components in built for component in components], missing
 
 
 def with_secure_trust(configs: list[MeshConfig], keys_dir: Path) -> list[MeshConfig]:
@@ -136,24 +177,6 @@ def up_configs() -> list[Path]:
     if not paths:
         raise ConfigError("no example configs are registered (mesh.up entry points); reinstall the package")
     return paths
-
-
-@contextlib.asynccontextmanager
-async def broker_for_up(settings: BrokerSettings) -> AsyncIterator[str | None]:
-    """Yield None if a broker answers at ``settings``; else start Mosquitto there and yield how."""
-    if await asyncio.to_thread(port_answers, settings.host, settings.port):
-        yield None
-        return
-    if settings.host not in _LOCAL_HOSTS:
-        raise ConnectError(
-            f"no MQTT broker answers at {settings.url}, and mesh up only starts one on this machine; "
-            "start that broker, or pass --broker mqtt://localhost:1883"
-        )
-    log.info("no broker answers at %s; starting Mosquitto from mosquitto.conf", settings.url)
-    with running_broker(prefer="binary", port=settings.port) as broker:
-        log_file = getattr(broker, "log_file", None)
-        how = "started here from mosquitto.conf, " + (f"log {log_file}" if log_file else "in a container")
-        yield how
 
 
 async def serve(components: Sequence[Component], *, banner: Callable[[], str] | None = None) -> int:
@@ -192,6 +215,7 @@ def up_banner(
     started_here: str | None,
     *,
     secure: bool = False,
+    missing: Sequence[str] = (),
 ) -> str:
     agents = [c.name for c in components if c.kind == "agent"]
     gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
@@ -205,12 +229,14 @@ def up_banner(
     ]
     if gateways:
         lines.append(f"  gateways   {', '.join(gateways)}")
+    lines += [f"  not run    {hint}" for hint in missing]
     lines += [f"try:  mesh send {first} hi", "Ctrl-C stops everything."]
     if secure:
         lines[-2] += " --secure"
         if settings.port != 8883:
             lines[-2] += f" --broker {settings.url}"
-    elif urlsplit(settings.url).port != 1883 or settings.host not in _LOCAL_HOSTS:
+    elif os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:
+        # Other commands find this broker in the state file (mesh.upstate), unless the variable points elsewhere.
         lines[-2] += f" --broker {settings.url}"
     if namespace != "mesh":
         lines[-2] += f" --namespace {namespace}"

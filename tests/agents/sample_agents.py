@@ -31,7 +31,7 @@ class Greeter(Agent):
 
 
 class Flexible(Agent):
-    """Keeps the base constructor: every ``config`` option lands in ``self.options``."""
+    """Keeps the base constructor: it takes no option besides the card fields."""
 
     name = "flexible"
 

@@ -69,9 +69,12 @@ def test_full_entry(ctx: BuildContext) -> None:
     assert spec.settings.delegation == DelegationSettings(max_call_depth=5, allow=("math-*",))
 
 
-def test_base_constructor_collects_options(ctx: BuildContext) -> None:
-    agent = parse({"class": f" {SAMPLES} : Flexible ", "config": {"model": "m", "temperature": 0.2}}, ctx).agent
-    assert isinstance(agent, Flexible) and agent.options == {"model": "m", "temperature": 0.2}
+def test_the_base_constructor_takes_no_options(ctx: BuildContext) -> None:
+    assert error_of({"class": f" {SAMPLES} : Flexible ", "config": {"model": "m"}}, ctx) == (
+        "agents.yaml: agents[0].config.model: unknown option 'model' of agent 'flexible' "
+        "(tests.agents.sample_agents:Flexible); Flexible's options are: none"
+    )
+    assert isinstance(parse({"class": f"{SAMPLES}:Flexible"}, ctx).agent, Flexible)
 
 
 def test_multi_agent_file_with_env_coercion(tmp_path: Path) -> None:
@@ -131,9 +134,28 @@ def test_class_of_the_wrong_form(ctx: BuildContext, value: Any) -> None:
 def test_module_not_importable(ctx: BuildContext) -> None:
     assert error_of({"class": "tests.agents.no_such_module:Echo"}, ctx) == (
         "agents.yaml: agents[0].class: cannot import module 'tests.agents.no_such_module' "
-        "(No module named 'tests.agents.no_such_module'); check the spelling, install the package "
-        "that provides it, or add its directory to PYTHONPATH"
+        "(No module named 'tests.agents.no_such_module'); check the spelling, put its file beside the "
+        f"config file ({Path('agents.yaml').resolve().parent}), install the package that provides it, "
+        "or add its directory to PYTHONPATH"
     )
+
+
+def test_a_module_beside_the_config_file_is_found_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "beside_config_agent.py").write_text(
+        "from agents import Agent\n\nclass Beside(Agent):\n    name = 'beside'\n\n"
+        "    async def handle(self, message, ctx):\n        return 'here'\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the test leaves sys.path as it found it
+    context = BuildContext(broker=BrokerSettings(), namespace="ns", source=project / "agents.yaml", section="agents")
+    spec = parse({"class": "beside_config_agent:Beside"}, context)
+    assert spec.agent.name == "beside"
 
 
 def test_module_whose_dependency_is_missing(ctx: BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,8 +255,8 @@ def test_bad_config_keys(ctx: BuildContext, key: str, problem: str, fix: str) ->
 
 def test_unknown_constructor_option(ctx: BuildContext) -> None:
     assert error_of({"class": f"{SAMPLES}:Greeter", "config": {"greting": "hi"}}, ctx) == (
-        "agents.yaml: agents[0].config: the options do not fit Greeter's constructor: "
-        "got an unexpected keyword argument 'greting'; did you mean 'greeting'? its options are: greeting"
+        "agents.yaml: agents[0].config.greting: unknown option 'greting' of agent 'greeter' "
+        "(tests.agents.sample_agents:Greeter); did you mean 'greeting'? Greeter's options are: greeting"
     )
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from pathlib import Path
 
 import pytest
 
-from agents import AgentSettings
+from agents import AgentSettings, journalwriter
 from agents.journal import MEMORY, NullJournal, journal_path
 from agents.push import PushConfigStore
 from agents.sqlitejournal import SqliteJournal
@@ -130,4 +132,45 @@ async def test_a_backlog_past_its_bound_pauses_the_intake_until_half_is_stored(t
         store.add(record)
     await asyncio.wait_for(resumed.wait(), 5)
     assert events == ["pause", "resume"] and journal.backlog_bytes == 0
+    await journal.close()
+
+
+def open_descriptors(path: Path) -> int:
+    """How many of this process's file descriptors point at ``path``."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += Path(os.readlink(fd)) == path
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            continue
+    return count
+
+
+async def test_an_idle_journal_closes_its_file_and_opens_it_again_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journalwriter, "IDLE_CLOSE_S", 0.2)
+    path = tmp_path / "idle.sqlite3"
+    journal, store, _, _ = await reopened(path)
+    assert open_descriptors(path) == 0  # loading does not keep it open
+
+    async def write(task_id: str) -> None:
+        record = TaskRecord.new(task_id, "ctx")
+        store.add(record)
+        stored = asyncio.get_running_loop().create_future()
+        journal.after_durable(lambda: stored.set_result(None))
+        await asyncio.wait_for(stored, 5)
+
+    await write("t-1")
+    assert open_descriptors(path) == 1
+    closed_by = time.monotonic() + 5  # the writer's sweep closes it; nothing to await but time
+    while open_descriptors(path):
+        assert time.monotonic() < closed_by, "the idle file stayed open"
+        await asyncio.sleep(0.05)
+    await write("t-2")  # opened again
+    await journal.close()
+    assert open_descriptors(path) == 0
+    journal, store, orphans, _ = await reopened(path)
+    assert sorted(o.id for o in orphans) == ["t-1", "t-2"]
     await journal.close()

@@ -18,6 +18,8 @@ import pytest
 from gateways.e2a import LOG_REQUIRED_KEYS
 from gateways.http.server import HttpGateway
 from mesh.a2a import TaskState
+from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
 from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
@@ -544,6 +546,31 @@ async def test_list_tasks_shows_only_the_callers_tasks_by_context_and_page(
     # and one principal cannot read another's task by id
     stolen = error_of(await call(http, url, "GetTask", {"id": alices[0]}, request_id="x", headers=bob), "x")
     assert stolen["code"] == -32001
+
+
+async def test_list_tasks_shows_where_a_task_sent_without_blocking_now_stands(
+    serve_agent: ServeAgent,
+    start_gateway: StartGateway,
+    http: httpx.AsyncClient,
+    broker_settings: BrokerSettings,
+    namespace: str,
+) -> None:
+    streamer = Streamer(steps=1)
+    streamer.gate = asyncio.Event()
+    await serve_agent(streamer)
+    gateway = await start_gateway(default_agent="streamer")
+    url = f"{gateway.public_url}/a2a"
+    params = {"message": message_v1(), "configuration": {"returnImmediately": True}}
+    sent = result_of(await call(http, url, "SendMessage", params, headers=V1))["task"]
+    assert sent["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    streamer.gate.set()  # the task finishes on the mesh; the gateway is not listening to it
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        task = await client.get_task("streamer", sent["id"])
+        while task.status.state is not TaskState.completed:
+            await asyncio.sleep(0.02)  # polling the agent, as a client would
+            task = await client.get_task("streamer", sent["id"])
+    listed = result_of(await call(http, url, "ListTasks", {}, headers=V1))["tasks"]
+    assert [(t["id"], t["status"]["state"]) for t in listed] == [(sent["id"], "TASK_STATE_COMPLETED")]
 
 
 async def test_the_a2a_version_may_come_as_a_query_parameter(

@@ -15,14 +15,12 @@ from mesh.a2a import Task
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.discovery import lease_registry, shared_registry_count
+from mesh.localbroker import LocalBroker, default_config_path
 from mesh.registry import DiscoveryRegistry, RegistryEvent
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import Inbox, start_agent_process, wait_until
-
-#: How often Mosquitto 2.0.x checks keepalives (src/keepalive.c), beyond the 1.5 x keepalive.
-MOSQUITTO_KEEPALIVE_CHECK_S = 6
+from tests.support import Inbox, precise_keepalive_mosquitto, start_agent_process, wait_until
 
 
 class Watching(Echo):
@@ -108,28 +106,32 @@ async def test_an_idle_mesh_sends_nothing_on_the_discovery_topics(
     assert len(inbox.messages) == 4, [m.topic for m in inbox.messages[4:]]
 
 
-async def test_a_frozen_agent_process_leaves_within_one_and_a_half_keepalives(
-    make_transport: TransportFactory, namespace: str, broker_url: str
-) -> None:
+async def test_a_frozen_agent_process_leaves_within_one_and_a_half_keepalives(namespace: str) -> None:
     keepalive = 2
-    watcher = await make_transport()
-    inbox = Inbox()
-    await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
-    proc = await start_agent_process(f"{broker_url}?keepalive={keepalive}", namespace)
+    broker = LocalBroker(default_config_path(), executable=precise_keepalive_mosquitto())
+    broker.start()
+    watcher = MqttTransport(BrokerSettings.from_url(broker.url), client_id=f"watcher-{namespace.split('/')[-1]}")
     try:
-        await inbox.wait_for(1)
-        frozen_at = time.monotonic()
-        proc.send_signal(signal.SIGSTOP)
-        messages = await inbox.wait_for(2, timeout=10)
-        left_after = time.monotonic() - frozen_at
+        await watcher.connect()
+        inbox = Inbox()
+        await watcher.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/echo", inbox)
+        proc = await start_agent_process(f"{broker.url}?keepalive={keepalive}", namespace)
+        try:
+            await inbox.wait_for(1)
+            frozen_at = time.monotonic()
+            proc.send_signal(signal.SIGSTOP)
+            messages = await inbox.wait_for(2, timeout=3 * keepalive)
+            left_after = time.monotonic() - frozen_at
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.send_signal(signal.SIGCONT)
+            await proc.wait()
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.send_signal(signal.SIGCONT)
-        await proc.wait()
+        await watcher.close()
+        broker.remove()
     assert messages[-1].payload == b""
-    # Mosquitto drops a client silent for 1.5 x keepalive; 2.0.x looks only every 5-6 s
-    # (keepalive__check: "last_keepalive_check + 5 < now") on a clock of whole seconds.
-    assert left_after <= 1.5 * keepalive + MOSQUITTO_KEEPALIVE_CHECK_S + 1, left_after
+    # Mosquitto counts whole seconds: it drops a client in the first second after 1.5 x keepalive.
+    assert left_after <= 1.5 * keepalive + 1, left_after
 
 
 async def test_only_cards_known_from_sam_heartbeats_expire(make_transport: TransportFactory, namespace: str) -> None:

@@ -1,0 +1,400 @@
+"""What the dashboard shows, kept bounded: cards, recent tasks with their events, rates per agent.
+
+:class:`MeshView` is pure bookkeeping (no I/O): the watcher (:mod:`gateways.dashboard.watcher`)
+feeds it registry events, requests and answers as they cross the broker, and it tells its
+listeners every change as a ``(kind, data)`` pair ready to send to a browser as JSON.
+
+Bounds (all configurable, :class:`Bounds`):
+
+- ``max_tasks`` recent tasks (default 200); beyond it the oldest finished task leaves first, then
+  the oldest in flight;
+- ``max_events`` events per task (default 100): the latest ones; a task
+  counts what it dropped (``droppedEvents``);
+- ``max_text`` characters of any text shown (default 400);
+- ``max_calls`` other requests (``tasks/get``, ``tasks/cancel``...) remembered to attribute
+  their answers (default 1,000);
+- rates count over the last ``rate_window_s`` seconds (default 60), in one-second buckets per agent.
+
+A task is keyed by its request's Correlation Data (the JSON-RPC id, which the mesh also uses
+as the last level of the answer topics); its ``taskId`` is the one the answers name. Rates per
+agent: ``requests`` received; ``answers`` (final answers that are not errors); ``errors``
+(error answers of a task that ran, and tasks that ended failed); ``refusals`` (error answers
+that refuse a request before it runs: busy, unauthenticated, invalid, unknown method, and
+tasks ``rejected``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mesh.a2a import AgentCard
+from mesh.registry import Entry
+
+__all__ = ["Bounds", "Change", "MeshView", "TaskRecord", "card_summary", "REFUSAL_CODES"]
+
+Change = tuple[str, dict[str, Any]]
+ChangeListener = Callable[[Change], None]
+RateKind = Literal["requests", "answers", "errors", "refusals"]
+RATE_KINDS: tuple[RateKind, ...] = ("requests", "answers", "errors", "refusals")
+
+#: JSON-RPC codes with which an agent refuses a request before running it.
+REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32007, -32020, -32050})
+TASK_METHODS = frozenset({"message/send", "message/stream", "agent/sendMessage", "agent/sendStreamingMessage"})
+TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "error"})
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How much the dashboard keeps (see the module docstring)."""
+
+    max_tasks: int = 200
+    max_events: int = 100
+    max_text: int = 400
+    max_calls: int = 1000
+    rate_window_s: int = 60
+
+    def to_json_dict(self) -> dict[str, int]:
+        return {
+            "maxTasks": self.max_tasks,
+            "maxEventsPerTask": self.max_events,
+            "maxText": self.max_text,
+            "rateWindowS": self.rate_window_s,
+        }
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task seen on the mesh: its request, its state and its latest events."""
+
+    key: str
+    task_id: str
+    agent: str
+    method: str
+    caller: str
+    caller_kind: str
+    started: float
+    updated: float
+    chain: list[str]
+    depth: int
+    parent_task_id: str | None
+    delegated_by: str | None
+    state: str = "submitted"
+    events: deque[dict[str, Any]] = field(default_factory=deque)
+    dropped_events: int = 0
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "taskId": self.task_id,
+            "agent": self.agent,
+            "method": self.method,
+            "caller": self.caller,
+            "callerKind": self.caller_kind,
+            "started": self.started,
+            "updated": self.updated,
+            "chain": self.chain,
+            "depth": self.depth,
+            "parentTaskId": self.parent_task_id,
+            "delegatedBy": self.delegated_by,
+            "state": self.state,
+            "final": self.state in TERMINAL_STATES,
+            "droppedEvents": self.dropped_events,
+        }
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.header() | {"events": list(self.events)}
+
+
+class _Rates:
+    """Counts per agent and kind over a sliding window of one-second buckets."""
+
+    def __init__(self, window_s: int, clock: Callable[[], float]) -> None:
+        self.window_s = window_s
+        self.clock = clock
+        # agent -> kind -> deque of [second, count]
+        self._buckets: dict[str, dict[RateKind, deque[list[int]]]] = {}
+
+    def count(self, agent: str, kind: RateKind) -> None:
+        now = int(self.clock())
+        per_kind = self._buckets.setdefault(agent, {k: deque() for k in RATE_KINDS})
+        buckets = per_kind[kind]
+        if buckets and buckets[-1][0] == now:
+            buckets[-1][1] += 1
+        else:
+            buckets.append([now, 1])
+        self._trim(buckets, now)
+
+    def forget(self, agent: str) -> None:
+        self._buckets.pop(agent, None)
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        now = int(self.clock())
+        result: dict[str, dict[str, int]] = {}
+        for agent, per_kind in self._buckets.items():
+            counts: dict[str, int] = {}
+            for kind, buckets in per_kind.items():
+                self._trim(buckets, now)
+                counts[kind] = sum(count for _, count in buckets)
+            result[agent] = counts
+        return result
+
+    def _trim(self, buckets: deque[list[int]], now: int) -> None:
+        while buckets and buckets[0][0] <= now - self.window_s:
+            buckets.popleft()
+
+
+def card_summary(entry: Entry, replicas: int = 0) -> dict[str, Any]:
+    """What a card tile shows of an agent's or gateway's card."""
+    card: AgentCard = entry.card
+    return {
+        "kind": entry.kind,
+        "name": entry.name,
+        "description": card.description,
+        "version": card.version,
+        "url": card.url,
+        "skills": [{"id": s.id, "name": s.name, "tags": list(s.tags)} for s in card.skills],
+        "streaming": bool(card.capabilities.streaming),
+        "signed": bool(card.signatures),
+        "replicas": replicas,
+        "firstSeen": entry.first_seen,
+        "lastSeen": entry.last_seen,
+    }
+
+
+class MeshView:
+    """The dashboard's bounded picture of one namespace (see the module docstring)."""
+
+    def __init__(self, bounds: Bounds | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self.bounds = bounds or Bounds()
+        self.clock = clock
+        self.cards: dict[tuple[str, str], dict[str, Any]] = {}
+        self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
+        self._by_task_id: dict[str, str] = {}  # task id -> key
+        self._calls: OrderedDict[str, str] = OrderedDict()  # key of a non-task request -> agent
+        self.rates = _Rates(self.bounds.rate_window_s, clock)
+        self._listeners: list[ChangeListener] = []
+
+    # ------------------------------------------------------------------ listeners
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: ChangeListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        for listener in tuple(self._listeners):
+            listener((kind, data))
+
+    # ------------------------------------------------------------------ cards
+
+    def card_seen(self, entry: Entry, replicas: int = 0) -> None:
+        summary = card_summary(entry, replicas)
+        self.cards[(entry.kind, entry.name)] = summary
+        self._emit("card", summary)
+
+    def card_gone(self, kind: str, name: str) -> None:
+        if self.cards.pop((kind, name), None) is not None:
+            self.rates.forget(name)
+            self._emit("gone", {"kind": kind, "name": name})
+
+    # ------------------------------------------------------------------ requests and answers
+
+    def request_seen(
+        self,
+        agent: str,
+        key: str,
+        payload: bytes,
+        *,
+        caller: str,
+        caller_kind: str,
+        chain: Iterable[str] = (),
+        depth: int = 0,
+    ) -> None:
+        """A request on ``agent``'s request topic (``key``: its Correlation Data)."""
+        self.rates.count(agent, "requests")
+        request = _json_object(payload)
+        method = str(request.get("method", "?"))
+        params = request.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method not in TASK_METHODS:
+            self._remember_call(key, agent)
+            task_id = params.get("id")
+            if isinstance(task_id, str) and (known := self._task_by_id(task_id)) is not None:
+                self._add_event(known, {"kind": "request", "text": method})
+            return
+        message = params.get("message")
+        message = message if isinstance(message, dict) else {}
+        metadata = params.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        task_id = message.get("taskId")
+        now = self.clock()
+        record = TaskRecord(
+            key=key,
+            task_id=task_id if isinstance(task_id, str) else key,  # a new task takes the request id
+            agent=agent,
+            method=method,
+            caller=caller,
+            caller_kind=caller_kind,
+            started=now,
+            updated=now,
+            chain=[str(c) for c in chain],
+            depth=depth,
+            parent_task_id=_str_or_none(metadata.get("parentTaskId")),
+            delegated_by=_str_or_none(metadata.get("delegatingAgent")),
+            events=deque(maxlen=self.bounds.max_events),
+        )
+        self.tasks[key] = record
+        self._by_task_id[record.task_id] = key
+        self._evict()
+        self._add_event(record, {"kind": "request", "state": "submitted", "text": self._text(_parts_text(message))})
+
+    def answer_seen(self, key: str, payload: bytes, *, final: bool) -> None:
+        """An answer (``final``: on a response topic, else a stream event on a status topic)."""
+        record = self.tasks.get(key)
+        if record is None:
+            agent = self._calls.pop(key, None) if final else None
+            if agent is not None:
+                self._count_final(agent, _json_object(payload))
+            return
+        answer = _json_object(payload)
+        if final:
+            self._count_final(record.agent, answer)
+        error = answer.get("error")
+        if isinstance(error, dict):
+            message = f"{error.get('code', '?')}: {error.get('message', '')}"
+            record.state = "error"
+            self._add_event(record, {"kind": "error", "state": "error", "text": self._text(message)})
+            return
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            return
+        task_id = result.get("taskId") if result.get("kind") in ("status-update", "artifact-update") else None
+        if result.get("kind") == "task":
+            task_id = result.get("id")
+        if isinstance(task_id, str) and task_id != record.task_id:
+            self._by_task_id.pop(record.task_id, None)
+            record.task_id = task_id
+            self._by_task_id[task_id] = record.key
+        self._add_event(record, self._event_of(result, final))
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "cards": list(self.cards.values()),
+            "tasks": [t.to_json_dict() for t in self.tasks.values()],
+            "rates": self.rates.snapshot(),
+            "bounds": self.bounds.to_json_dict(),
+        }
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _event_of(self, result: dict[str, Any], final: bool) -> dict[str, Any]:
+        kind = result.get("kind")
+        if kind == "status-update":
+            status = result.get("status")
+            status = status if isinstance(status, dict) else {}
+            state = str(status.get("state", "working"))
+            message = status.get("message")
+            text = _parts_text(message) if isinstance(message, dict) else ""
+            return {"kind": "status", "state": state, "text": self._text(text)}
+        if kind == "artifact-update":
+            artifact = result.get("artifact")
+            artifact = artifact if isinstance(artifact, dict) else {}
+            return {"kind": "artifact", "name": artifact.get("name"), "text": self._text(_parts_text(artifact))}
+        if kind == "task":
+            status = result.get("status")
+            status = status if isinstance(status, dict) else {}
+            message = status.get("message")
+            text = _parts_text(message) if isinstance(message, dict) else ""
+            state = str(status.get("state", "?"))
+            return {"kind": "task" if final else "status", "state": state, "text": self._text(text)}
+        if kind == "message":
+            return {"kind": "message", "state": "completed" if final else None, "text": self._text(_parts_text(result))}
+        return {"kind": str(kind), "text": ""}
+
+    def _add_event(self, record: TaskRecord, event: dict[str, Any]) -> None:
+        now = self.clock()
+        event = {"at": now} | {k: v for k, v in event.items() if v is not None}
+        state = event.get("state")
+        if isinstance(state, str) and record.state not in TERMINAL_STATES | {"error"}:
+            record.state = state
+        if record.events.maxlen is not None and len(record.events) == record.events.maxlen:
+            record.dropped_events += 1
+        record.events.append(event)
+        record.updated = now
+        self.tasks.move_to_end(record.key)
+        self._emit("task", {"task": record.header(), "event": event})
+
+    def _count_final(self, agent: str, answer: dict[str, Any]) -> None:
+        error = answer.get("error")
+        if isinstance(error, dict):
+            self.rates.count(agent, "refusals" if error.get("code") in REFUSAL_CODES else "errors")
+            return
+        result = answer.get("result")
+        status = result.get("status") if isinstance(result, dict) else None
+        state = status.get("state") if isinstance(status, dict) else None
+        if state == "rejected":
+            self.rates.count(agent, "refusals")
+        elif state == "failed":
+            self.rates.count(agent, "errors")
+        else:
+            self.rates.count(agent, "answers")
+
+    def _remember_call(self, key: str, agent: str) -> None:
+        self._calls[key] = agent
+        while len(self._calls) > self.bounds.max_calls:
+            self._calls.popitem(last=False)
+
+    def _task_by_id(self, task_id: str) -> TaskRecord | None:
+        key = self._by_task_id.get(task_id)
+        return None if key is None else self.tasks.get(key)
+
+    def _evict(self) -> None:
+        while len(self.tasks) > self.bounds.max_tasks:
+            victim = next((k for k, t in self.tasks.items() if t.state in TERMINAL_STATES), None)
+            if victim is None:
+                victim = next(iter(self.tasks))
+            record = self.tasks.pop(victim)
+            self._by_task_id.pop(record.task_id, None)
+            self._emit("taskGone", {"key": victim})
+
+    def _text(self, text: str) -> str:
+        limit = self.bounds.max_text
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_object(payload: bytes) -> dict[str, Any]:
+    """The payload as a JSON object; ``{}`` for anything else (the dashboard only observes)."""
+    try:
+        value = json.loads(payload)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _parts_text(holder: dict[str, Any]) -> str:
+    """The text of a message's or artifact's parts (data parts as compact JSON)."""
+    parts = holder.get("parts")
+    if not isinstance(parts, list):
+        return ""
+    texts = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif "data" in part:
+            texts.append(json.dumps(part["data"], ensure_ascii=False)[:200])
+    return " ".join(t.strip() for t in texts if t.strip())
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,225 @@
+"""The dashboard behind the page: a watched view of the mesh, its followers, and sending.
+
+::
+
+    dashboard = Dashboard(broker, "acme")
+    async with contextlib.aclosing(dashboard.follow()) as changes:   # starts watching
+        async for kind, data in changes:                             # "snapshot" first
+            ...
+    async for item in dashboard.send("countdown", "3"):              # message/stream, as wire dicts
+        ...
+    await dashboard.close()
+
+Watching starts with the first follower and stops ``idle_stop_s`` after the last one left, so
+a gateway whose page nobody looks at subscribes to nothing more. Recent tasks are those seen
+while watching. A follower gets a snapshot, then every change; one that falls
+``max_backlog`` changes behind is ended (a browser's EventSource reconnects and gets a fresh
+snapshot) rather than held in memory. Rates go out every half second when they changed.
+
+Sending goes through :class:`mesh.client.MeshClient` (the mesh's one call path), connected on
+the first send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from gateways.dashboard.model import Bounds, Change, MeshView
+from gateways.dashboard.watcher import MeshWatcher
+from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
+
+if TYPE_CHECKING:
+    from mesh.trust import CardVerifier
+
+__all__ = ["Dashboard", "FollowerTooSlow"]
+
+log = logging.getLogger(__name__)
+
+RATES_EVERY_S = 0.5  # how often changed rates go out to the followers
+
+
+class FollowerTooSlow(Exception):
+    """A follower fell too far behind; it should start again from a snapshot."""
+
+
+class Dashboard:
+    """One namespace's dashboard: shared by every page that follows it."""
+
+    def __init__(
+        self,
+        broker: BrokerSettings,
+        namespace: str,
+        *,
+        owner: str = "dashboard",
+        verifier: CardVerifier | None = None,
+        bounds: Bounds | None = None,
+        idle_stop_s: float = 60.0,
+        max_backlog: int = 1000,
+    ) -> None:
+        self.broker = broker
+        self.namespace = namespace
+        self.owner = owner
+        self.verifier = verifier
+        self.bounds = bounds or Bounds()
+        self.idle_stop_s = idle_stop_s
+        self.max_backlog = max_backlog
+        self.view = MeshView(self.bounds)
+        self._watcher: MeshWatcher | None = None
+        self._starting: asyncio.Future[None] | None = None
+        self._followers: set[asyncio.Queue[Change | None]] = set()
+        self._idle_stop: asyncio.TimerHandle | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._client: MeshClient | None = None
+        self._client_lock = asyncio.Lock()
+        self._pinned = False
+        self._closed = False
+        self._stopping: asyncio.Task[None] | None = None
+        self.view.add_listener(self._fan_out)
+
+    async def start(self) -> None:
+        """Watch from now on, followers or not (``mesh dashboard``: tasks from before the page opened
+        show too, and a broker that cannot be reached fails the command at once)."""
+        self._pinned = True
+        await self._ensure_watching()
+
+    # ------------------------------------------------------------------ following
+
+    async def follow(self) -> AsyncGenerator[Change]:
+        """A snapshot of the mesh, then every change, until closed (raises :class:`FollowerTooSlow`)."""
+        if self._closed:
+            return  # the server is shutting down: nothing more to follow
+        queue: asyncio.Queue[Change | None] = asyncio.Queue()
+        self._followers.add(queue)
+        if self._idle_stop is not None:
+            self._idle_stop.cancel()
+            self._idle_stop = None
+        try:
+            await self._ensure_watching()
+            yield "snapshot", self.snapshot()
+            while True:
+                change = await queue.get()
+                if change is None:
+                    if self.is_closed():
+                        return
+                    raise FollowerTooSlow(f"more than {self.max_backlog} changes behind")
+                yield change
+        finally:
+            self._followers.discard(queue)
+            if not self._followers and not self._pinned and not self._closed:
+                self._idle_stop = asyncio.get_running_loop().call_later(self.idle_stop_s, self._stop_soon)
+
+    @property
+    def watching(self) -> bool:
+        """Whether it watches the mesh now (a page follows it, or it was started)."""
+        return self._watcher is not None
+
+    def is_closed(self) -> bool:
+        """Closed (shutting down): followers end and new ones get nothing."""
+        return self._closed
+
+    def snapshot(self) -> dict[str, Any]:
+        watcher = self._watcher
+        return self.view.snapshot() | {
+            "namespace": self.namespace,
+            "now": time.time(),
+            "blindSpots": dict(watcher.blind_spots) if watcher is not None else {},
+        }
+
+    def _fan_out(self, change: Change) -> None:
+        for queue in tuple(self._followers):
+            if queue.qsize() >= self.max_backlog:
+                self._followers.discard(queue)
+                queue.put_nowait(None)
+            else:
+                queue.put_nowait(change)
+
+    async def _ensure_watching(self) -> None:
+        stopping = self._stopping
+        if stopping is not None and not stopping.done():
+            await stopping  # an idle stop under way: start afresh after it
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start_watching())
+        try:
+            await asyncio.shield(self._starting)
+        except BaseException:
+            if self._starting.done():
+                self._starting = None
+            raise
+
+    async def _start_watching(self) -> None:
+        watcher = MeshWatcher(self.view, self.broker, self.namespace, owner=self.owner, verifier=self.verifier)
+        try:
+            await watcher.start()
+        except BaseException:
+            await watcher.stop()
+            raise
+        self._watcher = watcher
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_rates())
+
+    def _stop_soon(self) -> None:
+        self._idle_stop = None
+        if not self._followers and not self._pinned:
+            self._stopping = asyncio.get_running_loop().create_task(self._stop_watching())
+
+    async def _stop_watching(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            with contextlib.suppress(BaseException):
+                await starting
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            await watcher.stop()
+        self.view.remove_listener(self._fan_out)
+        self.view = MeshView(self.bounds)  # a fresh picture next time: what we missed is unknown
+        self.view.add_listener(self._fan_out)
+
+    async def _tick_rates(self) -> None:
+        last: dict[str, dict[str, int]] | None = None
+        while True:
+            await asyncio.sleep(RATES_EVERY_S)
+            rates = self.view.rates.snapshot()
+            if rates != last:
+                self._fan_out(("rates", {"rates": rates}))
+                last = rates
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, agent: str, text: str, *, idle_timeout_s: float = 60.0) -> AsyncGenerator[dict[str, Any]]:
+        """``message/stream`` to ``agent``: each event, then the final Task, as A2A wire dicts."""
+        client = await self._connected_client()
+        async for item in client.stream(agent, text, idle_timeout=idle_timeout_s):
+            yield item.to_wire_dict()
+
+    async def _connected_client(self) -> MeshClient:
+        async with self._client_lock:
+            if self._client is None:
+                client = MeshClient.create(self.broker, self.namespace, name=f"{self.owner}-ui")
+                await client.transport.connect()
+                self._client = client
+            return self._client
+
+    async def close(self) -> None:
+        """End every follower and stop watching; later followers end at once."""
+        self._closed = True
+        if self._idle_stop is not None:
+            self._idle_stop.cancel()
+            self._idle_stop = None
+        for queue in tuple(self._followers):
+            queue.put_nowait(None)
+        self._followers.clear()
+        await self._stop_watching()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.calls.flush()
+            await client.transport.close()

@@ -1,0 +1,241 @@
+"""The dashboard's web surface (Starlette): the page, its assets, its live feed and sending.
+
+==============================  ==============================================================
+``GET /ui``                     the page (``gateways/dashboard/static``: HTML, CSS, JS modules)
+``GET /ui/static/{file}``       its assets, from the package (nothing from a CDN)
+``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``task``,
+                                ``taskGone``, ``rates`` (see :mod:`gateways.dashboard.model`)
+``POST /ui/api/send``           ``{"agent": ..., "text": ...}``: ``message/stream`` to the
+                                agent; SSE of its events (``item``), then ``end`` or ``error``
+==============================  ==============================================================
+
+The HTTP gateway serves these routes behind its authentication (:func:`dashboard_routes` with
+its ``RequireCaller`` middleware); ``mesh dashboard`` serves them alone
+(:class:`DashboardServer`), for meshes without a gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from importlib import resources
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from gateways.dashboard.service import Dashboard, FollowerTooSlow
+from mesh.errors import MeshError
+from topics import validate_identifier
+
+__all__ = ["DashboardServer", "dashboard_routes"]
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/ui"
+MAX_TEXT = 10_000  # characters of a message sent from the page
+SSE_KEEP_ALIVE_S = 15.0
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
+_ASSETS = resources.files("gateways.dashboard") / "static"
+
+
+def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
+    """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show."""
+    return [
+        Route(PREFIX, _page, methods=["GET"], middleware=middleware),
+        Route(PREFIX + "/static/{name}", _asset, methods=["GET"], middleware=middleware),
+        Route(PREFIX + "/api/events", _events, methods=["GET"], middleware=middleware),
+        Route(PREFIX + "/api/send", _send, methods=["POST"], middleware=middleware),
+    ]
+
+
+def _dashboard(request: Request) -> Dashboard:
+    dashboard: Dashboard = request.app.state.dashboard
+    return dashboard
+
+
+async def _page(request: Request) -> Response:
+    html = (_ASSETS / "index.html").read_text(encoding="utf-8")
+    base = request.scope.get("root_path", "") + PREFIX + "/"
+    html = html.replace("{{BASE}}", base).replace("{{NAMESPACE}}", _html_escape(_dashboard(request).namespace))
+    return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
+
+
+async def _asset(request: Request) -> Response:
+    name = request.path_params["name"]
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    asset = _ASSETS / name
+    if "/" in name or name.startswith(".") or suffix not in _MEDIA_TYPES or not asset.is_file():
+        return JSONResponse({"error": f"no dashboard asset {name!r}"}, status_code=404)
+    return Response(asset.read_bytes(), media_type=_MEDIA_TYPES[suffix], headers={"Cache-Control": "no-cache"})
+
+
+async def _events(request: Request) -> Response:
+    dashboard = _dashboard(request)
+    return _sse(_follow(dashboard))
+
+
+async def _follow(dashboard: Dashboard) -> AsyncGenerator[tuple[str, Any]]:
+    try:
+        async with contextlib.aclosing(dashboard.follow()) as changes:
+            async for change in changes:
+                yield change
+    except FollowerTooSlow as exc:
+        yield "restart", {"reason": str(exc)}
+    except MeshError as exc:
+        yield "problem", {"reason": f"cannot watch the mesh: {exc}"}
+
+
+async def _send(request: Request) -> Response:
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        # Only JSON: a form or text/plain POST is what another site's page can send unasked.
+        return JSONResponse({"error": "send Content-Type: application/json"}, status_code=415)
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        body = None
+    problem = _send_problem(body)
+    if problem is not None:
+        return JSONResponse({"error": problem}, status_code=400)
+    dashboard = _dashboard(request)
+    return _sse(_stream(dashboard, body["agent"], body["text"]))
+
+
+def _send_problem(body: object) -> str | None:
+    if not isinstance(body, dict):
+        return 'send a JSON object {"agent": "<name>", "text": "<message>"}'
+    agent, text = body.get("agent"), body.get("text")
+    if not isinstance(agent, str):
+        return '"agent" must be the name of an agent on the mesh'
+    try:
+        validate_identifier(agent, "agent name")
+    except ValueError as exc:
+        return str(exc)
+    if not isinstance(text, str) or not text.strip():
+        return '"text" must be a non-empty string'
+    if len(text) > MAX_TEXT:
+        return f'"text" has {len(text)} characters; the dashboard sends at most {MAX_TEXT}'
+    return None
+
+
+async def _stream(dashboard: Dashboard, agent: str, text: str) -> AsyncGenerator[tuple[str, Any]]:
+    try:
+        async for item in dashboard.send(agent, text):
+            yield "item", item
+    except MeshError as exc:
+        yield "error", {"reason": str(exc)}
+        return
+    yield "end", {}
+
+
+def _sse(changes: AsyncGenerator[tuple[str, Any]]) -> StreamingResponse:
+    """Server-sent events of ``changes``, with a comment line when quiet (proxies close idle streams)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        out: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue(maxsize=64)
+
+        async def pump() -> None:
+            try:
+                async with contextlib.aclosing(changes) as items:
+                    async for item in items:
+                        await out.put(item)
+            finally:
+                await out.put(None)
+
+        task = asyncio.get_running_loop().create_task(pump())
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(out.get(), SSE_KEEP_ALIVE_S)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if item is None:
+                    return
+                kind, data = item
+                yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+# ---------------------------------------------------------------- mesh dashboard
+
+
+async def _root(request: Request) -> Response:
+    return RedirectResponse(PREFIX, status_code=307)
+
+
+class DashboardServer:
+    """The dashboard on its own small server (``mesh dashboard``), without authentication:
+    it listens on the loopback interface unless told otherwise, and there answers only requests
+    addressed to it by a loopback name."""
+
+    def __init__(self, dashboard: Dashboard, *, host: str = "127.0.0.1", port: int = 8090) -> None:
+        self.dashboard = dashboard
+        self.host = host
+        self.port = port
+        middleware = []
+        if host in LOOPBACK_HOSTS:
+            # Only pages addressed to this machine: another site's name pointed at 127.0.0.1
+            # (DNS rebinding) must not read the mesh or send from it.
+            middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=sorted(LOOPBACK_HOSTS)))
+        routes = [Route("/", _root, methods=["GET"]), *dashboard_routes()]
+        self.app = Starlette(routes=routes, middleware=middleware)
+        self.app.state.dashboard = dashboard
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._socket: socket.socket | None = None
+        self._serving: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}{PREFIX}"
+
+    async def start(self) -> None:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            where = f"{self.host}:{self.port}"
+            raise OSError(f"the dashboard cannot listen on {where}: {exc}; choose another --port") from exc
+        sock.listen(64)
+        sock.setblocking(False)
+        self._socket = sock
+        self.port = int(sock.getsockname()[1])
+        self._serving = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._serving.done():
+                self._serving.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        await self.dashboard.close()  # ends the open event streams
+        if self._serving is not None:
+            await self._serving
+        if self._socket is not None:
+            self._socket.close()

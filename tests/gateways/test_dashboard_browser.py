@@ -1,0 +1,185 @@
+"""The dashboard in a real headless Chromium (Debian's chromium and chromium-driver, driven by
+Selenium; nothing is downloaded), against agents on the session broker.
+
+Selenium's calls block, so they run in a thread while the agents and the dashboard's server
+run on the test's event loop. Every wait is on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from agents.builtin import CountdownAgent, EchoAgent, OrchestratorAgent
+from gateways.dashboard import Dashboard
+from gateways.http.dashboard import DashboardServer
+from mesh.broker import BrokerSettings
+from tests.conftest import ServeAgent
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+T = TypeVar("T")
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="needs Debian's chromium and chromium-driver (.ci/setup installs them)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+async def dashboard_url(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[str]:
+    server = DashboardServer(Dashboard(broker_settings, namespace), port=0)
+    await server.start()
+    yield server.url
+    await server.stop()
+
+
+async def until(check: Callable[[], T | None], timeout: float, what: str) -> T:
+    """``check()`` (run in a thread: it drives the browser) once it is truthy, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await asyncio.to_thread(check)
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def texts(driver: WebDriver, selector: str, attribute: str | None = None) -> list[str]:
+    """The text (or ``attribute``) of what ``selector`` matches, read in one go: the page
+    redraws as the mesh changes, so element references go stale."""
+    script = (
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.innerText)"
+    )
+    result: list[str] = driver.execute_script(script, selector, attribute)
+    return result
+
+
+def cards(driver: WebDriver) -> list[str]:
+    return texts(driver, "#agents [data-agent]", "data-agent")
+
+
+async def open_page(browser: WebDriver, url: str, agents: set[str]) -> None:
+    await asyncio.to_thread(browser.get, url)
+    await until(lambda: agents <= set(cards(browser)), 5, f"the cards of {sorted(agents)}")
+
+
+async def send_from_page(browser: WebDriver, agent: str, text: str) -> None:
+    def fill() -> None:
+        Select(browser.find_element(By.ID, "send-agent")).select_by_value(agent)
+        field = browser.find_element(By.ID, "send-text")
+        field.clear()
+        field.send_keys(text)
+        browser.find_element(By.ID, "send-button").click()
+
+    await asyncio.to_thread(fill)
+
+
+async def test_the_page_lists_the_agents_and_follows_one_that_comes_and_goes(
+    browser: WebDriver, dashboard_url: str, serve_agent: ServeAgent
+) -> None:
+    await serve_agent(EchoAgent())
+    await open_page(browser, dashboard_url, {"echo"})
+
+    service = await serve_agent(CountdownAgent())  # started: its card is on the broker
+    started = time.monotonic()
+    await until(lambda: "countdown" in cards(browser), 1.0, "the countdown card")
+    appeared_after = time.monotonic() - started
+    (tile,) = await asyncio.to_thread(texts, browser, '[data-agent="countdown"]')
+    assert "streaming" in tile and "unsigned" in tile and "Countdown" in tile
+
+    stopping = time.monotonic()
+    await service.stop()  # clean: its card is cleared
+    await until(lambda: "countdown" not in cards(browser), 2.0, "the countdown card to leave")
+    assert cards(browser) == ["echo"]
+    assert appeared_after < 1.0 and time.monotonic() - stopping < 2.0
+
+
+async def test_a_task_sent_from_the_page_streams_its_events_into_the_timeline(
+    browser: WebDriver, dashboard_url: str, serve_agent: ServeAgent, tmp_path: Path
+) -> None:
+    await serve_agent(CountdownAgent(interval_s=0.05))
+    await open_page(browser, dashboard_url, {"countdown"})
+
+    await send_from_page(browser, "countdown", "3")
+
+    def finished() -> list[str] | None:
+        events = texts(browser, "#timeline li[data-event-kind]")
+        return events if any("Liftoff" in e for e in events) else None
+
+    events = await until(finished, 10, "the task's final event in the timeline")
+    joined = "\n".join(events)
+    for step in ("3...", "2...", "1..."):
+        assert step in joined
+    assert "request" in events[0] and "completed" in events[-1]
+    (row,) = await asyncio.to_thread(texts, browser, "#tasks tr.selected")
+    assert "countdown" in row and "completed" in row
+    output = await until(
+        lambda: next((t for t in texts(browser, "#send-output") if "end of stream" in t), None),
+        5,
+        "the end of the stream in the send panel",
+    )
+    assert "[working] 3..." in output and "Liftoff" in output
+
+    def rates() -> dict[str, str] | None:
+        tile = '[data-agent="countdown"] [data-rate]'
+        shown = dict(zip(texts(browser, tile, "data-rate"), texts(browser, tile + " b"), strict=True))
+        return shown if shown.get("answers") == "1" else None
+
+    assert await until(rates, 3, "the countdown's rates") == {
+        "requests": "1",
+        "answers": "1",
+        "errors": "0",
+        "refusals": "0",
+    }
+    await asyncio.to_thread(browser.save_screenshot, str(tmp_path / "dashboard-stream.png"))
+    assert (tmp_path / "dashboard-stream.png").stat().st_size > 10_000
+
+
+async def test_a_delegation_shows_as_a_tree(
+    browser: WebDriver, dashboard_url: str, serve_agent: ServeAgent, tmp_path: Path
+) -> None:
+    await serve_agent(EchoAgent())
+    await serve_agent(CountdownAgent(interval_s=0.05))
+    await serve_agent(OrchestratorAgent())
+    await open_page(browser, dashboard_url, {"echo", "countdown", "orchestrator"})
+
+    await send_from_page(browser, "orchestrator", "echo hello and count down from 2")
+
+    def children() -> set[str] | None:
+        below = '#tree li[data-tree-node="orchestrator"] > ul > li[data-tree-node]'
+        found = set(texts(browser, below, "data-tree-node"))
+        done = all("completed" in text for text in texts(browser, below + " > .node"))
+        return found if found >= {"echo", "countdown"} and done else None
+
+    assert await until(children, 10, "orchestrator's sub-tasks as a tree") == {"echo", "countdown"}
+    assert await asyncio.to_thread(texts, browser, "#tree > ul > li", "data-tree-node") == ["orchestrator"]
+    await asyncio.to_thread(browser.save_screenshot, str(tmp_path / "dashboard-tree.png"))
+    assert (tmp_path / "dashboard-tree.png").stat().st_size > 10_000

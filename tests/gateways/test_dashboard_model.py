@@ -1,0 +1,201 @@
+"""The dashboard's bounded picture of the mesh (:class:`gateways.dashboard.model.MeshView`), fed by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agents.builtin import CountdownAgent
+from gateways.dashboard.model import Bounds, Change, MeshView
+from mesh.a2a import AgentCardSignature
+from mesh.registry import Entry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def text_message(text: str, role: str = "agent") -> dict[str, Any]:
+    return {"kind": "message", "role": role, "messageId": "m1", "parts": [{"kind": "text", "text": text}]}
+
+
+def request(method: str = "message/stream", text: str = "hi", **params: Any) -> bytes:
+    body = {"message": text_message(text, "user"), **params}
+    return json.dumps({"jsonrpc": "2.0", "id": "k", "method": method, "params": body}).encode()
+
+
+def result(value: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": "k", "result": value}).encode()
+
+
+def error(code: int, message: str = "no") -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": "k", "error": {"code": code, "message": message}}).encode()
+
+
+def task(task_id: str, state: str, text: str = "") -> dict[str, Any]:
+    status: dict[str, Any] = {"state": state}
+    if text:
+        status["message"] = text_message(text)
+    return {"kind": "task", "id": task_id, "contextId": "c", "status": status}
+
+
+def status(task_id: str, state: str, text: str) -> dict[str, Any]:
+    update = {"state": state, "message": text_message(text)}
+    return {"kind": "status-update", "taskId": task_id, "contextId": "c", "status": update}
+
+
+def seen(view: MeshView, agent: str, key: str, payload: bytes | None = None, **kwargs: Any) -> None:
+    kwargs.setdefault("caller", "cli")
+    kwargs.setdefault("caller_kind", "client")
+    view.request_seen(agent, key, payload if payload is not None else request(), **kwargs)
+
+
+def test_a_task_follows_its_request_events_and_final_answer() -> None:
+    clock = Clock()
+    view = MeshView(clock=clock)
+    changes: list[Change] = []
+    view.add_listener(changes.append)
+
+    seen(view, "countdown", "k1", request(text="3"))
+    clock.now += 0.5
+    view.answer_seen("k1", result(status("k1", "working", "3...")), final=False)
+    view.answer_seen("k1", result(task("k1", "completed", "Liftoff!")), final=True)
+
+    (record,) = view.snapshot()["tasks"]
+    assert record["state"] == "completed" and record["final"] and record["agent"] == "countdown"
+    assert [(e["kind"], e.get("state"), e["text"]) for e in record["events"]] == [
+        ("request", "submitted", "3"),
+        ("status", "working", "3..."),
+        ("task", "completed", "Liftoff!"),
+    ]
+    assert record["events"][1]["at"] - record["started"] == 0.5
+    assert [kind for kind, _ in changes] == ["task", "task", "task"]
+    assert view.rates.snapshot()["countdown"] == {"requests": 1, "answers": 1, "errors": 0, "refusals": 0}
+
+
+def test_a_delegated_request_names_its_parent_and_chain() -> None:
+    view = MeshView()
+    seen(view, "orchestrator", "root")
+    delegated = request(metadata={"parentTaskId": "root", "delegatingAgent": "orchestrator"})
+    seen(view, "echo", "sub-1", delegated, caller="orchestrator", caller_kind="agent", chain=["orchestrator"], depth=1)
+    child = view.snapshot()["tasks"][1]
+    assert child["parentTaskId"] == "root" and child["delegatedBy"] == "orchestrator"
+    assert child["chain"] == ["orchestrator"] and child["depth"] == 1 and child["callerKind"] == "agent"
+
+
+def test_a_request_that_names_its_task_is_shown_under_that_id() -> None:
+    view = MeshView()
+    payload = json.loads(request())
+    payload["params"]["message"]["taskId"] = "t-7"
+    seen(view, "echo", "k2", json.dumps(payload).encode())
+    assert view.snapshot()["tasks"][0]["taskId"] == "t-7"
+
+
+def test_recent_tasks_are_bounded_and_finished_ones_leave_first() -> None:
+    view = MeshView(Bounds(max_tasks=3))
+    gone: list[str] = []
+    view.add_listener(lambda change: gone.append(change[1]["key"]) if change[0] == "taskGone" else None)
+    for key in ("a", "b", "c"):
+        seen(view, "echo", key)
+    view.answer_seen("b", result(task("b", "completed")), final=True)
+    seen(view, "echo", "d")  # b is finished: it goes, though a is older
+    seen(view, "echo", "e")  # none finished: the oldest goes
+    assert [t["key"] for t in view.snapshot()["tasks"]] == ["c", "d", "e"]
+    assert gone == ["b", "a"]
+
+
+def test_events_per_task_and_texts_are_bounded() -> None:
+    view = MeshView(Bounds(max_events=4, max_text=10))
+    seen(view, "countdown", "k", request(text="x" * 50))
+    assert view.snapshot()["tasks"][0]["events"][0]["text"] == "x" * 9 + "…"
+    for step in range(6):
+        view.answer_seen("k", result(status("k", "working", f"{step}...")), final=False)
+    record = view.snapshot()["tasks"][0]
+    assert [e["text"] for e in record["events"]] == ["2...", "3...", "4...", "5..."]
+    assert record["droppedEvents"] == 3
+
+
+@pytest.mark.parametrize(
+    ("answer", "counted"),
+    [
+        (error(-32050, "busy"), "refusals"),
+        (error(-32020, "unauthenticated"), "refusals"),
+        (error(-32602, "invalid params"), "refusals"),
+        (error(-32603, "internal"), "errors"),
+        (result(task("k", "failed")), "errors"),
+        (result(task("k", "rejected")), "refusals"),
+        (result(task("k", "completed")), "answers"),
+        (result({"kind": "message", "role": "agent", "messageId": "m", "parts": []}), "answers"),
+    ],
+)
+def test_final_answers_are_counted_as_answers_errors_or_refusals(answer: bytes, counted: str) -> None:
+    view = MeshView()
+    seen(view, "echo", "k")
+    view.answer_seen("k", answer, final=True)
+    rates = view.rates.snapshot()["echo"]
+    assert rates == {"requests": 1, "answers": 0, "errors": 0, "refusals": 0} | {counted: 1}
+
+
+def test_an_error_answer_ends_the_task_in_the_timeline() -> None:
+    view = MeshView()
+    seen(view, "echo", "k")
+    view.answer_seen("k", error(-32050, "Agent busy"), final=True)
+    record = view.snapshot()["tasks"][0]
+    assert record["state"] == "error" and record["events"][-1]["text"] == "-32050: Agent busy"
+
+
+def test_rates_count_over_their_window_only() -> None:
+    clock = Clock()
+    view = MeshView(Bounds(rate_window_s=60), clock=clock)
+    seen(view, "echo", "a")
+    clock.now += 30
+    seen(view, "echo", "b")
+    assert view.rates.snapshot()["echo"]["requests"] == 2
+    clock.now += 31
+    assert view.rates.snapshot()["echo"]["requests"] == 1
+
+
+def test_answers_to_other_methods_count_for_their_agent_without_a_task_row() -> None:
+    view = MeshView(Bounds(max_calls=1))
+    get = json.dumps({"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": "x"}}).encode()
+    seen(view, "echo", "g1", get)
+    seen(view, "echo", "g2", get)  # g1 is forgotten: only one is remembered
+    view.answer_seen("g1", error(-32001, "Task not found"), final=True)
+    view.answer_seen("g2", error(-32001, "Task not found"), final=True)
+    assert view.snapshot()["tasks"] == []
+    assert view.rates.snapshot()["echo"] == {"requests": 2, "answers": 0, "errors": 1, "refusals": 0}
+
+
+@pytest.mark.parametrize("payload", [b"", b"not json", b"[1, 2]", b'{"result": 5}', b'{"result": {"kind": "?"}}'])
+def test_malformed_traffic_is_shown_as_far_as_it_reads_and_never_raises(payload: bytes) -> None:
+    view = MeshView()
+    seen(view, "echo", "k", payload)  # an unreadable request counts, and shows no task
+    seen(view, "echo", "k2")
+    view.answer_seen("k2", payload, final=False)
+    view.answer_seen("unknown", payload, final=True)
+    assert [t["key"] for t in view.snapshot()["tasks"]] == ["k2"]
+    assert view.rates.snapshot()["echo"]["requests"] == 2
+
+
+def test_a_card_tile_says_skills_streaming_replicas_and_whether_it_is_signed() -> None:
+    card = CountdownAgent().card(url="mqtt://localhost/x", push_notifications=False)
+    signed = card.model_copy(update={"signatures": [AgentCardSignature(protected="p", signature="s")]})
+    view = MeshView()
+    changes: list[Change] = []
+    view.add_listener(changes.append)
+    view.card_seen(Entry("agent", "countdown", signed, 1.0, 2.0), replicas=3)
+    view.card_seen(Entry("agent", "plain", card.model_copy(update={"name": "plain"}), 1.0, 2.0))
+    tiles = {c["name"]: c for c in view.snapshot()["cards"]}
+    assert tiles["countdown"]["signed"] and not tiles["plain"]["signed"]
+    assert tiles["countdown"]["replicas"] == 3 and tiles["countdown"]["streaming"]
+    assert tiles["countdown"]["skills"][0]["id"] == "countdown"
+    view.card_gone("agent", "countdown")
+    view.card_gone("agent", "countdown")  # a second removal changes nothing
+    assert [kind for kind, _ in changes] == ["card", "card", "gone"]
+    assert [c["name"] for c in view.snapshot()["cards"]] == ["plain"]
