@@ -1,0 +1,154 @@
+"""The README's examples, run in order as a new user would, print what the README says.
+
+With ``mesh up`` running (on a broker of the test's own, the gateway on a free port), every
+``console`` block of the README runs in order, in a fresh directory: ``$ COMMAND`` lines run in
+bash (a command ending in ``&`` stays in the background until the test ends), and the lines after
+one are what it must print, stdout and stderr as a terminal shows them. ``<TASK_ID>`` stands for
+a task id (the last one printed is what a later ``<TASK_ID>`` in a command means), ``<ID>`` for
+any other id. The files the examples need (``weather.py``, ``agents.yaml``, ``a2a_client.py``)
+are the README's own blocks that start with ``# <file name>``.
+
+The commands pass no ``--broker``: they find the broker of ``mesh up`` through its state file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from mesh.localbroker import LocalBroker, free_port
+from tests.mesh.cli_process import Service, start_mesh
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent  # the venv the tests run in: its mesh, its python
+TASK_ID = r"[0-9a-f]{32}"
+FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<name>[\w.]+)[^\n]*\n(?P<body>.*?)```", re.S)
+CONSOLE_BLOCK = re.compile(r"```console\n(?P<body>.*?)```", re.S)
+
+
+@dataclass
+class Step:
+    command: str
+    expected: list[str] = field(default_factory=list)
+
+
+def readme_steps(text: str) -> list[Step]:
+    steps: list[Step] = []
+    for block in CONSOLE_BLOCK.finditer(text):
+        for line in block["body"].splitlines():
+            if line.startswith("$ "):
+                steps.append(Step(line[2:]))
+            else:
+                steps[-1].expected.append(line)
+    return steps
+
+
+def readme_files(text: str) -> dict[str, str]:
+    return {match["name"]: match["body"] for match in FILE_BLOCK.finditer(text)}
+
+
+def line_pattern(expected: str) -> re.Pattern[str]:
+    pattern = re.escape(expected).replace(re.escape("<TASK_ID>"), TASK_ID).replace(re.escape("<ID>"), r"[\w-]+")
+    return re.compile(pattern + r"\Z")
+
+
+def check_output(step: Step, output: str) -> None:
+    printed = output.rstrip("\n").splitlines()
+    mismatch = f"`{step.command}` printed:\n{output}\nthe README says:\n" + "\n".join(step.expected)
+    assert len(printed) == len(step.expected), mismatch
+    for line, expected in zip(printed, step.expected, strict=True):
+        assert line_pattern(expected).match(line), mismatch
+
+
+@pytest.fixture
+async def mesh_up(
+    make_broker: Callable[..., LocalBroker], tmp_path: Path
+) -> AsyncIterator[tuple[Service, dict[str, str]]]:
+    broker = make_broker()
+    http_port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MESH_")},
+        "MESH_STATE_DIR": str(tmp_path / "state"),
+        "MESH_HTTP_PORT": str(http_port),
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONUNBUFFERED": "1",  # stdout and stderr interleave as on a terminal
+    }
+    up = await start_mesh("up", "--broker", broker.url, **{k: env[k] for k in ("MESH_STATE_DIR", "MESH_HTTP_PORT")})
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout", timeout=60)
+        yield up, env
+    finally:
+        await up.stop()
+
+
+async def test_the_readme_examples_print_what_it_says(mesh_up: tuple[Service, dict[str, str]], tmp_path: Path) -> None:
+    up, env = mesh_up
+    text = README.read_text()
+    project = tmp_path / "project"  # not the repository: the examples work from any directory
+    project.mkdir()
+    gateway = f"127.0.0.1:{env['MESH_HTTP_PORT']}"
+    for name, body in readme_files(text).items():
+        (project / name).write_text(body.replace("127.0.0.1:8080", gateway))
+    steps = readme_steps(text)
+    assert len(steps) >= 8, [s.command for s in steps]
+    background: list[asyncio.subprocess.Process] = []
+    task_id = ""
+    try:
+        for step in steps:
+            command = step.command.replace("<TASK_ID>", task_id).replace(".venv/bin/", f"{BIN}/")
+            if command.rstrip().endswith("&"):
+                proc = await asyncio.create_subprocess_exec(
+                    "bash",
+                    "-c",
+                    f"exec {command.rstrip().removesuffix('&')}",
+                    cwd=project,
+                    env=env,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                )
+                background.append(proc)
+                await _wait_for_ready(proc)
+                continue
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                command,
+                cwd=project,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+            output = out.decode()
+            assert proc.returncode == 0, f"`{command}` exited {proc.returncode}:\n{output}"
+            check_output(step, output)
+            task_id = (re.findall(TASK_ID, output) or [task_id])[-1]
+    finally:
+        for proc in background:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            await proc.wait()
+    assert "Traceback" not in up.output
+
+
+async def _wait_for_ready(proc: asyncio.subprocess.Process) -> None:
+    """Until ``mesh run`` says it runs (its last start-up line), or fails."""
+    assert proc.stderr is not None
+    seen: list[str] = []
+    async with asyncio.timeout(60):
+        while line := (await proc.stderr.readline()).decode():
+            seen.append(line)
+            if "Ctrl-C stops" in line:
+                asyncio.get_running_loop().create_task(proc.stderr.read())  # keep the pipe drained
+                return
+    raise AssertionError("the background command ended before it was ready:\n" + "".join(seen))
