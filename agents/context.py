@@ -38,6 +38,8 @@ class TaskContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     call_depth: int = 0
     call_chain: list[str] = field(default_factory=list)
+    # The request's W3C traceparent: the task's span continues its caller's trace.
+    traceparent: str | None = None
     # Set when the task is canceled; the handler's await is interrupted as well.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     delegator: Delegator | None = field(default=None, repr=False)

@@ -25,6 +25,7 @@ from agents.answers import Answers, Route
 from mesh.a2a import DEFAULT_MAX_DEPTH, AgentBusy, InternalFailure, InvalidRequest, Method, RpcError, parse_request
 from mesh.errors import short_repr
 from mesh.properties import MessageProperties
+from mesh.telemetry import ComponentMetrics
 from mesh.transport import InboundMessage
 
 __all__ = ["Handler", "RequestDispatcher", "handler_table", "request_key", "serves"]
@@ -110,10 +111,12 @@ class RequestDispatcher:
         key_requests: bool = False,
         max_waiting: int = 1000,
         guard: Callable[[MessageProperties], object] | None = None,
+        metrics: ComponentMetrics | None = None,
     ) -> None:
         """``key_requests``: give each message/send and message/stream its :func:`request_key`;
         ``max_waiting``: methods that wait (cancel, push URL checks) at once, beyond it "busy";
-        ``guard``: checks every request's properties first (raising a JSON-RPC error)."""
+        ``guard``: checks every request's properties first (raising a JSON-RPC error);
+        ``metrics``: where refusals are counted, by reason."""
         self.agent_name = agent_name
         self.max_waiting = max_waiting
         self.key_requests = key_requests
@@ -122,6 +125,7 @@ class RequestDispatcher:
         self.max_message_bytes = max_message_bytes
         self.max_depth = max_depth
         self.guard = guard
+        self.metrics = metrics
         #: Once set, requests are refused (the agent is shutting down).
         self.stopping = False
         #: Requests dropped because their replyTo is no answer topic of the agent.
@@ -133,6 +137,8 @@ class RequestDispatcher:
         props = message.properties
         if props.reply_to is not None and (problem := self.answers.topic_problem(props.reply_to)) is not None:
             self.dropped += 1
+            if self.metrics is not None:
+                self.metrics.refused("BadReplyTo")
             log.warning(
                 "%s: dropped a request: its replyTo %s %s; nothing is answered",
                 self.agent_name,
@@ -198,6 +204,8 @@ class RequestDispatcher:
 
     def _refuse(self, route: Route, error: RpcError) -> None:
         log.info("%s: refused request %r: %s", self.agent_name, route.request_id, error.error.message)
+        if self.metrics is not None:
+            self.metrics.refused(type(error).__name__)
         self.answers.error(route, error)
 
     async def _finish(self, method: Method, route: Route, pending: Awaitable[None]) -> None:

@@ -219,6 +219,7 @@ class AgentMethods:
             metadata=params.metadata or {},
             call_depth=props.call_depth or 0,
             call_chain=list(props.call_chain or ()),
+            traceparent=props.traceparent,
             cancelled=record.cancelled,
             delegator=self.delegator,
         )

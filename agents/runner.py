@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
 from agents.agent import Agent
@@ -41,6 +41,7 @@ from mesh.a2a import (
     TextPart,
     new_id,
 )
+from mesh.telemetry import ComponentMetrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +63,27 @@ class TaskRunner:
     """
 
     def __init__(
-        self, agent: Agent, on_event: EventSink, *, max_concurrent: int, stall_timeout_s: float | None = None
+        self,
+        agent: Agent,
+        on_event: EventSink,
+        *,
+        max_concurrent: int,
+        stall_timeout_s: float | None = None,
+        metrics: ComponentMetrics | None = None,
     ) -> None:
         self.agent = agent
+        self.metrics = metrics
         self._on_event = on_event
         self.max_concurrent = max_concurrent
         self.stall_timeout_s = stall_timeout_s
         self._segments: dict[asyncio.Task[None], TaskRecord] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._giving_up: set[asyncio.Task[None]] = set()
+
+    @property
+    def running(self) -> int:
+        """How many segments (handlers) run now."""
+        return len(self._segments)
 
     @property
     def at_capacity(self) -> bool:
@@ -101,6 +114,8 @@ class TaskRunner:
         event = record.set_status(state, message)
         if state is not previous:
             log.info("%s: task %s %s -> %s", self.agent.name, record.id, previous.value, state.value)
+            if self.metrics is not None and record.is_terminal:
+                self.metrics.task_ended(state.value, time.monotonic() - record.created_at)
         self._on_event(record, event)
 
     # ------------------------------------------------------------------ segments
@@ -109,11 +124,34 @@ class TaskRunner:
         """Start a segment for ``message`` (a new task, or the reply to an interrupted one)."""
         record.settled.clear()
         record.progressed_at = time.monotonic()
-        segment = asyncio.get_running_loop().create_task(self._run_segment(record, message, ctx))
+        run = self._run_segment(record, message, ctx)
+        if tracing.enabled:
+            run = self._traced(run, record, ctx)
+        segment = asyncio.get_running_loop().create_task(run)
         self._segments[segment] = record
         segment.add_done_callback(self._segment_done)
         if self.stall_timeout_s is not None and self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(self.stall_timeout_s))
+
+    async def _traced(self, run: Coroutine[Any, Any, None], record: TaskRecord, ctx: TaskContext) -> None:
+        """``run`` in the task's span: a child of the request's ``traceparent``, the parent of the
+        delegations it makes."""
+        name = self.agent.name
+        span = tracing.start_span(
+            f"task {name}",
+            "server",
+            traceparent=ctx.traceparent,
+            attributes={"a2a.agent": name, "a2a.task_id": record.id, "a2a.context_id": record.context_id},
+        )
+        error: BaseException | None = None
+        try:
+            with tracing.activated(span):
+                await run
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            tracing.end_span(span, error, **{"a2a.task.state": record.state.value})
 
     def _segment_done(self, segment: asyncio.Task[None]) -> None:
         record = self._segments.pop(segment)

@@ -51,6 +51,7 @@ from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
+from mesh.telemetry import METRICS
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport
 from mesh.trust import Trust
 from topics import (
@@ -169,11 +170,13 @@ class AgentService:
             push_configs=self.push_configs,
             notifier=self.notifier,
         )
+        self.metrics = METRICS.component(self.namespace, self.name)
         self.runner = TaskRunner(
             agent,
             self._on_event,
             max_concurrent=self.settings.max_concurrent_tasks,
             stall_timeout_s=self.settings.stall_timeout_s,
+            metrics=self.metrics,
         )
         self.input_timers = InputTimers(self.settings.input_timeout_s, self.runner.cancel)
         # The process's shared registry, leased on first need (a delegation, or at start for an
@@ -219,6 +222,7 @@ class AgentService:
             key_requests=self.journal.durable,
             max_waiting=self.settings.max_concurrent_tasks,
             guard=self.guard,
+            metrics=self.metrics,
         )
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None
@@ -263,6 +267,7 @@ class AgentService:
             filters = [shared_subscription(self.name, self.request_topic), self.siblings.request_topic]
         try:
             # The handler is in place before the CONNACK: a resumed session redelivers at once.
+            self.metrics.watch_transport(self.transport)
             subscribing = asyncio.get_running_loop().create_task(self._subscribe_requests(filters))
             await asyncio.sleep(0)
             try:
@@ -284,6 +289,7 @@ class AgentService:
             await self.journal.close()
             raise
         self._subscriptions = subscriptions  # started: stop() has something to stop
+        self.metrics.watch(in_flight=lambda: self.runner.running, discovery_size=lambda: len(self.registry.agents()))
         if self._orphans:
             loop = asyncio.get_running_loop()
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
@@ -366,5 +372,6 @@ class AgentService:
         await self.discovery.close()
         await self.notifier.aclose()
         await self.transport.close()
+        self.metrics.unwatch()
         await self.agent.teardown()
         log.info("agent %s stopped (%d task(s) canceled)", self.name, len(active))

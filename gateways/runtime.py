@@ -37,6 +37,7 @@ from mesh.discovery import LazyRegistry
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
+from mesh.telemetry import METRICS
 from mesh.transport import MqttTransport, Transport
 from mesh.trust import Trust
 from topics import get_gateway_discovery_topic, validate_identifier, validate_namespace
@@ -134,18 +135,22 @@ class GatewayRuntime:
         self.response_log = response_log
         self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
         self._max_tasks = max_remembered_tasks
+        self.metrics = METRICS.component(self.namespace, self.gateway_id)
 
     async def start(self) -> None:
+        self.metrics.watch_transport(self.transport)
         await self.transport.connect()
         await self.discovery.get()
         await self.calls.start()
         await self.presence.start()
+        self.metrics.watch(in_flight=lambda: self.calls.open_calls, discovery_size=lambda: len(self.registry.agents()))
 
     async def stop(self) -> None:
         await self.presence.stop()
         await self.discovery.close()
         await self.calls.flush()
         await self.transport.close()
+        self.metrics.unwatch()
         if self.response_log is not None:
             self.response_log.close()
 

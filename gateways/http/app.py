@@ -15,6 +15,8 @@
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
+``GET /metrics``                            Prometheus metrics of the process
+                                            (:mod:`gateways.http.observability`)
 ==========================================  ==============================================
 
 Every route answers with and without a trailing slash. Both bindings go through
@@ -52,12 +54,14 @@ from gateways.http.edge import (
     version_asked,
 )
 from gateways.http.limits import ConcurrencyLimits
+from gateways.http.observability import TracingMiddleware, metrics_endpoint
 from gateways.http.protection import agent_not_found
 from gateways.http.rest import rest_routes
 from gateways.http.rpc import parse_call
 from gateways.http.serving import JSON_RPC, read_body, serve_call
 from gateways.http.streams import OpenStreams
 from mesh.registry import Entry
+from mesh.telemetry import tracing
 
 if TYPE_CHECKING:
     from gateways.http.server import HttpGateway
@@ -85,9 +89,13 @@ def build_app(gateway: HttpGateway) -> Starlette:
             routes += rest_routes(base, with_body=private, without_body=no_body)
     if settings.dashboard:
         routes += dashboard_routes([Middleware(RequireCaller)])
+    routes.append(Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private))  # last: never on a hot path
+    middleware = app_middleware(settings, Authenticator(settings.auth))
+    if tracing.enabled:  # when off, not even a layer to pass through
+        middleware.insert(0, Middleware(TracingMiddleware))
     app = Starlette(
         routes=routes,
-        middleware=app_middleware(settings, Authenticator(settings.auth)),
+        middleware=middleware,
         exception_handlers=EXCEPTION_HANDLERS,
     )
     app.router.redirect_slashes = False  # EdgeEntry serves both forms instead

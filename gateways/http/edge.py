@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateways.http.auth import ANONYMOUS, Authenticator, Principal
 from gateways.http.limits import BodyLimits, RateLimiter, Slots, check_body_size
+from gateways.http.observability import count_refusal
 from gateways.http.protection import JSON_MEDIA_TYPES, EdgeConfig, EdgeError, get_header, unsupported_media_type
 from gateways.http.rest_errors import is_rest_path, rest_error
 from gateways.http.rpc import Version, error_response
@@ -154,6 +155,7 @@ async def edge_refusal(request: Request, exc: Exception) -> Response:
     (Starlette's exception handler for it; async, so it runs in the loop, not a thread)."""
     if not isinstance(exc, EdgeError):  # pragma: no cover - registered for EdgeError only
         raise exc
+    count_refusal(request, exc.error_type_name)
     if is_rest_path(request.url.path):  # the HTTP+JSON binding's own error shape
         return JSONResponse(rest_error(exc), status_code=exc.http_status, headers=dict(exc.headers))
     body = error_response(asked_version(request), exc.request_id, exc)

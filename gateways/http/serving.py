@@ -24,6 +24,7 @@ from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
 from gateways.http.auth import Principal
 from gateways.http.edge import asked_version, caller_of
 from gateways.http.limits import ConcurrencyLimits, request_timeout
+from gateways.http.observability import count_refusal
 from gateways.http.protection import EdgeError, body_too_slow
 from gateways.http.rpc import RpcCall, Version, answer, check_version_served, envelope_for, error_response, sse
 from gateways.http.streams import EventStream
@@ -97,7 +98,8 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         if exc.request_id is None and call is not None:
             exc.request_id = call.request_id  # the request was read: answer it by its id
         if isinstance(exc, EdgeError):
-            raise
+            raise  # counted where it is answered (edge_refusal)
+        count_refusal(request, type(exc).__name__)
         return binding.error(call.version if call is not None else asked_version(request), call, exc)
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)

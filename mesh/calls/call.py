@@ -20,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 from mesh.a2a import A2AModel, request_bytes
 from mesh.calls.answers import Answer, read_answer
 from mesh.errors import CallTimeoutError
+from mesh.telemetry import tracing
 from mesh.transport import InboundMessage
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from mesh.calls.path import CallPath
 
 __all__ = ["SEND_METHODS", "Call", "CallOptions", "Params"]
@@ -81,6 +84,8 @@ class Call:
         "options",
         "path",
         "reply_topic",
+        "sent_at",
+        "span",
         "status_topic",
         "task_id",
     )
@@ -104,6 +109,9 @@ class Call:
         self._waiter: asyncio.Future[bool] | None = None
         self._failure: BaseException | None = None
         self._deadline: float | None = None
+        #: When it was sent (time.perf_counter), and its span while tracing is on.
+        self.sent_at = 0.0
+        self.span: Span | None = None
         # "new" -> "open" (sent) -> "answered" (final answer read) / "closed" (block left)
         self._state = "new"
 
@@ -118,6 +126,14 @@ class Call:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.path._close(self)
+        if self.span is not None:
+            self.end_span(exc)
+
+    def end_span(self, error: BaseException | None) -> None:
+        """End the call's span (tracing), with the task it was about."""
+        span, self.span = self.span, None
+        if span is not None:
+            tracing.end_span(span, error, **({"a2a.task_id": self.task_id} if self.task_id else {}))
 
     # ------------------------------------------------------------------ reading
 

@@ -15,6 +15,7 @@ from mesh.calls.call import SEND_METHODS, Call, CallOptions, Params
 from mesh.calls.owners import Owners
 from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.telemetry import METRICS, tracing
 from mesh.transport import InboundMessage, Transport
 from topics import (
     get_agent_instance_request_topic,
@@ -79,6 +80,8 @@ class CallPath:
         # Replicas: the instance that owns each task; follow-ups go to its instance topic.
         self.owners = Owners(self)
         self.gone_settle_s = GONE_SETTLE_S
+        # Round trips are counted per gateway and agent; a client's name is a random one-off.
+        self.metrics = METRICS.component(self.namespace, self.owner) if role != "client" else None
         transport.add_disconnect_listener(self._went_offline)
         transport.add_connect_listener(self._came_back)
 
@@ -122,6 +125,11 @@ class CallPath:
         """Send one request and return its final answer (raising its error, or a timeout)."""
         async with self.call(agent, method, params, options) as call:
             return await call.result()
+
+    @property
+    def open_calls(self) -> int:
+        """How many calls wait for their answers."""
+        return len(self._calls)
 
     def calls_to(self, agent: str) -> list[Call]:
         """The open calls waiting on ``agent``."""
@@ -288,17 +296,27 @@ class CallPath:
             payload_format_utf8=True,
             message_expiry_s=options.expiry_s,
         )
+        if tracing.enabled:
+            call.span = span = tracing.start_span(
+                f"{call.method} {call.agent}",
+                "client",
+                traceparent=options.traceparent,
+                attributes={"a2a.agent": call.agent, "a2a.method": call.method, "messaging.destination.name": topic},
+            )
+            props.traceparent = tracing.traceparent_of(span)
         loop = asyncio.get_running_loop()
         if options.deadline_s is not None:
             call._deadline = loop.time() + options.deadline_s
+        call.sent_at = time.perf_counter()
         # Registered before the publish: an answer can come back before publish_nowait returns.
         self._calls[call.correlation] = call
         self._by_agent.setdefault(call.agent, set()).add(call)
         call._state = "open"
         try:
             ack = self.transport.publish_nowait(topic, call._payload, properties=props, require_subscriber=True)
-        except BaseException:
+        except BaseException as exc:
             self._close(call)
+            call.end_span(exc)
             raise
         ack.add_done_callback(lambda done: _fail_on_refusal(call, done))
 
@@ -326,6 +344,8 @@ class CallPath:
         if call is None:
             log.debug("%s: an answer on %s matches no open call (late or foreign); dropped", self.owner, message.topic)
             return
+        if final and self.metrics is not None:
+            self.metrics.round_trip(call.agent, call.method, time.perf_counter() - call.sent_at)
         call._deliver(final, message)
 
 

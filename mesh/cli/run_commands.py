@@ -30,6 +30,7 @@ from mesh.errors import ConfigError
 from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
 from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
+from mesh.telemetry import tracing
 from mesh.upstate import UpClaim, UpRecord, running_up_broker_url
 from topics import validate_namespace
 
@@ -53,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=os.environ.get(NAMESPACE_ENV) or None,
         help=f"run every component on this namespace, whatever the files say (default: ${NAMESPACE_ENV}, "
         "then each file's namespace); as --broker and $MESH_BROKER_URL over the files' broker",
+    )
+    run.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics at http://0.0.0.0:PORT/metrics"
     )
     add_connection_options(run, namespace=False)
     run.set_defaults(handler=_run)
@@ -101,7 +105,12 @@ async def _run(args: argparse.Namespace) -> int:
     # The broker of a running `mesh up` of the namespace, if the files and $MESH_BROKER_URL name none.
     configured = configured_broker(configs) or running_up_broker_url(configs[0].namespace)
     broker = broker_settings(args, configured, configured_tls(configs))
-    return await serve(build_many(configs, broker))
+    if args.metrics_port is None:
+        return await serve(build_many(configs, broker))
+    from mesh.telemetry.exposition import serve_metrics  # prometheus_client loads only when asked
+
+    async with serve_metrics(args.metrics_port):
+        return await serve(build_many(configs, broker))
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -181,6 +190,7 @@ def up_configs() -> list[Path]:
 
 async def serve(components: Sequence[Component], *, banner: Callable[[], str] | None = None) -> int:
     """Start every component, wait for SIGINT/SIGTERM, then stop them all cleanly."""
+    tracing.enable_from_environment()  # OTEL_EXPORTER_OTLP_*ENDPOINT set: spans (mesh.telemetry.otel)
     stop = asyncio.Event()
     started: list[Component] = []
     try:

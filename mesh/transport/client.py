@@ -115,6 +115,11 @@ class MqttTransport:
         return self._publisher.max_packet_size
 
     @property
+    def queued_publishes(self) -> int:
+        """QoS 1 publishes the broker has not acknowledged yet (sent, or waiting for room)."""
+        return self._publisher.queued
+
+    @property
     def subscription_ids_available(self) -> bool:
         return self._inbound.subscription_ids_available
 

@@ -61,6 +61,11 @@ class Publisher:
         self.max_packet_size = MQTT_MAX_PACKET
         self._client.on_publish = self._on_publish
 
+    @property
+    def queued(self) -> int:
+        """QoS 1 publishes not yet acknowledged: sent, or waiting for room in the window."""
+        return len(self._pending_acks) + self.window.waiting
+
     def read_limits(self, props: Properties | None) -> None:
         """Adopt the limits the broker announced in CONNACK."""
         self.window.resize(min(self.max_inflight, getattr(props, "ReceiveMaximum", 65535)))

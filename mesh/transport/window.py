@@ -18,6 +18,11 @@ class InflightWindow:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed: BaseException | None = None
 
+    @property
+    def waiting(self) -> int:
+        """How many wait for a slot."""
+        return len(self._waiters)
+
     def try_acquire(self) -> bool:
         """Take a slot now if one is free and nobody is queued ahead; never waits."""
         if self._closed is not None:
