@@ -4,9 +4,12 @@ Accepted forms::
 
     mqtt://host[:port]                 plain TCP, port 1883 by default
     mqtt://user:password@host:port     with credentials (percent-encode special characters)
-    mqtts://host[:port]                TLS, port 8883 by default; CA / client cert via options
+    mqtts://host[:port]                TLS, port 8883 by default (system CAs, or SSL_CERT_FILE)
     mqtt://host:port?keepalive=15      MQTT keepalive in seconds (default 30): a frozen
                                        component leaves the mesh within 1.5 x keepalive
+    mqtts://host:8883?ca_file=ca.crt&cert=client.crt&key=client.key&insecure=1
+                                       TLS options (:class:`TlsOptions`); options given
+                                       apart (``--ca-file``...) override these
 
 The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
 (:func:`resolve_broker_url`), then the broker of the ``mesh up`` running here
@@ -15,6 +18,7 @@ The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -36,15 +40,42 @@ _DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 _TLS_SCHEMES = {"mqtts", "ssl"}
 
 
+#: Each TLS option under its names: the field, the CLI option, the URL query / YAML key.
+TLS_OPTION_NAMES = {
+    "ca_file": ("--ca-file", "ca_file"),
+    "cert_file": ("--cert", "cert"),
+    "key_file": ("--key", "key"),
+    "insecure": ("--insecure", "insecure"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class TlsOptions:
     """TLS material for ``mqtts://``; all optional (system CAs are used by default)."""
 
+    #: The CA certificate(s) (PEM) the broker's certificate must chain to, instead of the system's.
     ca_file: str | None = None
+    #: A client certificate (PEM) for brokers that require one (mutual TLS), and its key.
     cert_file: str | None = None
     key_file: str | None = None
-    # Skips hostname verification only; for test brokers with self-signed certificates.
+    #: DANGEROUS: no check of the broker's certificate nor of its name: anyone on the path can
+    #: pose as the broker and read everything. For a throwaway test broker only.
     insecure: bool = False
+
+    def over(self, base: TlsOptions | None) -> TlsOptions:
+        """These options, with what they leave unset taken from ``base``."""
+        if base is None:
+            return self
+        return TlsOptions(
+            ca_file=self.ca_file or base.ca_file,
+            cert_file=self.cert_file or base.cert_file,
+            key_file=self.key_file or base.key_file,
+            insecure=self.insecure or base.insecure,
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        return self == TlsOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +120,20 @@ class BrokerSettings:
             raise ConfigError(
                 f"broker URL {url!r}: unexpected path; only mqtt[s]://[user:pass@]host[:port][?keepalive=S] is accepted"
             )
-        keepalive_s = _keepalive(url, parts.query)
+        keepalive_s, from_query = _query_options(url, parts.query)
         if scheme in _TLS_SCHEMES:
-            tls = tls or TlsOptions()
-        elif tls is not None:
-            raise ConfigError(f"broker URL {url!r}: TLS options given for a plain mqtt:// URL; use mqtts://")
+            tls = (tls or TlsOptions()).over(from_query)
+        elif not from_query.is_empty or (tls is not None and not tls.is_empty):
+            raise ConfigError(
+                f"broker URL {url!r}: TLS options (CA file, client certificate, insecure) given for a plain "
+                f"mqtt:// URL; use mqtts://{parts.netloc.rpartition('@')[2]} for TLS, or drop them"
+            )
+        else:
+            tls = None
+        if tls is not None and tls.key_file and not tls.cert_file:
+            raise ConfigError(
+                f"broker URL {url!r}: a client key (--key / key) without its certificate; give --cert too"
+            )
         settings = cls(
             host=parts.hostname,
             port=port,
@@ -121,16 +161,56 @@ class BrokerSettings:
         return f"{scheme}://{host}:{self.port}"
 
 
-def _keepalive(url: str, query: str) -> int:
-    """``?keepalive=S``: the one option a broker URL carries (seconds, 1-65535)."""
+_QUERY_OPTIONS = ("keepalive", *(names[1] for names in TLS_OPTION_NAMES.values()))
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _query_options(url: str, query: str) -> tuple[int, TlsOptions]:
+    """The keepalive (seconds, 1-65535) and the TLS options of a URL's query."""
     keepalive = DEFAULT_KEEPALIVE_S
+    files: dict[str, str] = {}
+    insecure = False
     for name, value in parse_qsl(query, keep_blank_values=True):
-        if name != "keepalive":
-            raise ConfigError(f"broker URL {url!r}: unknown option {name!r}; the only one is ?keepalive=SECONDS")
-        if not value.isdigit() or not 1 <= int(value) <= 65535:
-            raise ConfigError(f"broker URL {url!r}: keepalive={value!r}; use whole seconds from 1 to 65535")
-        keepalive = int(value)
-    return keepalive
+        if name == "keepalive":
+            if not value.isdigit() or not 1 <= int(value) <= 65535:
+                raise ConfigError(f"broker URL {url!r}: keepalive={value!r}; use whole seconds from 1 to 65535")
+            keepalive = int(value)
+        elif name == "insecure":
+            if value.lower() not in _TRUE + _FALSE:
+                raise ConfigError(f"broker URL {url!r}: insecure={value!r}; write insecure=1 or leave it out")
+            insecure = value.lower() in _TRUE
+        elif name in _QUERY_OPTIONS:
+            field = next(f for f, names in TLS_OPTION_NAMES.items() if names[1] == name)
+            files[field] = check_tls_file(value, f"?{name}=", field)
+        else:
+            close = difflib.get_close_matches(name, _QUERY_OPTIONS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"broker URL {url!r}: unknown option {name!r}; {hint}the options are {', '.join(_QUERY_OPTIONS)}"
+            )
+    return keepalive, TlsOptions(insecure=insecure, **files)
+
+
+_FILE_ROLES = {
+    "ca_file": "the CA certificate (PEM) that signed the broker's certificate",
+    "cert_file": "this client's certificate (PEM)",
+    "key_file": "the private key (PEM) of the client certificate",
+}
+
+
+def check_tls_file(path: str, option: str, field: str) -> str:
+    """``path`` if it names a readable file; else a :class:`ConfigError` naming ``option``."""
+    role = _FILE_ROLES[field]
+    if not path:
+        raise ConfigError(f"{option}: empty path; give the path of {role}")
+    if not os.path.exists(path):
+        raise ConfigError(f"{option} {path}: file not found; give the path of {role}")
+    if not os.path.isfile(path):
+        raise ConfigError(f"{option} {path}: not a file; give the path of {role}")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{option} {path}: not readable by this user; check its owner and mode (chmod/chown)")
+    return path
 
 
 def resolve_broker_url(

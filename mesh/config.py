@@ -1,6 +1,6 @@
 """Mesh config files: load them, check them, build the components ``mesh run`` starts.
 
-A file holds the core keys ``broker``, ``namespace`` and ``log_level`` and any number of
+A file holds the core keys ``broker``, ``tls``, ``namespace`` and ``log_level`` and any number of
 sections (``agents:``, ``gateways:``...). The core checks its own keys and hands each section's
 entries, env-substituted but otherwise untouched, to the factory registered for that section
 name under the ``mesh.sections`` entry-point group. A factory's package is imported only when
@@ -17,6 +17,15 @@ nothing, and a single mapping is refused so that key paths (``agents[0].name``) 
 An empty file is a valid config with no sections. Duplicate keys are refused (YAML would keep
 the last one silently); mapping keys are never substituted.
 
+``tls:`` holds the TLS options of an ``mqtts://`` broker (paths relative to the file)::
+
+    broker: mqtts://broker.example:8883
+    tls:
+      ca_file: certs/ca.crt      # the CA that signed the broker's certificate
+      cert: certs/client.crt     # a client certificate, for a broker that requires one
+      key: certs/client.key
+      insecure: false            # true: DANGEROUS, no check of the broker's certificate
+
 Every error is a :class:`~mesh.errors.ConfigError` reading ``<file>: <key path>: <problem>;
 <fix>`` (:mod:`mesh.config_errors`); building the sections is :mod:`mesh.sections`.
 """
@@ -32,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from mesh.broker import BrokerSettings
+from mesh.broker import TLS_OPTION_NAMES, BrokerSettings, TlsOptions, check_tls_file
 from mesh.config_errors import KeyPart, check_keys, config_error, suggest, type_name
 from mesh.errors import ConfigError, short_repr
 from mesh.redaction import redact_url
@@ -45,6 +54,7 @@ __all__ = [
     "LOG_LEVELS",
     "MeshConfig",
     "configured_broker",
+    "configured_tls",
     "load_config",
     "load_many",
 ]
@@ -63,6 +73,8 @@ class MeshConfig:
     namespace: str = DEFAULT_NAMESPACE
     log_level: str = DEFAULT_LOG_LEVEL
     sections: dict[str, list[Any]] = field(default_factory=dict)
+    #: The ``tls:`` options, for an ``mqtts://`` broker (paths resolved against the file's directory).
+    tls: TlsOptions | None = None
     #: The ``trust:`` mapping (keys and trusted issuers for every component; see :mod:`mesh.trust.config`).
     trust: dict[str, Any] | None = None
 
@@ -101,9 +113,11 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
                 f"write each entry as a list item starting with '- ' under '{name}:'",
             )
         sections[name] = entries
+    broker = _check_broker(data.get("broker"), source)
     return MeshConfig(
         source=source,
-        broker=_check_broker(data.get("broker"), source),
+        broker=broker,
+        tls=_check_tls(data.get("tls"), broker, source),
         namespace=_check_namespace(data.get("namespace", DEFAULT_NAMESPACE), source),
         log_level=_check_log_level(data.get("log_level", DEFAULT_LOG_LEVEL), source),
         sections=sections,
@@ -141,6 +155,24 @@ def configured_broker(configs: Sequence[MeshConfig]) -> str | None:
                 "components run together share one broker: set it in one file, or pass --broker",
             )
     return first[0] if first is not None else None
+
+
+def configured_tls(configs: Sequence[MeshConfig]) -> TlsOptions | None:
+    """The one ``tls:`` the files agree on (``None`` if none sets it); disagreeing is an error."""
+    first: MeshConfig | None = None
+    for config in configs:
+        if config.tls is None:
+            continue
+        if first is None:
+            first = config
+        elif first.tls != config.tls:
+            raise config_error(
+                config.source,
+                "tls",
+                f"differs from the tls: of {first.source}",
+                "components run together share one broker connection setup: set tls: in one file only",
+            )
+    return first.tls if first is not None else None
 
 
 def _read_yaml(source: Path) -> Any:
@@ -272,6 +304,47 @@ def _check_broker(value: Any, source: Path) -> str | None:
         problem, _, fix = str(exc).partition("; ")
         raise config_error(source, "broker", problem, fix or "write broker: mqtt://host:1883") from None
     return value
+
+
+_TLS_KEYS = {key: field for field, (_cli, key) in TLS_OPTION_NAMES.items()}
+_TLS_EXAMPLE = "write tls: {ca_file: ca.crt} (keys: ca_file, cert, key, insecure)"
+
+
+def _check_tls(value: Any, broker: str | None, source: Path) -> TlsOptions | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise config_error(source, "tls", f"expected a mapping, got {type_name(value)}", _TLS_EXAMPLE)
+    check_keys(value, list(_TLS_KEYS), source=source, path=("tls",))
+    if broker is not None and not broker.lower().startswith(("mqtts://", "ssl://")):
+        raise config_error(
+            source, "tls", f"TLS options for the plain broker {redact_url(broker)!r}", "make it an mqtts:// URL"
+        )
+    options: dict[str, Any] = {}
+    for key, item in value.items():
+        field = _TLS_KEYS[key]
+        if field == "insecure":
+            if not isinstance(item, bool):
+                raise config_error(
+                    source, ("tls", key), f"expected true or false, got {short_repr(item)}", "write insecure: true"
+                )
+            options[field] = item
+            continue
+        if item is None or item == "":
+            continue  # `ca_file: ${CA_FILE:-}` means "not configured"
+        if not isinstance(item, str):
+            raise config_error(
+                source, ("tls", key), f"expected a file path, got {short_repr(item)}", f"write {key}: path/to/file.pem"
+            )
+        path = str(source.parent / Path(item).expanduser())
+        try:
+            options[field] = check_tls_file(path, f"tls.{key}", field)
+        except ConfigError as exc:
+            problem, _, fix = str(exc).partition("; ")
+            raise config_error(source, ("tls", key), problem.removeprefix(f"tls.{key} "), fix) from None
+    if options.get("key_file") and not options.get("cert_file"):
+        raise config_error(source, "tls.key", "a client key without its certificate", "add tls.cert")
+    return TlsOptions(**options)
 
 
 def _check_trust(value: Any, source: Path) -> dict[str, Any] | None:

@@ -47,7 +47,12 @@ class TransportError(MeshError):
 
 
 class ConnectError(TransportError):
-    """The connection to the broker could not be made."""
+    """The connection to the broker could not be made.
+
+    The message says why and what to do (:mod:`mesh.transport.tls`): nothing listens, the broker's
+    certificate is not trusted or names another host, the broker requires or refuses the client
+    certificate, the URL's scheme does not match the port (TLS vs plain), or the CONNACK's reason.
+    """
 
 
 class NotConnectedError(TransportError):

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 SECTIONS_GROUP = "mesh.sections"
 # Top-level keys of a config file that are not sections.
-CORE_KEYS = ("broker", "namespace", "log_level", "trust")
+CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust")
 
 
 def _section_entry_points() -> dict[str, EntryPoint]:

@@ -7,6 +7,7 @@ import os
 import pwd
 import re
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import yaml
 
 from agents.service import AgentService
 from mesh.broker import BrokerSettings, TlsOptions
-from mesh.brokerfiles import find_dynsec_plugin
+from mesh.brokerfiles import find_dynsec_plugin, identities_of, write_broker_files
 from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.component import Component
@@ -94,6 +95,45 @@ async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
                 await agent.stop()
 
 
+def _write_deploy_broker_files(directory: Path, deploy_configs: list[Path]) -> None:
+    """What ``mesh broker-config`` writes for deploy/'s configs (as in its README), in this process."""
+    configs = [load_config(deploy_configs[0]), load_config(deploy_configs[1], environ={"A2A_TOKEN": "t"})]
+    write_broker_files(directory, identities_of(configs), broker_path="/mosquitto/config", tls_hosts=["localhost"])
+
+
+def test_deploy_mosquitto_starts_and_restarts_without_a_warning(broker_dir: Path, deploy_configs: list[Path]) -> None:
+    _write_deploy_broker_files(broker_dir, deploy_configs)
+    # Mosquitto block-buffers stdout into a file (lost if it is stopped early); its own log file is
+    # written line by line.
+    log = broker_dir / "deploy-mosquitto.log"
+    with _deploy_broker(broker_dir, log_file=log) as broker:
+        _wait_for_lines(log, " running", 1)
+        broker.stop()
+        broker.start()  # a restart also loads the persisted store
+        _wait_for_lines(log, " running", 2)
+        broker.stop()
+        lines = log.read_text().splitlines()
+    # What each start printed up to "running": the config, plugin, certificate and listeners. Later
+    # lines are about connections (LocalBroker's readiness check hangs up before a TLS handshake).
+    starting, startup = False, []
+    for line in lines:
+        starting = starting or " starting" in line
+        if starting:
+            startup.append(line)
+            starting = " running" not in line
+    assert sum(" running" in line for line in startup) == 2, lines
+    assert [line for line in startup if re.search(r"warning|error|unable|denied", line, re.IGNORECASE)] == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a Mosquitto started by root drops to user 'mosquitto'")
+def test_a_server_key_the_broker_user_cannot_read_stops_mosquitto(broker_dir: Path, deploy_configs: list[Path]) -> None:
+    """Why the README says to chown the key: root's 0600 file, and Mosquitto (user mosquitto) cannot start."""
+    _write_deploy_broker_files(broker_dir, deploy_configs)
+    with pytest.raises(BrokerUnavailableError, match="Unable to load server key file"):  # noqa: SIM117
+        with _deploy_broker(broker_dir, own_secrets=False):
+            pass
+
+
 def test_compose_mounts_what_the_broker_and_the_components_read() -> None:
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
@@ -124,15 +164,24 @@ def test_compose_mounts_each_component_its_own_keys_only() -> None:
         assert keys == {"/config/keys/jwks.json", *(f"/config/keys/{name}.jwk" for name in names)}
 
 
+def _wait_for_lines(log: Path, text: str, count: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not (log.is_file() and log.read_text().count(text) >= count):
+        assert time.monotonic() < deadline, f"{count} x {text!r} not in {log} within {timeout:g} s"
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
-def _deploy_broker(directory: Path) -> Iterator[LocalBroker]:
+def _deploy_broker(directory: Path, *, own_secrets: bool = True, log_file: Path | None = None) -> Iterator[LocalBroker]:
     """Mosquitto from deploy/mosquitto/mosquitto.conf, its container paths pointed at ``directory``."""
     conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
     conf = conf.replace("/usr/lib/mosquitto_dynamic_security.so", find_dynsec_plugin())
     conf = conf.replace("/mosquitto/config/", f"{directory}/").replace("/mosquitto/data/", f"{directory}/data/")
+    if log_file is not None:
+        conf = conf.replace("\nlog_dest stdout\n", f"\nlog_dest file {log_file}\n")
     (directory / "data").mkdir(mode=0o777)
     (directory / "data").chmod(0o777)
-    if os.geteuid() == 0:  # as the README has it: the broker's user owns the two 0600 files it reads
+    if own_secrets and os.geteuid() == 0:  # as the README has it: the broker's user owns the two 0600 files it reads
         user = pwd.getpwnam("mosquitto")
         for secret in ("dynamic-security.json", "server.key"):
             os.chown(directory / secret, user.pw_uid, user.pw_gid)

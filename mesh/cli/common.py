@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mesh.a2a import RpcError
-from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, resolve_broker_url
+from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, check_tls_file, resolve_broker_url
 from mesh.brokerfiles import DEFAULT_CLIENT, SECURE_BROKER_URL, secure_state_dir
 from mesh.credentials import PASSWORD_FILE_ENV
 from mesh.errors import (
@@ -30,6 +30,7 @@ from mesh.errors import (
     RequestTimeoutError,
 )
 from mesh.localbroker import BrokerUnavailableError
+from mesh.redaction import redact_url
 from topics import TopicError
 
 NAMESPACE_ENV = "MESH_NAMESPACE"
@@ -67,6 +68,7 @@ def add_connection_options(
             "with its CA and per-component passwords"
         ),
     )
+    add_tls_options(parser)
     if namespace:
         parser.add_argument(
             "--client",
@@ -84,9 +86,47 @@ def add_connection_options(
         )
 
 
-def broker_settings(args: argparse.Namespace, configured: str | None = None) -> BrokerSettings:
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """``--ca-file``, ``--cert``, ``--key``, ``--insecure``: TLS for an ``mqtts://`` broker."""
+    tls = parser.add_argument_group("TLS (mqtts:// brokers; also YAML tls: or URL ?ca_file=&cert=&key=)")
+    tls.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help=f"trust the CA certificate(s) of FILE (PEM) for the broker (default: ${CA_FILE_ENV}, then the "
+        "system's CAs or $SSL_CERT_FILE)",
+    )
+    tls.add_argument("--cert", metavar="FILE", help="client certificate (PEM), for a broker that requires one")
+    tls.add_argument("--key", metavar="FILE", help="private key (PEM) of --cert, unless it is in the same file")
+    tls.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="DANGEROUS: do not verify the broker's certificate or name; anyone on the network path can pose "
+        "as the broker and read everything (throwaway test brokers only; prefer --ca-file)",
+    )
+
+
+def _cli_tls(args: argparse.Namespace) -> TlsOptions:
+    """The TLS options given on the command line (their files checked now, each error naming its option)."""
+    files = {}
+    for field, option, value in (
+        ("ca_file", "--ca-file", getattr(args, "ca_file", None)),
+        ("cert_file", "--cert", getattr(args, "cert", None)),
+        ("key_file", "--key", getattr(args, "key", None)),
+    ):
+        if value is not None:
+            files[field] = check_tls_file(value, option, field)
+    return TlsOptions(insecure=bool(getattr(args, "insecure", False)), **files)
+
+
+def broker_settings(
+    args: argparse.Namespace, configured: str | None = None, configured_tls: TlsOptions | None = None
+) -> BrokerSettings:
     """The broker of ``--broker`` / ``$MESH_BROKER_URL`` / the config, with the CA and password files of
-    ``$MESH_BROKER_CA_FILE`` and ``$MESH_BROKER_PASSWORD_FILE``; with ``--secure``, those of ``mesh up --secure``."""
+    ``$MESH_BROKER_CA_FILE`` and ``$MESH_BROKER_PASSWORD_FILE``; with ``--secure``, those of ``mesh up --secure``.
+
+    TLS options: ``--ca-file``/``--cert``/``--key``/``--insecure`` first, then ``$MESH_BROKER_CA_FILE``, the
+    config's ``tls:`` (``configured_tls``) and last the URL's query."""
     if getattr(args, "secure", False):
         files = secure_state_dir()
         url = args.broker or SECURE_BROKER_URL
@@ -101,8 +141,38 @@ def broker_settings(args: argparse.Namespace, configured: str | None = None) -> 
         url = resolve_broker_url(args.broker, configured, namespace=getattr(args, "namespace", None))
         ca_file = os.environ.get(CA_FILE_ENV) or None
         password_file = os.environ.get(PASSWORD_FILE_ENV) or None
-    tls = TlsOptions(ca_file=ca_file) if ca_file and urlsplit(url).scheme.lower() in ("mqtts", "ssl") else None
-    return BrokerSettings.from_url(url, tls=tls, password_file=password_file)
+    return settings_for_url(args, url, ca_file=ca_file, password_file=password_file, configured_tls=configured_tls)
+
+
+def settings_for_url(
+    args: argparse.Namespace,
+    url: str,
+    *,
+    ca_file: str | None = None,
+    password_file: str | None = None,
+    configured_tls: TlsOptions | None = None,
+) -> BrokerSettings:
+    """The settings of ``url`` with the command's TLS options over ``ca_file`` and ``configured_tls``."""
+    given = _cli_tls(args)
+    if urlsplit(url).scheme.lower() in ("mqtts", "ssl"):
+        if ca_file and not given.ca_file:
+            check_tls_file(ca_file, CA_FILE_ENV if not getattr(args, "secure", False) else "--secure", "ca_file")
+        tls: TlsOptions | None = given.over(TlsOptions(ca_file=ca_file).over(configured_tls))
+    elif not given.is_empty:
+        raise ConfigError(
+            f"--ca-file / --cert / --key / --insecure are TLS options, but the broker {redact_url(url)} is plain "
+            "mqtt://; use an mqtts:// URL (--broker mqtts://host:8883), or drop them"
+        )
+    else:
+        tls = None  # $MESH_BROKER_CA_FILE and a config's tls: apply to mqtts:// brokers only
+    settings = BrokerSettings.from_url(url, tls=tls, password_file=password_file)
+    if settings.tls is not None and settings.tls.insecure:
+        print(
+            "mesh: WARNING: TLS verification is off (--insecure / insecure): the broker's certificate and name "
+            "are not checked, so anyone on the network path can pose as the broker; use --ca-file instead",
+            file=sys.stderr,
+        )
+    return settings
 
 
 def client_settings(args: argparse.Namespace) -> BrokerSettings:

@@ -20,11 +20,12 @@ from mesh.cli.common import (
     add_connection_options,
     broker_settings,
     configure_logging,
+    settings_for_url,
     stopped_by_signals,
 )
 from mesh.cli.up_broker import broker_for_up, check_gateway_ports
 from mesh.component import Component
-from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, load_many
+from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, configured_tls, load_many
 from mesh.errors import ConfigError
 from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
@@ -103,7 +104,7 @@ async def _run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level or configs[0].log_level)
     # The broker of a running `mesh up` of the namespace, if the files and $MESH_BROKER_URL name none.
     configured = configured_broker(configs) or running_up_broker_url(configs[0].namespace)
-    broker = broker_settings(args, configured)
+    broker = broker_settings(args, configured, configured_tls(configs))
     if args.metrics_port is None:
         return await serve(build_many(configs, broker))
     from mesh.telemetry.exposition import serve_metrics  # prometheus_client loads only when asked
@@ -131,7 +132,7 @@ async def _up(args: argparse.Namespace) -> int:
                 return await serve(
                     components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
                 )
-        settings = BrokerSettings.from_url(resolve_broker_url(args.broker))
+        settings = settings_for_url(args, resolve_broker_url(args.broker))  # with --ca-file, --cert...
         async with broker_for_up(settings, claim) as broker:
             components, missing = build_up(configs, broker.settings, examples)
 

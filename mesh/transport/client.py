@@ -42,6 +42,7 @@ from mesh.transport.connection import Connection
 from mesh.transport.inbound import Inbound
 from mesh.transport.pahoclient import make_client
 from mesh.transport.publishing import Publisher
+from mesh.transport.tls import ssl_context
 
 __all__ = ["MqttTransport"]
 
@@ -266,8 +267,8 @@ def _configured_client(settings: BrokerSettings, client_id: str, will: Will | No
         client.username_pw_set(settings.username, settings.password)
     tls = settings.tls
     if tls is not None:
-        client.tls_set(ca_certs=tls.ca_file, certfile=tls.cert_file, keyfile=tls.key_file)
-        client.tls_insecure_set(tls.insecure)
+        # Our own context: its files are loaded (and a bad one reported) before any connect.
+        client.tls_set_context(ssl_context(tls))
     if will is not None:
         client.will_set(
             will.topic,

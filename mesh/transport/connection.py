@@ -29,6 +29,7 @@ from mesh.transport.backoff import Backoff
 from mesh.transport.base import ConnectListener, DisconnectListener
 from mesh.transport.callbacks import CallbackRunner
 from mesh.transport.driver import SocketDriver
+from mesh.transport.tls import explain_connect_failure
 
 __all__ = ["Connection"]
 
@@ -36,6 +37,18 @@ log = logging.getLogger(__name__)
 
 # How long a clean close waits for the DISCONNECT to go out and for the broker to hang up.
 _CLOSE_TIMEOUT_S = 2.0
+
+
+class _LostBeforeConnack(ConnectError):
+    """The connection dropped before the broker's CONNACK; ``detail`` is paho's last error, if any."""
+
+    def __init__(self, url: str, detail: str | None) -> None:
+        super().__init__(f"the MQTT broker at {url} closed the connection before its CONNACK ({detail or 'no reason'})")
+        self.detail = detail
+
+
+class _NoConnack(ConnectError):
+    """No CONNACK came within the connect timeout."""
 
 
 class Connection:
@@ -72,6 +85,8 @@ class Connection:
         self._lingering: socket.socket | None = None
         self._opened: Any = None  # the socket paho opened in the connecting thread, not yet the loop's
         self._disconnecting = False
+        # paho's last error while a connect awaits its CONNACK (why a TLS connection dropped).
+        self._connect_error: str | None = None
         self._connect_listeners: list[ConnectListener] = []
         self._disconnect_listeners: list[DisconnectListener] = []
         client.on_disconnect = self._threadsafe(self._on_disconnect)
@@ -91,14 +106,19 @@ class Connection:
         self.closing = False
         try:
             await self._open(first=True)
+        except _LostBeforeConnack as exc:
+            raise ConnectError(await self._explain(exc.detail)) from None
+        except _NoConnack as exc:
+            raise ConnectError(await self._explain(str(exc))) from None
         except ConnectError:
-            raise
+            raise  # the broker answered: its CONNACK says why
         except (OSError, ssl.SSLError) as exc:
-            raise ConnectError(
-                f"cannot connect to the MQTT broker at {self.settings.url}: {exc}. "
-                "Is it running? Start one with `mesh up`, or set --broker / MESH_BROKER_URL."
-            ) from exc
+            raise ConnectError(await self._explain(exc)) from exc
         self._started = True
+
+    async def _explain(self, error: BaseException | str | None) -> str:
+        """Say why the first connect failed (probing the port takes up to a few seconds)."""
+        return await self.require_loop().run_in_executor(None, explain_connect_failure, self.settings, error)
 
     async def close(self) -> bool:
         """Disconnect cleanly (the broker discards the will); False if already closing."""
@@ -161,6 +181,11 @@ class Connection:
         for listener in self._connect_listeners:
             self._callbacks.run(listener, session_present)
 
+    def _on_log(self, _client: paho.Client, _userdata: Any, level: int, text: str) -> None:
+        # Set only while a connect awaits its CONNACK: paho logs every packet it handles.
+        if level == paho.MQTT_LOG_ERR:
+            self._connect_error = text.removeprefix("failed to receive on socket: ").split(" (_ssl.c")[0]
+
     def refused(self, reason: ReasonCode) -> None:
         """The broker refused the connection (CONNACK with a failure reason)."""
         if self._connack is not None and not self._connack.done():
@@ -195,7 +220,7 @@ class Connection:
 
     async def _open(self, *, first: bool) -> None:
         loop = self.require_loop()
-        self._connack = loop.create_future()
+        self._connack = connack = loop.create_future()
         connect_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
         if self.settings.session_expiry_s:
             connect_props.SessionExpiryInterval = self.settings.session_expiry_s
@@ -213,17 +238,23 @@ class Connection:
         else:
             call = self.client.reconnect
         self._opened = None
-        await loop.run_in_executor(None, call)
-        if self._opened is not None:
-            self._register_socket(self._opened)
-            self._opened = None
+        self._connect_error = None
+        self.client.on_log = self._on_log
         try:
+            await loop.run_in_executor(None, call)
+            if self._opened is not None:
+                self._register_socket(self._opened)
+                self._opened = None
             await asyncio.wait_for(self._connack, self.settings.connect_timeout_s)
         except TimeoutError:
             self._forget_socket()
-            raise ConnectError(
+            raise _NoConnack(
                 f"no CONNACK from {self.settings.url} within {self.settings.connect_timeout_s:g} s"
             ) from None
+        finally:
+            self.client.on_log = None
+            if connack.done() and not connack.cancelled():
+                connack.exception()  # seen, also when the connect call itself failed
 
     async def _reconnect(self) -> None:
         backoff = Backoff(self.settings.reconnect_min_delay_s, self.settings.reconnect_max_delay_s)
@@ -249,6 +280,9 @@ class Connection:
         self, _client: paho.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Properties | None
     ) -> None:
         was_connected = self.connected.is_set()
+        if not self.session_up and self._connack is not None and not self._connack.done():
+            # Dropped before the CONNACK (a TLS alert, plain MQTT sent to a TLS port): fail now, not at the timeout.
+            self._connack.set_exception(_LostBeforeConnack(self.settings.url, self._connect_error))
         self.connected.clear()
         self.session_up = False
         self._forget_socket()
