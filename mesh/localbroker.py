@@ -147,8 +147,13 @@ class LocalBroker:
         log = self.log_file.open("ab")
         # A session of its own: Ctrl-C in the terminal must not kill the broker before the
         # components using it have shut down cleanly; whoever started it stops it.
+        command = [self.executable, "-c", str(self.config_file)]
+        # Mosquitto's log (log_dest stdout) is block-buffered into the file: line-buffer it, or
+        # what it says at start (check_broker_log) shows only once it stops.
+        if stdbuf := shutil.which("stdbuf"):
+            command = [stdbuf, "-oL", *command]
         self._process = subprocess.Popen(
-            [self.executable, "-c", str(self.config_file)],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from mesh.localbroker import (
     BrokerUnavailableError,
     ContainerBroker,
+    LocalBroker,
     default_config_path,
     port_answers,
     running_broker,
@@ -69,3 +71,19 @@ def test_no_docker_engine_is_reported_without_leaving_a_directory(
     with pytest.raises(BrokerUnavailableError, match="Docker engine"):
         ContainerBroker(default_config_path())
     assert list(temp_root.iterdir()) == []
+
+
+@needs_mosquitto
+def test_what_mosquitto_says_at_start_is_in_its_log_while_it_runs(broker_dir: Path) -> None:
+    acl = broker_dir / "acl"
+    acl.write_text("pattern read some/topic\n")  # a pattern naming no client: Mosquitto warns at start
+    acl.chmod(0o644)
+    broker = LocalBroker(default_config_path(), extra_config=f"acl_file {acl}")
+    try:
+        broker.start()
+        deadline = time.monotonic() + 5
+        while "does not contain" not in broker.log_file.read_text():
+            assert time.monotonic() < deadline, f"the warning is not in the log yet: {broker.log_file.read_text()!r}"
+            time.sleep(0.05)
+    finally:
+        broker.remove()
