@@ -125,8 +125,16 @@ async def _up(args: argparse.Namespace) -> int:
         check_gateway_ports(configs)
         if args.secure:
             configs = with_secure_trust(configs, secure_state_dir() / "keys")
-            with secure_broker(args.broker or SECURE_BROKER_URL, configs, [args.client]) as settings:
-                claim.write(UpRecord(os.getpid(), args.namespace, broker_url=settings.url, secure=True))
+            started: list[int | None] = []
+            with secure_broker(
+                args.broker or SECURE_BROKER_URL,
+                configs,
+                [args.client],
+                started=lambda broker: started.append(broker.pid),
+                workdir=claim.files.broker_dir,  # what a killed mesh up leaves, the next one cleans
+            ) as settings:
+                record = UpRecord(os.getpid(), args.namespace, settings.url, broker_pid=started[0], secure=True)
+                claim.write(record)
                 components = build_many(configs, settings)
                 how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
                 return await serve(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import signal
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ from mesh.broker import BrokerSettings, TlsOptions
 from mesh.errors import ConnectError
 from mesh.localbroker import free_port, port_answers
 from mesh.transport import MqttTransport
+from mesh.upstate import running_up, up_files
 from tests.mesh.cli_process import mesh, start_mesh
+from tests.mesh.test_cli_up import wait_until_gone
 from tests.support import Inbox
 from topics import get_agent_discovery_topic
 
@@ -77,3 +81,29 @@ async def test_up_secure_refuses_a_plain_or_remote_broker_url(tmp_path: Path) ->
     for url in ("mqtt://localhost:1883", "mqtts://broker.example:8883"):
         result = await mesh("up", "--secure", "--broker", url, MESH_STATE_DIR=str(tmp_path))
         assert result.code == 2 and "mqtts://localhost:PORT" in result.stderr, result.stderr
+
+
+@needs_mosquitto
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+async def test_a_killed_up_secure_leaves_no_broker_and_the_next_start_cleans_its_files(
+    namespace: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {"MESH_STATE_DIR": str(tmp_path), "MESH_HTTP_PORT": str(free_port())}
+    args = ("up", "--secure", "--broker", f"mqtts://localhost:{port}", "--namespace", namespace)
+    killed = await start_mesh(*args, **env)
+    await killed.wait_for_line("mesh up: ready", stream="stdout")
+    files = up_files(namespace, tmp_path)
+    record = running_up(namespace, tmp_path)
+    assert record is not None and record.secure and record.broker_pid is not None
+    assert await killed.stop(signal.SIGKILL) == -signal.SIGKILL
+    await wait_until_gone(record.broker_pid)  # the kernel stopped it with its parent
+    assert not port_answers("127.0.0.1", port) and files.broker_dir.exists()
+
+    again = await start_mesh(*args, **env)
+    try:
+        await again.wait_for_line("mesh up: ready", stream="stdout")
+        await again.wait_for_line(f"(pid {killed.proc.pid}) ended without cleaning up")
+    finally:
+        assert await again.stop(signal.SIGTERM) == 0, again.output
+    assert not files.state.exists() and not files.broker_dir.exists()
