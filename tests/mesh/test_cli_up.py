@@ -31,17 +31,22 @@ def state(tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
-@pytest.fixture
-def slow_broker(tmp_path: Path) -> Iterator[LocalBroker]:
+def slow_mosquitto(tmp_path: Path, port: int | None = None) -> LocalBroker:
     """A Mosquitto as Debian's stock service runs it: our config without ``set_tcp_nodelay``."""
     config = tmp_path / "slow.conf"
     text = default_config_path().read_text()
     config.write_text("\n".join(line for line in text.splitlines() if "set_tcp_nodelay" not in line))
     try:
-        broker = LocalBroker(config)
+        broker = LocalBroker(config, port=port)
     except BrokerUnavailableError as exc:
         pytest.skip(f"needs the mosquitto binary: {exc}")
     broker.start()
+    return broker
+
+
+@pytest.fixture
+def slow_broker(tmp_path: Path) -> Iterator[LocalBroker]:
+    broker = slow_mosquitto(tmp_path)
     yield broker
     broker.remove()
 
@@ -104,6 +109,45 @@ async def test_beside_a_slow_broker_up_starts_its_own_and_send_finds_it(
     finally:
         assert await up.stop() == 0, up.output
     assert not alive(record.broker_pid) and list(state.joinpath("up").iterdir()) == []  # nothing left
+
+
+@pytest.fixture
+def broker_on_the_default_port(tmp_path: Path) -> Iterator[str]:
+    """The broker on 1883: the machine's own when one runs there (Debian's stock service, which
+    lacks set_tcp_nodelay), else a slow one of ours started there."""
+    if port_answers("127.0.0.1", 1883):
+        yield "mqtt://localhost:1883"
+        return
+    broker = slow_mosquitto(tmp_path, port=1883)
+    yield "mqtt://localhost:1883"
+    broker.remove()
+
+
+async def test_with_a_slow_broker_on_the_default_port_a_plain_up_and_send_are_fast(
+    broker_on_the_default_port: str, namespace: str, state: Path
+) -> None:
+    default = BrokerSettings.from_url(broker_on_the_default_port)
+    if await round_trip_ms(default) <= SLOW_ROUND_TRIP_MS:
+        pytest.skip("a fast broker holds port 1883 on this machine: there is no slow one to step around")
+    env: dict[str, Any] = {"MESH_STATE_DIR": str(state)}
+    up = await up_ready("-n", namespace, MESH_HTTP_PORT=str(free_port()), **env)  # no --broker, no MESH_BROKER_URL
+    try:
+        assert any("localhost:1883 is slow" in line for line in up.stdout_lines), up.output
+        record = running_up(namespace, state)
+        assert record is not None and record.broker_url is not None and record.broker_pid is not None
+        assert BrokerSettings.from_url(record.broker_url).port != 1883
+        sent = await mesh("send", "echo", "hi", "-n", namespace, **env)
+        assert (sent.code, sent.stdout) == (0, "hi\n"), sent
+        async with MeshClient.connect(record.broker_url, namespace) as client:
+            best = float("inf")
+            for _ in range(5):
+                started = time.perf_counter()
+                await client.send("echo", "ping")
+                best = min(best, (time.perf_counter() - started) * 1000)
+        assert best < 10, f"echo round trip {best:.1f} ms"
+    finally:
+        assert await up.stop() == 0, up.output
+    assert not alive(record.broker_pid)
 
 
 async def test_a_second_up_exits_2_says_what_runs_and_clears_nothing(
