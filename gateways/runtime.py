@@ -208,7 +208,7 @@ class GatewayRuntime:
             # The client's own credential stays at the edge: agents get the identity as userId,
             # proven by a token the gateway signs when it has a key.
             user_id=user_id,
-            auth_token=self.tokens.mint(user_id) if self.tokens is not None and user_id else None,
+            auth_token=self._user_token(user_id),
             idle_timeout_s=self.idle_timeout_s,
             deadline_s=deadline_s,
             cancel_on_abandon=False,  # a client that went away can fetch or resubscribe later
@@ -219,6 +219,10 @@ class GatewayRuntime:
             async with contextlib.aclosing(self._answers(sequencer, call)) as answers:
                 async for frame in answers:
                     yield frame
+
+    def _user_token(self, user_id: str | None) -> str | None:
+        """The token the gateway signs for ``user_id`` (when it has a key and a user)."""
+        return self.tokens.mint(user_id) if self.tokens is not None and user_id else None
 
     def _mesh_call(self, envelope: E2AEnvelope) -> tuple[str, dict[str, Any]]:
         """The mesh method and 0.3 params an envelope stands for."""
@@ -307,7 +311,7 @@ class GatewayRuntime:
         async def refresh(route: TaskRoute) -> None:
             options = CallOptions(
                 user_id=owner,
-                auth_token=self.tokens.mint(owner) if self.tokens is not None and owner else None,
+                auth_token=self._user_token(owner),
                 idle_timeout_s=timeout_s,
                 deadline_s=timeout_s,
                 events=False,
