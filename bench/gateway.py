@@ -56,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
 from bench.harness import base_arguments, broker_url, child, emit, progress, ratio
 from bench.http_client import HttpPool
+from mesh.brokertools.localbroker import free_port
 from mesh.gctuning import tune_for_serving
-from mesh.localbroker import free_port
 
 HERE = Path(__file__).resolve().parent
 VERSIONS = ("0.3", "1.0")

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from mesh.localbroker import running_broker
+from mesh.brokertools.localbroker import running_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -42,8 +42,8 @@ from agents.builtin.echo import EchoAgent  # noqa: E402
 from agents.service import AgentService  # noqa: E402
 from bench.harness import base_arguments, child, emit, progress, ratio  # noqa: E402
 from mesh.broker import BrokerSettings  # noqa: E402
+from mesh.brokertools.localbroker import LocalBroker, default_config_path  # noqa: E402
 from mesh.client import MeshClient  # noqa: E402
-from mesh.localbroker import LocalBroker, default_config_path  # noqa: E402
 from mesh.registry import DiscoveryRegistry, RegistryEvent  # noqa: E402
 from mesh.transport import InboundMessage, MqttTransport  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Gateways bring the outside world onto the mesh.
 
-Every inbound request is normalized to an E2A envelope (:mod:`gateways.e2a`) and sent to an
+Every inbound request is normalized to an E2A envelope (:mod:`mesh.e2a`) and sent to an
 agent through the :class:`GatewayRuntime`; :class:`HttpGateway` serves A2A over HTTP (JSON-RPC
 and SSE) and needs the ``http`` extra (``pip install 'mqtt-agent-mesh[http]'``). Everything but
 ``__version__`` loads on first use, so ``gateways`` imports without that extra.

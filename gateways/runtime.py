@@ -1,10 +1,10 @@
 """A gateway on the mesh: its id, topics, card and registry, and how it forwards requests.
 
-Every request a gateway takes in is first an :class:`~gateways.e2a.E2AEnvelope`;
+Every request a gateway takes in is first an :class:`~mesh.e2a.E2AEnvelope`;
 :meth:`GatewayRuntime.forward` sends it to an agent on the mesh (``replyTo`` =
 ``{ns}/a2a/v1/gateway/response/{gateway}/{key}``, ``a2aStatusTopic`` = ``.../gateway/status/...``)
-and yields the answer as :class:`~gateways.e2a.E2AResponse` frames, sequenced by a
-:class:`~gateways.e2a.ResponseSequencer`:
+and yields the answer as :class:`~mesh.e2a.E2AResponse` frames, sequenced by a
+:class:`~mesh.e2a.ResponseSequencer`:
 
 - progress (status and artifact events) as ``a2a.stream_event`` frames;
 - the answer as one final ``a2a.task`` / ``a2a.message`` / ``e2a.complete`` frame;
@@ -29,11 +29,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateways.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
 from mesh.a2a import TERMINAL_STATES, AgentCard, ErrorCode, RpcError
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
+from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry

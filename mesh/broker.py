@@ -13,7 +13,7 @@ Accepted forms::
 
 The URL comes from a config file, ``--broker`` or ``MESH_BROKER_URL``
 (:func:`resolve_broker_url`), then the broker of the ``mesh up`` running here
-(:mod:`mesh.upstate`), defaulting to ``mqtt://localhost:1883``.
+(:mod:`mesh.brokertools.upstate`), defaulting to ``mqtt://localhost:1883``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import os
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from mesh.brokertools.upstate import running_up_broker_url
 from mesh.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
-from mesh.upstate import running_up_broker_url
 
 DEFAULT_BROKER_URL = "mqtt://localhost:1883"
 BROKER_URL_ENV = "MESH_BROKER_URL"
@@ -217,7 +217,7 @@ def resolve_broker_url(
     explicit: str | None = None, configured: str | None = None, *, namespace: str | None = None
 ) -> str:
     """Pick the broker URL: ``--broker``, then ``MESH_BROKER_URL``, then the config file, then the
-    broker of the ``mesh up`` running ``namespace`` here (:mod:`mesh.upstate`)."""
+    broker of the ``mesh up`` running ``namespace`` here (:mod:`mesh.brokertools.upstate`)."""
     return (
         explicit
         or os.environ.get(BROKER_URL_ENV)

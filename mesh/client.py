@@ -78,7 +78,7 @@ class MeshClient:
     ) -> None:
         self.namespace = validate_namespace(namespace)
         # The name its answer topics carry: its broker username under per-component rules
-        # (mesh.brokerrules), which several connections of one user share; else its client id.
+        # (mesh.brokertools.brokerrules), which several connections of one user share; else its client id.
         self.client_id = validate_identifier(name or transport.client_id, "client id")
         self.transport = transport
         self.user_id = user_id
@@ -96,7 +96,7 @@ class MeshClient:
         With a broker username (in the URL, or its per-component user of a ``password_file``) and
         no ``client_id``, it is named after its user: its answers come on
         ``{ns}/a2a/v1/client/response/<user>``, the one client topic per-user broker rules
-        (:mod:`mesh.brokerrules`) let it read; its connection is ``<user>-<random>``, so concurrent
+        (:mod:`mesh.brokertools.brokerrules`) let it read; its connection is ``<user>-<random>``, so concurrent
         clients of one user do not take over each other. A ``client_id`` names both instead.
         """
         settings = BrokerSettings.from_url(broker) if isinstance(broker, str) else broker

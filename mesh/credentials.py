@@ -2,7 +2,7 @@
 
 ``mesh broker-config`` (and ``mesh up --secure``) generate a random password for every component
 of a mesh config and write them here; the broker gets only their hashes (see
-:mod:`mesh.dynsec`). A component finds its password under its own name, which is also its broker
+:mod:`mesh.brokertools.dynsec`). A component finds its password under its own name, which is also its broker
 username: :meth:`mesh.broker.BrokerSettings.for_identity`.
 """
 

@@ -24,7 +24,7 @@ while a refused instance has no connection of its own, no will of it can clear t
 
 The private topic lies in the agent's own answer family (``{ns}/a2a/v1/agent/response/{agent}/
 probe-...``), which the generated broker rules let the agent's user read and write
-(:mod:`mesh.brokerrules`); the probe connects as that user.
+(:mod:`mesh.brokertools.brokerrules`); the probe connects as that user.
 
 Replicas (``shared_subscription: true``) serve one name together and skip the check. The check
 is no lock: two instances starting in the same instant, or one starting between a live

@@ -21,7 +21,7 @@ from agents import Agent, AgentSettings
 from agents.journal import STATE_DIR_ENV
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
-from mesh.localbroker import (
+from mesh.brokertools.localbroker import (
     BrokerUnavailableError,
     LocalBroker,
     default_config_path,

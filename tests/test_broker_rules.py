@@ -27,12 +27,12 @@ from gateways.http.server import HttpGateway
 from gateways.http.settings import HttpGatewaySettings
 from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
-from mesh.brokerfiles import BrokerFiles, local_broker_config, write_broker_files
-from mesh.brokerrules import Identity
+from mesh.brokertools.brokerfiles import BrokerFiles, local_broker_config, write_broker_files
+from mesh.brokertools.brokerrules import Identity
+from mesh.brokertools.localbroker import LocalBroker
 from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.errors import AgentNameTakenError, ConnectError, NotAuthorizedError, SubscribeError
-from mesh.localbroker import LocalBroker
 from mesh.transport import MqttTransport
 from tests.gateways.jsonrpc_http import call, message, result_of
 from tests.support import Inbox

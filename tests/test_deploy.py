@@ -16,13 +16,13 @@ import yaml
 
 from agents.service import AgentService
 from mesh.broker import BrokerSettings, TlsOptions
-from mesh.brokerfiles import find_dynsec_plugin, identities_of, write_broker_files
+from mesh.brokertools.brokerfiles import find_dynsec_plugin, identities_of, write_broker_files
+from mesh.brokertools.localbroker import BrokerUnavailableError, LocalBroker, free_port
 from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.component import Component
 from mesh.config import load_config
 from mesh.errors import AgentNameTakenError, SubscribeError
-from mesh.localbroker import BrokerUnavailableError, LocalBroker, free_port
 from mesh.sections import build_components
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys

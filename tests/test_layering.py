@@ -1,10 +1,8 @@
 """The import rules of DESIGN "Layout", checked on the source of every module.
 
 - ``topics`` <- ``mesh`` <- ``agents``, ``gateways``: a package never imports one to its right;
-  ``agents`` and ``gateways`` never import each other (gateways send tasks with mesh's client),
-  except that ``agents`` may use ``gateways.e2a``: the seed's E2A envelope and ACP adapters, which
-  the ACP agent bridge goes through as DESIGN "Bridges to other agents" asks, and which import
-  nothing but the standard library and ``mesh``.
+  ``agents`` and ``gateways`` never import each other (gateways send tasks with mesh's client;
+  the E2A envelope both use lives in ``mesh.e2a``), without exception.
 - paho-mqtt is imported only by ``mesh/transport/``.
 - The web framework (starlette, uvicorn, fastapi) only by ``gateways/http/``.
 """
@@ -32,9 +30,6 @@ def modules() -> list[Path]:
     return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
 
 
-SHARED_E2A = "gateways.e2a"  # what agents may import of gateways
-
-
 def imported_modules(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -49,17 +44,11 @@ def imported_roots(path: Path) -> set[str]:
     return {name.split(".")[0] for name in imported_modules(path)}
 
 
-def _is_shared_e2a(module: str) -> bool:
-    return module == SHARED_E2A or module.startswith(SHARED_E2A + ".")
-
-
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_follow_the_layers(path: Path) -> None:
     relative = path.relative_to(ROOT)
     package = relative.parts[0]
     imported = imported_modules(path)
-    if package == "agents":
-        imported = {name for name in imported if not _is_shared_e2a(name)}
     roots = {name.split(".")[0] for name in imported}
     assert not roots & FORBIDDEN[package], f"{relative} imports {sorted(roots & FORBIDDEN[package])}"
     if package == "topics":
@@ -71,11 +60,11 @@ def test_imports_follow_the_layers(path: Path) -> None:
         assert relative.parts[:2] == ("gateways", "http"), f"{relative} imports a web framework"
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "gateways" / "e2a").rglob("*.py")), ids=lambda p: p.name)
-def test_the_e2a_package_agents_share_needs_only_the_standard_library_and_mesh(path: Path) -> None:
+@pytest.mark.parametrize("path", sorted((ROOT / "mesh" / "e2a").rglob("*.py")), ids=lambda p: p.name)
+def test_the_e2a_package_needs_only_the_standard_library_and_mesh(path: Path) -> None:
     for name in imported_modules(path):
         root = name.split(".")[0]
-        assert root in sys.stdlib_module_names or root == "mesh" or _is_shared_e2a(name), f"{path.name} imports {name}"
+        assert root in sys.stdlib_module_names or root == "mesh", f"{path.name} imports {name}"
 
 
 def test_every_package_is_checked() -> None:

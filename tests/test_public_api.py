@@ -26,7 +26,7 @@ PACKAGES = [
     "agents",
     "agents.builtin",
     "gateways",
-    "gateways.e2a",
+    "mesh.e2a",
     "gateways.http",
 ]
 # What users reach for first: the names each package must keep exporting.
@@ -63,7 +63,7 @@ KEY_NAMES = {
     },
     "agents.builtin": {"UP_CONFIG", "EchoAgent", "CalculatorAgent"},
     "gateways": {"HttpGateway", "GatewayRuntime", "GatewayError", "__version__"},
-    "gateways.e2a": {"E2AEnvelope", "E2AResponse", "E2AError", "is_secret_key"},
+    "mesh.e2a": {"E2AEnvelope", "E2AResponse", "E2AError", "is_secret_key"},
     "gateways.http": {"UP_CONFIG", "HttpGateway", "HttpGatewaySettings"},
 }
 
@@ -131,11 +131,11 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_importing_the_packages_is_cheap() -> None:
-    """``import mesh`` / ``gateways`` / ``gateways.e2a`` load neither paho nor pydantic nor starlette."""
+    """``import mesh`` / ``gateways`` / ``mesh.e2a`` load neither paho nor pydantic nor starlette."""
     result = _run(
         """
         import sys
-        import mesh, gateways, gateways.e2a, gateways.http
+        import mesh, gateways, mesh.e2a, gateways.http
         heavy = sorted({m.split(".")[0] for m in sys.modules} & {"paho", "pydantic", "starlette", "uvicorn"})
         print(heavy)
         """

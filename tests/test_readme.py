@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh.localbroker import LocalBroker, free_port
+from mesh.brokertools.localbroker import LocalBroker, free_port
 from tests.mesh.cli_process import Service, start_mesh
 
 ROOT = Path(__file__).resolve().parent.parent

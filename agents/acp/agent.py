@@ -2,7 +2,7 @@
 
 Each A2A context is an ACP session (``session/new``, kept for the context while the process
 lives); each task is one ``session/prompt``, built as an E2A envelope and made an ACP call by
-the seed's :func:`~gateways.e2a.envelope_to_acp_jsonrpc_call`. The agent's ``session/update``s
+the seed's :func:`~mesh.e2a.envelope_to_acp_jsonrpc_call`. The agent's ``session/update``s
 become status and artifact updates and its ``stopReason`` the task's end
 (:mod:`agents.acp.updates`); ``tasks/cancel`` sends ``session/cancel``. The agent's requests to
 its client are answered by the configured :class:`~agents.acp.policy.ClientPolicy`.
@@ -32,9 +32,9 @@ from agents.acp.updates import UpdateTranslator
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.updates import TaskFailed, Update
-from gateways.e2a import E2AEnvelope, envelope_to_acp_jsonrpc_call
-from gateways.e2a.acp_content import a2a_parts_to_acp_blocks, acp_prompt_params
 from mesh.a2a import AgentCard, Message
+from mesh.e2a import E2AEnvelope, envelope_to_acp_jsonrpc_call
+from mesh.e2a.acp_content import a2a_parts_to_acp_blocks, acp_prompt_params
 
 __all__ = ["AcpAgent", "AcpSupervisor"]
 

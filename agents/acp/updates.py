@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from agents.updates import PartsArtifact, Reply, Status, TaskFailed, Update
-from gateways.e2a.acp_content import acp_block_to_a2a_part
 from mesh.a2a import Part
+from mesh.e2a.acp_content import acp_block_to_a2a_part
 
 __all__ = ["UpdateTranslator"]
 

@@ -1,10 +1,10 @@
 """``mesh acp AGENT``: an ACP agent on stdio that forwards an editor's prompts to a mesh agent.
 
-Every ACP request is first an E2A envelope (:func:`~gateways.e2a.envelope_from_acp_jsonrpc`);
+Every ACP request is first an E2A envelope (:func:`~mesh.e2a.envelope_from_acp_jsonrpc`);
 prompts go to the mesh through the gateway runtime (:class:`~gateways.runtime.GatewayRuntime`,
 the one call path) as ``message/stream``, and its E2A frames are turned into ``session/update``s
 by :class:`~gateways.acp.turn.PromptTurn`; the turn's result or error is an E2A response made
-into JSON-RPC by :func:`~gateways.e2a.e2a_response_to_acp_jsonrpc_response`.
+into JSON-RPC by :func:`~mesh.e2a.e2a_response_to_acp_jsonrpc_response`.
 
 A session is an A2A context (``sessionId`` = ``contextId``); its modes are the agents on the
 mesh, the one named on the command line first, and ``session/set_mode`` switches agent. An
@@ -29,10 +29,10 @@ from acp.exceptions import RequestError
 
 from gateways.acp.sessions import SessionRecord, SessionStore
 from gateways.acp.turn import PromptTurn, TurnEnd
-from gateways.e2a import E2AEnvelope, E2AResponse, e2a_response_to_acp_jsonrpc_response, envelope_from_acp_jsonrpc
-from gateways.e2a.acp_content import a2a_part_to_acp_block, acp_blocks_to_a2a_parts
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCard
+from mesh.e2a import E2AEnvelope, E2AResponse, e2a_response_to_acp_jsonrpc_response, envelope_from_acp_jsonrpc
+from mesh.e2a.acp_content import a2a_part_to_acp_block, acp_blocks_to_a2a_parts
 from mesh.errors import AgentNotFoundError, MeshError
 
 __all__ = ["PROTOCOL_VERSION", "AcpGateway", "AcpSession"]

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateways.e2a import E2AResponse, e2a_response_to_acp_jsonrpc_response
-from gateways.e2a.acp_content import a2a_part_to_acp_block
+from mesh.e2a import E2AResponse, e2a_response_to_acp_jsonrpc_response
+from mesh.e2a.acp_content import a2a_part_to_acp_block
 
 __all__ = ["PromptTurn", "TurnEnd"]
 

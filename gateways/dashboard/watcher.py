@@ -11,7 +11,7 @@
 - answers on the six answer families (``agent|gateway|client`` x ``response|status``).
 
 Its connection keeps no session and has no will: it owns no card and needs no queue. Under
-least-privilege broker rules (:mod:`mesh.brokerrules`) a user may read only its own answers:
+least-privilege broker rules (:mod:`mesh.brokertools.brokerrules`) a user may read only its own answers:
 a refused subscription is logged and reported in :attr:`MeshWatcher.blind_spots` (the page
 says what it cannot see), never raised.
 """

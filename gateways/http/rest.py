@@ -34,12 +34,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateways.e2a import E2AResponse
 from gateways.http.a2a_v1 import result_v1
 from gateways.http.rest_errors import rest_error, status_of
 from gateways.http.rpc import RpcCall, Version, call_v1, result_of, sse
 from gateways.http.serving import Binding, read_body, serve_call
 from mesh.a2a import InvalidJSON, InvalidRequest, RpcError
+from mesh.e2a import E2AResponse
 
 __all__ = ["REST", "rest_error", "rest_routes"]
 

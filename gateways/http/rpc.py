@@ -21,12 +21,6 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from gateways.e2a import (
-    E2AEnvelope,
-    E2AProvenance,
-    E2AResponse,
-    envelope_from_a2a_send_message,
-)
 from gateways.http.a2a_v1 import (
     V1_METHODS,
     V1_STREAMING_METHODS,
@@ -50,6 +44,12 @@ from mesh.a2a import (
 )
 from mesh.a2a.parse import decode_json
 from mesh.a2a.validation import format_validation_error, validation_error_details
+from mesh.e2a import (
+    E2AEnvelope,
+    E2AProvenance,
+    E2AResponse,
+    envelope_from_a2a_send_message,
+)
 from mesh.timestamps import utc_now_iso
 
 Version = Literal["0.3", "1.0"]

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from gateways.dashboard import Dashboard
-from gateways.e2a import ResponseLog
 from gateways.http.app import build_app
 from gateways.http.cards import gateway_card
 from gateways.http.connections import protocol_with_head_deadline
 from gateways.http.settings import HttpGatewaySettings
 from gateways.runtime import GatewayRuntime
 from mesh.broker import BrokerSettings
+from mesh.e2a import ResponseLog
 from mesh.trust import Trust
 
 if TYPE_CHECKING:

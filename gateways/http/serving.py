@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateways.e2a import E2AResponse
 from gateways.http.a2a_v1 import list_tasks_query, list_tasks_result_v1
 from gateways.http.auth import Principal
 from gateways.http.edge import asked_version, caller_of
@@ -29,6 +28,7 @@ from gateways.http.protection import EdgeError, body_too_slow
 from gateways.http.rpc import RpcCall, Version, answer, check_version_served, envelope_for, error_response, sse
 from gateways.http.streams import EventStream
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
+from mesh.e2a import E2AResponse
 from mesh.limits import check_message_limits
 
 if TYPE_CHECKING:

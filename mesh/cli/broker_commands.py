@@ -12,17 +12,17 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mesh.broker import BrokerSettings, TlsOptions
-from mesh.brokerfiles import (
+from mesh.brokertools.brokerfiles import (
     DEFAULT_CLIENT,
     identities_of,
     local_broker_config,
     secure_state_dir,
     write_broker_files,
 )
+from mesh.brokertools.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, port_answers
 from mesh.cli.common import EXIT_OK, configure_logging
 from mesh.config import MeshConfig, load_many
 from mesh.errors import ConfigError, ConnectError
-from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, port_answers
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from mesh.a2a import RpcError
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, check_tls_file, resolve_broker_url
-from mesh.brokerfiles import DEFAULT_CLIENT, SECURE_BROKER_URL, secure_state_dir
+from mesh.brokertools.brokerfiles import DEFAULT_CLIENT, SECURE_BROKER_URL, secure_state_dir
+from mesh.brokertools.localbroker import BrokerUnavailableError
 from mesh.credentials import PASSWORD_FILE_ENV
 from mesh.errors import (
     AgentNameTakenError,
@@ -29,7 +30,6 @@ from mesh.errors import (
     PublishTimeoutError,
     RequestTimeoutError,
 )
-from mesh.localbroker import BrokerUnavailableError
 from mesh.redaction import redact_url
 from topics import TopicError
 

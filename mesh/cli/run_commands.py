@@ -12,7 +12,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
-from mesh.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
+from mesh.brokertools.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
+from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
@@ -31,7 +32,6 @@ from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
 from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
 from mesh.telemetry import tracing
-from mesh.upstate import UpClaim, UpRecord, running_up_broker_url
 from topics import validate_namespace
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,8 @@ def up_banner(
         if settings.port != 8883:
             lines[-2] += f" --broker {settings.url}"
     elif os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:
-        # Other commands find this broker in the state file (mesh.upstate), unless the variable points elsewhere.
+        # Other commands find this broker in the state file (mesh.brokertools.upstate),
+        # unless the variable points elsewhere.
         lines[-2] += f" --broker {settings.url}"
     if namespace != "mesh":
         lines[-2] += f" --namespace {namespace}"

@@ -1,5 +1,5 @@
 """What ``mesh up`` checks and chooses before it starts its components: free gateway ports, and
-a broker that relays a request in about a millisecond (:mod:`mesh.brokerprobe`)."""
+a broker that relays a request in about a millisecond (:mod:`mesh.brokertools.brokerprobe`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 
 from mesh.broker import BrokerSettings
-from mesh.brokerprobe import SLOW_ROUND_TRIP_MS, round_trip_ms
-from mesh.config import MeshConfig
-from mesh.config_errors import config_error, key_path
-from mesh.errors import ConnectError, MeshError
-from mesh.localbroker import (
+from mesh.brokertools.brokerprobe import SLOW_ROUND_TRIP_MS, round_trip_ms
+from mesh.brokertools.localbroker import (
     BrokerUnavailableError,
     LocalBroker,
     RunningBroker,
@@ -25,8 +22,11 @@ from mesh.localbroker import (
     port_is_free,
     running_broker,
 )
+from mesh.brokertools.upstate import UpClaim, UpRecord, suggested_http_port
+from mesh.config import MeshConfig
+from mesh.config_errors import config_error, key_path
+from mesh.errors import ConnectError, MeshError
 from mesh.redaction import redact_url
-from mesh.upstate import UpClaim, UpRecord, suggested_http_port
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from agents import AgentSettings
 from agents.service import AgentService
 from mesh.a2a import AgentCard
 from mesh.broker import BrokerSettings
-from mesh.localbroker import LocalBroker
+from mesh.brokertools.localbroker import LocalBroker
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory

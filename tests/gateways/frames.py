@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateways.e2a import E2A_RESPONSE_KIND_E2A_ERROR, E2A_RESPONSE_STATUS_FAILED, E2AResponse, E2ASequenceError
+from mesh.e2a import E2A_RESPONSE_KIND_E2A_ERROR, E2A_RESPONSE_STATUS_FAILED, E2AResponse, E2ASequenceError
 
 __all__ = ["validate_response_frames"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import base64
 
-from gateways.e2a import E2AEnvelope, envelope_to_acp_jsonrpc_call
-from gateways.e2a.acp_content import (
+from mesh.e2a import E2AEnvelope, envelope_to_acp_jsonrpc_call
+from mesh.e2a.acp_content import (
     a2a_part_to_acp_block,
     acp_block_to_a2a_part,
     acp_prompt_params,

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from gateways.e2a import (
+from mesh.e2a import (
     E2AEnvelope,
     E2AResponse,
     E2AValidationError,
@@ -61,7 +61,7 @@ def test_acp_ingress_11_3_and_export_11_4() -> None:
     assert env.params == params and env.params is not params
     prov = env.provenance
     assert prov.source_protocol == "acp"
-    assert prov.converter == "gateways.e2a.adapters:envelope_from_acp_jsonrpc"
+    assert prov.converter == "mesh.e2a.adapters:envelope_from_acp_jsonrpc"
     assert datetime.fromisoformat(prov.converted_at).utcoffset().total_seconds() == 0
     assert prov.details == {
         "kind": "jsonrpc_request",
@@ -125,7 +125,7 @@ def test_a2a_send_message_ingress() -> None:
     assert env.a2a_metadata == {"trace": "abc"}
     assert env.channel_context == {}
     assert env.provenance.source_protocol == "a2a"
-    assert env.provenance.converter == "gateways.e2a.adapters:envelope_from_a2a_send_message"
+    assert env.provenance.converter == "mesh.e2a.adapters:envelope_from_a2a_send_message"
     assert env.provenance.details == {"kind": "a2a_send_message", "abstract_operation": "SendMessage"}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateways.e2a import (
+from mesh.e2a import (
     LOG_REQUIRED_KEYS,
     REDACTED,
     E2AEnvelope,

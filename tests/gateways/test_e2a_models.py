@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import gateways.e2a as e2a
-from gateways.e2a import (
+import mesh.e2a as e2a
+from mesh.e2a import (
     E2A_WIRE_INTERNAL_METADATA_KEYS,
     E2A_WIRE_SERVER_PUSH_KEY,
     E2AAuth,
@@ -449,7 +449,7 @@ def test_subpackage_imports_only_the_standard_library() -> None:
     for path in package_dir.glob("*.py"):
         for module in _imported_modules(path):
             top = module.split(".")[0]
-            allowed = top in sys.stdlib_module_names or module.startswith("gateways.e2a") or module in MESH_HELPERS
+            allowed = top in sys.stdlib_module_names or module.startswith("mesh.e2a") or module in MESH_HELPERS
             assert allowed, f"{path.name} imports {module}"
     mesh_dir = package_dir.parent.parent / "mesh"
     for helper in MESH_HELPERS:

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from gateways.e2a import (
+from mesh.e2a import (
     E2AEnvelope,
     E2AProvenance,
     E2AResponse,

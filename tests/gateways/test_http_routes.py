@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from gateways.e2a import LOG_REQUIRED_KEYS
 from gateways.http.server import HttpGateway
 from mesh.a2a import TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.e2a import LOG_REQUIRED_KEYS
 from tests.agents.service_agents import Asker, Blocker, Echo, Streamer
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway

@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from gateways.e2a import (
+from gateways.runtime import GatewayRuntime
+from mesh.a2a import AgentCapabilities, AgentCard, TaskState
+from mesh.broker import BrokerSettings
+from mesh.e2a import (
     E2AAuth,
     E2AEnvelope,
     E2AResponse,
     ResponseLog,
     envelope_from_a2a_send_message,
 )
-from gateways.runtime import GatewayRuntime
-from mesh.a2a import AgentCapabilities, AgentCard, TaskState
-from mesh.broker import BrokerSettings
 from mesh.registry import DiscoveryRegistry
 from tests.agents.service_agents import Blocker, Echo, Streamer
 from tests.conftest import ServeAgent, TransportFactory

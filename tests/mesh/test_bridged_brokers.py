@@ -19,8 +19,8 @@ from agents.agent import Agent
 from agents.service import AgentService
 from mesh.a2a import Message, Task, TaskArtifactUpdateEvent, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
+from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
-from mesh.localbroker import LocalBroker
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay, Streamer

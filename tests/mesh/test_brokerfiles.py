@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from mesh.broker import BrokerSettings
-from mesh.brokerfiles import identities_of, write_broker_files
-from mesh.brokerrules import Identity, rules_for
+from mesh.brokertools.brokerfiles import identities_of, write_broker_files
+from mesh.brokertools.brokerrules import Identity, rules_for
+from mesh.brokertools.dynsec import hash_password
 from mesh.config import load_config
 from mesh.credentials import password_for, read_passwords
-from mesh.dynsec import hash_password
 from mesh.errors import ConfigError
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mesh.broker import BrokerSettings
-from mesh.localbroker import free_port, port_answers
+from mesh.brokertools.localbroker import free_port, port_answers
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent

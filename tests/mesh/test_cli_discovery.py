@@ -14,8 +14,8 @@ import pytest
 from agents import AgentSettings
 from agents.service import AgentService
 from mesh.a2a import AgentCapabilities, AgentCard, AgentSkill
+from mesh.brokertools.localbroker import free_port
 from mesh.cli.discovery_commands import age, event_line, truncate
-from mesh.localbroker import free_port
 from mesh.properties import MessageProperties
 from mesh.registry import RegistryEvent
 from tests.agents.service_agents import Echo

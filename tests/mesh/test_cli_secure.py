@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from mesh.broker import BrokerSettings, TlsOptions
+from mesh.brokertools.localbroker import free_port, port_answers
+from mesh.brokertools.upstate import running_up, up_files
 from mesh.errors import ConnectError
-from mesh.localbroker import free_port, port_answers
 from mesh.transport import MqttTransport
-from mesh.upstate import running_up, up_files
 from tests.mesh.cli_process import mesh, start_mesh
 from tests.mesh.test_cli_up import wait_until_gone
 from tests.support import Inbox

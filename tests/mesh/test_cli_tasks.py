@@ -20,12 +20,12 @@ from agents.builtin.echo import EchoAgent
 from agents.service import AgentService
 from mesh.a2a import InvalidParams, TaskListParams, TaskState
 from mesh.broker import BrokerSettings
-from mesh.brokerfiles import local_broker_config, write_broker_files
-from mesh.brokerrules import Identity
+from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
+from mesh.brokertools.brokerrules import Identity
+from mesh.brokertools.localbroker import LocalBroker
 from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.credentials import password_for
-from mesh.localbroker import LocalBroker
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, mesh_env

@@ -16,11 +16,24 @@ from typing import Any
 import pytest
 
 from mesh.broker import BrokerSettings
-from mesh.brokerprobe import SLOW_ROUND_TRIP_MS, round_trip_ms
+from mesh.brokertools.brokerprobe import SLOW_ROUND_TRIP_MS, round_trip_ms
+from mesh.brokertools.localbroker import (
+    BrokerUnavailableError,
+    LocalBroker,
+    default_config_path,
+    free_port,
+    port_answers,
+)
+from mesh.brokertools.upstate import (
+    UpAlreadyRunningError,
+    UpClaim,
+    UpRecord,
+    running_up,
+    running_up_broker_url,
+    up_files,
+)
 from mesh.client import MeshClient
-from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, free_port, port_answers
 from mesh.transport import MqttTransport
-from mesh.upstate import UpAlreadyRunningError, UpClaim, UpRecord, running_up, running_up_broker_url, up_files
 from tests.mesh.cli_process import ROOT, Service, mesh, start_mesh
 from tests.support import Inbox
 from topics import get_agent_discovery_topic, get_gateway_discovery_topic

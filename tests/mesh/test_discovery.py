@@ -13,9 +13,9 @@ import pytest
 from agents import AgentSettings
 from mesh.a2a import Task
 from mesh.broker import BrokerSettings
+from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
 from mesh.discovery import lease_registry, shared_registry_count
-from mesh.localbroker import LocalBroker, default_config_path
 from mesh.registry import DiscoveryRegistry, RegistryEvent
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay

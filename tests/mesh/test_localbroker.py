@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh.localbroker import (
+from mesh.brokertools.localbroker import (
     BrokerUnavailableError,
     ContainerBroker,
     LocalBroker,

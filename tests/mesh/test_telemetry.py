@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
+from mesh.brokertools.localbroker import free_port
 from mesh.client import MeshClient
-from mesh.localbroker import free_port
 from mesh.telemetry import MeshMetrics, tracing
 from mesh.telemetry.exposition import MeshCollector
 from mesh.telemetry.metrics import Histogram

@@ -19,11 +19,11 @@ import pytest
 
 from agents.service import AgentService
 from mesh.broker import BrokerSettings, TlsOptions
+from mesh.brokertools.localbroker import BrokerUnavailableError, LocalBroker, default_config_path
+from mesh.brokertools.tlscerts import ensure_certificates
 from mesh.cli import main
 from mesh.config import configured_tls, load_config
 from mesh.errors import ConfigError, ConnectError
-from mesh.localbroker import BrokerUnavailableError, LocalBroker, default_config_path
-from mesh.tlscerts import ensure_certificates
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.mesh.cli_process import Result, mesh, start_mesh

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from mesh.broker import BrokerSettings, TlsOptions
+from mesh.brokertools.localbroker import LocalBroker, free_port
 from mesh.errors import (
     ConnectError,
     NotAuthorizedError,
     NotConnectedError,
     PacketTooLargeError,
 )
-from mesh.localbroker import LocalBroker, free_port
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
 from tests.conftest import TransportFactory

@@ -10,8 +10,8 @@ from agents import Agent, TaskContext
 from agents.service import AgentService
 from mesh.a2a import Message, Task, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
+from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
-from mesh.localbroker import LocalBroker
 
 TASKS = 15
 # The broker stays down 8 s: long enough for both sides' backoff to grow past its first steps

@@ -7,7 +7,7 @@ Standard library only, and the standard-library helpers of mesh (:func:`mesh.err
 
 from __future__ import annotations
 
-from gateways.e2a.adapters import (
+from mesh.e2a.adapters import (
     e2a_response_to_a2a_stream_payload,
     e2a_response_to_acp_jsonrpc_response,
     envelope_from_a2a_send_message,
@@ -15,7 +15,7 @@ from gateways.e2a.adapters import (
     envelope_to_acp_jsonrpc_call,
     merge_params_to_acp_prompt,
 )
-from gateways.e2a.constants import (
+from mesh.e2a.constants import (
     ACP_AGENT_TO_CLIENT_METHODS,
     ACP_CLIENT_TO_AGENT_METHODS,
     ACP_NOTIFICATION_NAMES,
@@ -64,20 +64,20 @@ from gateways.e2a.constants import (
     FILE_TRANSFER_EVENT_TYPES,
     FILE_TRANSFER_START,
 )
-from gateways.e2a.errors import (
+from mesh.e2a.errors import (
     E2AError,
     E2ASequenceError,
     E2AStreamClosedError,
     E2AValidationError,
 )
-from gateways.e2a.log import (
+from mesh.e2a.log import (
     LOG_REQUIRED_KEYS,
     REDACTED,
     ResponseLog,
     format_response_line,
     redact,
 )
-from gateways.e2a.models import (
+from mesh.e2a.models import (
     E2AAuth,
     E2AEnvelope,
     E2AFileRef,
@@ -85,7 +85,7 @@ from gateways.e2a.models import (
     E2AResponse,
     IdentityOrigin,
 )
-from gateways.e2a.stream import ResponseSequencer
+from mesh.e2a.stream import ResponseSequencer
 from mesh.redaction import is_secret_key
 from mesh.timestamps import utc_now_iso
 

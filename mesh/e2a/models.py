@@ -8,7 +8,7 @@ in Python and a field named ``_meta`` would need ``obj._meta`` everywhere).
 
 ``from_dict`` is the trust boundary: it accepts the legacy shapes listed in the spec (``channel_id``,
 ``req_method``, ``metadata``, ``payload``, ``binding``, epoch ``timestamp``...) and raises
-:class:`~gateways.e2a.errors.E2AValidationError` naming the field for anything of the wrong type.
+:class:`~mesh.e2a.errors.E2AValidationError` naming the field for anything of the wrong type.
 Unknown keys are ignored.
 """
 
@@ -19,14 +19,14 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from enum import Enum
 from typing import Any
 
-from gateways.e2a import _compat
-from gateways.e2a.constants import (
+from mesh.e2a import _compat
+from mesh.e2a.constants import (
     E2A_PROTOCOL_VERSION,
     E2A_RESPONSE_STATUS_IN_PROGRESS,
     E2A_SOURCE_PROTOCOL_E2A,
 )
-from gateways.e2a.errors import E2AValidationError
-from gateways.e2a.reader import FieldReader
+from mesh.e2a.errors import E2AValidationError
+from mesh.e2a.reader import FieldReader
 from mesh.timestamps import utc_now_iso
 
 # Dataclass field metadata key holding the JSON key when it differs from the attribute name.

@@ -14,7 +14,7 @@ Everything else is denied: other components' requests and answers, ``#``, ``$SYS
 namespaces, cards in another's name, the SAM heartbeat topic (whose cards registries accept by
 the name inside) and topics outside the mesh. The client id plays no part: several connections
 of one user (an agent's replicas, its name-ownership probe, a gateway's restarts) are one
-identity. The rules are data; :mod:`mesh.dynsec` turns them into the broker's file.
+identity. The rules are data; :mod:`mesh.brokertools.dynsec` turns them into the broker's file.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateways.e2a.constants import (
+from mesh.e2a.constants import (
     E2A_A2A_STREAM_BRANCHES,
     E2A_RESPONSE_KIND_A2A_STREAM_EVENT,
     E2A_RESPONSE_KIND_ACP_JSONRPC_ERROR,
@@ -24,8 +24,8 @@ from gateways.e2a.constants import (
     E2A_SOURCE_PROTOCOL_A2A,
     E2A_SOURCE_PROTOCOL_ACP,
 )
-from gateways.e2a.errors import E2AValidationError
-from gateways.e2a.models import (
+from mesh.e2a.errors import E2AValidationError
+from mesh.e2a.models import (
     E2AEnvelope,
     E2AProvenance,
     E2AResponse,

@@ -97,7 +97,7 @@ def a2a_parts_to_acp_blocks(parts: Iterable[Mapping[str, Any]], *, images: bool 
 
 
 def acp_prompt_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The output of :func:`~gateways.e2a.merge_params_to_acp_prompt` as real ACP params.
+    """The output of :func:`~mesh.e2a.merge_params_to_acp_prompt` as real ACP params.
 
     E2A keeps ``session_id`` in snake_case and ``content_blocks`` beside ``prompt``; an ACP
     peer wants ``{"sessionId", "prompt", "_meta"?}``.

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gateways.e2a.constants import (
+from mesh.e2a.constants import (
     E2A_A2A_STREAM_BRANCHES,
     E2A_CHUNK_DELTA_KINDS,
     E2A_RESPONSE_KIND_A2A_STREAM_EVENT,
@@ -26,8 +26,8 @@ from gateways.e2a.constants import (
     E2A_RESPONSE_STATUS_SUCCEEDED,
     E2A_RESPONSE_STATUSES,
 )
-from gateways.e2a.errors import E2ASequenceError, E2AStreamClosedError, E2AValidationError
-from gateways.e2a.models import (
+from mesh.e2a.errors import E2ASequenceError, E2AStreamClosedError, E2AValidationError
+from mesh.e2a.models import (
     E2AEnvelope,
     E2AProvenance,
     E2AResponse,

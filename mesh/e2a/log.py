@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-from gateways.e2a.models import E2AResponse
+from mesh.e2a.models import E2AResponse
 from mesh.redaction import is_secret_key
 
 REDACTED = "[redacted]"

@@ -1,6 +1,6 @@
 """Exceptions raised by the E2A subpackage.
 
-Every exception ``gateways.e2a`` raises on purpose derives from :class:`E2AError`, itself a
+Every exception ``mesh.e2a`` raises on purpose derives from :class:`E2AError`, itself a
 ``ValueError`` because each one means "this value breaks the E2A contract"::
 
     E2AError (ValueError)

@@ -3,7 +3,7 @@
 The plugin checks subscriptions as well as publishes (``acl_file`` grants every SUBSCRIBE and
 only filters deliveries), so a denied subscription fails in its SUBACK and a denied publish in
 its PUBACK (0x87), where the component sees it. Every access is denied by default; each user
-gets one role holding the allow-rules of :func:`mesh.brokerrules.rules_for`:
+gets one role holding the allow-rules of :func:`mesh.brokertools.brokerrules.rules_for`:
 
 - ``subscribePattern`` for every filter it may read: a subscription is allowed when the filter,
   read as a topic, matches one of them (so ``.../echo/+`` allows ``.../echo/+`` and
@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mesh.brokerrules import Rules
+from mesh.brokertools.brokerrules import Rules
 
 __all__ = ["dynsec_config", "hash_password"]
 

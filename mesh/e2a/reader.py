@@ -6,7 +6,7 @@ member's path (``E2AEnvelope.params.files[0].uri``) through :meth:`~ObjectReader
 wire formats differ only in their dialect, a subclass:
 
 - :class:`FieldReader`: E2A wire data (``from_dict``): keys as written, errors are
-  :class:`~gateways.e2a.errors.E2AValidationError`, list items are ``key[i]``;
+  :class:`~mesh.e2a.errors.E2AValidationError`, list items are ``key[i]``;
 - ``ProtoObject`` (:mod:`gateways.http.a2a_v1_requests`): A2A 1.0 ProtoJSON: camelCase or
   snake_case names, ``""`` absent, numbers also as strings, list items are ``key.i``.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, NoReturn, Self
 
-from gateways.e2a.errors import E2AValidationError
+from mesh.e2a.errors import E2AValidationError
 
 __all__ = ["FieldReader", "ObjectReader"]
 

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mesh.broker import BrokerSettings
-from mesh.brokerrules import Identity, Kind, rules_by_user
+from mesh.brokertools.brokerrules import Identity, Kind, rules_by_user
+from mesh.brokertools.dynsec import dynsec_config
+from mesh.brokertools.tlscerts import Certificates, ensure_certificates
 from mesh.config import MeshConfig
 from mesh.credentials import new_password, read_passwords, write_passwords, write_private_file
-from mesh.dynsec import dynsec_config
 from mesh.errors import ConfigError
 from mesh.sections import build_many
 from mesh.statedir import default_state_dir
-from mesh.tlscerts import Certificates, ensure_certificates
 
 __all__ = [
     "DEFAULT_CLIENT",

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from mesh.brokertools.localbroker import free_port, port_is_free
 from mesh.errors import ConfigError
-from mesh.localbroker import free_port, port_is_free
 from mesh.statedir import default_state_dir
 
 __all__ = [

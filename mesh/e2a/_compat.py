@@ -10,14 +10,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gateways.e2a.constants import (
+from mesh.e2a.constants import (
     E2A_SOURCE_PROTOCOL_A2A,
     E2A_SOURCE_PROTOCOL_ACP,
     E2A_SOURCE_PROTOCOL_E2A,
     E2A_WIRE_INTERNAL_METADATA_KEYS,
 )
-from gateways.e2a.errors import E2AValidationError
-from gateways.e2a.reader import FieldReader
+from mesh.e2a.errors import E2AValidationError
+from mesh.e2a.reader import FieldReader
 from mesh.timestamps import utc_iso
 
 

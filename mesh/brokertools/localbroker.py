@@ -54,11 +54,11 @@ class RunningBroker(Protocol):
 
 def default_config_path() -> Path:
     """The repository's mosquitto.conf (or the copy packaged inside ``mesh``)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "mosquitto.conf", here.parent / "mosquitto.conf"):
+    package = Path(__file__).resolve().parent.parent  # mesh/, where the wheel packages it
+    for candidate in (package / "mosquitto.conf", package.parent / "mosquitto.conf"):
         if candidate.is_file():
             return candidate
-    raise ConfigError(f"mosquitto.conf not found next to {here}; pass its path explicitly")
+    raise ConfigError(f"mosquitto.conf not found next to {package}; pass its path explicitly")
 
 
 def render_config(config_path: Path, *, port: int, bind: str | None) -> str:
