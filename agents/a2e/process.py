@@ -251,7 +251,8 @@ class WorkerProcess(ChildProcess):
             raise WorkerGone(f"worker {self.name!r}: its stdin is closed", sent=False)
 
     async def _write(self, message: A2EMessage) -> bool:
-        assert self._pipes is not None
+        if self._pipes is None:
+            raise WorkerGone(f"worker {self.name!r}: not started", sent=False)
         if not self._pipes.write(encode(message)):
             return False
         await self._pipes.drain()

@@ -309,7 +309,8 @@ class AcpGateway:
     async def _broker(self) -> None:
         if self._connected is None:
             self.connect_in_background()
-        assert self._connected is not None
+        if self._connected is None:  # connect_in_background() sets it
+            raise RuntimeError("the ACP gateway did not start connecting to the broker")
         try:
             await asyncio.shield(self._connected)
         except MeshError as exc:

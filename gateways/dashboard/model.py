@@ -35,7 +35,7 @@ from typing import Any, Literal
 from mesh.a2a import AgentCard
 from mesh.registry import Entry
 
-__all__ = ["Bounds", "Change", "MeshView", "TaskRecord", "card_summary", "REFUSAL_CODES"]
+__all__ = ["REFUSAL_CODES", "Bounds", "Change", "MeshView", "TaskRecord", "card_summary"]
 
 Change = tuple[str, dict[str, Any]]
 ChangeListener = Callable[[Change], None]

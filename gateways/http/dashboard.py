@@ -209,7 +209,7 @@ class DashboardServer:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host  # noqa: S104 - a URL, binds nothing
         return f"http://{host}:{self.port}{PREFIX}"
 
     async def start(self) -> None:

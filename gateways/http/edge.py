@@ -45,15 +45,15 @@ from gateways.http.rest_errors import is_rest_path, rest_error
 from gateways.http.rpc import Version, error_response
 
 __all__ = [
-    "VERSION_HEADER",
     "EXCEPTION_HANDLERS",
+    "VERSION_HEADER",
     "BodyLimit",
-    "EdgeEntry",
-    "JsonBody",
-    "PrivateRoute",
-    "OptionalTrailingSlash",
     "Caller",
     "CallerBackend",
+    "EdgeEntry",
+    "JsonBody",
+    "OptionalTrailingSlash",
+    "PrivateRoute",
     "RateLimitMiddleware",
     "RefusedCaller",
     "RequestSlots",

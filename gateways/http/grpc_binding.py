@@ -149,40 +149,40 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
 
     # ------------------------------------------------------------ the A2A service
 
-    async def SendMessage(self, request: Proto, context: Any) -> Proto:  # noqa: N802 - the proto's names
+    async def SendMessage(self, request: Proto, context: Any) -> Proto:
         return await self._unary("SendMessage", request, context, pb.SendMessageResponse)
 
-    async def SendStreamingMessage(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:  # noqa: N802
+    async def SendStreamingMessage(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:
         async for response in self._stream("SendStreamingMessage", request, context):
             yield response
 
-    async def GetTask(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def GetTask(self, request: Proto, context: Any) -> Proto:
         return await self._unary("GetTask", request, context, pb.Task)
 
-    async def ListTasks(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def ListTasks(self, request: Proto, context: Any) -> Proto:
         return await self._unary("ListTasks", request, context, pb.ListTasksResponse)
 
-    async def CancelTask(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def CancelTask(self, request: Proto, context: Any) -> Proto:
         return await self._unary("CancelTask", request, context, pb.Task)
 
-    async def SubscribeToTask(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:  # noqa: N802
+    async def SubscribeToTask(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:
         async for response in self._stream("SubscribeToTask", request, context):
             yield response
 
-    async def CreateTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def CreateTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:
         return await self._unary("CreateTaskPushNotificationConfig", request, context, pb.TaskPushNotificationConfig)
 
-    async def GetTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def GetTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:
         return await self._unary("GetTaskPushNotificationConfig", request, context, pb.TaskPushNotificationConfig)
 
-    async def ListTaskPushNotificationConfigs(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def ListTaskPushNotificationConfigs(self, request: Proto, context: Any) -> Proto:
         reply = pb.ListTaskPushNotificationConfigsResponse
         return await self._unary("ListTaskPushNotificationConfigs", request, context, reply)
 
-    async def DeleteTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def DeleteTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:
         return await self._unary("DeleteTaskPushNotificationConfig", request, context, empty_pb2.Empty)
 
-    async def GetExtendedAgentCard(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def GetExtendedAgentCard(self, request: Proto, context: Any) -> Proto:
         return await self._unary("GetExtendedAgentCard", request, context, pb.AgentCard)
 
 

@@ -180,7 +180,7 @@ class Slot:
     """One held slot; :meth:`release` is idempotent, so every path that ends its work may call it.
     As a context manager it is released when the block ends."""
 
-    __slots__ = ("_owner", "key", "_held")
+    __slots__ = ("_held", "_owner", "key")
 
     def __init__(self, owner: Slots, key: str) -> None:
         self._owner, self.key, self._held = owner, key, True

@@ -141,6 +141,6 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a URL for the wildcard, binds nothing
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from mesh.e2a import _compat
@@ -33,7 +33,7 @@ from mesh.timestamps import utc_now_iso
 _WIRE_KEY = "wire_key"
 
 
-class IdentityOrigin(str, Enum):
+class IdentityOrigin(StrEnum):
     """Who triggered the request to the agent."""
 
     SYSTEM = "system"

@@ -373,9 +373,8 @@ async def test_requests_refuse_at_the_limit_at_once() -> None:
     limits = ConcurrencyLimits(ConcurrencyConfig(max_requests_per_client=2))
     with limits.requests.acquire("alice"), limits.requests.acquire("alice"):
         assert limits.requests.in_use("alice") == 2
-        with pytest.raises(EdgeError) as info:
-            with limits.requests.acquire("alice"):
-                pytest.fail("a third request got a slot")
+        with pytest.raises(EdgeError) as info, limits.requests.acquire("alice"):
+            pytest.fail("a third request got a slot")
         assert (info.value.code, info.value.http_status) == (-32007, 429)
         assert info.value.data == {"errorType": "ResourceExhausted", "resource": "requestsPerClient", "limit": 2}
         assert "'alice'" in info.value.error.message and "max_requests_per_client" in info.value.error.message
@@ -386,9 +385,8 @@ async def test_requests_refuse_at_the_limit_at_once() -> None:
 
 async def test_a_slot_used_as_a_context_manager_is_released_on_exception() -> None:
     slots = ConcurrencyLimits(ConcurrencyConfig()).requests
-    with pytest.raises(ValueError, match="boom"):
-        with slots.acquire("c"):
-            raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"), slots.acquire("c"):
+        raise ValueError("boom")
     assert slots.in_use("c") == 0 and len(slots) == 0
 
 
