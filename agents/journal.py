@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mesh.a2a import Task
-from mesh.statedir import STATE_DIR_ENV, default_state_dir
+from mesh.statedir import STATE_DIR_ENV, default_state_dir, namespace_state_dir, path_component
 
 if TYPE_CHECKING:
     from agents.tasks import TaskRecord
@@ -118,10 +118,11 @@ def journal_path(task_store: str, namespace: str, instance: str) -> Path | None:
     """The SQLite file of an agent instance (None: in memory).
 
     ``task_store`` is the agent's setting: ``":memory:"``, a file path, or empty for
-    ``<state dir>/<namespace>/<instance>.sqlite3``.
+    ``<state dir>/<namespace>/<instance>.sqlite3`` (each a single file name, see
+    :func:`~mesh.statedir.path_component`).
     """
     if task_store == MEMORY:
         return None
     if task_store:
         return Path(task_store).expanduser()
-    return default_state_dir() / namespace.replace("/", "_") / f"{instance}.sqlite3"
+    return namespace_state_dir(namespace) / f"{path_component(instance)}.sqlite3"

@@ -294,7 +294,7 @@ class JsonBody:
 
 
 class RequestSlots:
-    """Route middleware: at most N requests in flight per caller (429, -32007 beyond).
+    """Route middleware: at most N requests in flight per caller (429, -32051 beyond).
 
     The slot is held for the whole exchange, an SSE stream included, and given back just
     before the last body message goes out (a client that saw the end may send again at

@@ -45,7 +45,6 @@ class HttpGateway:
             namespace=namespace,
             card=lambda: gateway_card(settings.id, namespace, self.public_url).to_json_bytes(),
             idle_timeout_s=settings.idle_timeout_s,
-            card_interval_s=settings.card_interval_s,
             discovery_ttl_s=settings.discovery_ttl_s,
             response_log=response_log,
             trust=trust,

@@ -424,7 +424,7 @@ async def test_a_failure_mid_stream_is_an_error_event(
     *before, (name, data) = events
     assert [n for n, _ in before] in ([], ["task"])  # the Task, if the agent started within the 300 ms
     assert name == "error" and data["id"] == "t" and "result" not in data
-    assert data["error"]["code"] == -32006 and data["error"]["data"]["errorType"] == "Timeout"
+    assert data["error"]["code"] == -32030 and data["error"]["data"]["errorType"] == "Timeout"
     record = service.tasks.get(data["error"]["data"]["taskId"])
     assert record is not None
     await asyncio.wait_for(record.settled.wait(), 5)

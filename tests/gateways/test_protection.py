@@ -72,8 +72,8 @@ def basic(user: str, password: str) -> str:
         (agent_not_found("Nope", ["b", "a"]), -32000, "AgentNotFound", 404),
         (rate_limited(100, 60, 3), -32003, "RateLimited", 429),
         (auth_required("send a token", challenge='Bearer realm="a2a"'), -32004, "AuthenticationRequired", 401),
-        (resource_exhausted("full", resource="r", limit=1), -32007, "ResourceExhausted", 429),
-        (resource_exhausted("full", resource="r", limit=1, status=503), -32007, "ResourceExhausted", 503),
+        (resource_exhausted("full", resource="r", limit=1), -32051, "ResourceExhausted", 429),
+        (resource_exhausted("full", resource="r", limit=1, status=503), -32051, "ResourceExhausted", 503),
         (payload_too_large(2_000_000, 1_000_000), -32600, "PayloadTooLarge", 413),
         (invalid_header("X-A2A-Timeout", "soon", "a number"), -32600, "InvalidHeader", 400),
     ],
@@ -375,7 +375,7 @@ async def test_requests_refuse_at_the_limit_at_once() -> None:
         assert limits.requests.in_use("alice") == 2
         with pytest.raises(EdgeError) as info, limits.requests.acquire("alice"):
             pytest.fail("a third request got a slot")
-        assert (info.value.code, info.value.http_status) == (-32007, 429)
+        assert (info.value.code, info.value.http_status) == (-32051, 429)
         assert info.value.data == {"errorType": "ResourceExhausted", "resource": "requestsPerClient", "limit": 2}
         assert "'alice'" in info.value.error.message and "max_requests_per_client" in info.value.error.message
         with limits.requests.acquire("bob"):  # another client is not affected

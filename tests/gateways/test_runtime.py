@@ -111,7 +111,7 @@ async def test_an_idle_task_is_canceled_on_the_mesh_and_answered(serve_agent: Se
     runtime = await gateway(idle_timeout_s=0.3)
     await runtime.registry.wait_for("blocker", 2)
     [*_, final] = await collect(runtime, send_envelope("wait"), "blocker")
-    assert final.body["code"] == -32006 and final.body["details"]["errorType"] == "Timeout"
+    assert final.body["code"] == -32030 and final.body["details"]["errorType"] == "Timeout"
     [record] = list(blocker.tasks._tasks.values())
     await asyncio.wait_for(record.settled.wait(), 5)
     assert record.state is TaskState.canceled
@@ -122,7 +122,7 @@ async def test_the_request_deadline_also_cancels(serve_agent: ServeAgent, gatewa
     runtime = await gateway()
     await runtime.registry.wait_for("blocker", 2)
     [*_, final] = await collect(runtime, send_envelope("wait"), "blocker", deadline_s=0.3)
-    assert final.body["code"] == -32006 and "timeout ran out" in final.body["message"]
+    assert final.body["code"] == -32030 and "timeout ran out" in final.body["message"]
     [record] = list(blocker.tasks._tasks.values())
     await asyncio.wait_for(record.settled.wait(), 5)
     assert record.state is TaskState.canceled
