@@ -101,10 +101,11 @@ class E2AAuth:
     """Credentials for the request; prefer ``credential_ref`` / ``api_key_ref`` over raw tokens."""
 
     method_id: str | None = None
-    bearer_token: str | None = None
+    # Credentials never in a repr (a log line, a traceback); the refs name a secret, not hold it.
+    bearer_token: str | None = field(default=None, repr=False)
     api_key_ref: str | None = None
     credential_ref: str | None = None
-    extra_headers: dict[str, str] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict, repr=False)
     meta: dict[str, Any] = field(default_factory=dict, metadata={_WIRE_KEY: "_meta"})
 
     def to_dict(self) -> dict[str, Any]:
