@@ -17,6 +17,7 @@ process, and nothing waits).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,13 @@ class TaskJournal(Protocol):
         """Open the store and read what it holds (blocking: run it off the loop)."""
         ...
 
+    def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        """Call ``pause`` when changes pile up faster than they are stored, ``resume`` once they
+        are stored again (the agent stops reading requests meanwhile)."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Begin storing changes (after :meth:`load`); ``after_durable`` callbacks run on ``loop``."""
+
     def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
         """The task was created or changed: write its current state (``task_json`` if already serialized)."""
 
@@ -97,6 +105,12 @@ class NullJournal:
 
     def load(self) -> LoadedTasks:
         return LoadedTasks()
+
+    def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        pass  # nothing is stored: nothing piles up
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        pass
 
     def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
         pass
