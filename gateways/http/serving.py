@@ -37,7 +37,7 @@ from gateways.http.rpc import (
     sse,
 )
 from gateways.http.streams import EventStream
-from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
+from mesh.a2a import AuthenticatedExtendedCardNotConfigured, Method, RpcError, TaskNotFound
 from mesh.e2a import E2AResponse
 from mesh.limits import check_message_limits
 
@@ -114,18 +114,22 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
     if call.streaming:
-        first = await _first_frame(frames)
-        if isinstance(first, E2AResponse) and first.is_final and first.response_kind == "e2a.error":
-            # Known before the stream started (subscribing to a finished task, an agent gone):
-            # a plain error (REST: its HTTP status), not an HTTP 200 stream holding one event.
-            if context_slot is not None:
-                context_slot.release()
-            await frames.aclose()  # type: ignore[attr-defined]
-            error = error_of(first)
-            error.request_id = call.request_id
-            return binding.error(call.version, call, error)
+        # A subscription's errors are known at once (the task is finished, unknown, another's):
+        # wait for its first frame. A new stream starts at once, as before: the client may
+        # leave before anything is sent, and nothing then reaches the mesh.
+        if call.mesh_method is Method.tasks_resubscribe:
+            first = await _first_frame(frames)
+            if isinstance(first, E2AResponse) and first.is_final and first.response_kind == "e2a.error":
+                # A plain error (REST: its HTTP status), not an HTTP 200 stream holding one event.
+                if context_slot is not None:
+                    context_slot.release()
+                await frames.aclose()  # type: ignore[attr-defined]
+                error = error_of(first)
+                error.request_id = call.request_id
+                return binding.error(call.version, call, error)
+            frames = _prepended(first, frames)
         keep_alive_s = gateway.settings.sse_keep_alive_s
-        chunks = binding.stream(call, _prepended(first, frames))
+        chunks = binding.stream(call, frames)
         return EventStream(chunks, request.app.state.streams, context_slot, keep_alive_s=keep_alive_s)
     try:
         async for frame in frames:
@@ -181,7 +185,7 @@ async def _prepended(
 
 async def read_body(request: Request, timeout_s: float) -> bytes:
     """The whole body, due within ``timeout_s`` (408 after: a slow body holds a request slot);
-    BodyLimit refuses one over the size limit as it comes."""
+    PrivateRoute refuses one over the size limit as it comes."""
     try:
         async with asyncio.timeout(timeout_s):  # asyncio's: half the cost of anyio's cancel scope
             return await request.body()
