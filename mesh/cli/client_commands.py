@@ -146,7 +146,7 @@ async def _send(args: argparse.Namespace) -> int:
                 context_id=args.context,
                 task_id=args.task,
                 timeout=args.timeout,
-                on_sent=None if args.json else _say_task_id,
+                on_sent=None if args.json else _task_id_sayer(progress),
                 on_event=on_event,
             )
         if args.json:
@@ -171,10 +171,14 @@ async def _send_streamed(client: MeshClient, args: argparse.Namespace) -> int:
     return _outcome(final, print_answer=False)
 
 
-def _say_task_id(task_id: str | None) -> None:
-    """A plain send's first line, on stderr so stdout is the answer alone."""
-    if task_id is not None:
-        print(f"task {task_id}", file=sys.stderr, flush=True)
+def _task_id_sayer(progress: Progress) -> Callable[[str | None], None]:
+    """A plain send's first line, on stderr so stdout is the answer alone (above the progress line)."""
+
+    def say(task_id: str | None) -> None:
+        if task_id is not None:
+            progress.say(f"task {task_id}")
+
+    return say
 
 
 def _progress_of(progress: Progress) -> Callable[[StreamItem], None]:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import pty
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -176,6 +177,10 @@ async def test_a_progress_line_on_a_terminal_only(serve_agent: ServeAgent, broke
     assert code == 0 and out.startswith("Liftoff! Counted down from 2.\n"), shown
     assert "waiting for countdown… " in shown and " s, working" in shown  # the state from the agent's progress
     assert shown.rstrip("\r\n").endswith("\r\x1b[K")  # erased at the end
+    # The task id line erases the progress line before it: never "… s, senttask <id>".
+    task_line = re.search(r"(.)task [0-9a-f-]{8,}\r?\n", shown, re.S)
+    assert task_line is not None and task_line.group(1) == "\x1b[K"[-1], repr(shown)
+    assert "senttask" not in shown and "workingtask" not in shown
     piped = await mesh("send", "countdown", "1", **env)
     assert "waiting for" not in piped.stderr and "\x1b" not in piped.stderr
 
