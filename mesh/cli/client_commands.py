@@ -13,8 +13,9 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent
+from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent, TextPart, create_user_message
 from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE
 from mesh.cli.common import (
     EXIT_OK,
@@ -45,6 +46,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     send.add_argument("--stream", "-s", action="store_true", help="print status and artifact events as they come")
     send.add_argument("--context", "-c", metavar="ID", help="contextId: continue a conversation")
     send.add_argument("--task", "-t", metavar="ID", help="taskId: answer a task that is input-required")
+    send.add_argument("--skill", metavar="NAME", help="the skill to call, for agents with several (metadata.skill)")
+    send.add_argument(
+        "--metadata",
+        "-m",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a key of the message's metadata (repeatable); VALUE is JSON if it parses, else text",
+    )
     send.add_argument("--json", action="store_true", help="print the Task as JSON (NDJSON events with --stream)")
     send.add_argument(
         "--timeout",
@@ -131,8 +141,26 @@ def message_text(words: list[str]) -> str:
     return " ".join(words)
 
 
+def message_metadata(pairs: list[str], skill: str | None) -> dict[str, Any] | None:
+    """The message's metadata from ``--metadata KEY=VALUE`` (JSON values where they parse) and ``--skill``."""
+    metadata: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError(f"--metadata {pair!r}: give KEY=VALUE, e.g. --metadata priority=2")
+        try:
+            metadata[key.strip()] = json.loads(value)
+        except ValueError:
+            metadata[key.strip()] = value
+    if skill is not None:
+        metadata["skill"] = skill
+    return metadata or None
+
+
 async def _send(args: argparse.Namespace) -> int:
-    args.text = message_text(args.text)
+    metadata = message_metadata(args.metadata, args.skill)
+    text = message_text(args.text)
+    args.text = text if metadata is None else create_user_message([TextPart(text=text)], metadata=metadata)
     async with connect(args) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
         if args.stream:
