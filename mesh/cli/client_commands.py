@@ -30,6 +30,9 @@ from mesh.client import MeshClient, StreamItem
 from mesh.errors import ConfigError
 from topics import validate_identifier
 
+#: How long the task commands wait for the agent's card (an unknown name is told as soon as the cards are in).
+AGENT_WAIT_S = 3.0
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     send = subparsers.add_parser(
@@ -241,6 +244,7 @@ async def _task_list(args: argparse.Namespace) -> int:
     tasks: list[Task] = []
     total = 0
     async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=AGENT_WAIT_S)  # an unknown name: did you mean...
         token: str | None = None
         while len(tasks) < args.limit:
             page = await client.list_tasks(
@@ -277,6 +281,7 @@ def _which_tasks(args: argparse.Namespace) -> str:
 
 async def _task_get(args: argparse.Namespace) -> int:
     async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=AGENT_WAIT_S)
         task = await client.get_task(args.agent, args.task_id, history_length=args.history, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK
@@ -284,6 +289,7 @@ async def _task_get(args: argparse.Namespace) -> int:
 
 async def _task_cancel(args: argparse.Namespace) -> int:
     async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=AGENT_WAIT_S)
         task = await client.cancel_task(args.agent, args.task_id, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK

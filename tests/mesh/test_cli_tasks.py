@@ -118,6 +118,11 @@ async def test_task_list_command_filters_by_state_and_context(
     bad = await mesh("task", "list", "decider", "--state", "finished", **env)
     assert bad.code == 2 and "invalid choice: 'finished'" in bad.stderr
 
+    for command in (["list", "decidr"], ["get", "decidr", ids[0]], ["cancel", "decidr", ids[0]]):
+        typo = await mesh("task", *command, **env)
+        assert typo.code == 4 and "unknown agent 'decidr'" in typo.stderr, typo.stderr
+        assert "did you mean 'decider'?" in typo.stderr
+
 
 # ---------------------------------------------------------------------- the task id first, progress
 
