@@ -8,6 +8,7 @@ broker rules allow it, ``{ns}/a2a/v1/client/response/USER``; ``--client-id`` nam
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent, TextPart, create_user_message
+from mesh.a2a.exceptions import TaskNotCancelable
 from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE
 from mesh.cli.common import (
     EXIT_OK,
@@ -166,35 +168,79 @@ async def _send(args: argparse.Namespace) -> int:
     args.text = text if metadata is None else create_user_message([TextPart(text=text)], metadata=metadata)
     async with connect(args) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
+        interrupt = _CancelOnInterrupt(client, args.agent)
         if args.stream:
-            return await _send_streamed(client, args)
+            async with interrupt:
+                return await _send_streamed(client, args, interrupt)
         progress = progress_line(args.agent)
         on_event = None if isinstance(progress, NoProgress) else _progress_of(progress)
-        with progress:
-            result = await client.send(
-                args.agent,
-                args.text,
-                context_id=args.context,
-                task_id=args.task,
-                timeout=args.timeout,
-                on_sent=None if args.json else _task_id_sayer(progress),
-                on_event=on_event,
-            )
+        say_task_id = None if args.json else _task_id_sayer(progress)
+
+        def on_sent(task_id: str | None) -> None:
+            interrupt.task_id = task_id
+            if say_task_id is not None:
+                say_task_id(task_id)
+
+        async with interrupt:
+            with progress:
+                result = await client.send(
+                    args.agent,
+                    args.text,
+                    context_id=args.context,
+                    task_id=args.task,
+                    timeout=args.timeout,
+                    on_sent=on_sent,
+                    on_event=on_event,
+                )
         if args.json:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)
         return _outcome(result, print_answer=True)
 
 
-async def _send_streamed(client: MeshClient, args: argparse.Namespace) -> int:
+class _CancelOnInterrupt:
+    """Ctrl-C while waiting: cancel the task on the agent (it would run on, unseen) and say so."""
+
+    def __init__(self, client: MeshClient, agent: str) -> None:
+        self.client = client
+        self.agent = agent
+        self.task_id: str | None = None
+
+    async def __aenter__(self) -> _CancelOnInterrupt:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None or not issubclass(kind, asyncio.CancelledError | KeyboardInterrupt):
+            return
+        if self.task_id is None:
+            print("mesh: interrupted before the agent had the task", file=sys.stderr, flush=True)
+            return
+        try:
+            task = await asyncio.wait_for(self._cancel(self.task_id), 3.0)
+        except (Exception, asyncio.CancelledError) as exc:  # a second Ctrl-C, or the agent refused
+            print(f"mesh: interrupted; task {self.task_id} may still run ({exc or type(exc).__name__}): "
+                  f"mesh task cancel {self.agent} {self.task_id}", file=sys.stderr, flush=True)  # fmt: skip
+            return
+        print(f"mesh: interrupted: task {self.task_id} {task.status.state.value}", file=sys.stderr, flush=True)
+
+    async def _cancel(self, task_id: str) -> Task:
+        try:
+            return await self.client.cancel_task(self.agent, task_id, timeout=2.0)
+        except TaskNotCancelable:  # the call path already canceled it, or it ended meanwhile
+            return await self.client.get_task(self.agent, task_id, timeout=2.0)
+
+
+async def _send_streamed(client: MeshClient, args: argparse.Namespace, interrupt: _CancelOnInterrupt) -> int:
     """``--stream``: the task id first (not with --json: every event carries it), then a line per event."""
     final: StreamItem | None = None  # the reply, a Task or Message, comes last
     first = True
     async for item in client.stream(
         args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
     ):
-        if first and not args.json and (task_id := getattr(item, "task_id", None)):
-            print(f"[task {task_id}]", flush=True)
+        if first and (task_id := getattr(item, "task_id", None)):
+            interrupt.task_id = task_id
+            if not args.json:
+                print(f"[task {task_id}]", flush=True)
         first = False
         print(as_json(item) if args.json else event_line(item), flush=True)
         final = item

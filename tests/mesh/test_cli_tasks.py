@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ from mesh.client import MeshClient
 from mesh.credentials import password_for
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent
-from tests.mesh.cli_process import mesh, mesh_env
+from tests.mesh.cli_process import mesh, mesh_env, start_mesh
 
 
 def env_of(broker_url: str, namespace: str) -> dict[str, str]:
@@ -233,3 +234,19 @@ async def test_the_cli_works_under_per_user_rules_with_only_a_broker_url(
         assert bad.code == 2 and "--client-id" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         await service.stop()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "plain"])
+async def test_ctrl_c_cancels_the_task_and_says_so(
+    serve_agent: ServeAgent, broker_settings: BrokerSettings, broker_url: str, namespace: str, stream: bool
+) -> None:
+    await serve_agent(CountdownAgent())
+    env = env_of(broker_url, namespace)
+    sending = await start_mesh("send", "countdown", "30", *(["--stream"] if stream else []), **env)
+    line = await sending.wait_for_line("task ", stream="stdout" if stream else "stderr")
+    task_id = line.split("task ")[1].strip(" []\n")
+    assert await sending.stop(signal.SIGINT) == 130
+    assert f"mesh: interrupted: task {task_id} canceled" in sending.output, sending.output
+    assert "Traceback" not in sending.output
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        assert (await client.get_task("countdown", task_id)).status.state is TaskState.canceled
