@@ -6,6 +6,7 @@ import asyncio
 import json
 import shutil
 import signal
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from agents.a2e import WorkerAgent
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import free_port, port_answers
+from mesh.cli.run_commands import mesh_command
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent
@@ -257,3 +259,16 @@ async def test_send_picks_a_skill_and_sets_metadata(serve_agent: ServeAgent, bro
     assert unnamed.code != 0 and "serves 2 skills (shout, spell)" in unnamed.stdout + unnamed.stderr
     bad = await mesh("send", "shout", "hi", "--metadata", "novalue", **env)
     assert bad.code == 2 and "--metadata 'novalue': give KEY=VALUE" in bad.stderr
+
+
+def test_the_banner_names_mesh_as_the_user_can_type_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "mesh").write_text("#!/bin/sh\n")
+    (bin_dir / "mesh").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [".venv/bin/mesh", "up"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert mesh_command() == ".venv/bin/mesh"  # not on PATH: what the README's users typed
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert mesh_command() == "mesh"
