@@ -15,6 +15,10 @@ and answered with a timeout error, so no client is left waiting on a task nobody
 agent that is not there (nobody listens on its request topic, or its card is removed while the
 gateway waits) is answered at once with the mesh's "agent gone" error
 (:attr:`~mesh.a2a.ErrorCode.AGENT_GONE`, ``data.errorType`` ``AgentGone``).
+
+This module connects, publishes the gateway's card and forwards; the rest is one concept each:
+:mod:`gateways.answers` (a call's answers as frames), :mod:`gateways.taskroutes` (what the
+gateway remembers of the tasks it forwarded) and :mod:`gateways.errors` (what it answers itself).
 """
 
 from __future__ import annotations
