@@ -151,10 +151,13 @@ async def test_agent_not_found_is_404_with_the_same_words_on_every_route(
     url = f"{gateway.public_url}/a2a/agents/nobody"
     posted = await http.post(url, json=rpc("message/send", {"message": message()}))
     card = await http.get(f"{url}/card")
+    described = await http.get(url)
     rest = await http.post(f"{url}/rest/message:send", json={"message": message_v1("hi")})
-    assert (posted.status_code, card.status_code, rest.status_code) == (404, 404, 404)
+    statuses = (posted.status_code, card.status_code, described.status_code, rest.status_code)
+    assert statuses == (404, 404, 404, 404)
     expected = "agent 'nobody' is not on the mesh; available agents: echo"
     assert posted.json()["error"]["message"] == expected
+    assert described.json()["error"]["message"] == expected
     assert card.json()["error"]["message"] == expected
     assert rest.json()["error"]["message"] == expected
 
