@@ -1,0 +1,205 @@
+"""``mesh mcp``: the official ``mcp`` SDK's client reaching mesh agents as tools, over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from agents import Agent, InputRequired, Reply
+from agents.builtin.calculator import CalculatorAgent
+from agents.builtin.countdown import CountdownAgent
+from agents.builtin.echo import EchoAgent
+from mesh.a2a import TaskState, get_text_from_message
+from mesh.client import MeshClient
+from tests.conftest import ServeAgent
+from tests.gateways.mcp_client import mesh_mcp
+
+TRANSPORTS = ["stdio", "http"]
+
+
+class Greeter(Agent):
+    """Asks for a name, then greets: input-required, then the continuation."""
+
+    name = "greeter"
+    description = "Greets you by name (asks for it first)."
+
+    async def handle(self, message, ctx):  # type: ignore[no-untyped-def]
+        answer = yield InputRequired("What is your name?")
+        yield Reply(f"Hello, {get_text_from_message(answer)}!")
+
+
+class Broken(Agent):
+    name = "broken"
+    description = "Always fails."
+
+    async def handle(self, message, ctx):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the flux capacitor is empty")
+
+
+class Stats(Agent):
+    name = "stats"
+    description = "Answers with text and a data part."
+
+    async def handle(self, message, ctx):  # type: ignore[no-untyped-def]
+        return Reply(text="two words", data={"words": len(get_text_from_message(message).split())})
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_tools_list_and_calls_to_echo_calculator_and_a_data_agent(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    await serve_agent(EchoAgent())
+    await serve_agent(CalculatorAgent())
+    await serve_agent(Stats())
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+        tools = {tool.name: tool for tool in await client.wait_for_tools("echo", "calculator", "stats")}
+        echo = tools["echo"]
+        assert echo.description is not None and "Repeats what it is told" in echo.description
+        assert "Examples: 'hello'" in echo.description
+        assert echo.input_schema["required"] == ["message"]
+        assert set(echo.input_schema["properties"]) == {"message", "context_id", "task_id", "skill"}
+        assert echo.input_schema["properties"]["skill"]["enum"] == ["echo"]
+
+        result = await client.session.call_tool("echo", {"message": "hello mesh"})
+        assert not result.is_error
+        assert _text(result) == "hello mesh"
+        assert result.meta is not None and result.meta["mesh/state"] == "completed"
+
+        sum_ = await client.session.call_tool("calculator", {"message": "2 + 3 * 4"})
+        assert not sum_.is_error and "14" in _text(sum_)
+
+        stats = await client.session.call_tool("stats", {"message": "a b c"})
+        assert _text(stats) == "two words"
+        assert stats.structured_content == {"words": 3}
+
+        bad = await client.session.call_tool("echo", {"message": "hi", "skill": "dance"})
+        assert bad.is_error and "no skill 'dance'" in _text(bad)
+    assert "Traceback" not in client.stderr_text()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_streaming_agent_sends_progress_in_order_and_its_artifact(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    await serve_agent(CountdownAgent(interval_s=0.01))
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+        await client.wait_for_tools("countdown")
+        progress: list[tuple[float, str | None]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, message))
+
+        result = await client.session.call_tool("countdown", {"message": "3"}, progress_callback=on_progress)
+        assert not result.is_error
+        assert "Liftoff! Counted down from 3." in _text(result)
+        statuses = [message for _, message in progress if message and message.endswith("...")]
+        assert statuses == ["3...", "2...", "1..."]
+        values = [value for value, _ in progress]
+        assert values == sorted(values) and len(set(values)) == len(values)  # strictly increasing
+        artifacts = [b.resource for b in result.content if isinstance(b, types.EmbeddedResource)]
+        assert [a.text for a in artifacts if isinstance(a, types.TextResourceContents)] == ["3\n2\n1\n0"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_input_required_returns_the_question_and_the_task_id_to_answer_with(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    await serve_agent(Greeter())
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+        await client.wait_for_tools("greeter")
+        first = await client.session.call_tool("greeter", {"message": "hello"})
+        assert not first.is_error
+        assert "What is your name?" in _text(first)
+        structured: Any = first.structured_content
+        assert structured["state"] == "input-required"
+        task_id = structured["task_id"]
+        assert task_id and task_id in _text(first)
+        second = await client.session.call_tool("greeter", {"message": "Ada", "task_id": task_id})
+        assert _text(second) == "Hello, Ada!"
+        assert second.meta is not None and second.meta["mesh/taskId"] == task_id
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_agents_joining_and_leaving_change_the_list_with_list_changed(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    await serve_agent(EchoAgent())
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+        await client.wait_for_tools("echo")
+        before = client.recorder.list_changes()
+        greeter = await serve_agent(Greeter())
+        await client.recorder.wait_for_list_change(before)
+        await client.wait_for_tools("greeter")
+        before = client.recorder.list_changes()
+        await greeter.stop()  # its card is cleared: the agent is gone
+        await client.recorder.wait_for_list_change(before)
+        await client.wait_for_tools("greeter", present=False)
+        assert "echo" in await client.tool_names()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_failing_and_missing_agents_give_is_error_with_the_reason(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    await serve_agent(Broken())
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+        await client.wait_for_tools("broken")
+        result = await client.session.call_tool("broken", {"message": "go"})
+        assert result.is_error
+        assert "task failed" in _text(result)
+        empty = await client.session.call_tool("broken", {"message": ""})
+        assert empty.is_error and "non-empty string 'message'" in _text(empty)
+        with pytest.raises(Exception, match="unknown tool 'nobody'"):
+            await client.session.call_tool("nobody", {"message": "hi"})
+    assert "Traceback" not in client.stderr_text()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_cancelling_a_call_mid_stream_cancels_the_task_on_the_mesh(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    import anyio
+
+    await serve_agent(CountdownAgent(interval_s=0.2))
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+        await client.wait_for_tools("countdown")
+        started = anyio.Event()
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            started.set()
+
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.session.call_tool("countdown", {"message": "50"}, progress_callback=on_progress)
+
+            group.start_soon(call)
+            with anyio.fail_after(15):
+                await started.wait()
+            group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+        async with MeshClient.connect(broker_url, namespace) as mesh:
+            with anyio.fail_after(15):
+                while True:
+                    tasks = (await mesh.list_tasks("countdown")).tasks
+                    if tasks and tasks[0].status.state == TaskState.canceled:
+                        break
+                    await anyio.sleep(0.05)  # the cancel travels mcp -> mesh -> agent
+            task = await mesh.get_task("countdown", tasks[0].id)
+            assert task.status.state == TaskState.canceled
+
+
+async def test_agents_patterns_filter_the_tools(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(EchoAgent())
+    await serve_agent(CalculatorAgent())
+    async with mesh_mcp(broker_url, namespace, tmp_path, "--agents", "calc*", "nothing") as client:
+        await client.wait_for_tools("calculator")
+        assert await client.tool_names() == ["calculator"]
