@@ -1,4 +1,8 @@
-"""The ``mesh mcp`` command (registered through the ``mesh.commands`` entry points)."""
+"""The ``mesh mcp`` command (registered through the ``mesh.commands`` entry points).
+
+The MCP SDK is imported when the command runs, not when ``mesh`` registers its commands: every
+other command would otherwise pay for loading it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
@@ -16,8 +21,8 @@ from mesh.errors import ConfigError
 from mesh.trust import Trust, TrustSettings, load_trust
 from mesh.trust.config import resolve
 
-from .bridge import MeshBridge
-from .server import PRINCIPAL_SCOPE_KEY, McpGateway
+if TYPE_CHECKING:
+    from .server import McpGateway
 
 __all__ = ["register", "run_mcp"]
 
@@ -136,6 +141,9 @@ async def run_mcp(
     auth: object | None = None,
 ) -> None:
     """Serve MCP on stdio until stdin closes, or on HTTP until stopped."""
+    from .bridge import MeshBridge
+    from .server import McpGateway
+
     bridge = MeshBridge(
         gateway_id or f"mcp-{uuid.uuid4().hex[:8]}",
         broker=broker,
@@ -167,6 +175,8 @@ async def _serve_stdio(gateway: McpGateway) -> None:
 async def _serve_http(gateway: McpGateway, host: str, port: int, auth: object | None) -> None:
     from gateways.http.mcp_edge import serve_mcp_http
     from gateways.http.protection import AuthConfig
+
+    from .server import PRINCIPAL_SCOPE_KEY
 
     app = gateway.server.streamable_http_app(host=host)
 

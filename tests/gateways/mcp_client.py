@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.mesh.cli_process import mesh_env
 
@@ -75,9 +76,14 @@ def _args(broker_url: str, namespace: str, extra: tuple[str, ...]) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def mesh_mcp(
-    broker_url: str, namespace: str, tmp_path: Path, *extra: str, transport: str = "stdio"
+    broker_url: str,
+    namespace: str,
+    tmp_path: Path,
+    *extra: str,
+    transport: str = "stdio",
+    headers: dict[str, str] | None = None,
 ) -> AsyncIterator[McpClient]:
-    """A client session to a ``mesh mcp`` subprocess, initialized."""
+    """A client session to a ``mesh mcp`` subprocess, initialized (``headers``: on every HTTP request)."""
     recorder = Recorder()
     stderr_path = tmp_path / f"mesh-mcp-{transport}.stderr"
     if transport == "stdio":
@@ -94,7 +100,10 @@ async def mesh_mcp(
         )
     try:
         url = await _served_url(stderr_path, proc)
-        async with streamable_http_client(url) as (read, write):
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+        ):
             async with ClientSession(read, write, message_handler=recorder.handle) as session:
                 await session.initialize()
                 yield McpClient(session, recorder, stderr_path)
@@ -106,6 +115,22 @@ async def mesh_mcp(
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def mesh_mcp_http(broker_url: str, namespace: str, tmp_path: Path, *extra: str) -> AsyncIterator[str]:
+    """A ``mesh mcp --http 0`` subprocess; yields its URL."""
+    stderr_path = tmp_path / "mesh-mcp-http-only.stderr"
+    with stderr_path.open("w") as errlog:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *_args(broker_url, namespace, ("--http", "0", *extra)), env=mesh_env(), stderr=errlog
+        )
+    try:
+        yield await _served_url(stderr_path, proc)
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 10)
 
 
 async def _served_url(stderr_path: Path, proc: asyncio.subprocess.Process, timeout: float = 30.0) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 
@@ -12,12 +14,19 @@ from agents import Agent, InputRequired, Reply
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
+from agents.service import AgentService
 from mesh.a2a import TaskState, get_text_from_message
+from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from tests.conftest import ServeAgent
-from tests.gateways.mcp_client import mesh_mcp
+from mesh.trust import generate_keys
+from mesh.trust.config import TrustSettings, resolve
+from tests.agents.test_trust import Whoami
+from tests.conftest import ServeAgent, TransportFactory
+from tests.gateways.mcp_client import mesh_mcp, mesh_mcp_http
+from tests.support import Inbox, start_agent_process
 
 TRANSPORTS = ["stdio", "http"]
+TOKEN = "mcp-test-token-0123456789abcdef"
 
 
 class Greeter(Agent):
@@ -203,3 +212,91 @@ async def test_agents_patterns_filter_the_tools(
     async with mesh_mcp(broker_url, namespace, tmp_path, "--agents", "calc*", "nothing") as client:
         await client.wait_for_tools("calculator")
         assert await client.tool_names() == ["calculator"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_kill_9_of_an_agent_ends_its_call_with_is_error_and_removes_its_tool(
+    make_transport: TransportFactory, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    import anyio
+
+    proc = await start_agent_process(broker_url, namespace, "blocker", agent="Blocker")
+    try:
+        async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+            await client.wait_for_tools("blocker")
+            requests = Inbox()  # what reached the agent's request topic
+            await (await make_transport()).subscribe(f"{namespace}/a2a/v1/agent/request/blocker", requests)
+            results: list[types.CallToolResult] = []
+            async with anyio.create_task_group() as group:
+
+                async def call() -> None:
+                    results.append(await client.session.call_tool("blocker", {"message": "wait"}))
+
+                group.start_soon(call)
+                await requests.wait_for(1)
+                before = client.recorder.list_changes()
+                proc.kill()  # kill -9: only the broker's will clears its card
+                await proc.wait()
+            [result] = results
+            assert result.is_error
+            assert "agent 'blocker' went away" in _text(result) and "AgentGone" in _text(result)
+            await client.recorder.wait_for_list_change(before)
+            await client.wait_for_tools("blocker", present=False)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_with_a_trust_store_only_signed_agents_are_tools(
+    serve_agent: ServeAgent, broker_settings: BrokerSettings, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    generate_keys(keys, ["signed"])
+    signed = AgentService(
+        EchoAgent(name="signed"),
+        broker=broker_settings,
+        namespace=namespace,
+        trust=resolve(TrustSettings(keys=keys), "signed", keys),
+    )
+    await signed.start()
+    try:
+        await serve_agent(EchoAgent())  # unsigned
+        async with mesh_mcp(broker_url, namespace, tmp_path, "--keys", str(keys)) as client:
+            await client.wait_for_tools("signed")
+            assert await client.tool_names() == ["signed"]
+            result = await client.session.call_tool("signed", {"message": "trusted"})
+            assert _text(result) == "trusted"
+        async with mesh_mcp(broker_url, namespace, tmp_path) as client:  # no trust store: both
+            await client.wait_for_tools("signed", "echo")
+    finally:
+        await signed.stop()
+
+
+async def test_http_behind_the_gateways_auth_settings(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(Whoami())
+    config = tmp_path / "mesh.yaml"
+    config.write_text(
+        f"gateways:\n  - kind: http\n    auth: {{mode: bearer, tokens: [{{name: ada, secret: {TOKEN}}}]}}\n"
+    )
+    async with mesh_mcp_http(broker_url, namespace, tmp_path, "--config", str(config)) as url:
+        async with httpx.AsyncClient() as http:
+            refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert refused.status_code == 401
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+            wrong = await http.post(url, json={}, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+    async with mesh_mcp(
+        broker_url,
+        namespace,
+        tmp_path,
+        "--config",
+        str(config),
+        transport="http",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as client:
+        await client.wait_for_tools("whoami")
+        result = await client.session.call_tool("whoami", {"message": "who am I?"})
+        assert json.loads(_text(result))["user"] == "ada"  # the authenticated caller reaches the agent
