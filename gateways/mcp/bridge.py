@@ -40,9 +40,18 @@ _BRANCHES = {"status-update": "status_update", "artifact-update": "artifact_upda
 
 
 def call_envelope(
-    tool: AgentTool, arguments: dict[str, Any], *, request_id: str | None = None, user_id: str | None = None
+    tool: AgentTool,
+    arguments: dict[str, Any],
+    *,
+    stream: bool = True,
+    request_id: str | None = None,
+    user_id: str | None = None,
 ) -> E2AEnvelope:
-    """The E2A envelope of one ``tools/call`` (arguments already validated against the schema)."""
+    """The E2A envelope of one ``tools/call`` (arguments already validated against the schema).
+
+    ``stream``: ``message/stream`` (the client wants progress), else a blocking ``message/send``,
+    which spares the agent and the broker the events nobody would see.
+    """
     message: dict[str, Any] = {
         "kind": "message",
         "role": "user",
@@ -67,9 +76,9 @@ def call_envelope(
         channel="mcp",
         user_id=user_id,
         agent_id=tool.agent,
-        method="message/stream",
-        params={"message": message},
-        is_stream=True,
+        method="message/stream" if stream else "message/send",
+        params={"message": message} if stream else {"message": message, "configuration": {"blocking": True}},
+        is_stream=stream,
     )
 
 
@@ -150,7 +159,11 @@ class MeshBridge:
         user = envelope.user_id
         token = self.tokens.mint(user) if self.tokens is not None and user else None
         options = CallOptions(
-            user_id=user, auth_token=token, idle_timeout_s=self.idle_timeout_s, cancel_on_abandon=True
+            user_id=user,
+            auth_token=token,
+            idle_timeout_s=self.idle_timeout_s,
+            events=envelope.is_stream,
+            cancel_on_abandon=True,
         )
         try:
             async with self.calls.call(agent, envelope.method or "message/stream", envelope.params, options) as call:

@@ -166,9 +166,9 @@ async def run_mcp(
 
 
 async def _serve_stdio(gateway: McpGateway) -> None:
-    from mcp.server.stdio import stdio_server
+    from .stdio import stdio_streams
 
-    async with stdio_server() as (read, write):
+    async with stdio_streams() as (read, write):
         await gateway.server.run(read, write, gateway.initialization_options())
 
 

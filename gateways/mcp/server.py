@@ -27,6 +27,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mesh.version import __version__
@@ -112,7 +113,9 @@ class McpGateway:
             arguments = _checked(tool, params.arguments or {})
         except ValueError as exc:  # a tool error, not a protocol one: the model can fix its arguments
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
-        envelope = call_envelope(tool, arguments, user_id=_principal(ctx))
+        # Progress asked for: stream the task's events; else one blocking message/send.
+        stream = progress_token_from_params(ctx.params) is not None
+        envelope = call_envelope(tool, arguments, stream=stream, user_id=_principal(ctx))
         answer = TaskAnswer(tool.agent)
         log.info("tools/call %s -> agent %s (request %s)", tool.name, tool.agent, envelope.request_id)
         async with contextlib.aclosing(self.bridge.forward(envelope, tool.agent)) as frames:
