@@ -18,6 +18,7 @@ from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
 from mesh.config import load_config
 from mesh.errors import ConfigError
+from mesh.gctuning import tune_for_serving
 from mesh.trust import Trust, TrustSettings, load_trust
 from mesh.trust.config import resolve
 
@@ -155,6 +156,7 @@ async def run_mcp(
     gateway = McpGateway(bridge)
     gateway.bind_loop()
     await bridge.start()
+    tune_for_serving()  # as `mesh run` does once its components are started
     try:
         if http_port is None:
             await _serve_stdio(gateway)

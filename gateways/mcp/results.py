@@ -3,7 +3,7 @@
 What becomes what:
 
 - a ``working`` status with text, in progress: one progress notification (its text the message,
-  ``progress`` counting 1, 2, 3, ...); an artifact chunk: a progress notification naming it;
+  ``progress`` counting 1, 2, 3, ...); an artifact chunk: one too (``<name>: <its text>``);
 - the final task ``completed``: its status text as text content, its data parts as
   ``structured_content`` (one data part: its object; several: ``{"data": [...]}``), its
   artifacts as embedded text resources (text parts), embedded blobs (inline files) or resource
@@ -62,7 +62,9 @@ class TaskAnswer:
         if kind == "artifact-update":
             artifact = payload.get("artifact") or {}
             self._merge(artifact, append=bool(payload.get("append")))
-            return self._step(f"artifact {artifact.get('name') or artifact.get('artifactId') or ''}".strip())
+            name = artifact.get("name") or artifact.get("artifactId") or "artifact"
+            text = _joined(_parts(artifact), "text")
+            return self._step(f"{name}: {text}" if text else f"{name} (artifact)")
         return None
 
     def result(self, frame: E2AResponse) -> types.CallToolResult:
