@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import mcp_types as types
 import pytest
+from mcp import Client, StdioServerParameters
 
 from agents import Agent, InputRequired, Reply
 from agents.builtin.calculator import CalculatorAgent
@@ -23,6 +25,7 @@ from mesh.trust.config import TrustSettings, resolve
 from tests.agents.test_trust import Whoami
 from tests.conftest import ServeAgent, TransportFactory
 from tests.gateways.mcp_client import mesh_mcp, mesh_mcp_http
+from tests.mesh.cli_process import mesh_env
 from tests.support import Inbox, start_agent_process
 
 TRANSPORTS = ["stdio", "http"]
@@ -300,3 +303,49 @@ async def test_http_behind_the_gateways_auth_settings(
         await client.wait_for_tools("whoami")
         result = await client.session.call_tool("whoami", {"message": "who am I?"})
         assert json.loads(_text(result))["user"] == "ada"  # the authenticated caller reaches the agent
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_2026_client_lists_calls_and_hears_of_changes_on_subscriptions_listen(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    """The SDK's high-level Client negotiates the 2026-07-28 protocol (no handshake, listen streams)."""
+    await serve_agent(EchoAgent())
+    if transport == "stdio":
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mesh.cli", "mcp", "--broker", broker_url, "--namespace", namespace],
+            env=mesh_env(),
+        )
+        async with Client(server) as client:
+            await _modern_session(client, serve_agent)
+    else:
+        async with mesh_mcp_http(broker_url, namespace, tmp_path) as url, Client(url) as client:
+            await _modern_session(client, serve_agent)
+
+
+async def _modern_session(client: Client, serve_agent: ServeAgent) -> None:
+    import anyio
+
+    assert client.session.protocol_version == "2026-07-28"
+    with anyio.fail_after(15):
+        while "echo" not in {tool.name for tool in (await client.list_tools()).tools}:
+            async with client.listen(tools_list_changed=True) as changes:
+                if "echo" in {tool.name for tool in (await client.list_tools()).tools}:
+                    break
+                await changes.__anext__()
+    result = await client.call_tool("echo", {"message": "hello 2026"})
+    assert _text(result) == "hello 2026"
+    async with client.listen(tools_list_changed=True) as changes:
+        await serve_agent(CountdownAgent(interval_s=0.01))
+        with anyio.fail_after(15):
+            while "countdown" not in {tool.name for tool in (await client.list_tools()).tools}:
+                await changes.__anext__()  # a ToolsListChanged event
+    progress: list[str | None] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    done = await client.call_tool("countdown", {"message": "2"}, progress_callback=on_progress)
+    assert "Liftoff! Counted down from 2." in _text(done)
+    assert [m for m in progress if m and m.endswith("...")] == ["2...", "1..."]
