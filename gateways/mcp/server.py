@@ -41,6 +41,7 @@ __all__ = ["MAX_MESSAGE_CHARS", "PRINCIPAL_SCOPE_KEY", "McpGateway"]
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 1_000_000  # one tool call's message; the broker's own limit is checked on send
+MAX_CALLS_IN_FLIGHT = 512  # tool calls this process runs at once; more are refused, not queued without end
 MAX_TRACKED_CONNECTIONS = 1024  # handshake-era connections told of list changes (oldest forgotten first)
 #: Where the HTTP edge puts the authenticated caller's name in the ASGI scope (gateways.http.mcp_edge).
 PRINCIPAL_SCOPE_KEY = "mesh.principal"
@@ -71,6 +72,7 @@ class McpGateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notifying: asyncio.Task[None] | None = None
         self._dirty = False
+        self._in_flight = 0
         bridge.on_change(self._tools_changed)
 
     def initialization_options(self) -> InitializationOptions:
@@ -113,6 +115,18 @@ class McpGateway:
             arguments = _checked(tool, params.arguments or {})
         except ValueError as exc:  # a tool error, not a protocol one: the model can fix its arguments
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+        if self._in_flight >= MAX_CALLS_IN_FLIGHT:
+            busy = f"mesh mcp has {MAX_CALLS_IN_FLIGHT} tool calls in flight, its limit; retry when one has ended"
+            return types.CallToolResult(content=[types.TextContent(text=busy)], is_error=True)
+        self._in_flight += 1
+        try:
+            return await self._call(ctx, tool, arguments)
+        finally:
+            self._in_flight -= 1
+
+    async def _call(
+        self, ctx: ServerRequestContext[Any], tool: AgentTool, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
         # Progress asked for: stream the task's events; else one blocking message/send.
         stream = progress_token_from_params(ctx.params) is not None
         envelope = call_envelope(tool, arguments, stream=stream, user_id=_principal(ctx))
