@@ -21,6 +21,7 @@ from mesh.errors import ConfigError
 from mesh.gctuning import tune_for_serving
 from mesh.trust import Trust, TrustSettings, load_trust
 from mesh.trust.config import resolve
+from topics import validate_identifier
 
 if TYPE_CHECKING:
     from .server import McpGateway
@@ -67,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a `mesh keys` directory: list only agents whose cards a key of its jwks.json signed",
     )
     mcp.add_argument(
+        "--id",
+        metavar="ID",
+        help="this gateway's id on the mesh (default mcp-<random>); with trust, its key <keys>/<ID>.jwk signs "
+        "its card and the user tokens it mints (one process per id)",
+    )
+    mcp.add_argument(
         "--idle-timeout",
         type=float,
         default=300.0,
@@ -82,7 +89,7 @@ async def _mcp(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     if args.http is not None and not 0 <= args.http <= 65535:
         raise ConfigError(f"--http {args.http}: not a TCP port; give a number from 1 to 65535 (0: any free port)")
-    gateway_id = f"mcp-{uuid.uuid4().hex[:8]}"
+    gateway_id = validate_identifier(args.id, "gateway id") if args.id else f"mcp-{uuid.uuid4().hex[:8]}"
     auth, trust = _settings(args, gateway_id)
     broker = client_settings(args)  # --broker, --secure, TLS, --client as for the other client commands
     await run_mcp(

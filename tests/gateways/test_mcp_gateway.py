@@ -20,6 +20,7 @@ from agents.service import AgentService
 from mesh.a2a import TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.registry import DiscoveryRegistry
 from mesh.trust import generate_keys
 from mesh.trust.config import TrustSettings, resolve
 from tests.agents.test_trust import Whoami
@@ -252,10 +253,15 @@ async def test_kill_9_of_an_agent_ends_its_call_with_is_error_and_removes_its_to
 
 
 async def test_with_a_trust_store_only_signed_agents_are_tools(
-    serve_agent: ServeAgent, broker_settings: BrokerSettings, broker_url: str, namespace: str, tmp_path: Path
+    serve_agent: ServeAgent,
+    make_transport: TransportFactory,
+    broker_settings: BrokerSettings,
+    broker_url: str,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     keys = tmp_path / "keys"
-    generate_keys(keys, ["signed"])
+    generate_keys(keys, ["signed", "mcp-main"])
     signed = AgentService(
         EchoAgent(name="signed"),
         broker=broker_settings,
@@ -265,11 +271,19 @@ async def test_with_a_trust_store_only_signed_agents_are_tools(
     await signed.start()
     try:
         await serve_agent(EchoAgent())  # unsigned
-        async with mesh_mcp(broker_url, namespace, tmp_path, "--keys", str(keys)) as client:
+        async with mesh_mcp(broker_url, namespace, tmp_path, "--keys", str(keys), "--id", "mcp-main") as client:
             await client.wait_for_tools("signed")
             assert await client.tool_names() == ["signed"]
             result = await client.session.call_tool("signed", {"message": "trusted"})
             assert _text(result) == "trusted"
+            # With --id and its key, the gateway's own card is signed: a trusting registry accepts it.
+            verifier = resolve(TrustSettings(keys=keys), "observer", keys).card_verifier()
+            registry = DiscoveryRegistry(await make_transport(), namespace, verifier=verifier)
+            await registry.start()
+            try:
+                assert (await registry.wait_for("mcp-main", 10, kind="gateway")).card.signatures
+            finally:
+                await registry.stop()
         async with mesh_mcp(broker_url, namespace, tmp_path) as client:  # no trust store: both
             await client.wait_for_tools("signed", "echo")
     finally:
