@@ -67,7 +67,9 @@ def s3_settings(endpoint: str, limits: ArtifactLimits | None = None) -> Artifact
     )
 
 
-def store_settings(kind: str, tmp_path: Path, request: pytest.FixtureRequest, limits: ArtifactLimits | None = None) -> ArtifactSettings:
+def store_settings(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, limits: ArtifactLimits | None = None
+) -> ArtifactSettings:
     if kind == "s3":
         return s3_settings(request.getfixturevalue("s3_endpoint"), limits)
     return ArtifactSettings(path=str(tmp_path / "artifacts"), limits=limits or ArtifactLimits())

@@ -75,6 +75,9 @@ class ObjectStore:
         self._root = encode_segment(namespace)
         self._objects: OrderedDict[tuple[str, str, int], str] = OrderedDict()
         self._purged_at = 0.0
+        # obstore raises the builtin FileNotFoundError for a missing object (its own NotFoundError
+        # in some versions): either is "not found", every other failure "unavailable".
+        self._not_found: tuple[type[BaseException], ...] = (FileNotFoundError, obstore.exceptions.NotFoundError)
 
     def _folder(self, context_id: str, name: str) -> str:
         return f"{self._root}/{encode_segment(context_id)}/{hashlib.sha256(name.encode()).hexdigest()}"
@@ -82,9 +85,11 @@ class ObjectStore:
     async def _call(self, operation: Any) -> Any:
         try:
             return await operation
-        except self._obs.exceptions.NotFoundError:
+        except self._not_found:
             raise
-        except self._obs.exceptions.BaseError as exc:
+        except (self._obs.exceptions.AlreadyExistsError, FileExistsError):
+            raise
+        except (self._obs.exceptions.BaseError, OSError) as exc:
             raise ArtifactStoreUnavailable(f"the artifact store failed: {exc}") from exc
 
     # ---------------------------------------------------------------- writing
@@ -132,7 +137,7 @@ class ObjectStore:
                     await self._call(
                         self._obs.put_async(self._store, _meta_key(folder, info.version), document, mode="create")
                     )
-                except self._obs.exceptions.AlreadyExistsError:
+                except (self._obs.exceptions.AlreadyExistsError, FileExistsError):
                     info = ArtifactInfo(**{**_as_fields(info), "version": info.version + 1})
                     continue
                 self._remember(info, data_key)
@@ -169,9 +174,9 @@ class ObjectStore:
         version = ref.version if ref.version is not None else await self._latest_version(folder)
         try:
             if not version:
-                raise self._obs.exceptions.NotFoundError(ref.uri)
+                raise FileNotFoundError(ref.uri)
             data = await self._meta(_meta_key(folder, version))
-        except self._obs.exceptions.NotFoundError:
+        except self._not_found:
             raise ArtifactNotFound(f"no artifact {ref.uri} in namespace {self.namespace!r}") from None
         info = ArtifactInfo.from_dict(data)
         self._remember(info, str(data["object"]))
@@ -186,7 +191,7 @@ class ObjectStore:
             key = str((await self._meta(_meta_key(self._folder(info.context_id, info.name), info.version)))["object"])
         try:
             result = await self._call(self._obs.get_async(self._store, key, options={"range": (start, end)}))
-        except self._obs.exceptions.NotFoundError:
+        except self._not_found:
             raise ArtifactNotFound(f"artifact {info.uri} was deleted") from None
         async for chunk in result.stream(min_chunk_size=CHUNK_BYTES):
             yield bytes(chunk)
@@ -200,7 +205,7 @@ class ObjectStore:
             async with limit:
                 try:
                     return ArtifactInfo.from_dict(await self._meta(key))
-                except self._obs.exceptions.NotFoundError:
+                except self._not_found:
                     return None  # deleted while listing
 
         found = [info for info in await asyncio.gather(*(read(k) for k in keys)) if info is not None]
@@ -235,7 +240,7 @@ class ObjectStore:
                 continue
             try:
                 data_key = str((await self._meta(key))["object"])
-            except self._obs.exceptions.NotFoundError:
+            except self._not_found:
                 continue
             await self._call(self._obs.delete_async(self._store, key))  # first: no reader finds it
             await self._call(self._obs.delete_async(self._store, data_key))

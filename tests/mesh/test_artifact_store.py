@@ -20,7 +20,7 @@ from mesh.artifacts import (
     open_store,
     read_all,
 )
-from tests.artifact_stores import s3_endpoint, store_kind, store_settings  # noqa: F401 - fixtures
+from tests.artifact_stores import store_settings
 
 
 async def _chunks(data: bytes, size: int) -> AsyncIterator[bytes]:
@@ -28,11 +28,15 @@ async def _chunks(data: bytes, size: int) -> AsyncIterator[bytes]:
         yield data[start : start + size]
 
 
-def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest, limits: ArtifactLimits | None = None) -> ArtifactStore:
+def _open(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, limits: ArtifactLimits | None = None
+) -> ArtifactStore:
     return open_store(store_settings(kind, tmp_path, request, limits), "acme/ai")
 
 
-async def test_save_from_bytes_path_and_iterator_round_trip(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+async def test_save_from_bytes_path_and_iterator_round_trip(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     store = _open(store_kind, tmp_path, request)
     data = os.urandom(3 * 1024 * 1024 + 17)
     source = tmp_path / "source.bin"
@@ -80,7 +84,9 @@ async def test_ranges(store_kind: str, tmp_path: Path, request: pytest.FixtureRe
     await store.close()
 
 
-async def test_too_large_and_full_store_leave_nothing(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+async def test_too_large_and_full_store_leave_nothing(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     limits = ArtifactLimits(max_artifact_bytes=6_000_000, max_namespace_bytes=10_000_000)
     store = _open(store_kind, tmp_path, request, limits)
     await store.save("ctx", "first.bin", os.urandom(3_000_000))
