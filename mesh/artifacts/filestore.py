@@ -162,6 +162,16 @@ class FileStore:
 
             await asyncio.to_thread(write_all)
             return
+        if isinstance(source, os.PathLike):  # copied and hashed in one trip to a thread
+
+            def copy_file() -> None:
+                with open(source, "rb") as given, open(tmp, "wb") as out:
+                    while chunk := given.read(_WRITE_BATCH):
+                        meter.add(chunk)
+                        out.write(chunk)
+
+            await asyncio.to_thread(copy_file)
+            return
         handle = await asyncio.to_thread(open, tmp, "wb")
         try:
             batch: list[bytes | memoryview] = []
