@@ -355,6 +355,8 @@ async def _offload(update: FileArtifact, ctx: TaskContext) -> FileArtifact | Par
     content = update.content
     if store is None or content is None or len(content) <= store.limits.inline_threshold_bytes:
         return update
+    if update.append or update.last_chunk is False:  # one chunk of a streamed file: left as it comes
+        return update
     name = safe_file_name(update.name, f"{update.artifact_id or 'file'}.bin")
     info = await store.save(
         ctx.context_id, name, content, mime_type=update.mime_type, owner_task=ctx.task_id, owner_user=ctx.user_id
