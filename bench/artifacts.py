@@ -32,11 +32,11 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, emit, progress, ratio  # noqa: E402
-from gateways.http.server import HttpGateway  # noqa: E402
-from gateways.http.settings import HttpGatewaySettings  # noqa: E402
-from mesh.artifacts import ArtifactLimits, ArtifactSettings, open_store  # noqa: E402
-from mesh.broker import BrokerSettings  # noqa: E402
+from bench.harness import base_arguments, broker_url, emit, progress, ratio
+from gateways.http.server import HttpGateway
+from gateways.http.settings import HttpGatewaySettings
+from mesh.artifacts import ArtifactLimits, ArtifactSettings, open_store
+from mesh.broker import BrokerSettings
 
 MB = 1 << 20
 
@@ -93,7 +93,7 @@ async def run(url: str, size_mb: int, rounds: int, work: Path) -> dict[str, obje
     make_file(source, size)
 
     def cp() -> None:
-        subprocess.run(["cp", str(source), str(work / "copy.bin")], check=True)  # noqa: S603,S607
+        subprocess.run(["cp", str(source), str(work / "copy.bin")], check=True)
 
     cp_s = await timed(rounds, lambda: asyncio.to_thread(cp))
     progress(f"cp: {size_mb / cp_s:.0f} MB/s")

@@ -190,7 +190,7 @@ async def test_versions_ranges_and_foreign_users(mesh_with_store: Start) -> None
         body = {"kind": "text", "text": "make 2 v.bin"}
         second = await _send_in_context(http, gateway, context, body)
         link1, meta1 = _file_uri(first)
-        link2, meta2 = _file_uri(second)
+        _, meta2 = _file_uri(second)
         assert (meta1["version"], meta2["version"]) == (1, 2)
         base = f"{gateway.public_url}/a2a/artifacts/{context}/v.bin"
         latest = await http.get(base, auth=ALICE)

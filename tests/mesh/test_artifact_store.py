@@ -68,7 +68,7 @@ async def test_versions_latest_and_listing(store_kind: str, tmp_path: Path, requ
     assert await store.delete(ArtifactRef("ctx", "notes.md", 3)) == 1
     assert (await store.info(ArtifactRef("ctx", "notes.md"))).version == 2
     assert await store.delete(ArtifactRef("ctx", "notes.md")) == 2
-    with pytest.raises(ArtifactNotFound, match="artifact://ctx/notes.md"):
+    with pytest.raises(ArtifactNotFound, match=r"artifact://ctx/notes\.md"):
         await store.info(ArtifactRef("ctx", "notes.md"))
     assert await store.usage() == len(b"elsewhere")
     await store.close()
@@ -93,7 +93,7 @@ async def test_too_large_and_full_store_leave_nothing(
     with pytest.raises(ArtifactTooLarge, match="max_artifact_bytes"):
         await store.save("ctx", "big.bin", _chunks(os.urandom(7_000_000), 1 << 20))
     await store.save("ctx", "second.bin", os.urandom(5_000_000))
-    with pytest.raises(ArtifactStoreFull, match="acme/ai.*full.*max_namespace_bytes"):
+    with pytest.raises(ArtifactStoreFull, match=r"acme/ai.*full.*max_namespace_bytes"):
         await store.save("ctx", "third.bin", _chunks(os.urandom(5_000_000), 1 << 20))
     with pytest.raises(ArtifactStoreFull):
         await store.save("ctx", "fourth.bin", os.urandom(5_000_000))
