@@ -89,10 +89,12 @@ async def mesh_mcp(
     if transport == "stdio":
         params = StdioServerParameters(command=sys.executable, args=_args(broker_url, namespace, extra), env=mesh_env())
         with stderr_path.open("w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write, message_handler=recorder.handle) as session:
-                    await session.initialize()
-                    yield McpClient(session, recorder, stderr_path)
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, message_handler=recorder.handle) as session,
+            ):
+                await session.initialize()
+                yield McpClient(session, recorder, stderr_path)
         return
     with stderr_path.open("w") as errlog:
         proc = await asyncio.create_subprocess_exec(
@@ -103,10 +105,10 @@ async def mesh_mcp(
         async with (
             create_mcp_http_client(headers=headers) as http,
             streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write, message_handler=recorder.handle) as session,
         ):
-            async with ClientSession(read, write, message_handler=recorder.handle) as session:
-                await session.initialize()
-                yield McpClient(session, recorder, stderr_path)
+            await session.initialize()
+            yield McpClient(session, recorder, stderr_path)
     finally:
         if proc.returncode is None:
             proc.terminate()

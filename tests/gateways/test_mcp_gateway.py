@@ -298,13 +298,15 @@ async def test_http_behind_the_gateways_auth_settings(
     config.write_text(
         f"gateways:\n  - kind: http\n    auth: {{mode: bearer, tokens: [{{name: ada, secret: {TOKEN}}}]}}\n"
     )
-    async with mesh_mcp_http(broker_url, namespace, tmp_path, "--config", str(config)) as url:
-        async with httpx.AsyncClient() as http:
-            refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-            assert refused.status_code == 401
-            assert refused.headers["www-authenticate"].startswith("Bearer")
-            wrong = await http.post(url, json={}, headers={"Authorization": "Bearer nope"})
-            assert wrong.status_code == 401
+    async with (
+        mesh_mcp_http(broker_url, namespace, tmp_path, "--config", str(config)) as url,
+        httpx.AsyncClient() as http,
+    ):
+        refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("Bearer")
+        wrong = await http.post(url, json={}, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
     async with mesh_mcp(
         broker_url,
         namespace,

@@ -38,7 +38,7 @@ def test_collisions_are_resolved_whatever_the_order() -> None:
     assert len(results) == 1  # the same names for every arrival order
     tools = build_tools(cards)
     assert tools["a_b"].agent == "a_b"  # an already safe name keeps it
-    dotted = [t for t in tools.values() if t.agent == "a.b"][0]
+    dotted = next(t for t in tools.values() if t.agent == "a.b")
     assert dotted.name.startswith("a_b_") and len(dotted.name) == 10
     long_names = sorted(t.name for t in tools.values() if t.agent.startswith("x"))
     assert len(long_names) == 2 and all(len(n) == 64 for n in long_names) and long_names[0] != long_names[1]
