@@ -1,12 +1,17 @@
-"""The README's examples, run in order as a new user would, print what the README says.
+"""The examples of the README and of every docs/ page, run in order as a new user would, print
+what the page says.
 
-With ``mesh up`` running (on a broker of the test's own, the gateway on a free port), every
-``console`` block of the README runs in order, in a fresh directory: ``$ COMMAND`` lines run in
+With ``mesh up`` running (on a broker of the test's own, the gateway on a free port; one per
+page), every ``console`` block of the page runs in order, in a fresh directory: ``$ COMMAND`` lines run in
 bash (a command ending in ``&`` stays in the background until the test ends), and the lines after
 one are what it must print, stdout and stderr as a terminal shows them. ``<TASK_ID>`` stands for
 a task id (the last one printed is what a later ``<TASK_ID>`` in a command means), ``<ID>`` for
 any other id. The files the examples need (``weather.py``, ``agents.yaml``, ``a2a_client.py``)
-are the README's own blocks that start with ``# <file name>``.
+are the page's own blocks that start with ``# <file name>``.
+
+A block whose info string is ``console illustrative`` is not run: it shows output of a machine
+or a set-up the test cannot reproduce (the page says why), and GitHub still renders it as a
+console session. Only a block opened by exactly ```` ```console ```` is run.
 
 The commands pass no ``--broker``: they find the broker of ``mesh up`` through its state file.
 """
@@ -29,6 +34,7 @@ from tests.mesh.cli_process import Service, start_mesh
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent  # the venv the tests run in: its mesh, its python
 TASK_ID = r"[0-9a-f]{32}"
 FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<name>[\w.]+)[^\n]*\n(?P<body>.*?)```", re.S)
@@ -63,7 +69,7 @@ def line_pattern(expected: str) -> re.Pattern[str]:
 
 def check_output(step: Step, output: str) -> None:
     printed = output.rstrip("\n").splitlines()
-    mismatch = f"`{step.command}` printed:\n{output}\nthe README says:\n" + "\n".join(step.expected)
+    mismatch = f"`{step.command}` printed:\n{output}\nthe page says:\n" + "\n".join(step.expected)
     assert len(printed) == len(step.expected), mismatch
     for line, expected in zip(printed, step.expected, strict=True):
         assert line_pattern(expected).match(line), mismatch
@@ -90,16 +96,37 @@ async def mesh_up(
         await up.stop()
 
 
-async def test_the_readme_examples_print_what_it_says(mesh_up: tuple[Service, dict[str, str]], tmp_path: Path) -> None:
+def runnable_pages() -> list[Path]:
+    return [page for page in PAGES if readme_steps(page.read_text(encoding="utf-8"))]
+
+
+def test_the_readme_and_the_docs_have_examples_to_run() -> None:
+    assert README in runnable_pages()
+    assert len(readme_steps(README.read_text(encoding="utf-8"))) >= 8
+    illustrative = re.compile(r"^```console illustrative$", re.M)
+    assert readme_steps("```console illustrative\n$ mesh send nowhere x\n```\n") == []
+    for page in PAGES:  # every page that shows output it does not run says why, near the block
+        text = page.read_text(encoding="utf-8")
+        if illustrative.search(text):
+            assert "illustrative" in prose_only(text), f"{page.name}: say why its examples are not run"
+
+
+def prose_only(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+@pytest.mark.parametrize("page", runnable_pages(), ids=lambda page: page.name)
+async def test_the_examples_print_what_the_page_says(
+    page: Path, mesh_up: tuple[Service, dict[str, str]], tmp_path: Path
+) -> None:
     up, env = mesh_up
-    text = README.read_text()
+    text = page.read_text(encoding="utf-8")
     project = tmp_path / "project"  # not the repository: the examples work from any directory
     project.mkdir()
     gateway = f"127.0.0.1:{env['MESH_HTTP_PORT']}"
     for name, body in readme_files(text).items():
         (project / name).write_text(body.replace("127.0.0.1:8080", gateway))
     steps = readme_steps(text)
-    assert len(steps) >= 8, [s.command for s in steps]
     background: list[asyncio.subprocess.Process] = []
     task_id = ""
     try:

@@ -30,6 +30,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -171,9 +172,13 @@ def card_summary(entry: Entry, replicas: int = 0) -> dict[str, Any]:
 class MeshView:
     """The dashboard's bounded picture of one namespace (see the module docstring)."""
 
-    def __init__(self, bounds: Bounds | None = None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, bounds: Bounds | None = None, *, clock: Callable[[], float] = time.time, quiet_caller: str | None = None
+    ) -> None:
         self.bounds = bounds or Bounds()
         self.clock = clock
+        #: The dashboard's own client: its ``tasks/list`` calls (:meth:`task_listed`) are not traffic to show.
+        self.quiet_caller = quiet_caller
         self.cards: dict[tuple[str, str], dict[str, Any]] = {}
         self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
         self._by_task_id: dict[str, str] = {}  # task id -> key
@@ -220,9 +225,11 @@ class MeshView:
         depth: int = 0,
     ) -> None:
         """A request on ``agent``'s request topic (``key``: its Correlation Data)."""
-        self.rates.count(agent, "requests")
         request = _json_object(payload)
         method = str(request.get("method", "?"))
+        if method == "tasks/list" and caller == self.quiet_caller:
+            return
+        self.rates.count(agent, "requests")
         params = request.get("params")
         params = params if isinstance(params, dict) else {}
         if method not in TASK_METHODS:
@@ -285,6 +292,50 @@ class MeshView:
             record.task_id = task_id
             self._by_task_id[task_id] = record.key
         self._add_event(record, self._event_of(result, final))
+
+    def task_listed(self, agent: str, task: dict[str, Any]) -> None:
+        """A task an agent listed (``tasks/list``) when watching started: recent work from before
+        the first page opened. Known tasks are left alone; listed ones go before those seen live."""
+        task_id = task.get("id")
+        if not isinstance(task_id, str) or task_id in self._by_task_id:
+            return
+        status = task.get("status")
+        status = status if isinstance(status, dict) else {}
+        at = _timestamp(status.get("timestamp"), self.clock())
+        state = str(status.get("state", "?"))
+        history = task.get("history")
+        history = history if isinstance(history, list) else []
+        asked = next((m for m in history if isinstance(m, dict) and m.get("role") == "user"), {})
+        metadata = task.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        key = f"listed:{task_id}"  # no request was seen: a key no Correlation Data can be
+        record = TaskRecord(
+            key=key,
+            task_id=task_id,
+            agent=agent,
+            method="tasks/list",
+            caller="",
+            caller_kind="",
+            started=at,
+            updated=at,
+            chain=[],
+            depth=0,
+            parent_task_id=_str_or_none(metadata.get("parentTaskId")),
+            delegated_by=_str_or_none(metadata.get("delegatingAgent")),
+            state=state,
+            events=deque(maxlen=self.bounds.max_events),
+        )
+        if asked:
+            record.events.append({"at": at, "kind": "request", "text": self._text(_parts_text(asked))})
+        message = status.get("message")
+        text = _parts_text(message) if isinstance(message, dict) else ""
+        record.events.append({"at": at, "kind": "task", "state": state, "text": self._text(text)})
+        self.tasks[key] = record
+        self.tasks.move_to_end(key, last=False)  # older than anything seen live
+        self._by_task_id[task_id] = key
+        self._evict()
+        if key in self.tasks:
+            self._emit("task", {"task": record.header(), "event": record.events[-1]})
 
     # ------------------------------------------------------------------ reading
 
@@ -421,6 +472,19 @@ def _download_links(holder: dict[str, Any]) -> list[dict[str, str]]:
         version = "" if ref.version is None else f"?version={ref.version}"
         links.append({"name": ref.name, "href": f"/a2a/artifacts/{quote(ref.context_id)}/{quote(ref.name)}{version}"})
     return links
+
+
+def _timestamp(value: object, default: float) -> float:
+    """An A2A status timestamp (ISO 8601) as epoch seconds; ``default`` when there is none."""
+    if not isinstance(value, str):
+        return default
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return default
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _str_or_none(value: object) -> str | None:

@@ -12,9 +12,11 @@
 
 Watching starts with the first follower and stops ``idle_stop_s`` after the last one left, so
 a gateway whose page nobody looks at subscribes to nothing more. Recent tasks are those seen
-while watching. A follower gets a snapshot, then every change; one that falls
-``max_backlog`` changes behind is ended (a browser's EventSource reconnects and gets a fresh
-snapshot) rather than held in memory. Rates go out every half second when they changed.
+while watching, plus those the agents list (``tasks/list``, the newest ``LISTED_PER_AGENT`` each)
+when watching starts: a first page load shows the work done before it. A follower gets a
+snapshot, then every change; one that falls ``max_backlog`` changes behind is ended (a
+browser's EventSource reconnects and gets a fresh snapshot) rather than held in memory. Rates
+go out every half second when they changed.
 
 Sending goes through :class:`mesh.client.MeshClient` (the mesh's one call path), connected on
 the first send.
@@ -33,6 +35,7 @@ from gateways.dashboard.model import Bounds, Change, MeshView
 from gateways.dashboard.watcher import MeshWatcher
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.errors import MeshError
 
 if TYPE_CHECKING:
     from mesh.trust import CardVerifier
@@ -42,6 +45,9 @@ __all__ = ["Dashboard", "FollowerTooSlow"]
 log = logging.getLogger(__name__)
 
 RATES_EVERY_S = 0.5  # how often changed rates go out to the followers
+LISTED_PER_AGENT = 20  # recent tasks asked of each agent when watching starts
+LISTING_TIMEOUT_S = 2.0  # a first page waits at most this long for them
+LISTING_PARALLEL = 16  # agents asked at once
 
 
 class FollowerTooSlow(Exception):
@@ -69,7 +75,8 @@ class Dashboard:
         self.bounds = bounds or Bounds()
         self.idle_stop_s = idle_stop_s
         self.max_backlog = max_backlog
-        self.view = MeshView(self.bounds)
+        self._client_name = f"{owner}-ui"  # the client that sends from the page and lists recent tasks
+        self.view = MeshView(self.bounds, quiet_caller=self._client_name)
         self._watcher: MeshWatcher | None = None
         self._starting: asyncio.Future[None] | None = None
         self._followers: set[asyncio.Queue[Change | None]] = set()
@@ -161,6 +168,40 @@ class Dashboard:
             raise
         self._watcher = watcher
         self._ticker = asyncio.get_running_loop().create_task(self._tick_rates())
+        await self._load_recent_tasks(watcher)
+
+    async def _load_recent_tasks(self, watcher: MeshWatcher) -> None:
+        """Ask each agent for its newest tasks (``tasks/list``): a best effort, bounded in time,
+        so an agent that is slow, refuses or predates ``tasks/list`` costs only its own tasks."""
+        registry = watcher.registry
+        if registry is None:
+            return
+        names = [entry.name for entry in registry.agents()]
+        if not names:
+            return
+        per_agent = min(LISTED_PER_AGENT, self.bounds.max_tasks)
+        room = asyncio.Semaphore(LISTING_PARALLEL)
+        listed: list[tuple[str, dict[str, Any]]] = []
+
+        async def list_one(agent: str) -> None:
+            async with room:
+                try:
+                    client = await self._connected_client()
+                    page = await client.list_tasks(
+                        agent, page_size=per_agent, history_length=2, timeout=LISTING_TIMEOUT_S
+                    )
+                except (MeshError, TimeoutError, OSError) as exc:
+                    log.debug("dashboard: no recent tasks from %r: %s", agent, exc)
+                    return
+            listed.extend((agent, task.to_wire_dict()) for task in page.tasks)
+
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LISTING_TIMEOUT_S):
+                await asyncio.gather(*(list_one(name) for name in names))
+        # Newest first: each goes before the ones already placed, so the oldest ends up first.
+        listed.sort(key=lambda item: str(item[1].get("status", {}).get("timestamp", "")), reverse=True)
+        for agent, task in listed:
+            self.view.task_listed(agent, task)
 
     def _stop_soon(self) -> None:
         self._idle_stop = None
@@ -181,7 +222,9 @@ class Dashboard:
         if watcher is not None:
             await watcher.stop()
         self.view.remove_listener(self._fan_out)
-        self.view = MeshView(self.bounds)  # a fresh picture next time: what we missed is unknown
+        self.view = MeshView(
+            self.bounds, quiet_caller=self._client_name
+        )  # a fresh picture next time: what we missed is unknown
         self.view.add_listener(self._fan_out)
 
     async def _tick_rates(self) -> None:
@@ -204,7 +247,7 @@ class Dashboard:
     async def _connected_client(self) -> MeshClient:
         async with self._client_lock:
             if self._client is None:
-                client = MeshClient.create(self.broker, self.namespace, name=f"{self.owner}-ui")
+                client = MeshClient.create(self.broker, self.namespace, name=self._client_name)
                 await client.transport.connect()
                 self._client = client
             return self._client

@@ -3,6 +3,7 @@
 ==============================  ==============================================================
 ``GET /ui``                     the page (``gateways/dashboard/static``: HTML, CSS, JS modules)
 ``GET /ui/static/{file}``       its assets, from the package (nothing from a CDN)
+``GET /favicon.ico``            the icon browsers ask for on their own (public)
 ``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``task``,
                                 ``taskGone``, ``rates`` (see :mod:`gateways.dashboard.model`)
 ``POST /ui/api/send``           ``{"agent": ..., "text": ...}``: ``message/stream`` to the
@@ -45,7 +46,13 @@ PREFIX = "/ui"
 MAX_TEXT = 10_000  # characters of a message sent from the page
 SSE_KEEP_ALIVE_S = 15.0
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-_MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
+_MEDIA_TYPES = {
+    ".html": "text/html",
+    ".css": "text/css",
+    ".js": "text/javascript",
+    ".svg": "image/svg+xml",
+    ".ico": "image/x-icon",
+}
 _ASSETS = resources.files("gateways.dashboard") / "static"
 
 
@@ -70,7 +77,12 @@ def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
     async def asset_route(request: Request) -> Response:
         return _asset(request, assets)
 
+    async def favicon_route(request: Request) -> Response:
+        # Browsers ask for /favicon.ico on their own, without credentials: the icon is public.
+        return Response(assets["favicon.ico"], media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
+
     return [
+        Route("/favicon.ico", favicon_route, methods=["GET"]),
         Route(PREFIX, page_route, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/static/{name}", asset_route, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/events", _events, methods=["GET"], middleware=middleware),

@@ -17,6 +17,7 @@ from agents.builtin import CountdownAgent, EchoAgent
 from gateways.dashboard import Dashboard
 from gateways.dashboard.service import FollowerTooSlow
 from gateways.http.dashboard import DashboardServer
+from mesh.a2a import Task
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.errors import AgentUnavailableError
@@ -255,3 +256,37 @@ async def test_a_follower_too_far_behind_is_ended_not_buffered(
                         pass
     finally:
         await dashboard.close()
+
+
+async def test_a_first_page_shows_the_tasks_done_before_it_opened(
+    start_gateway: StartGateway,
+    serve_agent: ServeAgent,
+    broker_settings: BrokerSettings,
+    namespace: str,
+    http: httpx.AsyncClient,
+) -> None:
+    await serve_agent(EchoAgent())
+    gateway = await start_gateway(wait_for=("echo",))
+    async with MeshClient.connect(broker_settings, namespace, name="before") as client:
+        done = await client.send("echo", "sent before any page")
+    assert isinstance(done, Task)
+    base = f"http://127.0.0.1:{gateway.port}"
+    async with http.stream("GET", base + "/ui/api/events") as response:
+        snapshot = await next_event(sse_events(response), "snapshot")
+    listed = [t for t in snapshot["tasks"] if t["taskId"] == done.id]
+    assert len(listed) == 1, snapshot["tasks"]
+    assert listed[0]["agent"] == "echo" and listed[0]["state"] == "completed"
+    assert [e["text"] for e in listed[0]["events"]] == ["sent before any page", "sent before any page"]
+
+
+async def test_the_favicon_is_served_without_credentials(
+    start_gateway: StartGateway, dashboard_url: str, http: httpx.AsyncClient
+) -> None:
+    gateway = await start_gateway(auth={"mode": "bearer", "tokens": [SECRET]})
+    for url in (f"http://127.0.0.1:{gateway.port}/favicon.ico", dashboard_url.removesuffix("/ui") + "/favicon.ico"):
+        icon = await http.get(url)
+        assert icon.status_code == 200, url
+        assert icon.headers["content-type"] == "image/x-icon"
+        assert icon.content[:4] == b"\0\0\1\0"  # an ICO header
+    page = await http.get(f"http://127.0.0.1:{gateway.port}/ui", headers=BEARER)
+    assert '<link rel="icon" href="static/favicon.ico">' in page.text

@@ -7,11 +7,13 @@ import re
 import signal
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agents import AgentSettings
+from agents.builtin import EchoAgent
 from agents.service import AgentService
 from mesh.a2a import AgentCapabilities, AgentCard, AgentSkill
 from mesh.brokertools.localbroker import free_port
@@ -233,3 +235,40 @@ async def test_agents_counts_the_replicas_of_an_agent(
     assert [row[:2] for row in rows[1:]] == [["many", "3"], ["solo", "1"]]
     as_json = await mesh("agents", "--json", **env)
     assert [(e["name"], e.get("replicas")) for e in json.loads(as_json.stdout)] == [("many", 3), ("solo", None)]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+TIME = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  ")
+
+
+def documented_output(command: str) -> list[str]:
+    """The lines the README or a docs page shows after ``$ COMMAND`` (to the next ``$`` line)."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        if f"$ {command}" in lines:
+            rest = lines[lines.index(f"$ {command}") + 1 :]
+            end = next(i for i, line in enumerate(rest) if line.startswith(("$ ", "```")))
+            return rest[:end]
+    raise AssertionError(f"no page shows `$ {command}`")
+
+
+def comparable(line: str, namespace: str) -> str:
+    """A --raw line without what changes from run to run: the time, the sizes, the namespace."""
+    line = TIME.sub("TIME  ", line.rstrip("\n")).replace(f"{namespace}/a2a/v1/", "NS/a2a/v1/")
+    return re.sub(r"\(\d+ bytes\)", "(N bytes)", re.sub(r"<not a card: \d+ bytes>", "<not a card: N bytes>", line))
+
+
+async def test_the_documented_watch_raw_example_is_what_it_prints(
+    serve_agent: ServeAgent, namespace: str, env: dict[str, str]
+) -> None:
+    example = documented_output("mesh watch --raw")
+    echo = await serve_agent(EchoAgent())
+    watch = await start_watch("--raw", **env)
+    try:
+        await watch.wait_for_line("card echo", stream="stdout")
+        await echo.stop()
+        await watch.wait_for_line("<empty: gone>", stream="stdout")
+    finally:
+        assert await watch.stop() == 0, watch.output
+    printed = [comparable(line, namespace) for line in watch.stdout_lines]
+    assert printed == [comparable(line, "mesh") for line in example], watch.output
