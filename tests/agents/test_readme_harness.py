@@ -1,6 +1,6 @@
-"""The README's "Writing an agent" Weather agent and its "Testing an agent" unit test, verbatim.
+"""The README's Weather agent and the unit test of docs/agents.md ("Testing an agent"), verbatim.
 
-test_the_readme_shows_this_code keeps the README and this file in step.
+test_the_readme_shows_this_code keeps those pages and this file in step.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from agents import Agent, InputRequired, Reply, Status, TextArtifact
 from agents.testing import AgentHarness
 from mesh.a2a import AgentSkill, get_text_from_message
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = (ROOT / "README.md", ROOT / "docs" / "agents.md")
 
 
 class Weather(Agent):
@@ -54,8 +55,8 @@ async def test_weather_asks_for_a_city_then_forecasts():
 
 
 def readme_block(first_line: str) -> str:
-    """The README's python code block that starts with ``first_line``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    """The python code block of the README or docs/agents.md that starts with ``first_line``."""
+    blocks = [b for page in PAGES for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)]
     [block] = [b for b in blocks if b.startswith(first_line)]
     return block
 

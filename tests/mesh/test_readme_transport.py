@@ -1,4 +1,4 @@
-"""The README's transport example runs as written (against the test's broker and namespace)
+"""The transport example of docs/protocol.md runs as written (against the test's broker and namespace)
 and prints what its comment says."""
 
 from __future__ import annotations
@@ -8,18 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
 
 def transport_example() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     section = text[text.index("## The transport") :]
     found = re.search(r"```python\n(?P<body>.*?)```", section, re.S)
-    assert found is not None, "the README's transport section has no python example"
+    assert found is not None, "the transport section of docs/protocol.md has no python example"
     return found["body"]
 
 
-def test_the_readme_transport_example_runs(broker_url: str, namespace: str, tmp_path: Path) -> None:
+def test_the_documented_transport_example_runs(broker_url: str, namespace: str, tmp_path: Path) -> None:
     code = transport_example()
     assert "mqtt://localhost:1883" in code and "acme/" in code
     script = tmp_path / "transport_example.py"
