@@ -195,6 +195,14 @@ class Connection:
             error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection: {reason}")
             self._connack.set_exception(error)
 
+    def refused_capabilities(self, error: ConnectError) -> None:
+        """The broker accepted us, but cannot carry the mesh (e.g. QoS 0 only): fail the connect, hang up."""
+        if self._connack is not None and not self._connack.done():
+            self._connack.set_exception(error)
+        log.error("%s: %s", self.client_id, error)
+        self.closing = True
+        self.client.disconnect()
+
     def require_loop(self) -> asyncio.AbstractEventLoop:
         if self.loop is None:
             raise NotConnectedError("the transport is not connected; call connect() first")
