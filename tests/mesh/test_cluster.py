@@ -204,3 +204,16 @@ async def test_a_replica_refuses_to_start_on_a_broker_without_shared_subscriptio
     assert run.code == 2, run.stderr
     assert "does not support shared subscriptions" in run.stderr and "Shared Subscription Available = 0" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+async def test_doctor_reports_the_clusters_true_capabilities(cluster: EjabberdCluster) -> None:
+    doctor = await mesh("doctor", "--broker", cluster.nodes[0].url, "--peer", cluster.nodes[1].url, timeout=120)
+    assert doctor.code == 1, doctor.stdout + doctor.stderr  # degraded, not broken
+    lines = {line[6:50].strip(): line for line in doctor.stdout.splitlines()}
+    assert lines["shared subscriptions ($share)"].startswith("warn") and "not available (CONNACK)" in doctor.stdout
+    assert lines["across nodes: retained to a new subscriber"].startswith("warn")
+    for passing in ("MQTT v5 session", "wildcard subscriptions", "user properties", "wills", "no_local",
+                    "persistent sessions and redelivery", "PUBACK 0x10 without subscribers",
+                    "across nodes: live messages", "across nodes: wills"):  # fmt: skip
+        assert lines[passing].startswith("pass"), lines[passing]
+    assert "server keep alive" in lines and "set by the broker" in lines["server keep alive"]
