@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import statistics
 import sys
 import textwrap
@@ -93,7 +94,9 @@ def _child_script(url: str, client_id: str, subscribe: str | None, will_topic: s
         from mesh.transport import MqttTransport, Will
         async def main():
             will = None if {will_topic!r} is None else Will(topic={will_topic!r}, payload=b"gone", qos=1)
-            transport = MqttTransport(BrokerSettings.from_url({url!r}), client_id={client_id!r}, will=will)
+            credentials = dict(username=os.environ.get("MESH_DOCTOR_USER"), password=os.environ.get("MESH_DOCTOR_PW"))
+            settings = BrokerSettings.from_url({url!r}, **{{k: v for k, v in credentials.items() if v}})
+            transport = MqttTransport(settings, client_id={client_id!r}, will=will)
             await transport.connect()
             if {subscribe!r} is not None:
                 await transport.subscribe({subscribe!r}, lambda message: None)
@@ -103,9 +106,17 @@ def _child_script(url: str, client_id: str, subscribe: str | None, will_topic: s
     )
 
 
-async def _run_child(url: str, client_id: str, *, subscribe: str | None = None, will: str | None = None) -> None:
+async def _run_child(
+    settings: BrokerSettings, client_id: str, *, subscribe: str | None = None, will: str | None = None
+) -> None:
+    # The credentials go by environment, not on the command line (where `ps` would show them).
+    credentials = {"MESH_DOCTOR_USER": settings.username or "", "MESH_DOCTOR_PW": settings.password or ""}
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _child_script(url, client_id, subscribe, will), stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        "-c",
+        _child_script(settings.url, client_id, subscribe, will),
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **credentials},
     )
     _, err = await asyncio.wait_for(child.communicate(), 30)
     if child.returncode != 0:
@@ -244,7 +255,7 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
         watcher = await probe.connect()
         topic = f"{root}/will"
         got = await _received(
-            watcher, topic, lambda: _run_child(settings.url, f"doctor-will-{uuid.uuid4().hex[:8]}", will=topic)
+            watcher, topic, lambda: _run_child(settings, f"doctor-will-{uuid.uuid4().hex[:8]}", will=topic)
         )
         ok = got is not None and got.payload == b"gone"
         return Finding(
@@ -277,7 +288,7 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
     async def persistent_session() -> Finding:
         client_id = f"doctor-session-{uuid.uuid4().hex[:8]}"
         topic = f"{root}/session"
-        await _run_child(settings.url, client_id, subscribe=topic)
+        await _run_child(settings, client_id, subscribe=topic)
         await main.publish(topic, b"while away")
         persistent = dataclasses.replace(settings, session_expiry_s=60)
         back = MqttTransport(persistent, client_id=client_id)
@@ -381,7 +392,7 @@ def _peer_checks(probe: _Probe, settings: BrokerSettings, peer: BrokerSettings) 
         there = await probe.connect(peer_probe)
         topic = f"{root}/x/will"
         got = await _received(
-            there, topic, lambda: _run_child(settings.url, f"doctor-will-{uuid.uuid4().hex[:8]}", will=topic)
+            there, topic, lambda: _run_child(settings, f"doctor-will-{uuid.uuid4().hex[:8]}", will=topic)
         )
         return Finding(
             "across nodes: wills",

@@ -217,3 +217,10 @@ async def test_doctor_reports_the_clusters_true_capabilities(cluster: EjabberdCl
                     "across nodes: live messages", "across nodes: wills"):  # fmt: skip
         assert lines[passing].startswith("pass"), lines[passing]
     assert "server keep alive" in lines and "set by the broker" in lines["server keep alive"]
+
+
+async def test_an_anonymous_login_without_password_is_told_to_add_one(cluster: EjabberdCluster) -> None:
+    bare = f"mqtt://127.0.0.1:{cluster.nodes[0].port}"
+    listed = await mesh("agents", "--broker", bare, "-n", "anything")
+    assert listed.code == 3, listed.stderr
+    assert "Not authorized" in listed.stderr and "mqtt://user:password@host:port" in listed.stderr
