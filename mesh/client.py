@@ -121,7 +121,8 @@ class MeshClient:
 
     async def wait_for_agent(self, agent: str, timeout: float = 2.0) -> AgentCard:
         """The agent's card once it is on the mesh; :class:`AgentNotFoundError` after ``timeout``."""
-        registry = DiscoveryRegistry(self.transport, self.namespace)
+        # No roll call unless the name is missing from the retained cards (a cluster's other node).
+        registry = DiscoveryRegistry(self.transport, self.namespace, rollcall=False)
         await registry.start()
         try:
             return (await registry.wait_for(agent, timeout)).card
