@@ -37,17 +37,20 @@ def test_a_wrong_option_is_refused_with_the_right_ones(tmp_path: Path) -> None:
     assert "unknown option '--chek' (use --check or nothing)" in done.stderr
 
 
-@pytest.mark.skipif(shutil.which("mosquitto") is None and not Path("/usr/sbin/mosquitto").exists(), reason="no apt")
+@pytest.mark.skipif(
+    shutil.which("mosquitto") is None and not Path("/usr/sbin/mosquitto").exists(),
+    reason="no Mosquitto here: deploy/setup would install it with the system's package manager",
+)
 def test_it_installs_a_venv_whose_mesh_runs_and_a_second_run_has_nothing_to_do(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     first = run_setup(venv=venv, timeout=600)
     assert first.returncode == 0, first.stderr
     assert f"setup: ready; run {venv}/bin/mesh up" in first.stderr
-    version = subprocess.run([venv / "bin" / "mesh", "--version"], capture_output=True, text=True, timeout=60, check=True)
+    mesh = venv / "bin" / "mesh"
+    version = subprocess.run([mesh, "--version"], capture_output=True, text=True, timeout=60, check=True)
     assert version.stdout.startswith("mesh ")
-    imports = subprocess.run(
-        [venv / "bin" / "python", "-c", "import gateways.http, agents, mesh"], capture_output=True, text=True, timeout=60
-    )
+    extra = "import starlette, uvicorn, agents, gateways.http"
+    imports = subprocess.run([venv / "bin" / "python", "-c", extra], capture_output=True, text=True, timeout=60)
     assert imports.returncode == 0, imports.stderr  # the http extra is in
     check = run_setup("--check", venv=venv)
     assert check.returncode == 0 and "everything is there" in check.stdout, check.stdout

@@ -269,7 +269,8 @@ async def test_the_documented_watch_raw_example_is_what_it_prints(
     echo = await serve_agent(EchoAgent())
     watch = await start_watch("--raw", **env)
     try:
-        await watch.wait_for_line("card echo", stream="stdout")
+        await watch.wait_for_line("retain=1  expiry=-  card echo", stream="stdout")  # the retained card
+        await watch.wait_for_line("retain=0  expiry=-  card echo", stream="stdout")  # its answer to the roll call
         await echo.stop()
         await watch.wait_for_line("<empty: gone>", stream="stdout")
     finally:
