@@ -214,3 +214,38 @@ def test_an_artifact_by_uri_gets_a_download_link_and_other_files_none() -> None:
     (record,) = view.snapshot()["tasks"]
     (event,) = [e for e in record["events"] if e["kind"] == "artifact"]
     assert event["files"] == [{"name": "charts/q3.png", "href": "/a2a/artifacts/c/charts/q3.png?version=2"}]
+
+
+def listed_task(task_id: str, at: str, state: str = "completed", text: str = "asked") -> dict[str, Any]:
+    return {
+        "kind": "task",
+        "id": task_id,
+        "contextId": "c1",
+        "status": {"state": state, "timestamp": at, "message": text_message(f"answer to {text}")},
+        "history": [text_message(text, "user"), text_message(f"answer to {text}")],
+    }
+
+
+def test_listed_tasks_come_before_live_ones_oldest_first_and_known_ones_stay() -> None:
+    view = MeshView(clock=Clock(), quiet_caller="dashboard-ui")
+    view.request_seen("echo", "live", request(text="live"), caller="cli", caller_kind="client")
+    view.task_listed("echo", listed_task("t2", "2026-01-01T00:00:02+00:00", text="second"))
+    view.task_listed("echo", listed_task("t1", "2026-01-01T00:00:01+00:00", "failed", text="first"))
+    view.task_listed("echo", listed_task("t2", "2026-01-01T00:00:09+00:00", text="again"))  # known: left alone
+    view.task_listed("echo", {"id": 7})  # no task id: nothing
+    tasks = view.snapshot()["tasks"]
+    assert [t["taskId"] for t in tasks] == ["t1", "t2", "live"]
+    first = tasks[0]
+    assert (first["agent"], first["state"], first["final"]) == ("echo", "failed", True)
+    assert first["started"] == 1_767_225_601.0
+    assert [(e["kind"], e["text"]) for e in first["events"]] == [("request", "first"), ("task", "answer to first")]
+
+
+def test_the_dashboards_own_listing_is_not_traffic() -> None:
+    view = MeshView(clock=Clock(), quiet_caller="dashboard-ui")
+    listing = json.dumps({"jsonrpc": "2.0", "id": "k", "method": "tasks/list", "params": {}}).encode()
+    view.request_seen("echo", "k1", listing, caller="dashboard-ui", caller_kind="client")
+    view.answer_seen("k1", result({"tasks": []}), final=True)
+    assert view.rates.snapshot().get("echo", {}).get("requests", 0) == 0
+    view.request_seen("echo", "k2", listing, caller="someone", caller_kind="client")  # another's listing shows
+    assert view.rates.snapshot()["echo"]["requests"] == 1
