@@ -10,10 +10,11 @@ import time
 import uuid
 from typing import Literal
 
-from mesh.a2a import INTERRUPTED_STATES, RpcError, Task, TaskIdParams, TaskNotFound, is_terminal, request_bytes
-from mesh.calls.answers import Answer, read_answer
+from mesh.a2a import TaskIdParams, request_bytes
+from mesh.calls.answers import Answer
 from mesh.calls.call import SEND_METHODS, Call, CallOptions, Params
 from mesh.calls.owners import Owners
+from mesh.calls.resync import Resync
 from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import METRICS, tracing
@@ -44,12 +45,6 @@ RESUME_WINDOW_S = 5.0
 #: How long such a removal waits for the agent's card to come back before failing its calls:
 #: long enough for the agent's own capped reconnect backoff (10 s by default) and its card.
 RESTART_GRACE_S = 15.0
-
-#: After a reconnect, how often calls not yet resynchronised ask their agent again (it may
-#: come back after us).
-RESYNC_RETRY_S = 1.0
-# The calls resynchronised after a reconnect: those that wait for work an agent does.
-_RESYNC_METHODS = frozenset({"message/send", "message/stream", "tasks/resubscribe"})
 
 Role = Literal["agent", "gateway", "client"]
 _KEY_PREFIXES: dict[str, str] = {"agent": "a2a_subtask_", "gateway": "gw_", "client": ""}
@@ -84,10 +79,8 @@ class CallPath:
         self._offline = False
         self._offline_since = math.inf  # time.perf_counter() of the last drop (the calls' clock)
         self._resumed_at = -math.inf
-        # Resynchronising after a reconnect: the calls still to ask, and the open tasks/get.
-        self._unsynced: set[Call] = set()
-        self._syncs: dict[bytes, Call] = {}
-        self._resync_task: asyncio.Task[None] | None = None
+        # After a reconnect, each call in flight asks its agent for its task (mesh.calls.resync).
+        self.resync = Resync(self)
         self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
         # Replicas: the instance that owns each task; follow-ups go to its instance topic.
         self.owners = Owners(self)
@@ -142,6 +135,10 @@ class CallPath:
     def open_calls(self) -> int:
         """How many calls wait for their answers."""
         return len(self._calls)
+
+    def open_call_list(self) -> list[Call]:
+        """The calls waiting for their answers."""
+        return list(self._calls.values())
 
     def calls_to(self, agent: str) -> list[Call]:
         """The open calls waiting on ``agent``."""
@@ -230,93 +227,8 @@ class CallPath:
         if not self._offline:
             return
         self._offline, self._resumed_at = False, time.monotonic()
-        # The broker's session is an optimisation, not the guarantee: an answer published while
-        # we were away may be lost (a broker restarted without our session), and so may a
-        # request it had taken. Ask the agent that owns each call sent before the drop.
-        since = self._offline_since
-        self._unsynced.update(
-            call
-            for call in self._calls.values()
-            if call._state == "open" and call.method in _RESYNC_METHODS and call.sent_at < since
-        )
-        if self._unsynced and self._resync_task is None:
-            self._resync_task = asyncio.get_running_loop().create_task(self._resync())
-            self._resync_task.add_done_callback(self._resynced)
-
-    # ------------------------------------------------------------------ resynchronising
-
-    async def _resync(self) -> None:
-        """Ask the owner of each unsynchronised call for its task until every one has an answer.
-
-        A ``tasks/get`` goes to the replica that owns the task (``a2aInstance``), else to the
-        agent; one that finds nobody (the agent not back yet) is asked again every
-        :data:`RESYNC_RETRY_S` while the call is open.
-        """
-        while self._unsynced:
-            for call in list(self._unsynced):
-                if call._state != "open":
-                    self._unsynced.discard(call)
-                elif call.task_id is not None:
-                    self._ask_for_task(call, call.task_id)
-            await asyncio.sleep(RESYNC_RETRY_S)
-
-    def _resynced(self, task: asyncio.Task[None]) -> None:
-        self._resync_task = None
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("%s: resynchronising calls failed: %s", self.owner, error)
-
-    def _ask_for_task(self, call: Call, task_id: str) -> None:
-        key = f"{call.key}-sync"
-        correlation = key.encode()
-        props = MessageProperties(
-            client_id=self.owner,
-            user_id=call.options.user_id,
-            auth_token=call.options.auth_token,
-            reply_to=self.reply_topic(key),
-            timestamp_ms=int(time.time() * 1000),
-            correlation_data=correlation,
-            content_type=JSON_CONTENT_TYPE,
-            payload_format_utf8=True,
-            message_expiry_s=max(1, math.ceil(RESYNC_RETRY_S)),
-        )
-        topic = get_agent_request_topic(self.namespace, call.agent)
-        if call.instance is not None:
-            topic = get_agent_instance_request_topic(self.namespace, call.agent, call.instance)
-        try:
-            ack = self.transport.publish_nowait(
-                topic, request_bytes("tasks/get", key, TaskIdParams(id=task_id)), properties=props
-            )
-        except (MeshError, ValueError) as exc:
-            log.debug("%s: cannot ask %s for task %s now: %s", self.owner, call.agent, task_id, exc)
-            return
-        self._syncs[correlation] = call
-        ack.add_done_callback(_ignore_failure)
-
-    def _on_sync(self, call: Call, message: InboundMessage) -> None:
-        """The owner's answer about ``call``'s task: its outcome, or a request to send again."""
-        if call._state != "open" or call not in self._unsynced:
-            return
-        self._unsynced.discard(call)
-        try:
-            answer = read_answer(message.payload, message.properties, final=True)
-        except TaskNotFound:
-            if call._new_task:  # the request never reached the agent (lost with the broker): again
-                log.info(
-                    "%s: request %s to %s was lost in the broker; sending it again", self.owner, call.key, call.agent
-                )
-                loop = asyncio.get_running_loop()
-                until = call._deadline if call._deadline is not None else loop.time() + call.options.idle_timeout_s
-                self._resend(call, until)
-            return
-        except (RpcError, MeshError) as exc:
-            log.debug("%s: resynchronising %s: %s", self.owner, call.key, exc)
-            return
-        task = answer.value
-        if isinstance(task, Task) and (is_terminal(task.status.state) or task.status.state in INTERRUPTED_STATES):
-            log.info(
-                "%s: task %s on %s ended while we were away; answered from its journal", self.owner, task.id, call.agent
-            )
-            call._deliver(True, message)
+        # The broker's session is an optimisation, not the guarantee: see mesh.calls.resync.
+        self.resync.after_reconnect(self._offline_since)
 
     def cancel(
         self,
@@ -438,10 +350,7 @@ class CallPath:
 
     def _close(self, call: Call) -> None:
         call._state = "closed"
-        if self._unsynced:
-            self._unsynced.discard(call)
-        if self._syncs:
-            self._syncs.pop(f"{call.key}-sync".encode(), None)
+        self.resync.forget(call)
         if self._calls.get(call.correlation) is call:
             del self._calls[call.correlation]
         waiting = self._by_agent.get(call.agent)
@@ -462,21 +371,13 @@ class CallPath:
         correlation = message.properties.correlation_data
         call = self._calls.get(correlation) if correlation is not None else None
         if call is None:
-            if self._syncs and correlation is not None and (synced := self._syncs.pop(correlation, None)):
-                if final:
-                    self._on_sync(synced, message)
+            if correlation is not None and self.resync.route(correlation, final, message):
                 return
             log.debug("%s: an answer on %s matches no open call (late or foreign); dropped", self.owner, message.topic)
             return
         if final and self.metrics is not None:
             self.metrics.round_trip(call.agent, call.method, time.perf_counter() - call.sent_at)
         call._deliver(final, message)
-
-
-def _ignore_failure(ack: asyncio.Future[None]) -> None:
-    # A tasks/get of a resync that found nobody: asked again while the call is open.
-    if not ack.cancelled():
-        ack.exception()
 
 
 def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,36 @@ async def test_results_and_load_survive_a_broker_restart_whoever_reconnects_firs
         await service.stop()
         await agent_gate.stop()
         await client_gate.stop()
+
+
+async def test_results_survive_a_broker_restart_that_forgot_every_session(
+    make_broker: Callable[..., LocalBroker],
+    namespace: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No persistence: the answers published while the client was away are gone with the broker's
+    memory, so each long task's result comes from the agent's journal (mesh.calls.resync)."""
+    broker = make_broker()
+    agent_gate, client_gate = Gate(broker.port), Gate(broker.port)
+    await agent_gate.start()
+    await client_gate.start()
+    service = AgentService(
+        Napper(),
+        broker=agent_gate.settings(),
+        namespace=namespace,
+        settings=AgentSettings(task_store=str(tmp_path / "napper.sqlite3"), name_check_timeout_s=None),
+    )
+    await service.start()
+    try:
+        async with MeshClient.connect(client_gate.settings(), namespace) as client:
+            with caplog.at_level(logging.INFO, logger="mesh.calls.resync"):
+                await run_outage(broker, service, client, agent_gate, client_gate, how="stop", first="agent")
+    finally:
+        await service.stop()
+        await agent_gate.stop()
+        await client_gate.stop()
+    assert "ended while we were away; answered from its journal" in caplog.text
 
 
 async def run_outage(
