@@ -155,6 +155,8 @@ class Admission:
         kept = deque(entry for entry in self._held if entry[0].qos == 0)
         dropped = len(self._held) - len(kept)
         self._held = kept
+        if len(kept) < self.limit:
+            self._resume_reading()
         return dropped
 
     def refuse_all(self, why: str) -> None:
