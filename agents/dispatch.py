@@ -24,6 +24,7 @@ from typing import Any, TypeVar, get_type_hints
 from agents.admission import AtCapacity
 from agents.answers import Answers, Route
 from mesh.a2a import DEFAULT_MAX_DEPTH, AgentBusy, InternalFailure, InvalidRequest, Method, RpcError, parse_request
+from mesh.background import BackgroundTasks
 from mesh.errors import short_repr
 from mesh.properties import MessageProperties
 from mesh.telemetry import ComponentMetrics
@@ -131,7 +132,7 @@ class RequestDispatcher:
         self.stopping = False
         #: Requests dropped because their replyTo is no answer topic of the agent.
         self.dropped = 0
-        self._waiting: set[asyncio.Task[None]] = set()
+        self._waiting = BackgroundTasks(log, f"agent {agent_name!r}")
 
     def on_request(self, message: InboundMessage, refuse: RpcError | None = None) -> bool:
         """Handle one request; True if it must wait for a place (:class:`~agents.admission.AtCapacity`):
@@ -205,9 +206,7 @@ class RequestDispatcher:
                     ),
                 )
                 return False
-            task = asyncio.get_running_loop().create_task(self._finish(request.method, route, pending))
-            self._waiting.add(task)
-            task.add_done_callback(self._waiting.discard)
+            self._waiting.spawn(self._finish(request.method, route, pending))
         return False
 
     def _refuse(self, route: Route, error: RpcError) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -50,7 +51,7 @@ async def test_a_busy_answer_is_retried_until_the_agent_takes_the_request(
     answer = await calls.request("worker", "message/send", params(), CallOptions(deadline_s=10))
     assert isinstance(answer.value, Task) and answer.value.status.state.value == "completed"
     assert len(arrivals) == 4  # three refusals, then the one taken
-    waits = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
+    waits = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
     assert all(wait >= 0.02 for wait in waits)  # backed off, not resent at once
 
 
