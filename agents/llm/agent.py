@@ -28,7 +28,7 @@ from agents.context import TaskContext
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
-from agents.llm.tools import RunDeps, build_toolsets
+from agents.llm.tools import RunDeps, build_toolsets, errors_to_model
 from agents.updates import InputRequired, TaskFailed, Update
 from mesh.a2a import Message
 
@@ -65,7 +65,7 @@ class LlmAgent(Agent):
         self.uses_discovery = bool(llm.peers)  # type: ignore[misc]
         toolsets: list[AbstractToolset[Any]] = [FunctionToolset([ask_user])]
         if tools:
-            toolsets.append(FunctionToolset(list(tools)))
+            toolsets.append(errors_to_model(FunctionToolset(list(tools))))
         toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source))
         base = model if model is not None else build_model(llm)
         output: Any = str

@@ -73,6 +73,7 @@ class LlmConfig(_Strict):
     settings: dict[str, Any] = Field(default_factory=dict, description="model settings (temperature, max_tokens...)")
     max_model_calls: int = Field(10, gt=0, description="model requests per task")
     max_tool_calls: int = Field(20, ge=0, description="tool calls per task")
+    stream: bool = Field(True, description="stream the model's answers (false: for servers that cannot stream)")
     retries: int = Field(3, ge=0, le=10, description="retries of a model request answered 429 or 5xx")
     peer_timeout_s: float | None = Field(None, gt=0, description="idle timeout of a peer call (delegation.timeout_s)")
 

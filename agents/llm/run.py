@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent as Engine
 from pydantic_ai import messages as pm
-from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import UsageLimits
 
 from agents.llm.config import LlmConfig
@@ -84,14 +83,25 @@ class LlmRun:
         deps = RunDeps(task=self.ctx, ask=self._ask)
         limits = UsageLimits(request_limit=config.max_model_calls, tool_calls_limit=config.max_tool_calls)
         try:
-            result = await self.engine.run(
+            async with self.engine.iter(
                 self.prompt,
                 message_history=model_history(self.ctx.history),
                 deps=deps,
                 usage_limits=limits,
                 model_settings=dict(config.settings) or None,  # type: ignore[arg-type]
-                event_stream_handler=self._on_events,
-            )
+            ) as run:
+                async for node in run:
+                    # Streaming a model request shows its text as it comes; without streaming the
+                    # request is one plain call (for servers that do not stream).
+                    if Engine.is_model_request_node(node) and config.stream:
+                        async with node.stream(run.ctx) as stream:
+                            await self._on_events(stream)
+                    elif Engine.is_call_tools_node(node):
+                        async with node.stream(run.ctx) as events:
+                            await self._on_events(events)
+            result = run.result
+            if result is None:  # the run ended without an answer (the engine says why when it raises)
+                raise RuntimeError("the model run ended without an answer")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure ends the task with a message, none with a traceback
@@ -121,7 +131,7 @@ class LlmRun:
         self.outbox.put_nowait(InputRequired(question))
         return await self.answers.get()
 
-    async def _on_events(self, run: RunContext[RunDeps], events: AsyncIterable[pm.AgentStreamEvent]) -> None:
+    async def _on_events(self, events: AsyncIterable[Any]) -> None:
         async for event in events:
             if isinstance(event, pm.PartDeltaEvent) and isinstance(event.delta, pm.TextPartDelta):
                 self.text.add(event.delta.content_delta)

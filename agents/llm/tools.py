@@ -37,7 +37,7 @@ from mesh.registry import name_allowed
 if TYPE_CHECKING:
     from agents.context import TaskContext
 
-__all__ = ["PeerToolset", "RunDeps", "build_toolsets", "load_python_tool", "peer_output"]
+__all__ = ["PeerToolset", "RunDeps", "build_toolsets", "errors_to_model", "load_python_tool", "peer_output"]
 
 _PEER_ARGS = SchemaValidator(
     core_schema.typed_dict_schema(
@@ -159,6 +159,11 @@ class _ErrorsToModel(WrapperToolset[RunDeps]):
             raise pa_errors.ToolFailed(f"the tool {name!r} failed: {type(exc).__name__}: {exc}") from None
 
 
+def errors_to_model(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+    """``toolset`` whose tools' exceptions are failed tool results the model sees."""
+    return _ErrorsToModel(toolset)
+
+
 def load_python_tool(spec: str, source: Path | None) -> Callable[..., Any]:
     """Import ``module:function`` (also from the config file's directory)."""
     module_name, _, attribute = spec.partition(":")
@@ -209,7 +214,7 @@ def build_toolsets(
     functions = [load_python_tool(spec, source) for spec in config.python_tools]
     if functions:
         try:
-            toolsets.append(_ErrorsToModel(FunctionToolset(functions)))
+            toolsets.append(errors_to_model(FunctionToolset(functions)))
         except pa_errors.UserError as exc:
             raise config_error(source or "", where, exc.message, "fix the function's signature") from None
     toolsets.extend(mcp_toolset(server, i) for i, server in enumerate(config.mcp_servers))
