@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from mesh.brokertools.localbroker import free_port
 from tests.agents.llm.fake_openai import FakeOpenAI, Turn
 from tests.mesh.cli_process import mesh, start_mesh
 
@@ -87,3 +88,35 @@ async def test_mesh_run_and_send_stream(broker_url: str, namespace: str, tmp_pat
             code = await run.stop(signal.SIGTERM)
         assert code == 0, run.output
     assert "sk-fake" not in run.output
+
+
+async def test_mesh_up_with_a_model_adds_an_assistant_with_every_agent_as_a_tool(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    script = [Turn(tool_calls=[("calculator", {"message": "6 * 7"})]), Turn(text="It is 42.")]
+    async with FakeOpenAI(script) as server:
+        env = {
+            "MESH_BROKER_URL": broker_url,
+            "MESH_STATE_DIR": str(tmp_path / "state"),
+            "MESH_HTTP_PORT": str(free_port()),
+            "MESH_MODEL": "openai-chat:fake-model",
+            # The provider's own variables: the fake server on loopback, a dummy key.
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-fake",
+        }
+        up = await start_mesh("up", "-n", namespace, **env)
+        try:
+            await up.wait_for_line("mesh up: ready", stream="stdout")
+            sent = await mesh("send", "assistant", "What is 6 * 7?", "-n", namespace, MESH_BROKER_URL=broker_url)
+            assert (sent.code, sent.stdout) == (0, "It is 42.\n"), sent
+        finally:
+            assert await up.stop() == 0, up.output
+    tools = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert {"echo", "calculator", "countdown", "orchestrator"} <= tools and "assistant" not in tools
+    tool_message = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")
+    assert "42" in tool_message["content"]
+
+
+async def test_mesh_up_help_names_the_model_option() -> None:
+    helped = await mesh("up", "--help")
+    assert "--model MODEL" in helped.stdout and "MESH_MODEL" in helped.stdout
