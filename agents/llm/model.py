@@ -25,6 +25,7 @@ from pydantic_ai.tools import RunContext
 
 from agents.llm.config import LlmConfig
 from mesh.errors import ConfigError
+from mesh.telemetry import tracing
 
 __all__ = ["RetryingModel", "build_model", "explain"]
 
@@ -95,13 +96,21 @@ class RetryingModel(WrapperModel):
     ) -> ModelResponse:
         attempt = 0
         while True:
+            span = self._span()
             try:
-                return await self.wrapped.request(messages, model_settings, model_request_parameters)
+                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
             except errors.ModelAPIError as exc:
+                _end(span, exc)
                 if attempt >= self.retries or not retryable(exc):
                     raise
                 attempt += 1
                 await asyncio.sleep(self._delay(attempt, exc))
+            except BaseException as exc:
+                _end(span, exc)
+                raise
+            else:
+                _end(span, None, response)
+                return response
 
     @asynccontextmanager
     async def request_stream(
@@ -115,22 +124,35 @@ class RetryingModel(WrapperModel):
         while True:
             # Only opening the stream is retried: once chunks flowed, a retry would repeat them.
             opened = self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
+            span = self._span()
             try:
                 response = await opened.__aenter__()
             except errors.ModelAPIError as exc:
+                _end(span, exc)
                 if attempt >= self.retries or not retryable(exc):
                     raise
                 attempt += 1
                 await asyncio.sleep(self._delay(attempt, exc))
                 continue
+            except BaseException as exc:
+                _end(span, exc)
+                raise
             break
         try:
             yield response
         except BaseException as exc:
+            _end(span, exc)
             if not await opened.__aexit__(type(exc), exc, exc.__traceback__):
                 raise
         else:
             await opened.__aexit__(None, None, None)
+            _end(span, None, response.get())
+
+    def _span(self) -> Any:
+        """A span for one model request, in the task's trace (when tracing is on)."""
+        if not tracing.enabled:
+            return None
+        return tracing.start_span(f"llm {self.wrapped.model_name}", "client", attributes={"gen_ai.system": self.system})
 
     def _delay(self, attempt: int, exc: errors.ModelAPIError) -> float:
         ceiling = min(_BACKOFF_CAP_S, self.base_s * 2 ** (attempt - 1))
@@ -138,6 +160,19 @@ class RetryingModel(WrapperModel):
         # Full jitter, so agents that hit a limit together do not retry together.
         delay = random.uniform(0, ceiling)  # noqa: S311 - jitter, not security
         return min(_BACKOFF_CAP_S, max(delay, after or 0.0))
+
+
+def _end(span: Any, error: BaseException | None, response: ModelResponse | None = None) -> None:
+    if span is None:
+        return
+    attributes: dict[str, Any] = {}
+    if response is not None:
+        usage = response.usage
+        attributes = {
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+        }
+    tracing.end_span(span, error, **attributes)
 
 
 def retryable(exc: errors.ModelAPIError) -> bool:
