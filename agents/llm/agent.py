@@ -12,6 +12,7 @@ test, see :func:`agents.testing.llm_agent`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -68,9 +69,13 @@ class LlmAgent(Agent):
             toolsets.append(errors_to_model(FunctionToolset(list(tools))))
         toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source))
         base = model if model is not None else build_model(llm)
+        # The client build_model made for a base_url is the agent's to close (with the agent).
+        self._own_client: Any = getattr(base, "client", None) if model is None and llm.base_url else None
         output: Any = str
         if llm.output is not None:
             output = StructuredDict(llm.output, name="answer")
+        self._starting: asyncio.Task[None] | None = None
+        self._entered = False
         self.engine: Engine[RunDeps, Any] = Engine(
             RetryingModel(base, retries=llm.retries),
             instructions=llm.instructions or None,
@@ -82,21 +87,33 @@ class LlmAgent(Agent):
         )
 
     async def setup(self) -> None:
-        # MCP servers start once, not per task; one that will not start is retried by each run.
+        # The MCP servers start once, in the background: the agent joins the mesh at once, and a
+        # task that comes first (or after a server failed to start) starts them itself.
+        if self.llm.mcp_servers:
+            self._starting = asyncio.get_running_loop().create_task(self._start_tools(), name=f"{self.name} tools")
+
+    async def _start_tools(self) -> None:
         try:
             await self.engine.__aenter__()
-            self._entered = True
         except Exception as exc:
-            self._entered = False
             log.warning("agent %s: a tool server did not start (each task will try again): %s", self.name, exc)
+            return
+        self._entered = True
 
     async def teardown(self) -> None:
-        if getattr(self, "_entered", False):
+        starting, self._starting = self._starting, None
+        if starting is not None and not starting.done():
+            starting.cancel()
+            await asyncio.wait({starting})
+        if self._entered:
             self._entered = False
             try:
                 await self.engine.__aexit__(None, None, None)
             except Exception as exc:
                 log.warning("agent %s: stopping its tool servers failed: %s", self.name, exc)
+        client, self._own_client = self._own_client, None
+        if client is not None:
+            await client.close()
 
     async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
         run = LlmRun(self.engine, self.llm, message, ctx)

@@ -44,8 +44,12 @@ def build_model(config: LlmConfig) -> Model:
             from pydantic_ai.providers.openai import OpenAIProvider
 
             name = model_name if provider_name in _OPENAI_COMPATIBLE and model_name else config.model
-            # A local server needs no key, but the OpenAI client insists on one.
-            provider = OpenAIProvider(base_url=config.base_url, api_key=api_key or "none")
+            from openai import AsyncOpenAI
+
+            # A local server needs no key, but the OpenAI client insists on one. Its own retries
+            # are off: RetryingModel retries (bounded, jittered), and only what is worth it.
+            client = AsyncOpenAI(base_url=config.base_url, api_key=api_key or "none", max_retries=0)
+            provider = OpenAIProvider(openai_client=client)
             return OpenAIChatModel(name, provider=provider)
         if api_key is not None:
             from pydantic_ai.providers import infer_provider_class

@@ -196,11 +196,18 @@ def mcp_toolset(server: McpServer, index: int) -> AbstractToolset[Any]:
             env=dict(server.env) or None,
             cwd=str(server.cwd) if server.cwd else None,
         )
-        return MCPToolset(transport, id=f"mcp-{index}", tool_error_behavior="failed", read_timeout=server.timeout_s)
+        return MCPToolset(
+            transport,
+            id=f"mcp-{index}",
+            tool_error_behavior="failed",
+            init_timeout=server.timeout_s,  # a server's start (a Python interpreter and its imports) may be slow
+            read_timeout=server.timeout_s,
+        )
     return MCPToolset(
         server.url or "",
         id=f"mcp-{index}",
         tool_error_behavior="failed",
+        init_timeout=server.timeout_s,
         read_timeout=server.timeout_s,
         headers=dict(server.headers) or None,
     )
