@@ -13,6 +13,8 @@ from tests.agents.llm.fake_openai import FakeOpenAI, Turn
 from tests.mesh.cli_process import mesh, start_mesh
 
 HERE = Path(__file__).parent
+# Each command imports pydantic-ai and its providers: seconds of CPU, many more on a loaded machine.
+SLOW_START_S = 120.0
 
 
 def turn(body: dict[str, object]) -> Turn:
@@ -63,9 +65,9 @@ async def test_mesh_run_and_send_stream(broker_url: str, namespace: str, tmp_pat
         )
         run = await start_mesh("run", str(config), FAKE_OPENAI_KEY="sk-fake")
         try:
-            await run.wait_for_line("agent assistant")
+            await run.wait_for_line("agent assistant", timeout=SLOW_START_S)
             env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
-            sent = await mesh("send", "assistant", "Weather in Paris?", "--stream", **env)
+            sent = await mesh("send", "assistant", "Weather in Paris?", "--stream", timeout=SLOW_START_S, **env)
             assert sent.code == 0, sent.stderr
             lines = sent.stdout.splitlines()
             assert lines[0].startswith("[task ")
@@ -80,9 +82,11 @@ async def test_mesh_run_and_send_stream(broker_url: str, namespace: str, tmp_pat
             tools = {t["function"]["name"] for t in server.requests[0]["tools"]}
             assert {"weather", "calculator", "word_count", "shout", "ask_user"} <= tools
 
-            first = await mesh("send", "assistant", "Weather in Paris?", "--json", **env)
+            first = await mesh("send", "assistant", "Weather in Paris?", "--json", timeout=SLOW_START_S, **env)
             context = json.loads(first.stdout)["contextId"]
-            again = await mesh("send", "assistant", "What did I ask?", "--context", context, **env)
+            again = await mesh(
+                "send", "assistant", "What did I ask?", "--context", context, timeout=SLOW_START_S, **env
+            )
             assert again.code == 0 and again.stdout.strip() == "Earlier you asked: Weather in Paris?"
         finally:
             code = await run.stop(signal.SIGTERM)
@@ -106,8 +110,10 @@ async def test_mesh_up_with_a_model_adds_an_assistant_with_every_agent_as_a_tool
         }
         up = await start_mesh("up", "-n", namespace, **env)
         try:
-            await up.wait_for_line("mesh up: ready", stream="stdout")
-            sent = await mesh("send", "assistant", "What is 6 * 7?", "-n", namespace, MESH_BROKER_URL=broker_url)
+            await up.wait_for_line("mesh up: ready", stream="stdout", timeout=SLOW_START_S)
+            sent = await mesh(
+                "send", "assistant", "What is 6 * 7?", "-n", namespace, timeout=SLOW_START_S, MESH_BROKER_URL=broker_url
+            )
             assert (sent.code, sent.stdout) == (0, "It is 42.\n"), sent
         finally:
             assert await up.stop() == 0, up.output
@@ -118,5 +124,5 @@ async def test_mesh_up_with_a_model_adds_an_assistant_with_every_agent_as_a_tool
 
 
 async def test_mesh_up_help_names_the_model_option() -> None:
-    helped = await mesh("up", "--help")
+    helped = await mesh("up", "--help", timeout=SLOW_START_S)
     assert "--model MODEL" in helped.stdout and "MESH_MODEL" in helped.stdout
