@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -96,3 +97,12 @@ def test_without_the_extra_the_error_says_what_to_install(tmp_path: Path, monkey
     with pytest.raises(ConfigError) as error:
         build(tmp_path, entry("{model: test}"))
     assert "pip install 'mqtt-agent-mesh[llm]'" in str(error.value)
+
+
+def test_the_core_imports_no_engine() -> None:
+    code = (
+        "import sys, agents, agents.config, agents.llm, agents.testing, mesh.cli.run_commands\n"
+        "assert 'pydantic_ai' not in sys.modules, 'the core imported the LLM engine'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
