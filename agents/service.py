@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sqlite3
 
 from agents.agent import Agent
 from agents.answers import Answers
@@ -301,14 +300,14 @@ class AgentService:
         )
 
     async def _load_tasks(self) -> None:
+        # Every journal gets the same lifecycle: load, flow control, start (not only SQLite's).
         journal = self.journal
-        if not isinstance(journal, SqliteJournal):
-            return
+        where = getattr(journal, "path", None) or type(journal).__name__
         try:
             loaded = await asyncio.to_thread(journal.load)
-        except (OSError, sqlite3.Error) as exc:
+        except Exception as exc:  # a pluggable store: whatever it raises, the start fails saying so
             raise ConfigError(
-                f"agent {self.name!r} cannot open its task store {journal.path}: {exc}; fix the file or its "
+                f"agent {self.name!r} cannot open its task store {where}: {exc}; fix the file or its "
                 "directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
             ) from exc
         transport = self.transport
@@ -326,7 +325,7 @@ class AgentService:
                 "agent %s: %d task(s) back from %s, %d of them unfinished",
                 self.name,
                 len(loaded.tasks),
-                journal.path,
+                where,
                 len(self._orphans),
             )
 

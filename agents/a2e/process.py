@@ -33,6 +33,7 @@ from agents.a2e.messages import (
 )
 from agents.a2e.pipes import WorkerPipes
 from agents.a2e.registry import TypeRegistry
+from mesh.background import BackgroundTasks
 
 __all__ = [
     "CLOSE_WAIT_S",
@@ -135,7 +136,7 @@ class WorkerProcess(ChildProcess):
         self._slots = asyncio.Semaphore(1)
         self._pipes: WorkerPipes | None = None
         self._finishing: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks(log, "A2E worker")
         self._stopping = False
 
     # ------------------------------------------------------------------ start
@@ -205,9 +206,7 @@ class WorkerProcess(ChildProcess):
             return
         pending.abandoned = True
         if "cancel" in self.accepted_caps and self.alive:
-            sending = asyncio.get_running_loop().create_task(self._send_quietly(SkillCancel(req_id=pending.request_id)))
-            self._background.add(sending)
-            sending.add_done_callback(self._background.discard)
+            self._background.spawn(self._send_quietly(SkillCancel(req_id=pending.request_id)))
 
     async def ping(self, timeout: float) -> None:
         """One ping; a worker that does not answer in time is killed (its calls fail as it exits)."""
@@ -251,7 +250,8 @@ class WorkerProcess(ChildProcess):
             raise WorkerGone(f"worker {self.name!r}: its stdin is closed", sent=False)
 
     async def _write(self, message: A2EMessage) -> bool:
-        assert self._pipes is not None
+        if self._pipes is None:
+            raise WorkerGone(f"worker {self.name!r}: not started", sent=False)
         if not self._pipes.write(encode(message)):
             return False
         await self._pipes.drain()

@@ -81,7 +81,7 @@ class WorkerAgent(Agent):
             self.command,
             name=self.name,
             settings=self.supervision,
-            on_give_up=self._give_up,
+            on_give_up=self.give_up,
             on_skills=self._set_skills,
         )
         await self._supervisor.start()
@@ -190,13 +190,6 @@ class WorkerAgent(Agent):
 
     def _set_skills(self, skills: Sequence[SkillDefinition]) -> None:
         self.worker_skills = list(skills)
-
-    def _give_up(self, reason: str) -> None:
-        leave = self.leave_mesh
-        if leave is None:
-            log.error("%s: cannot leave the mesh (no runtime hook); tasks will fail: %s", self.name, reason)
-            return
-        asyncio.ensure_future(leave())
 
 
 def _arguments(message: Message) -> dict[str, Any]:

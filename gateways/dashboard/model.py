@@ -35,7 +35,7 @@ from typing import Any, Literal
 from mesh.a2a import AgentCard
 from mesh.registry import Entry
 
-__all__ = ["Bounds", "Change", "MeshView", "TaskRecord", "card_summary", "REFUSAL_CODES"]
+__all__ = ["REFUSAL_CODES", "Bounds", "Change", "MeshView", "TaskRecord", "card_summary"]
 
 Change = tuple[str, dict[str, Any]]
 ChangeListener = Callable[[Change], None]
@@ -43,7 +43,7 @@ RateKind = Literal["requests", "answers", "errors", "refusals"]
 RATE_KINDS: tuple[RateKind, ...] = ("requests", "answers", "errors", "refusals")
 
 #: JSON-RPC codes with which an agent refuses a request before running it.
-REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32007, -32020, -32050})
+REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32020, -32050, -32051})
 TASK_METHODS = frozenset({"message/send", "message/stream", "agent/sendMessage", "agent/sendStreamingMessage"})
 TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "error"})
 

@@ -45,7 +45,6 @@ class HttpGateway:
             namespace=namespace,
             card=lambda: gateway_card(settings.id, namespace, self.public_url).to_json_bytes(),
             idle_timeout_s=settings.idle_timeout_s,
-            card_interval_s=settings.card_interval_s,
             discovery_ttl_s=settings.discovery_ttl_s,
             response_log=response_log,
             trust=trust,
@@ -141,6 +140,6 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a URL for the wildcard, binds nothing
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host

@@ -244,7 +244,8 @@ async def _send_streamed(client: MeshClient, args: argparse.Namespace, interrupt
         first = False
         print(as_json(item) if args.json else event_line(item), flush=True)
         final = item
-    assert isinstance(final, Task | Message)
+    if not isinstance(final, Task | Message):
+        raise RuntimeError("the stream ended without a task or a message")
     return _outcome(final, print_answer=False)
 
 
