@@ -34,19 +34,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pydantic_ai import Agent as Engine  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel  # noqa: E402
+from pydantic_ai import Agent as Engine
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from agents.builtin.echo import EchoAgent  # noqa: E402
-from agents.context import TaskContext  # noqa: E402
-from agents.llm import LlmAgent, LlmConfig  # noqa: E402
-from agents.llm.tools import RunDeps  # noqa: E402
-from agents.service import AgentService  # noqa: E402
-from bench.harness import base_arguments, broker_url, emit, median_us, p99_us, progress  # noqa: E402
-from mesh.a2a import Task, TaskStatusUpdateEvent, get_text_from_message  # noqa: E402
-from mesh.broker import BrokerSettings  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
+from agents.builtin.echo import EchoAgent
+from agents.context import TaskContext
+from agents.llm import LlmAgent, LlmConfig
+from agents.llm.tools import RunDeps
+from agents.service import AgentService
+from bench.harness import base_arguments, broker_url, emit, median_us, p99_us, progress
+from mesh.a2a import Task, TaskStatusUpdateEvent, get_text_from_message
+from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
 
 TEXT = "What is the weather in Paris?"
 TOKENS = 2000

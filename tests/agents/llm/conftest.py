@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the llm extra is not installed")
 
-from pydantic_ai import models  # noqa: E402 - after the skip
+from pydantic_ai import models
 
 
 @pytest.fixture(autouse=True)
