@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agents import Agent, Reply, TaskContext
+from agents import Agent, AgentSettings, DelegationSettings, Reply, TaskContext
 from agents.builtin.echo import EchoAgent
 from agents.llm.run import COALESCE_S
 from agents.testing import AgentHarness, llm_agent
@@ -274,3 +274,13 @@ async def test_a_peer_failure_is_told_to_the_model() -> None:
         task = await mesh.send("go")
     assert task.status.state is TaskState.completed
     assert "failing" in mesh.text(task) and "no such city" in mesh.text(task)
+
+
+async def test_a_peer_call_is_a_delegation_with_its_depth_limit() -> None:
+    model = scripted([call("echo", {"message": "x"})], lambda messages: [str(tool_returns(messages)[0].content)])
+    agent = llm_agent({"model": "test", "peers": ["*"]}, model)
+    settings = AgentSettings(delegation=DelegationSettings(max_call_depth=0))
+    async with AgentHarness(agent, peers=[EchoAgent()], settings=settings) as mesh:
+        task = await mesh.send("go")
+    assert task.status.state is TaskState.completed
+    assert "did not answer" in mesh.text(task) and "delegation.max_call_depth" in mesh.text(task)
