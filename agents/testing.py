@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.agent import Agent
 from agents.journal import NullJournal
@@ -43,6 +43,9 @@ from mesh.client import MeshClient, StreamItem
 from mesh.presence import presence_will
 from mesh.transport import MemoryBroker, MemoryTransport, Transport
 from topics import get_agent_discovery_topic
+
+if TYPE_CHECKING:
+    from agents.llm.agent import LlmAgent
 
 __all__ = ["AgentHarness", "StreamItem", "llm_agent", "text"]
 
@@ -217,7 +220,7 @@ def llm_agent(
     description: str | None = None,
     tools: Sequence[Callable[..., Any]] = (),
     source: Path | None = None,
-) -> Agent:
+) -> LlmAgent:
     """An LLM agent from the mapping an ``llm:`` key holds, answering with ``model`` (a
     pydantic-ai ``FunctionModel`` or ``TestModel``), for :class:`AgentHarness`::
 

@@ -31,6 +31,11 @@ def data_of(message: Message) -> dict[str, Any]:
     return part.data
 
 
+def peer_text(content: Any) -> str:
+    """The text of a peer's answer, as the model got it."""
+    return str(content["text"])
+
+
 def word_count(text: str) -> int:
     """Count the words of a text."""
     return len(text.split())
@@ -44,7 +49,7 @@ def explode(text: str) -> str:
 async def test_a_peer_tool_call_streams_call_result_text_then_the_answer() -> None:
     model = scripted(
         [call("echo", {"message": "hi there"})],
-        lambda messages: ["The peer said: ", str(tool_returns(messages)[0].content["text"])],
+        lambda messages: ["The peer said: ", peer_text(tool_returns(messages)[0].content)],
     )
     agent = llm_agent({"model": "test", "peers": ["ech*"]}, model)
     async with AgentHarness(agent, peers=[EchoAgent()]) as mesh:
@@ -113,7 +118,7 @@ async def test_ask_user_waits_for_input_and_resumes_the_same_run() -> None:
         assert task.status.state is TaskState.input_required and mesh.text(task) == "Which city?"
         task = await mesh.send("Paris", task_id=task.id, context_id=task.context_id)
     assert task.status.state is TaskState.completed and mesh.text(task) == "Weather in Paris: sunny"
-    assert len(model.seen) == 2  # type: ignore[attr-defined] - one run: the question, then the answer
+    assert len(model.seen) == 2  # type: ignore[attr-defined]  # one run: the question, then the answer
 
 
 async def test_a_context_continues_one_conversation() -> None:
