@@ -142,7 +142,12 @@ def _mcp(value: Any, source: Path, where: tuple[KeyPart, ...]) -> McpServer:
     fields = dict(value)
     command = fields.get("command")
     if isinstance(command, str):
-        fields["command"] = shlex.split(command)
+        try:
+            fields["command"] = shlex.split(command)
+        except ValueError as exc:
+            raise config_error(
+                source, (*where, "command"), f"cannot split {command!r}: {exc}", "balance the quotes"
+            ) from None
     if bool(fields.get("command")) == bool(fields.get("url")):
         raise config_error(source, where, "an MCP server needs exactly one of 'command' or 'url'", form)
     if fields.get("cwd") is not None:

@@ -79,6 +79,7 @@ def entry(llm: str) -> str:
         ("{model: 'nosuchprovider:m'}", "model 'nosuchprovider:m'"),
         ("{model: 'openai:gpt-x', api_key_env: NOT_SET_ANYWHERE_42}", "NOT_SET_ANYWHERE_42 (api_key_env) is not set"),
         ("[model]", "agents[0].llm: expected a mapping"),
+        ('{model: test, tools: [{mcp: {command: "x \'y"}}]}', "mcp.command: cannot split"),
     ],
 )
 def test_mistakes_name_the_key_and_the_fix(tmp_path: Path, llm: str, message: str) -> None:
