@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agents.a2e.artifacts import REQUEST_TYPES
 from agents.a2e.child import CLOSE_WAIT_S, TERM_WAIT_S, ChildProcess, WorkerCommand
 from agents.a2e.errors import WorkerGone, WorkerStartError
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode
@@ -138,6 +139,8 @@ class WorkerProcess(ChildProcess):
         self._finishing: asyncio.Task[None] | None = None
         self._background = BackgroundTasks(log, "A2E worker")
         self._stopping = False
+        #: Answers the worker's own requests (artifact/save, artifact/load: agents.a2e.artifacts).
+        self.on_request: Callable[[WorkerProcess, A2EMessage], None] | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -257,6 +260,10 @@ class WorkerProcess(ChildProcess):
         await self._pipes.drain()
         return True
 
+    async def answer(self, message: A2EMessage) -> None:
+        """Send the answer to one of the worker's own requests (dropped if stdin is closed)."""
+        await self._write(message)
+
     async def _send_quietly(self, message: A2EMessage) -> None:
         await self._write(message)
 
@@ -266,6 +273,10 @@ class WorkerProcess(ChildProcess):
         self._dispatch(self.registry.decode(obj))
 
     def _dispatch(self, message: A2EMessage) -> None:
+        if message.type in REQUEST_TYPES:  # the worker asks; no pending call of ours is answered
+            if self.on_request is not None:
+                self.on_request(self, message)
+            return
         req_id = getattr(message, "req_id", None)
         pending = self._pending.get(req_id) if isinstance(req_id, str) else None
         if pending is None:

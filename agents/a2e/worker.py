@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agents.a2e.artifacts import ArtifactRequests
 from agents.a2e.errors import WorkerGone, WorkerUnavailable
 from agents.a2e.events import CallFailure, EventTranslator, outcome
 from agents.a2e.messages import A2EEvent, SkillCallRequest, SkillDefinition
@@ -75,6 +76,7 @@ class WorkerAgent(Agent):
         self.answer_grace_s = answer_grace_s
         self.worker_skills: list[SkillDefinition] = []
         self._supervisor: WorkerSupervisor | None = None
+        self._artifacts = ArtifactRequests(self.name)
 
     async def setup(self) -> None:
         self._supervisor = WorkerSupervisor(
@@ -139,11 +141,14 @@ class WorkerAgent(Agent):
         while True:
             try:
                 process = await self.process()
+                process.on_request = self._artifacts.handle
+                self._artifacts.contexts[request.id] = ctx
                 call = await process.open_call(request)
                 break
             except WorkerGone as exc:
                 if exc.sent:
                     raise TaskFailed(str(exc)) from None
+                self._artifacts.contexts.pop(request.id, None)
                 request.new_id()  # not sent: the worker died first; the next one takes the call
             except WorkerUnavailable as exc:
                 raise TaskFailed(str(exc)) from None
@@ -168,6 +173,7 @@ class WorkerAgent(Agent):
             ) from None
         finally:
             process.abandon(call)  # a no-op once answered; else the late answer is discarded
+            self._artifacts.contexts.pop(request.id, None)
         yield outcome(answer)
 
     def _skill_for(self, message: Message, ctx: TaskContext) -> str:

@@ -102,6 +102,7 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         message = call.params.get("message")
         if message is not None:
             check_message_limits(message, gateway.settings.limits)
+            await gateway.artifacts.store_uploads(message, principal.name, call.task_id)
         timeout = request_timeout(request.headers, gateway.settings.timeouts, streaming=call.streaming)
         context_slot = concurrency.contexts.acquire(call.context_id) if call.context_id else None
     except RpcError as exc:
@@ -113,6 +114,7 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         return binding.error(call.version if call is not None else asked_version(request), call, exc)
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
+    frames = gateway.artifacts.rewrite(frames, gateway.public_url, principal.name)
     if call.streaming:
         # A subscription's errors are known at once (the task is finished, unknown, another's):
         # wait for its first frame. A new stream starts at once, as before: the client may
