@@ -11,8 +11,10 @@ One entry::
       trust: {signing_key: keys/echo.jwk}     # optional: overrides the file's trust: for this agent
 
 Instead of ``class:``, ``worker: {command: [node, shout.js], cwd: ..., env: ...}`` serves a
-worker process in any language (:mod:`agents.a2e`), and ``acp: {command: [...], cwd: ...,
-env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`); ``name:`` is then required.
+worker process in any language (:mod:`agents.a2e`), ``acp: {command: [...], cwd: ...,
+env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), and ``llm: {model: ...,
+instructions: ..., tools: ..., peers: ...}`` an LLM agent (:mod:`agents.llm`); ``name:`` is
+then required.
 
 Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
@@ -45,7 +47,7 @@ __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_ag
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
 _CARD_KEYS = CARD_OPTIONS
-AGENT_KEYS = ("class", "worker", "acp", *_CARD_KEYS, "config", "trust")
+AGENT_KEYS = ("class", "worker", "acp", "llm", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
 
@@ -94,6 +96,9 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
         agent_class, options["worker"] = _worker(entry, ctx, here)
     elif "acp" in entry:
         agent_class, options["acp"], options["policy"] = _acp(entry, ctx, here)
+    elif "llm" in entry:
+        agent_class, options["llm"] = _llm(entry, ctx, here)
+        options["source"] = ctx.source
     else:
         agent_class = _agent_class(entry.get("class"), ctx, here)
     card = _card_fields(entry, agent_class, ctx, here)
@@ -255,6 +260,25 @@ def _acp(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...])
     return AcpAgent, command, policy
 
 
+def _llm(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any]:
+    # The config needs no engine; the agent does (the llm extra), imported only when used.
+    from agents.llm.config import INSTALL_HINT, parse_llm
+
+    for other in ("class", "worker", "acp"):
+        if other in entry:
+            raise config_error(
+                ctx.source, (*here, "llm"), f"an entry has either '{other}:' or 'llm:', not both", "remove one of them"
+            )
+    config = parse_llm(entry["llm"], ctx.source, (*here, "llm"))
+    try:
+        from agents.llm.agent import LlmAgent
+    except ImportError as exc:
+        raise config_error(
+            ctx.source, (*here, "llm"), f"LLM agents need the llm extra ({exc.name or exc} is missing)", INSTALL_HINT
+        ) from None
+    return LlmAgent, config
+
+
 def _import_problem(module_name: str, exc: ImportError, source: Path) -> tuple[str, str]:
     missing = exc.name or ""
     if not isinstance(exc, ModuleNotFoundError) or not missing:
@@ -370,6 +394,8 @@ def _construct(
             f"{agent_class.__name__}({_call_text(card, options)}) raised TypeError: {exc}",
             "check the options against the class's constructor",
         ) from exc
+    except ConfigError:
+        raise  # already says where and what to do (an LLM agent's model, a tool's import)
     except ValueError as exc:
         raise config_error(
             ctx.source,

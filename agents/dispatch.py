@@ -21,6 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, get_type_hints
 
+from agents.admission import AtCapacity
 from agents.answers import Answers, Route
 from mesh.a2a import DEFAULT_MAX_DEPTH, AgentBusy, InternalFailure, InvalidRequest, Method, RpcError, parse_request
 from mesh.background import BackgroundTasks
@@ -133,8 +134,9 @@ class RequestDispatcher:
         self.dropped = 0
         self._waiting = BackgroundTasks(log, f"agent {agent_name!r}")
 
-    def on_request(self, message: InboundMessage) -> None:
-        """The transport callback of the request topic."""
+    def on_request(self, message: InboundMessage, refuse: RpcError | None = None) -> bool:
+        """Handle one request; True if it must wait for a place (:class:`~agents.admission.AtCapacity`):
+        then nothing was answered. ``refuse``: answer the request with that error instead."""
         props = message.properties
         if props.reply_to is not None and (problem := self.answers.topic_problem(props.reply_to)) is not None:
             self.dropped += 1
@@ -146,7 +148,7 @@ class RequestDispatcher:
                 short_repr(props.reply_to),
                 problem,
             )
-            return
+            return False
         route = self.answers.route(props)
         limit = self.max_message_bytes
         if len(message.payload) > limit:
@@ -158,16 +160,19 @@ class RequestDispatcher:
                     data={"size": len(message.payload), "limit": limit},
                 ),
             )
-            return
+            return False
         try:
             request = parse_request(message.payload, max_depth=self.max_depth)
         except RpcError as exc:
             self._refuse(route, exc)
-            return
+            return False
         key = None
         if self.key_requests and request.method in _CREATES_TASKS:
             key = request_key(message)
         route = Route(route.topic, route.correlation, request.id, key)
+        if refuse is not None:
+            self._refuse(route, refuse)
+            return False
         if props.status_topic is not None and (problem := self.answers.topic_problem(props.status_topic)) is not None:
             self._refuse(
                 route,
@@ -176,16 +181,18 @@ class RequestDispatcher:
                     data={"property": "a2aStatusTopic"},
                 ),
             )
-            return
+            return False
         try:
             if self.stopping:
                 raise InternalFailure(f"agent {self.agent_name!r} is shutting down; send the request again later")
             if self.guard is not None:
                 self.guard(props)
             pending = self.handlers[request.method](request.params, props, route)
+        except AtCapacity:
+            return True
         except Exception as exc:
             self._fail(request.method, route, exc)
-            return
+            return False
         if pending is not None:
             if len(self._waiting) >= self.max_waiting:
                 if inspect.iscoroutine(pending):
@@ -198,8 +205,9 @@ class RequestDispatcher:
                         data={"waiting": len(self._waiting)},
                     ),
                 )
-                return
+                return False
             self._waiting.spawn(self._finish(request.method, route, pending))
+        return False
 
     def _refuse(self, route: Route, error: RpcError) -> None:
         log.info("%s: refused request %r: %s", self.agent_name, route.request_id, error.error.message)
@@ -215,6 +223,11 @@ class RequestDispatcher:
             self._fail(method, route, exc)
 
     def _fail(self, method: Method, route: Route, exc: Exception) -> None:
+        if isinstance(exc, AtCapacity):  # found at capacity after a wait (a push URL check): cannot be held
+            exc = AgentBusy(
+                f"agent {self.agent_name!r} runs as many tasks as it may (max_concurrent_tasks); "
+                "send the request again later"
+            )
         if not isinstance(exc, RpcError):
             log.error("%s: %s failed", self.agent_name, method, exc_info=exc)
             self.answers.error(route, InternalFailure(f"{type(exc).__name__}: {exc}"))

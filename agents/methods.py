@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
+from agents.admission import AtCapacity
 from agents.agent import Agent
 from agents.answers import Answers, Route
 from agents.context import TaskContext
@@ -27,7 +28,6 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import (
     INTERRUPTED_STATES,
-    AgentBusy,
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
     InvalidParams,
@@ -186,12 +186,7 @@ class AgentMethods:
         check_user_config(props, self.settings.limits)
         identity = self.guard(props)  # verified tokens are cached: a dict lookup after the dispatcher's check
         if self.runner.at_capacity:
-            limit = self.settings.max_concurrent_tasks
-            raise AgentBusy(
-                f"agent {self.name!r} runs {limit} tasks, its maximum (max_concurrent_tasks); "
-                "send the request again later",
-                data={"maxConcurrentTasks": limit},
-            )
+            raise AtCapacity  # the request waits, unacknowledged, for a place (agents.admission)
         if message.task_id:
             record = self._task(message.task_id)
             if record.state not in INTERRUPTED_STATES:

@@ -80,6 +80,8 @@ class TaskRunner:
         self._segments: dict[asyncio.Task[None], TaskRecord] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._giving_up: set[asyncio.Task[None]] = set()
+        #: Called whenever a segment ends (a place is free): the held requests go on (agents.admission).
+        self.on_place_free: Callable[[], None] | None = None
 
     @property
     def running(self) -> int:
@@ -156,6 +158,11 @@ class TaskRunner:
 
     def _segment_done(self, segment: asyncio.Task[None]) -> None:
         record = self._segments.pop(segment)
+        self._failed_outside(segment, record)
+        if self.on_place_free is not None:
+            self.on_place_free()
+
+    def _failed_outside(self, segment: asyncio.Task[None], record: TaskRecord) -> None:
         if segment.cancelled() or (exc := segment.exception()) is None:
             return
         # A failure outside the handler (sending an event): the task must still end.
@@ -281,7 +288,7 @@ class TaskRunner:
         elif isinstance(result, Message):
             self.transition(record, TaskState.completed, list(result.parts))
         elif isinstance(result, Reply):
-            self.transition(record, TaskState.completed, result.to_parts())
+            self.transition(record, TaskState.completed, result.to_parts(), result.metadata)
         elif isinstance(result, InputRequired):
             self.transition(record, TaskState.input_required, result.to_parts())
         elif isinstance(result, AuthRequired):

@@ -28,6 +28,7 @@ import asyncio
 import dataclasses
 import logging
 
+from agents.admission import Admission
 from agents.agent import Agent
 from agents.answers import Answers
 from agents.delegation import Delegator
@@ -229,6 +230,22 @@ class AgentService:
             guard=self.guard,
             metrics=self.metrics,
         )
+        # At the concurrency bound requests wait, unacknowledged, in the broker's queue.
+        receive_maximum = self.settings.max_unacked_requests
+        self.admission = Admission(
+            self.name,
+            max_concurrent=self.settings.max_concurrent_tasks,
+            receive_maximum=receive_maximum,
+            dispatch=self.dispatcher.on_request,
+            refuse=self.dispatcher.on_request,
+            acknowledge=self._acknowledge,
+            at_capacity=lambda: self.runner.at_capacity,
+            delegating=lambda: self.delegator.calls.open_calls > 0,
+            pause=self.transport.pause_reading,
+            resume=self.transport.resume_reading,
+        )
+        self.runner.on_place_free = self.admission.release
+        self.transport.add_connect_listener(self._reconnected)
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None
 
@@ -336,9 +353,18 @@ class AgentService:
             )
 
     def _on_request(self, message: InboundMessage) -> None:
-        self.dispatcher.on_request(message)
+        if self.dispatcher.on_request(message):
+            self.admission.hold(message)  # at the bound: unacknowledged, it waits for a place
+            return
+        self._acknowledge(message)
+
+    def _acknowledge(self, message: InboundMessage) -> None:
         # Acknowledged once what the request changed is stored; else the broker redelivers it.
         self.journal.after_durable(message.ack)
+
+    def _reconnected(self, session_present: bool) -> None:
+        if session_present and (dropped := self.admission.forget_redelivered()):
+            log.info("agent %s: %d held request(s) come back from the broker's session", self.name, dropped)
 
     def _fail_orphans(self) -> None:
         """Fail the tasks the previous process left unfinished and whose request did not come back."""
@@ -361,6 +387,11 @@ class AgentService:
         self.dispatcher.stopping = True
         for subscription in self._subscriptions:
             await self.transport.unsubscribe(subscription)
+        self.admission.close()
+        self.runner.on_place_free = None  # the tasks canceled below free places nobody takes
+        if self.siblings is not None:  # its session ends with it: the callers' retry finds another replica
+            self.admission.refuse_all("is shutting down")
+        # Else held requests stay unacknowledged: the broker redelivers them to the next start.
         # A task waiting for its user's answer stays so in the store: the answer, sent after a
         # restart, runs the handler again with it (agents.runner). Only running tasks are canceled.
         active = [r for r in self.tasks.active() if r.state not in INTERRUPTED_STATES]

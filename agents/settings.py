@@ -40,7 +40,7 @@ class AgentSettings(_Settings):
     allow_private_push_urls: bool = Field(False, description="allow push URLs on loopback/private networks")
     push_timeout_s: float = Field(5.0, gt=0, description="timeout of one push POST")
     max_concurrent_tasks: int = Field(
-        1000, gt=0, description="tasks running at once; beyond it a new message is answered busy (-32050)"
+        1000, gt=0, description="tasks running at once; beyond it new messages wait in the broker's queue"
     )
     stall_timeout_s: float | None = Field(
         600.0, gt=0, description="fail a running task that emitted no event for this long (None: never)"

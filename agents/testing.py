@@ -22,8 +22,9 @@ The mesh's own tests use a real Mosquitto; this harness is for testing what an a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agents.agent import Agent
 from agents.journal import NullJournal
@@ -43,7 +44,10 @@ from mesh.presence import presence_will
 from mesh.transport import MemoryBroker, MemoryTransport, Transport
 from topics import get_agent_discovery_topic
 
-__all__ = ["AgentHarness", "StreamItem", "text"]
+if TYPE_CHECKING:
+    from agents.llm.agent import LlmAgent
+
+__all__ = ["AgentHarness", "StreamItem", "llm_agent", "text"]
 
 _CLIENT_ID = "harness-client"
 
@@ -206,3 +210,30 @@ class AgentHarness:
         return AgentService(
             agent, namespace=self.namespace, settings=settings, transport=transport, journal=NullJournal()
         )
+
+
+def llm_agent(
+    llm: Mapping[str, Any],
+    model: Any,
+    *,
+    name: str = "assistant",
+    description: str | None = None,
+    tools: Sequence[Callable[..., Any]] = (),
+    source: Path | None = None,
+) -> LlmAgent:
+    """An LLM agent from the mapping an ``llm:`` key holds, answering with ``model`` (a
+    pydantic-ai ``FunctionModel`` or ``TestModel``), for :class:`AgentHarness`::
+
+        def model(messages, info):
+            return ModelResponse(parts=[TextPart("Hello!")])
+
+        async with AgentHarness(llm_agent({"model": "test"}, FunctionModel(model))) as mesh:
+            assert mesh.text(await mesh.send("hi")) == "Hello!"
+
+    Needs the ``llm`` extra; no network is used.
+    """
+    from agents.llm.agent import LlmAgent
+    from agents.llm.config import parse_llm
+
+    config = parse_llm(dict(llm), source or Path("<test>"), ("llm",))
+    return LlmAgent(name=name, description=description, llm=config, model=model, tools=tools, source=source)

@@ -56,11 +56,15 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The final answer: the task completes with this message as its status message."""
+    """The final answer: the task completes with this message as its status message.
+
+    ``metadata`` goes on that message (e.g. an LLM agent's token usage).
+    """
 
     text: str | None = None
     data: dict[str, Any] | None = None
     parts: Sequence[Part] = ()
+    metadata: dict[str, Any] | None = None
 
     @classmethod
     def from_message(cls, message: Message) -> Reply:

@@ -91,7 +91,11 @@ async def raw_request(
 
 
 async def answer_of(
-    client: MeshClient, payload: bytes, properties: MessageProperties | None = None, agent: str = "echo"
+    client: MeshClient,
+    payload: bytes,
+    properties: MessageProperties | None = None,
+    agent: str = "echo",
+    timeout: float = 5.0,
 ) -> dict[str, Any]:
     """The JSON answer of ``agent`` to ``payload`` published as is (see :func:`raw_request`)."""
     reply = await raw_request(
@@ -101,6 +105,7 @@ async def answer_of(
         payload,
         correlation_id="c-1",
         properties=properties,
+        timeout=timeout,
     )
     answer: dict[str, Any] = json.loads(reply.payload)
     return answer

@@ -61,6 +61,21 @@ def default_config_path() -> Path:
     raise ConfigError(f"mosquitto.conf not found next to {package}; pass its path explicitly")
 
 
+#: Seconds between Mosquitto's saves of its state (sessions, subscriptions, queued and retained
+#: messages): what a killed broker loses at most; a stopped one saves as it exits.
+AUTOSAVE_INTERVAL_S = 1
+
+
+def persistence_config(store: Path) -> str:
+    """Config lines that keep the broker's state in ``store`` (created), saved every second.
+
+    Appended after mosquitto.conf's ``persistence false``: the later line wins.
+    """
+    store.mkdir(parents=True, exist_ok=True)
+    store.chmod(0o777)  # Mosquitto started as root writes it as user 'mosquitto'
+    return f"persistence true\npersistence_location {store}/\nautosave_interval {AUTOSAVE_INTERVAL_S}\n"
+
+
 def render_config(config_path: Path, *, port: int, bind: str | None) -> str:
     """The config text with its listener replaced by ``listener <port> [<bind>]``."""
     text = config_path.read_text()

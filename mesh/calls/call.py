@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import uuid
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from mesh.a2a import A2AModel, request_bytes
+from mesh.a2a import A2AModel, AgentBusy, request_bytes
 from mesh.calls.answers import Answer, read_answer
 from mesh.errors import CallTimeoutError
 from mesh.telemetry import tracing
@@ -34,6 +35,11 @@ __all__ = ["SEND_METHODS", "Call", "CallOptions", "Params"]
 Params = A2AModel | Mapping[str, Any]
 
 SEND_METHODS = frozenset({"message/send", "message/stream"})
+#: Retrying "busy" (-32050): the first wait, and the most any one wait grows to (jittered).
+BUSY_RETRY_FIRST_S = 0.05
+BUSY_RETRY_MAX_S = 2.0
+# A busy answer is recognised by its code before it is parsed (the rest pay nothing).
+_BUSY_MARK = b"-32050"
 # The calls that start work on the callee, which a timeout therefore cancels. Not a
 # tasks/resubscribe: it follows a task until it ends, also while it waits for its client's
 # input, and a watcher that stops waiting must not end a task someone else is answering.
@@ -69,11 +75,13 @@ class Call:
     """One request in flight: ``async with`` it, then read :meth:`events` or :meth:`result`."""
 
     __slots__ = (
+        "_busy_retries",
         "_deadline",
         "_failure",
         "_inbox",
         "_new_task",
         "_payload",
+        "_retry_until",
         "_state",
         "_waiter",
         "agent",
@@ -83,11 +91,13 @@ class Call:
         "method",
         "options",
         "path",
+        "props",
         "reply_topic",
         "sent_at",
         "span",
         "status_topic",
         "task_id",
+        "topic",
     )
 
     def __init__(self, path: CallPath, agent: str, method: str, params: Params, options: CallOptions) -> None:
@@ -109,6 +119,11 @@ class Call:
         self._waiter: asyncio.Future[bool] | None = None
         self._failure: BaseException | None = None
         self._deadline: float | None = None
+        self._busy_retries = 0
+        self._retry_until: float | None = None
+        #: Where and with what properties it was sent (resent as is when the agent was busy).
+        self.topic = ""
+        self.props: Any = None
         #: When it was sent (time.perf_counter), and its span while tracing is on.
         self.sent_at = 0.0
         self.span: Span | None = None
@@ -153,12 +168,19 @@ class Call:
                 return answer
 
     async def next(self) -> Answer:
-        """The next answer, event or final (don't ask again after the final one)."""
-        while not self._inbox:
-            if self._failure is not None:
-                raise self._failure
-            await self._wait()
-        final, message = self._inbox.popleft()
+        """The next answer, event or final (don't ask again after the final one).
+
+        A final "busy" (-32050: nothing was done) is not returned while the call has time left:
+        the request is sent again after a jittered, growing wait (:meth:`_retry_busy`).
+        """
+        while True:
+            while not self._inbox:
+                if self._failure is not None:
+                    raise self._failure
+                await self._wait()
+            final, message = self._inbox.popleft()
+            if not (final and _BUSY_MARK in message.payload and self._retry_busy(message)):
+                break
         if final:
             self._state = "answered"  # nothing left to cancel, whatever the answer says
         answer = read_answer(message.payload, message.properties, final=final)
@@ -175,6 +197,34 @@ class Call:
         self._wake(True)
 
     # ------------------------------------------------------------------ internals
+
+    def _retry_busy(self, message: InboundMessage) -> bool:
+        """Send the request again later if ``message`` is "busy" and the wait fits the call's time.
+
+        The retries end with the call's deadline, or one idle timeout after the first "busy":
+        a retry is scheduled only if it can still be answered within that.
+        """
+        try:
+            read_answer(message.payload, message.properties, final=True)
+        except AgentBusy:
+            pass
+        except Exception:  # any other answer is read (and raised) by next()
+            return False
+        else:
+            return False
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._retry_until is None:
+            self._retry_until = now + self.options.idle_timeout_s
+            if self._deadline is not None:
+                self._retry_until = min(self._retry_until, self._deadline)
+        ceiling = min(BUSY_RETRY_MAX_S, BUSY_RETRY_FIRST_S * 2**self._busy_retries)
+        delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 -- jitter, not a secret
+        if now + delay + BUSY_RETRY_FIRST_S >= self._retry_until or self._state != "open":
+            return False
+        self._busy_retries += 1
+        loop.call_later(delay, self.path._resend, self, self._retry_until)
+        return True
 
     def _deliver(self, final: bool, message: InboundMessage) -> None:
         instance = message.properties.instance

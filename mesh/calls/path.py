@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -13,6 +14,7 @@ from mesh.a2a import TaskIdParams, request_bytes
 from mesh.calls.answers import Answer
 from mesh.calls.call import SEND_METHODS, Call, CallOptions, Params
 from mesh.calls.owners import Owners
+from mesh.calls.resync import Resync
 from mesh.errors import AgentUnavailableError, MeshError, NoSubscribersError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import METRICS, tracing
@@ -75,7 +77,10 @@ class CallPath:
         # A broker that shuts down publishes every client's will, so a removal seen across an
         # outage of our own may be the broker's restart, not the agent's death (see agent_gone).
         self._offline = False
+        self._offline_since = math.inf  # time.perf_counter() of the last drop (the calls' clock)
         self._resumed_at = -math.inf
+        # After a reconnect, each call in flight asks its agent for its task (mesh.calls.resync).
+        self.resync = Resync(self)
         self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
         # Replicas: the instance that owns each task; follow-ups go to its instance topic.
         self.owners = Owners(self)
@@ -130,6 +135,10 @@ class CallPath:
     def open_calls(self) -> int:
         """How many calls wait for their answers."""
         return len(self._calls)
+
+    def open_call_list(self) -> list[Call]:
+        """The calls waiting for their answers."""
+        return list(self._calls.values())
 
     def calls_to(self, agent: str) -> list[Call]:
         """The open calls waiting on ``agent``."""
@@ -211,11 +220,15 @@ class CallPath:
             log.warning("%s: agent %s went away; failed the %d call(s) waiting on it", self.owner, agent, failed)
 
     def _went_offline(self, _reason: str) -> None:
-        self._offline = True
+        if not self._offline:
+            self._offline, self._offline_since = True, time.perf_counter()
 
     def _came_back(self, _session_present: bool) -> None:
-        if self._offline:
-            self._offline, self._resumed_at = False, time.monotonic()
+        if not self._offline:
+            return
+        self._offline, self._resumed_at = False, time.monotonic()
+        # The broker's session is an optimisation, not the guarantee: see mesh.calls.resync.
+        self.resync.after_reconnect(self._offline_since)
 
     def cancel(
         self,
@@ -312,6 +325,7 @@ class CallPath:
         self._calls[call.correlation] = call
         self._by_agent.setdefault(call.agent, set()).add(call)
         call._state = "open"
+        call.topic, call.props = topic, props
         try:
             ack = self.transport.publish_nowait(topic, call._payload, properties=props, require_subscriber=True)
         except BaseException as exc:
@@ -320,8 +334,23 @@ class CallPath:
             raise
         ack.add_done_callback(lambda done: _fail_on_refusal(call, done))
 
+    def _resend(self, call: Call, until: float) -> None:
+        """Publish ``call``'s request again (the agent was busy), expiring at ``until`` (loop time)."""
+        if call._state != "open" or call._failure is not None:
+            return
+        props = dataclasses.replace(call.props)
+        props.timestamp_ms = int(time.time() * 1000)
+        props.message_expiry_s = max(1, math.ceil(until - asyncio.get_running_loop().time()))
+        try:
+            ack = self.transport.publish_nowait(call.topic, call._payload, properties=props, require_subscriber=True)
+        except (MeshError, ValueError) as exc:
+            call.fail(exc)
+            return
+        ack.add_done_callback(lambda done: _fail_on_refusal(call, done))
+
     def _close(self, call: Call) -> None:
         call._state = "closed"
+        self.resync.forget(call)
         if self._calls.get(call.correlation) is call:
             del self._calls[call.correlation]
         waiting = self._by_agent.get(call.agent)
@@ -342,6 +371,8 @@ class CallPath:
         correlation = message.properties.correlation_data
         call = self._calls.get(correlation) if correlation is not None else None
         if call is None:
+            if correlation is not None and self.resync.route(correlation, final, message):
+                return
             log.debug("%s: an answer on %s matches no open call (late or foreign); dropped", self.owner, message.topic)
             return
         if final and self.metrics is not None:

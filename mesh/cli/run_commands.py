@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -26,6 +27,7 @@ from mesh.cli.common import (
     settings_for_url,
     stopped_by_signals,
 )
+from mesh.cli.up_assistant import add_model_option, write_assistant_config
 from mesh.cli.up_broker import broker_for_up, check_gateway_ports
 from mesh.component import Component
 from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, configured_tls, load_many
@@ -82,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also run the components of FILE (repeatable)",
     )
     up.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    add_model_option(up)
     add_connection_options(
         up,
         secure_help=(
@@ -119,7 +122,9 @@ async def _up(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     environ = {**os.environ, NAMESPACE_ENV: args.namespace}
     examples = up_configs()
-    configs = load_many([*examples, *args.config], environ=environ)
+    with tempfile.TemporaryDirectory(prefix="mesh-up-") as scratch:
+        assistant = [write_assistant_config(args.model, Path(scratch))] if args.model else []
+        configs = load_many([*examples, *assistant, *args.config], environ=environ)
     # Before anything starts: a live `mesh up` of the namespace, or a taken gateway port, ends
     # the run here (exit 2), having started, and so cleared, nothing.
     claim = UpClaim.take(args.namespace)

@@ -18,6 +18,7 @@ from mesh.brokertools.localbroker import (
     RunningBroker,
     default_config_path,
     free_port,
+    persistence_config,
     port_answers,
     port_is_free,
     running_broker,
@@ -131,7 +132,14 @@ def _started_broker(port: int, claim: UpClaim) -> Iterator[RunningBroker]:
     Started from this (the main) thread: the kernel stops the broker when the starting thread dies.
     """
     try:
-        broker = LocalBroker(default_config_path(), port=port, workdir=claim.files.broker_dir, die_with_parent=True)
+        # Its state on disk: whoever reconnects first after the broker restarts finds its session.
+        broker = LocalBroker(
+            default_config_path(),
+            port=port,
+            workdir=claim.files.broker_dir,
+            die_with_parent=True,
+            extra_config=persistence_config(claim.files.broker_dir / "store"),
+        )
     except BrokerUnavailableError:  # no binary here: a container, if a Docker engine answers
         with running_broker(prefer="container", port=port) as contained:
             yield contained

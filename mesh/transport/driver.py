@@ -59,6 +59,7 @@ class SocketDriver:
         """Stop reading the socket (writes and keepalive go on) until every reason is lifted."""
         if not self._paused_for:
             self._paused_for.add(reason)
+            self._set_read_paused(True)
             if self.sock is not None:
                 self._loop.remove_reader(self.sock)
         self._paused_for.add(reason)
@@ -67,8 +68,21 @@ class SocketDriver:
         """Lift ``reason``; reading resumes once no reason is left."""
         if reason in self._paused_for:
             self._paused_for.discard(reason)
-            if not self._paused_for and self.sock is not None:
-                self._loop.add_reader(self.sock, self._on_readable)
+            if not self._paused_for:
+                self._set_read_paused(False)
+                if self.sock is not None:
+                    self._loop.add_reader(self.sock, self._on_readable)
+                    # A read stopped midway may have left packets in paho's or TLS's buffers.
+                    self._loop.call_soon(self._read_if_attached)
+
+    def _set_read_paused(self, paused: bool) -> None:
+        # FastClient stops its read loop between packets (pahoclient); stock paho has no such flag.
+        if hasattr(self._client, "read_paused"):
+            self._client.read_paused = paused
+
+    def _read_if_attached(self) -> None:
+        if self.sock is not None and not self._paused_for:
+            self._on_readable()
 
     def cork(self) -> None:
         """Hold back small writes until the end of this loop iteration (Linux TCP_CORK).

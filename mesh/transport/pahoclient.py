@@ -80,6 +80,29 @@ class FastClient(paho.Client):
     ``Client._handle_pubackcomp`` of the tested release), minus the debug log line.
     """
 
+    #: Set while the owner paused reading: :meth:`loop_read` stops after the packet it is on.
+    read_paused = False
+
+    def loop_read(self, max_packets: int = 1) -> MQTTErrorCode:
+        """paho's ``loop_read``, which also stops once :attr:`read_paused` is set.
+
+        paho reads as many packets per call as it has messages in flight (thousands for a busy
+        agent), so a pause asked for by a handler would otherwise take effect only after them.
+        """
+        if self._sock is None:
+            return MQTTErrorCode.MQTT_ERR_NO_CONN
+        for _ in range(max(len(self._out_messages) + len(self._in_messages), 1)):
+            if self.read_paused:
+                break
+            if not self._sock:  # a handler's disconnect closed it (mypy cannot see that)
+                return MQTTErrorCode.MQTT_ERR_NO_CONN
+            rc = self._packet_read()
+            if rc > 0:
+                return self._loop_rc_handle(rc)
+            if rc == MQTTErrorCode.MQTT_ERR_AGAIN:
+                break
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
+
     def _handle_publish(self) -> MQTTErrorCode:
         header = self._in_packet["command"]
         qos = (header & 0x06) >> 1

@@ -79,7 +79,7 @@ async def test_a_user_config_nested_past_the_limit_is_refused(serve_agent: Serve
     )
 
 
-async def test_beyond_max_concurrent_tasks_a_new_task_is_answered_busy_at_once(
+async def test_beyond_max_concurrent_tasks_a_new_task_waits_for_a_place_unacknowledged(
     serve_agent: ServeAgent, client: MeshClient
 ) -> None:
     service = await serve_agent(Blocker(), AgentSettings(max_concurrent_tasks=2))
@@ -88,16 +88,37 @@ async def test_beyond_max_concurrent_tasks_a_new_task_is_answered_busy_at_once(
         assert isinstance(task, Task)
     config = MessageSendConfiguration(blocking=False)
     params = MessageSendParams(message=create_user_message([TextPart(text="one more")]), configuration=config)
-    busy = await answer_of(client, request_bytes("message/send", "x-3", params), agent="blocker")
-    assert busy["id"] == "x-3" and busy["error"]["code"] == -32050
-    assert "max_concurrent_tasks" in busy["error"]["message"]
-    assert busy["error"]["data"] == {"maxConcurrentTasks": 2}
-    assert service.tasks.get("x-3") is None
-    # A finished task frees its place.
+    waiting = asyncio.create_task(
+        answer_of(client, request_bytes("message/send", "x-3", params), agent="blocker", timeout=10)
+    )
+    async with asyncio.timeout(5):
+        while service.admission.held == 0:  # held, neither answered nor acknowledged
+            await asyncio.sleep(0.01)
+    assert not waiting.done() and service.tasks.get("x-3") is None
+    # A finished task frees its place: the held request runs.
     running = list(service.tasks.active())
     await client.cancel_task("blocker", running[0].id)
-    again = await answer_of(client, request_bytes("message/send", "x-4", params), agent="blocker")
-    assert again["result"]["status"]["state"] in ("submitted", "working")
+    answer = await waiting
+    assert answer["id"] == "x-3" and answer["result"]["status"]["state"] in ("submitted", "working")
+    assert service.admission.held == 0 and service.admission.refused_total == 0
+
+
+async def test_a_held_request_whose_expiry_runs_out_is_answered_busy(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    service = await serve_agent(Blocker(), AgentSettings(max_concurrent_tasks=1))
+    assert isinstance(await client.send("blocker", "job", blocking=False), Task)
+    params = MessageSendParams(message=create_user_message([TextPart(text="cannot wait")]))
+    busy = await answer_of(
+        client,
+        request_bytes("message/send", "x-2", params),
+        properties=MessageProperties(message_expiry_s=1),
+        agent="blocker",
+    )
+    assert busy["id"] == "x-2" and busy["error"]["code"] == -32050
+    assert "max_concurrent_tasks" in busy["error"]["message"] and "Message Expiry" in busy["error"]["message"]
+    assert busy["error"]["data"] == {"maxConcurrentTasks": 1}
+    assert service.tasks.get("x-2") is None and service.admission.held == 0
 
 
 async def test_a_task_without_progress_is_failed_saying_so(

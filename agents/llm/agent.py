@@ -1,0 +1,133 @@
+"""The LLM agent: a pydantic-ai ``Agent`` served as a mesh agent.
+
+Built from an ``llm:`` entry (:mod:`agents.llm.config`) or in code::
+
+    from agents.llm import LlmAgent, LlmConfig
+
+    agent = LlmAgent(name="assistant", llm=LlmConfig(model="openai:gpt-4.1-mini", peers=("*",)))
+
+``model=`` replaces the configured model by any pydantic-ai model (a ``FunctionModel`` in a
+test, see :func:`agents.testing.llm_agent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent as Engine
+from pydantic_ai import StructuredDict
+from pydantic_ai.models import Model
+from pydantic_ai.tools import RunContext
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+
+from agents.agent import Agent
+from agents.context import TaskContext
+from agents.llm.config import LlmConfig
+from agents.llm.model import RetryingModel, build_model
+from agents.llm.run import LlmRun
+from agents.llm.tools import RunDeps, build_toolsets, errors_to_model
+from agents.updates import InputRequired, TaskFailed, Update
+from mesh.a2a import Message
+
+__all__ = ["LlmAgent"]
+
+log = logging.getLogger(__name__)
+
+
+async def ask_user(ctx: RunContext[RunDeps], question: str) -> str:
+    """Ask the user a question and wait for the answer. Use it only when you cannot go on without it."""
+    if ctx.deps.ask is None:
+        return "(no user can be asked here)"
+    answer: str = await ctx.deps.ask(question)
+    return answer
+
+
+class LlmAgent(Agent):
+    """A mesh agent whose handler is one pydantic-ai run per task."""
+
+    def __init__(
+        self,
+        *,
+        llm: LlmConfig,
+        model: Model | None = None,
+        tools: Sequence[Callable[..., Any]] = (),
+        source: Path | None = None,
+        **card: Any,
+    ) -> None:
+        super().__init__(**card)
+        self.llm = llm
+        if not self.description:
+            self.description = f"An LLM agent ({llm.model})"
+        # Peers are found in the registry: start discovery with the agent.
+        self.uses_discovery = bool(llm.peers)  # type: ignore[misc]
+        toolsets: list[AbstractToolset[Any]] = [FunctionToolset([ask_user])]
+        if tools:
+            toolsets.append(errors_to_model(FunctionToolset(list(tools))))
+        toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source))
+        base = model if model is not None else build_model(llm)
+        # The client build_model made for a base_url is the agent's to close (with the agent).
+        self._own_client: Any = getattr(base, "client", None) if model is None and llm.base_url else None
+        output: Any = str
+        if llm.output is not None:
+            output = StructuredDict(llm.output, name="answer")
+        self._starting: asyncio.Task[None] | None = None
+        self._entered = False
+        self.engine: Engine[RunDeps, Any] = Engine(
+            RetryingModel(base, retries=llm.retries),
+            instructions=llm.instructions or None,
+            deps_type=RunDeps,
+            output_type=output,
+            toolsets=toolsets,
+            name=self.name,
+            retries=2,  # a malformed tool call or answer is sent back to the model twice
+        )
+
+    async def setup(self) -> None:
+        # The MCP servers start once, in the background: the agent joins the mesh at once, and a
+        # task that comes first (or after a server failed to start) starts them itself.
+        if self.llm.mcp_servers:
+            self._starting = asyncio.get_running_loop().create_task(self._start_tools(), name=f"{self.name} tools")
+
+    async def _start_tools(self) -> None:
+        try:
+            await self.engine.__aenter__()
+        except Exception as exc:
+            log.warning("agent %s: a tool server did not start (each task will try again): %s", self.name, exc)
+            return
+        self._entered = True
+
+    async def teardown(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is not None and not starting.done():
+            starting.cancel()
+            await asyncio.wait({starting})
+        if self._entered:
+            self._entered = False
+            try:
+                await self.engine.__aexit__(None, None, None)
+            except Exception as exc:
+                log.warning("agent %s: stopping its tool servers failed: %s", self.name, exc)
+        client, self._own_client = self._own_client, None
+        if client is not None:
+            await client.close()
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        run = LlmRun(self.engine, self.llm, message, ctx)
+        run.start()
+        try:
+            while True:
+                update = await run.next()
+                if isinstance(update, TaskFailed):
+                    raise update
+                if isinstance(update, InputRequired):
+                    reply = yield update
+                    run.answer(reply)
+                    continue
+                yield update
+                return
+        finally:
+            await run.close()

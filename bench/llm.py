@@ -1,0 +1,185 @@
+"""LLM agents: what the mesh adds to a pydantic-ai run, to a peer tool call, and to streaming.
+
+With an instant scripted model (pydantic-ai ``FunctionModel``), so only the mesh is measured:
+
+- ``rtt_us``: the LLM agent's ``message/send`` round trip through the broker, against
+  ``inprocess_us``, the same pydantic-ai agent run in this process; ``overhead_us`` is the
+  difference (the issue's bound: at most 1,000 us).
+- ``peer_call_added_us``: what one peer tool call adds to the round trip (a second, instant,
+  model request included), against ``peer_rtt_us``, the peer's own round trip from a client;
+  ``peer_call_over_peer_us`` is the difference (bound: at most 1,500 us).
+- ``stream_latency_p99_ms``: a 2,000-token answer streamed at ``--token-ms`` per token; for each
+  token, the time from the model yielding it to the streaming client seeing it (bound: 50 ms).
+  Text is coalesced to ~20 events a second, so this is mostly the coalescing window.
+
+Agent, client and model share one process and one asyncio loop (the floor of the agent's own
+work, the conservative case for latency). Figures are noisy on a loaded machine.
+Last line on stdout::
+
+    {"inprocess_us": ..., "rtt_us": ..., "overhead_us": ..., "peer_rtt_us": ..., ...}
+
+Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pydantic_ai import Agent as Engine
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from agents.builtin.echo import EchoAgent
+from agents.context import TaskContext
+from agents.llm import LlmAgent, LlmConfig
+from agents.llm.tools import RunDeps
+from agents.service import AgentService
+from bench.harness import base_arguments, broker_url, emit, median_us, p99_us, progress
+from mesh.a2a import Task, TaskStatusUpdateEvent, get_text_from_message
+from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
+
+TEXT = "What is the weather in Paris?"
+TOKENS = 2000
+
+
+async def answer(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    yield "It is sunny."
+
+
+async def ask_echo(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+        yield "It is sunny."
+        return
+    yield {0: DeltaToolCall(name="echo", json_args=json.dumps({"message": TEXT}), tool_call_id="c")}
+
+
+class Stream:
+    """A model answering with ``TOKENS`` tokens, one every ``token_s``; records when each was yielded."""
+
+    def __init__(self, token_s: float) -> None:
+        self.token_s = token_s
+        self.yielded: list[float] = []
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        self.yielded = []
+        start = time.monotonic()
+        for index in range(TOKENS):
+            # Paced on a clock (not sleep after sleep), so the rate holds under load.
+            await asyncio.sleep(max(0.0, start + index * self.token_s - time.monotonic()))
+            self.yielded.append(time.monotonic())
+            yield "tok "
+
+
+def llm(name: str, model: FunctionModel, peers: tuple[str, ...] = ()) -> LlmAgent:
+    return LlmAgent(name=name, llm=LlmConfig(model="test", peers=peers), model=model)
+
+
+async def round_trips(client: MeshClient, agent: str, n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        result = await client.send(agent, TEXT)
+        samples.append(time.perf_counter() - start)
+        assert isinstance(result, Task) and result.status.state.value == "completed", result
+    return samples
+
+
+async def in_process(agent: LlmAgent, n: int) -> list[float]:
+    """The agent's own pydantic-ai run (same model, tools and streaming), with no mesh around it."""
+    engine = agent.engine
+    deps = RunDeps(task=TaskContext(task_id="t", context_id="c", agent_name=agent.name))
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        async with engine.iter(TEXT, deps=deps) as run:
+            async for node in run:
+                if Engine.is_model_request_node(node) or Engine.is_call_tools_node(node):
+                    async with node.stream(run.ctx) as events:
+                        async for _ in events:
+                            pass
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def stream_latencies(client: MeshClient, model: Stream) -> list[float]:
+    seen_chars = 0
+    latencies: list[float] = []
+    async for item in client.stream("streamer", TEXT, idle_timeout=60):
+        if isinstance(item, TaskStatusUpdateEvent) and not item.final and item.status.message is not None:
+            now = time.monotonic()
+            seen_chars += len(get_text_from_message(item.status.message))
+            upto = seen_chars // 4  # "tok " is 4 characters
+            latencies.extend(now - t for t in model.yielded[len(latencies) : upto])
+    return latencies
+
+
+async def main() -> None:
+    parser = base_arguments(__doc__ or "")
+    parser.add_argument("--requests", type=int, default=300, help="round trips per figure (default 300)")
+    parser.add_argument("--token-ms", type=float, default=2.0, help="ms between streamed tokens (default 2)")
+    args = parser.parse_args()
+    n = args.requests
+    with broker_url(args.broker) as url:
+        settings = BrokerSettings.from_url(url)
+        namespace = f"bench-llm-{uuid.uuid4().hex[:8]}"
+        streamer = Stream(args.token_ms / 1000)
+        agents: list[Any] = [
+            EchoAgent(),
+            llm("plain", FunctionModel(stream_function=answer)),
+            llm("caller", FunctionModel(stream_function=ask_echo), peers=("echo",)),
+            llm("streamer", FunctionModel(stream_function=streamer)),
+        ]
+        services = [AgentService(a, broker=settings, namespace=namespace) for a in agents]
+        for service in services:
+            await service.start()
+        try:
+            async with MeshClient.connect(settings, namespace) as client:
+                progress("warming up")
+                await in_process(agents[1], 50)
+                for agent in ("echo", "plain", "caller"):
+                    await round_trips(client, agent, 50)
+                figures: dict[str, list[float]] = {"inprocess": [], "plain": [], "echo": [], "caller": []}
+                progress(f"{n} round trips of each, interleaved")
+                for _ in range(max(1, n // 50)):  # in turns, so the machine's load weighs on all alike
+                    figures["inprocess"] += await in_process(agents[1], 50)
+                    for agent in ("plain", "echo", "caller"):
+                        figures[agent] += await round_trips(client, agent, 50)
+                progress(f"streaming {TOKENS} tokens, one every {args.token_ms:g} ms")
+                latencies = await stream_latencies(client, streamer)
+        finally:
+            for service in reversed(services):
+                await service.stop()
+    inprocess, plain = median_us(figures["inprocess"]), median_us(figures["plain"])
+    echo, caller = median_us(figures["echo"]), median_us(figures["caller"])
+    added = caller - plain
+    emit(
+        {
+            "inprocess_us": round(inprocess),
+            "rtt_us": round(plain),
+            "overhead_us": round(plain - inprocess),
+            "rtt_p99_us": round(p99_us(figures["plain"])),
+            "peer_rtt_us": round(echo),
+            "peer_call_rtt_us": round(caller),
+            "peer_call_added_us": round(added),
+            "peer_call_over_peer_us": round(added - echo),
+            "stream_tokens": len(latencies),
+            "stream_latency_median_ms": round(median_us(latencies) / 1000, 1),
+            "stream_latency_p99_ms": round(p99_us(latencies) / 1000, 1),
+            "requests": n,
+        }
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
