@@ -166,7 +166,7 @@ class RequestDispatcher:
         key = None
         if self.key_requests and request.method in _CREATES_TASKS:
             key = request_key(message)
-        route = Route(route.topic, route.correlation, request.id, key)
+        route = self.answers.for_request(route, request.id, key, request.method)
         if props.status_topic is not None and (problem := self.answers.topic_problem(props.status_topic)) is not None:
             self._refuse(
                 route,

@@ -37,6 +37,7 @@ from agents.guard import CallGuard
 from agents.input_timers import InputTimers
 from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path
 from agents.methods import AgentMethods
+from agents.profile import ProfileEndpoint
 from agents.push import PushConfigStore, PushNotifier
 from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
@@ -226,6 +227,23 @@ class AgentService:
         )
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None
+        #: The agent's endpoint in the EMQX profile (``emqx:`` set), on a connection of its own.
+        self.profile: ProfileEndpoint | None = None
+        if self.settings.emqx is not None:
+            if broker is None:
+                raise ConfigError(
+                    f"agent {self.name!r} serves the EMQX profile (emqx:) and needs a broker for its second "
+                    "connection; pass broker= (BrokerSettings) too"
+                )
+            self.profile = ProfileEndpoint(
+                self.settings.emqx,
+                agent_name=self.name,
+                broker=broker,
+                instance=self.instance,
+                card=self.card_bytes,
+                answers=self.answers,
+                max_unacked_requests=self.settings.max_unacked_requests,
+            )
 
     @property
     def registry(self) -> DiscoveryRegistry:
@@ -282,8 +300,12 @@ class AgentService:
                 await self.discovery.get()
             await self.delegator.start()
             await self.presence.start()
+            if self.profile is not None:
+                await self.profile.start(self._on_request, self.metrics)
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
+            if self.profile is not None:
+                await self.profile.transport.close()
             await self.discovery.close()
             await self.transport.close()
             await self.journal.close()
@@ -356,6 +378,8 @@ class AgentService:
         self.dispatcher.stopping = True
         for subscription in self._subscriptions:
             await self.transport.unsubscribe(subscription)
+        if self.profile is not None:
+            await self.profile.unsubscribe()
         active = list(self.tasks.active())
         await asyncio.gather(*(self.runner.cancel(r, "the agent is shutting down") for r in active))
         if self._orphan_timer is not None:
@@ -364,6 +388,8 @@ class AgentService:
         await self.dispatcher.drain(_STOP_GRACE_S)
         await self.journal.close()  # stores the last changes and lets their answers go
         await self.answers.drain(_STOP_GRACE_S)  # the answers to the canceled tasks: let them land
+        if self.profile is not None:
+            await self.profile.close()  # its card offline, after its answers
         # A replica clears the shared card only if it is the last one (agents.replicas).
         keep = (self.card_topic,) if self.siblings is not None and self.siblings.others() else ()
         await self.presence.stop(keep=keep)

@@ -47,6 +47,8 @@ class BuildContext:
     section: str
     #: The file's ``trust:`` mapping (raw; see :func:`component_trust`), if any.
     trust: Mapping[str, Any] | None = None
+    #: The file's ``emqx:`` mapping: the default of its agents' ``emqx`` setting (see :mod:`mesh.emqx`).
+    emqx: Mapping[str, Any] | None = None
 
     def broker_for(self, name: str) -> BrokerSettings:
         """The broker settings of the component ``name`` builds: its own broker identity, if any."""

@@ -59,6 +59,20 @@ from .errors import (
     UnsupportedWildcardError,
 )
 from .matching import shared_subscription, split_shared_subscription, topic_matches
+from .profile import (
+    PROFILE_PREFIX,
+    parse_profile_discovery_topic,
+    profile_client_id,
+    profile_discovery_filter,
+    profile_discovery_topic,
+    profile_pool_subscription,
+    profile_pool_topic,
+    profile_reply_topic,
+    profile_reply_topic_problem,
+    profile_request_topic,
+    profile_share_group,
+    validate_profile_id,
+)
 from .solace import extract_task_id_from_topic, solace_to_mqtt
 from .templates import TopicTemplate
 from .validation import (
@@ -120,6 +134,19 @@ __all__ = [
     "ANSWER_TEMPLATES",
     "answer_topic_problem",
     "validate_answer_topic",
+    # the EMQX "A2A over MQTT" profile's topics
+    "PROFILE_PREFIX",
+    "parse_profile_discovery_topic",
+    "profile_client_id",
+    "profile_discovery_filter",
+    "profile_discovery_topic",
+    "profile_pool_subscription",
+    "profile_pool_topic",
+    "profile_reply_topic",
+    "profile_reply_topic_problem",
+    "profile_request_topic",
+    "profile_share_group",
+    "validate_profile_id",
     # validation
     "MAX_TOPIC_BYTES",
     "validate_filter",

@@ -1,0 +1,262 @@
+"""An agent in the EMQX "A2A over MQTT" profile too: its second connection, one runtime.
+
+With ``emqx: {org, unit}`` configured, an :class:`~agents.service.AgentService` also serves the
+profile (:mod:`mesh.emqx`, topics in :mod:`topics.profile`). The profile needs what one MQTT
+connection cannot give beside the mesh's own: the client id ``{org}/{unit}/{agent}`` and a will
+that republishes the card offline (the mesh's will clears its SAM card). So the profile gets a
+connection of its own, and nothing else of its own:
+
+- its request topic (and, for replicas or a ``pool``, the pool's shared topic) is subscribed
+  with manual acknowledgements; each request is translated to the mesh's 0.3 request and
+  handed to the agent's one dispatcher, so the task store, journal, limits, trust, PUBACK
+  after storage and redelivery are those of every request;
+- its answers are translated back by :class:`ProfileReplies` (the 1.0 translation the HTTP
+  gateway uses) and published on this connection with the Correlation Data echoed and, for
+  pool members, ``a2a-responder-agent-id``;
+- the card (A2A 1.0, the profile's binding) is retained on ``$a2a/v1/discovery/{org}/{unit}/{agent}``
+  with ``a2a-status=online``; the will republishes it with ``a2a-status=offline`` and
+  ``a2a-status-source=lwt``, a clean stop with ``a2a-status-source=agent``.
+
+A request that cannot be read as the profile's (no Response Topic, a reply topic outside
+``$a2a/v1/reply/...``) has nowhere to be answered safely: it is logged, counted and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+
+from agents.answers import Answers, Route
+from mesh.a2a import Method, RpcError
+from mesh.broker import BrokerSettings
+from mesh.emqx import (
+    AUTHORIZATION,
+    CONTEXT_ID,
+    RESPONDER_AGENT_ID,
+    STATUS,
+    STATUS_SOURCE,
+    EmqxProfile,
+    ProfileAnswer,
+    bearer_token,
+    profile_card,
+    request_from_profile,
+    transport_protocol_error,
+)
+from mesh.errors import TransportError, short_repr
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.telemetry import ComponentMetrics
+from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will
+from topics import (
+    profile_client_id,
+    profile_discovery_topic,
+    profile_pool_subscription,
+    profile_reply_topic_problem,
+    profile_request_topic,
+)
+
+__all__ = ["ProfileEndpoint", "ProfileReplies", "card_properties"]
+
+log = logging.getLogger(__name__)
+
+
+def card_properties(status: str, source: str) -> MessageProperties:
+    """The properties of a profile card: JSON, ``a2a-status`` and ``a2a-status-source``."""
+    return MessageProperties(
+        content_type=JSON_CONTENT_TYPE,
+        payload_format_utf8=True,
+        extra=[(STATUS, status), (STATUS_SOURCE, source)],
+    )
+
+
+class _ProfileReply:
+    """The codec of one profile request's answers (an :class:`~agents.answers.AnswerDialect`)."""
+
+    __slots__ = ("answer", "replies")
+
+    def __init__(self, replies: ProfileReplies, method: Method | None) -> None:
+        self.replies = replies
+        self.answer = ProfileAnswer(method)
+
+    def publish(self, topic: str, payload: bytes, correlation: bytes | None) -> list[asyncio.Future[None]]:
+        props = self.replies.properties(correlation)
+        transport = self.replies.transport
+        return [transport.publish_nowait(topic, item, properties=props) for item in self.answer.encode(payload)]
+
+
+class ProfileReplies:
+    """Makes the codec of each profile request's answers; they go out on the profile's connection."""
+
+    def __init__(self, transport: Transport, responder_id: str | None) -> None:
+        self.transport = transport
+        self._extra = [(RESPONDER_AGENT_ID, responder_id)] if responder_id else []
+
+    def for_request(self, method: Method | None) -> _ProfileReply:
+        return _ProfileReply(self, method)
+
+    def properties(self, correlation: bytes | None) -> MessageProperties:
+        return MessageProperties(
+            correlation_data=correlation,
+            content_type=JSON_CONTENT_TYPE,
+            payload_format_utf8=True,
+            extra=list(self._extra),
+        )
+
+
+class ProfileEndpoint:
+    """The profile's connection of one agent: subscriptions, card and presence, translation in."""
+
+    def __init__(
+        self,
+        profile: EmqxProfile,
+        *,
+        agent_name: str,
+        broker: BrokerSettings,
+        instance: str | None,
+        card: Callable[[], bytes],
+        answers: Answers,
+        max_unacked_requests: int,
+        transport: Transport | None = None,
+    ) -> None:
+        """``instance``: the replica's instance id (its agent id in the profile, a pool member);
+        ``card``: the agent's 0.3 card (JSON); ``transport``: for tests (it must carry the will)."""
+        self.profile = profile
+        self.agent_name = agent_name
+        base_id = profile.agent_id or agent_name
+        self.agent_id = instance or base_id
+        org, unit = profile.org, profile.unit
+        pool = profile.pool or (base_id if instance else None)
+        self.pool = pool
+        self.card_topic = profile_discovery_topic(org, unit, self.agent_id)
+        self.request_topic = profile_request_topic(org, unit, self.agent_id)
+        self.filters = [self.request_topic]
+        if pool is not None:
+            self.filters.append(profile_pool_subscription(org, unit, pool))
+        self.url = f"{broker.url}"
+        self._card_0_3 = card
+        self._card: bytes | None = None
+        if transport is None:
+            transport = MqttTransport(
+                dataclasses.replace(broker, session_expiry_s=0) if instance else broker,
+                client_id=profile_client_id(org, unit, self.agent_id),
+                will=Will(
+                    self.card_topic, self.card(), qos=1, retain=True, properties=card_properties("offline", "lwt")
+                ),
+                receive_maximum=max_unacked_requests,
+            )
+        self.transport = transport
+        self.replies = ProfileReplies(transport, self.agent_id if pool is not None else None)
+        self.answers = answers
+        answers.profile = self.replies
+        #: Requests dropped because they had no reply topic of the profile.
+        self.dropped = 0
+        self._subscriptions: list[Subscription] = []
+        self._on_request: Callable[[InboundMessage], None] | None = None
+        self._metrics: ComponentMetrics | None = None
+        self._stopped = False
+
+    def card(self) -> bytes:
+        """The agent's profile card (A2A 1.0), made once from its 0.3 card."""
+        if self._card is None:
+            self._card = profile_card(_decode_card(self._card_0_3()), self.url)
+        return self._card
+
+    async def start(self, on_request: Callable[[InboundMessage], None], metrics: ComponentMetrics | None) -> None:
+        """Subscribe (before the CONNACK: a resumed session redelivers at once), connect, publish the card."""
+        self._on_request, self._metrics = on_request, metrics
+        subscribing = asyncio.get_running_loop().create_task(self._subscribe())
+        await asyncio.sleep(0)
+        try:
+            await self.transport.connect()
+        except BaseException:
+            subscribing.cancel()
+            raise
+        self._subscriptions = await subscribing
+        await self._publish_card("online")
+        self.transport.add_connect_listener(self._on_reconnect)
+        log.info("agent %s serving the EMQX profile on %s", self.agent_name, ", ".join(self.filters))
+
+    async def _subscribe(self) -> list[Subscription]:
+        return list(
+            await asyncio.gather(
+                *(self.transport.subscribe(f, self._on_message, manual_ack=True) for f in self.filters)
+            )
+        )
+
+    async def _publish_card(self, status: str) -> None:
+        await self.transport.publish(
+            self.card_topic, self.card(), retain=True, properties=card_properties(status, "agent")
+        )
+
+    async def _on_reconnect(self, _session_present: bool) -> None:
+        if self._stopped:
+            return
+        try:
+            await self._publish_card("online")
+        except TransportError as exc:
+            log.warning("profile card republish on %s after reconnect failed: %s", self.card_topic, exc)
+
+    async def unsubscribe(self) -> None:
+        """Stop taking requests (the first step of the agent's stop)."""
+        self._stopped = True
+        for subscription in self._subscriptions:
+            await self.transport.unsubscribe(subscription)
+
+    async def close(self) -> None:
+        """Republish the card offline (``a2a-status-source=agent``) and disconnect (after the answers)."""
+        self._stopped = True
+        if self.transport.is_connected:
+            try:
+                await self._publish_card("offline")
+            except TransportError as exc:
+                log.warning("could not publish the offline card on %s: %s", self.card_topic, exc)
+        await self.transport.close()
+
+    # ------------------------------------------------------------------ requests in
+
+    def _on_message(self, message: InboundMessage) -> None:
+        props = message.properties
+        reply_to = props.reply_to
+        problem = "has none" if reply_to is None else profile_reply_topic_problem(reply_to)
+        if problem is not None:
+            self.dropped += 1
+            if self._metrics is not None:
+                self._metrics.refused("BadReplyTo")
+            log.warning(
+                "%s: dropped a profile request: its Response Topic %s %s; nothing is answered",
+                self.agent_name,
+                short_repr(reply_to),
+                problem,
+            )
+            message.ack()
+            return
+        route = Route(reply_to, props.correlation_data, None, dialect=self.replies.for_request(None))
+        try:
+            if props.correlation_data is None:
+                raise transport_protocol_error("Missing MQTT v5 Correlation Data: the profile requires it")
+            request = request_from_profile(message.payload, context_id=props.get_extra(CONTEXT_ID))
+        except RpcError as exc:
+            log.info("%s: refused a profile request: %s", self.agent_name, exc.error.message)
+            if self._metrics is not None:
+                self._metrics.refused(type(exc).__name__)
+            self.answers.error(route, exc)
+            message.ack()
+            return
+        token = bearer_token(props.get_extra(AUTHORIZATION))
+        translated = dataclasses.replace(
+            props,
+            reply_to=reply_to,
+            # Streams' events go to the same Response Topic (the profile has one reply topic).
+            status_topic=reply_to if request.method.streaming else None,
+            auth_token=token if token is not None else props.auth_token,
+            extra=[(k, v) for k, v in props.extra if k != AUTHORIZATION],  # never kept, never echoed
+        )
+        if self._on_request is not None:  # set by start(), before the subscriptions
+            self._on_request(dataclasses.replace(message, payload=request.payload(), properties=translated))
+
+
+def _decode_card(card: bytes) -> dict[str, object]:
+    value = json.loads(card)
+    return value if isinstance(value, dict) else {}
