@@ -19,6 +19,15 @@ connection of its own, and nothing else of its own:
 
 A request that cannot be read as the profile's (no Response Topic, a reply topic outside
 ``$a2a/v1/reply/...``) has nowhere to be answered safely: it is logged, counted and dropped.
+
+Pools: replicas (``shared_subscription``) are members of the pool ``emqx.pool`` (default: the
+agent id), each under its instance id. The profile has members subscribe
+``$share/a2a.{org}.{unit}.{pool}/...``; a broker that does not deliver ``$`` topics to shared
+subscriptions (Mosquitto 2.0 does not) is found out at start with a probe (a shared
+subscription to the member's own event topic and a publish that must find it), and the members
+then subscribe the pool topic each and split its requests by a hash of their Task.id over the
+live replicas (:class:`~agents.replicas.Siblings`): one member serves each task, and a retry
+of it (same Task.id) finds the same member and its de-duplication.
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ import asyncio
 import dataclasses
 import json
 import logging
+import uuid
+import zlib
 from collections.abc import Callable
 
 from agents.answers import Answers, Route
@@ -45,14 +56,16 @@ from mesh.emqx import (
     request_from_profile,
     transport_protocol_error,
 )
-from mesh.errors import TransportError, short_repr
+from mesh.errors import NoSubscribersError, TransportError, short_repr
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import ComponentMetrics
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will
 from topics import (
+    PROFILE_PREFIX,
     profile_client_id,
     profile_discovery_topic,
     profile_pool_subscription,
+    profile_pool_topic,
     profile_reply_topic_problem,
     profile_request_topic,
 )
@@ -118,10 +131,13 @@ class ProfileEndpoint:
         card: Callable[[], bytes],
         answers: Answers,
         max_unacked_requests: int,
+        members: Callable[[], set[str]] | None = None,
         transport: Transport | None = None,
     ) -> None:
         """``instance``: the replica's instance id (its agent id in the profile, a pool member);
-        ``card``: the agent's 0.3 card (JSON); ``transport``: for tests (it must carry the will)."""
+        ``card``: the agent's 0.3 card (JSON); ``members``: the live replicas' instance ids (the
+        split of a pool's requests where ``$share`` cannot carry them); ``transport``: for tests
+        (it must carry the will)."""
         self.profile = profile
         self.agent_name = agent_name
         base_id = profile.agent_id or agent_name
@@ -132,8 +148,12 @@ class ProfileEndpoint:
         self.card_topic = profile_discovery_topic(org, unit, self.agent_id)
         self.request_topic = profile_request_topic(org, unit, self.agent_id)
         self.filters = [self.request_topic]
+        self.pool_topic = profile_pool_topic(org, unit, pool) if pool is not None else None
         if pool is not None:
             self.filters.append(profile_pool_subscription(org, unit, pool))
+        self._members = members
+        #: Set when the broker cannot share ``$`` topics: the pool's requests are split by Task.id.
+        self.split_pool = False
         self.url = f"{broker.url}"
         self._card_0_3 = card
         self._card: bytes | None = None
@@ -166,6 +186,21 @@ class ProfileEndpoint:
     async def start(self, on_request: Callable[[InboundMessage], None], metrics: ComponentMetrics | None) -> None:
         """Subscribe (before the CONNACK: a resumed session redelivers at once), connect, publish the card."""
         self._on_request, self._metrics = on_request, metrics
+        if self.pool_topic is not None and self._members is not None:
+            # A replica has no session to resume: connect, find out how the pool can be shared, subscribe.
+            await self.transport.connect()
+            if not await self._shares_dollar_topics():
+                self.split_pool = True
+                self.filters[-1] = self.pool_topic
+                log.info(
+                    "agent %s: the broker does not share $ topics; pool %s is split by Task.id over the replicas",
+                    self.agent_name,
+                    self.pool,
+                )
+            self._subscriptions = await self._subscribe()
+            await self._publish_card("online")
+            self.transport.add_connect_listener(self._on_reconnect)
+            return
         subscribing = asyncio.get_running_loop().create_task(self._subscribe())
         await asyncio.sleep(0)
         try:
@@ -177,6 +212,26 @@ class ProfileEndpoint:
         await self._publish_card("online")
         self.transport.add_connect_listener(self._on_reconnect)
         log.info("agent %s serving the EMQX profile on %s", self.agent_name, ", ".join(self.filters))
+
+    async def _shares_dollar_topics(self) -> bool:
+        """Whether the broker delivers a ``$a2a`` topic to a shared subscription (a probe on our event topic)."""
+        probe = f"{PROFILE_PREFIX}/event/{self.profile.org}/{self.profile.unit}/{self.agent_id}"
+        group = f"probe.{uuid.uuid4().hex[:12]}"
+        subscription = await self.transport.subscribe(f"$share/{group}/{probe}", _ignore)
+        try:
+            await self.transport.publish_nowait(probe, b"", require_subscriber=True)
+        except NoSubscribersError:
+            return False
+        finally:
+            await self.transport.unsubscribe(subscription)
+        return True
+
+    def _mine(self, key: str) -> bool:
+        """Whether this member serves the pool request keyed ``key`` (split mode; see the module doc)."""
+        if self._members is None:
+            return True
+        members = sorted(self._members() | {self.agent_id})
+        return members[zlib.crc32(key.encode()) % len(members)] == self.agent_id
 
     async def _subscribe(self) -> list[Subscription]:
         return list(
@@ -220,7 +275,7 @@ class ProfileEndpoint:
         props = message.properties
         reply_to = props.reply_to
         problem = "has none" if reply_to is None else profile_reply_topic_problem(reply_to)
-        if problem is not None:
+        if reply_to is None or problem is not None:
             self.dropped += 1
             if self._metrics is not None:
                 self._metrics.refused("BadReplyTo")
@@ -233,16 +288,23 @@ class ProfileEndpoint:
             message.ack()
             return
         route = Route(reply_to, props.correlation_data, None, dialect=self.replies.for_request(None))
+        pooled = self.split_pool and message.topic == self.pool_topic
         try:
             if props.correlation_data is None:
                 raise transport_protocol_error("Missing MQTT v5 Correlation Data: the profile requires it")
             request = request_from_profile(message.payload, context_id=props.get_extra(CONTEXT_ID))
         except RpcError as exc:
+            if pooled and not self._mine(reply_to + repr(props.correlation_data)):
+                message.ack()  # another member answers it
+                return
             log.info("%s: refused a profile request: %s", self.agent_name, exc.error.message)
             if self._metrics is not None:
                 self._metrics.refused(type(exc).__name__)
             self.answers.error(route, exc)
             message.ack()
+            return
+        if pooled and not self._mine(request.task_id or reply_to + repr(props.correlation_data)):
+            message.ack()  # another member serves this task
             return
         token = bearer_token(props.get_extra(AUTHORIZATION))
         translated = dataclasses.replace(
@@ -255,6 +317,10 @@ class ProfileEndpoint:
         )
         if self._on_request is not None:  # set by start(), before the subscriptions
             self._on_request(dataclasses.replace(message, payload=request.payload(), properties=translated))
+
+
+def _ignore(_message: InboundMessage) -> None:
+    """The probe subscription's handler: the probe only needs to find a subscriber."""
 
 
 def _decode_card(card: bytes) -> dict[str, object]:

@@ -243,6 +243,7 @@ class AgentService:
                 card=self.card_bytes,
                 answers=self.answers,
                 max_unacked_requests=self.settings.max_unacked_requests,
+                members=self.siblings.others if self.siblings is not None else None,
             )
 
     @property

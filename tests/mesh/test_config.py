@@ -198,7 +198,8 @@ def test_unknown_key_without_a_close_match(write: WriteConfig, sections: dict[st
     path = write("zzz: 1\n")
     assert (
         error_of(path)
-        == f"{path}: zzz: unknown key 'zzz'; allowed keys: broker, tls, namespace, log_level, trust, emqx, gadgets, widgets"
+        == f"{path}: zzz: unknown key 'zzz'; allowed keys: broker, tls, namespace, log_level, trust, emqx, "
+        "gadgets, widgets"
     )
 
 
