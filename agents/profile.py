@@ -43,6 +43,8 @@ from collections.abc import Callable
 from agents.answers import Answers, Route
 from mesh.a2a import Method, RpcError
 from mesh.broker import BrokerSettings
+from mesh.brokertools.brokerrules import profile_user
+from mesh.credentials import password_for
 from mesh.emqx import (
     AUTHORIZATION,
     CONTEXT_ID,
@@ -56,7 +58,7 @@ from mesh.emqx import (
     request_from_profile,
     transport_protocol_error,
 )
-from mesh.errors import NoSubscribersError, TransportError, short_repr
+from mesh.errors import ConfigError, NoSubscribersError, TransportError, short_repr
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import ComponentMetrics
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will
@@ -159,7 +161,7 @@ class ProfileEndpoint:
         self._card: bytes | None = None
         if transport is None:
             transport = MqttTransport(
-                dataclasses.replace(broker, session_expiry_s=0) if instance else broker,
+                _profile_broker(broker, agent_name, replica=instance is not None),
                 client_id=profile_client_id(org, unit, self.agent_id),
                 will=Will(
                     self.card_topic, self.card(), qos=1, retain=True, properties=card_properties("offline", "lwt")
@@ -317,6 +319,26 @@ class ProfileEndpoint:
         )
         if self._on_request is not None:  # set by start(), before the subscriptions
             self._on_request(dataclasses.replace(message, payload=request.payload(), properties=translated))
+
+
+def _profile_broker(broker: BrokerSettings, agent_name: str, *, replica: bool) -> BrokerSettings:
+    """The profile connection's settings: its own broker user when the agent has per-component
+    credentials (``{name}@a2a``, bound to the profile's client id by the generated rules)."""
+    if replica:
+        broker = dataclasses.replace(broker, session_expiry_s=0)
+    if broker.password_file is None or broker.username != agent_name:
+        return broker  # no per-component credentials, or a shared account named in the URL
+    user = profile_user(agent_name)
+    try:
+        return dataclasses.replace(broker, username=user, password=password_for(broker.password_file, user))
+    except ConfigError:
+        log.warning(
+            "agent %s: the password file has no %r (rules made before the agent served the EMQX profile); its "
+            "profile connection uses the agent's own user; regenerate the rules with `mesh broker-config`",
+            agent_name,
+            user,
+        )
+        return broker
 
 
 def _ignore(_message: InboundMessage) -> None:

@@ -47,6 +47,7 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
+from mesh.brokertools.brokerrules import ProfileScope
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
@@ -245,6 +246,14 @@ class AgentService:
                 max_unacked_requests=self.settings.max_unacked_requests,
                 members=self.siblings.others if self.siblings is not None else None,
             )
+
+    @property
+    def profile_scope(self) -> ProfileScope | None:
+        """Where the agent serves the EMQX profile (for the broker rules), or ``None``."""
+        if self.profile is None:
+            return None
+        emqx = self.profile.profile
+        return ProfileScope(emqx.org, emqx.unit, self.profile.agent_id, self.profile.pool, self.instance is not None)
 
     @property
     def registry(self) -> DiscoveryRegistry:
