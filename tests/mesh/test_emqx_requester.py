@@ -1,0 +1,195 @@
+"""Mesh clients as requesters of EMQX "A2A over MQTT" profile agents, on the real broker.
+
+The other side is the official SDK's ``Responder`` (run in this process, or in a child process
+to kill) and mesh agents serving the profile. Each test takes an org of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from a2a_over_mqtt import A2ARequest, MqttConfig, Responder, TopicSpace, build_card
+
+from agents import AgentSettings
+from agents.service import AgentService
+from mesh.a2a import Message, RpcError, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from mesh.a2a import get_text_from_message as text_of
+from mesh.broker import BrokerSettings
+from mesh.cli.discovery_commands import agents_table
+from mesh.client import MeshClient
+from mesh.emqx import EmqxProfile
+from mesh.registry import DiscoveryRegistry
+from tests.agents.service_agents import Asker, Echo
+
+pytestmark = pytest.mark.asyncio
+
+
+class SdkEcho(Responder):
+    """The SDK's responder, as its README writes one; counts the requests it ran."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ran: list[A2ARequest] = []
+        self.gate: asyncio.Event | None = None
+        self.started = asyncio.Event()
+
+    async def on_request(self, request: A2ARequest, stream: Any) -> str:
+        self.ran.append(request)
+        self.started.set()
+        await stream("thinking")
+        if self.gate is not None:
+            await self.gate.wait()
+        return f"sdk: {request.text}"
+
+
+@pytest.fixture
+def org() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def sdk_agent(broker_settings: BrokerSettings, org: str) -> AsyncIterator[SdkEcho]:
+    mqtt = MqttConfig(host=broker_settings.host, port=broker_settings.port)
+    card = build_card(name="sdk-echo", description="the SDK's echo", url=broker_settings.url)
+    agent = SdkEcho(agent_id="sdk-echo", mqtt=mqtt, topics=TopicSpace(org=org, unit="ai"), card=card)
+    running = asyncio.create_task(agent.run())
+    yield agent
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+
+@pytest.fixture
+async def client(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[MeshClient]:
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        yield client
+
+
+async def test_mesh_send_stream_and_cancel_reach_the_sdk_responder(
+    client: MeshClient, sdk_agent: SdkEcho, org: str
+) -> None:
+    name = f"{org}/ai/sdk-echo"
+    await client.wait_for_agent(name, timeout=5)  # its retained card: it is subscribed
+    events: list[Any] = []
+    task = await client.send(name, "hello", on_event=events.append)
+    assert isinstance(task, Task) and task.status.state is TaskState.completed
+    assert text_of(task.artifacts[0]) == "sdk: hello"
+    assert any(isinstance(e, TaskStatusUpdateEvent) for e in events)
+
+    items = [item async for item in client.stream(name, "streamed")]
+    assert isinstance(items[-1], Task) and items[-1].status.state is TaskState.completed
+    assert any(isinstance(i, TaskArtifactUpdateEvent) for i in items)
+
+    # Cancel: the SDK answers with a canceled status, read as the Task.
+    sdk_agent.gate = asyncio.Event()
+    sdk_agent.started.clear()
+    task_id = str(uuid.uuid4())
+    sending = asyncio.create_task(client.send(name, "wait", task_id=task_id))
+    await asyncio.wait_for(sdk_agent.started.wait(), 10)
+    canceled = await client.cancel_task(name, task_id)
+    assert canceled.status.state is TaskState.canceled
+    sending.cancel()
+
+    # GetTask: the SDK's responder reads every method but CancelTask as SendMessage (no Task.id: -32005).
+    with pytest.raises(RpcError) as refused:
+        await client.get_task(name, task_id)
+    assert refused.value.code == -32005
+
+
+async def test_a_duplicate_task_id_runs_once_on_the_sdk_responder(
+    client: MeshClient, sdk_agent: SdkEcho, org: str
+) -> None:
+    name = f"{org}/ai/sdk-echo"
+    await client.wait_for_agent(name, timeout=5)
+    task_id = str(uuid.uuid4())
+    first = await client.send(name, "once", task_id=task_id)
+    again = await client.send(name, "once", task_id=task_id)
+    assert isinstance(first, Task) and isinstance(again, Task)
+    assert again.status.state is TaskState.completed and text_of(again.artifacts[0]) == "sdk: once"
+    assert len(sdk_agent.ran) == 1
+
+
+async def test_mesh_client_reaches_a_mesh_agent_over_the_profile(
+    client: MeshClient, broker_settings: BrokerSettings, namespace: str, org: str
+) -> None:
+    services = []
+    for agent in (Asker(), Echo()):
+        service = AgentService(
+            agent,
+            broker=broker_settings,
+            namespace=namespace,
+            settings=AgentSettings(task_store=":memory:", emqx=EmqxProfile(org=org, unit="ai")),
+        )
+        await service.start()
+        services.append(service)
+    try:
+        first = await client.send(f"{org}/ai/asker", "hi")
+        assert isinstance(first, Task) and first.status.state is TaskState.input_required
+        second = await client.send(f"{org}/ai/asker", "Ada", task_id=first.id, context_id=first.context_id)
+        assert isinstance(second, Task) and second.id == first.id
+        assert second.status.state is TaskState.completed
+        assert second.status.message is not None and text_of(second.status.message) == "Hello, Ada!"
+        got = await client.get_task(f"{org}/ai/asker", first.id)
+        assert got.status.state is TaskState.completed
+        items = [item async for item in client.stream(f"{org}/ai/echo", "streamed")]
+        assert isinstance(items[-1], Task | Message)
+    finally:
+        for service in services:
+            await service.stop()
+
+
+async def test_the_registry_lists_both_dialects_and_presence(
+    broker_url: str, broker_settings: BrokerSettings, client: MeshClient, namespace: str, org: str
+) -> None:
+    service = AgentService(
+        Echo(),
+        broker=broker_settings,
+        namespace=namespace,
+        settings=AgentSettings(task_store=":memory:", emqx=EmqxProfile(org=org, unit="ai")),
+    )
+    await service.start()
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from a2a_over_mqtt import MqttConfig, Responder, TopicSpace, build_card
+        class Echo(Responder):
+            async def on_request(self, request, stream):
+                return request.text
+        async def main():
+            agent = Echo(agent_id="sdk-echo", mqtt=MqttConfig(host={broker_settings.host!r}, port={broker_settings.port}),
+                         topics=TopicSpace(org={org!r}, unit="ai"), card=build_card(name="sdk-echo", description="d", url="mqtt://x"))
+            await agent.run()
+        asyncio.run(main())
+        """
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env={**os.environ})
+    registry = DiscoveryRegistry(client.transport, namespace)
+    await registry.start()
+    try:
+        await registry.wait_for(f"{org}/ai/sdk-echo", 20)
+        await registry.wait_for(f"{org}/ai/echo", 5)
+        await registry.wait_for("echo", 5)
+        dialects = {e.name: e.dialect for e in registry.agents()}
+        assert dialects == {"echo": "sam", f"{org}/ai/echo": "emqx", f"{org}/ai/sdk-echo": "emqx"}
+        table = agents_table(registry.agents(), now=0)
+        assert "DIALECT" in table.splitlines()[0] and "emqx" in table
+        # Presence: the killed SDK agent's will marks its card offline, and the registry drops it.
+        gone = asyncio.Event()
+        registry.add_listener(lambda event: gone.set() if event.name == f"{org}/ai/sdk-echo" else None)
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(gone.wait(), 10)  # the killed process's socket closes: the will at once
+        assert registry.get(f"{org}/ai/sdk-echo") is None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        await registry.stop()
+        await service.stop()
