@@ -80,7 +80,8 @@ class Echo(Responder):
         return request.text
 
 async def main():
-    agent = Echo(agent_id="sdk-echo", mqtt=MqttConfig(host={host!r}, port={port}), topics=TopicSpace(org="bench", unit="ai"),
+    agent = Echo(agent_id="sdk-echo", mqtt=MqttConfig(host={host!r}, port={port}),
+                 topics=TopicSpace(org="bench", unit="ai"),
                  card=build_card(name="sdk-echo", description="echo", url="mqtt://{host}:{port}"), max_concurrent=64)
     task = asyncio.create_task(agent.run())
     await asyncio.sleep(1.0)  # run() has no ready signal: its subscription is made at once
@@ -103,7 +104,8 @@ class RawRequester:
         self.waiting: dict[bytes, asyncio.Future[None]] = {}
 
     async def run(self, ready: asyncio.Event, stop: asyncio.Event) -> None:
-        async with aiomqtt.Client(**self.mqtt.client_kwargs(identifier=f"bench/ai/raw-{uuid.uuid4().hex[:6]}")) as client:
+        identifier = f"bench/ai/raw-{uuid.uuid4().hex[:6]}"
+        async with aiomqtt.Client(**self.mqtt.client_kwargs(identifier=identifier)) as client:
             self.client = client
             # As the mesh's transport does (DESIGN, "Transport rules"): without it, Nagle and delayed
             # ACKs add tens of ms per request on this persistent connection.
@@ -175,7 +177,7 @@ async def bench(url: str, requests: int) -> dict[str, float]:
     try:
         for who, agent in (("mesh", "mesh-echo"), ("sdk", "sdk-echo")):
             for requester, call in (("sdk", sdk_call(agent)), ("raw", lambda agent=agent: raw.call(agent))):
-                progress(f"{requester} requester -> {who} responder: {requests} sequential, then {CONCURRENCY} in flight")
+                progress(f"{requester} requester -> {who}: {requests} sequential, then {CONCURRENCY} in flight")
                 figures = await measure(call, requests)
                 result[f"{who}_{requester}_rtt_us"] = figures["rtt_us"]
                 result[f"{who}_{requester}_rps"] = figures["rps"]

@@ -164,8 +164,9 @@ async def test_the_registry_lists_both_dialects_and_presence(
             async def on_request(self, request, stream):
                 return request.text
         async def main():
-            agent = Echo(agent_id="sdk-echo", mqtt=MqttConfig(host={broker_settings.host!r}, port={broker_settings.port}),
-                         topics=TopicSpace(org={org!r}, unit="ai"), card=build_card(name="sdk-echo", description="d", url="mqtt://x"))
+            mqtt = MqttConfig(host={broker_settings.host!r}, port={broker_settings.port})
+            card = build_card(name="sdk-echo", description="d", url="mqtt://x")
+            agent = Echo(agent_id="sdk-echo", mqtt=mqtt, topics=TopicSpace(org={org!r}, unit="ai"), card=card)
             await agent.run()
         asyncio.run(main())
         """
