@@ -194,3 +194,95 @@ async def test_the_registry_lists_both_dialects_and_presence(
         await proc.wait()
         await registry.stop()
         await service.stop()
+
+
+async def test_the_retry_profile_same_task_id_new_correlation_and_retryable_errors(
+    make_transport: Any, broker_settings: BrokerSettings, org: str
+) -> None:
+    """A responder that ignores the first attempt and answers the second -32004: the third gets it."""
+    import json as _json
+
+    from mesh.emqx_requester import ProfileRequester
+    from mesh.properties import MessageProperties
+    from mesh.transport import InboundMessage
+
+    seen: list[tuple[str, bytes]] = []
+    responder = await make_transport()
+    requester_transport = await make_transport()
+
+    def on_request(message: InboundMessage) -> None:
+        doc = _json.loads(message.payload)
+        seen.append((doc["params"]["message"]["taskId"], message.properties.correlation_data or b""))
+        props = MessageProperties(correlation_data=message.properties.correlation_data)
+        reply_to = message.properties.reply_to
+        assert reply_to is not None
+        if len(seen) == 2:
+            error = {"code": -32004, "message": "busy", "data": {"a2a_error": "responder_unavailable"}}
+            body = {"jsonrpc": "2.0", "id": doc["id"], "error": error}
+        elif len(seen) == 3:
+            task = {"id": seen[-1][0], "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
+            body = {"jsonrpc": "2.0", "id": doc["id"], "result": {"task": task}}
+        else:
+            return  # the first attempt goes unanswered
+        responder.publish_nowait(reply_to, _json.dumps(body).encode(), properties=props)
+
+    await responder.subscribe(f"$a2a/v1/request/{org}/ai/flaky", on_request)
+    requester = ProfileRequester(requester_transport, "tester", first_reply_timeout_s=0.3, backoff_s=(0.05, 0.05))
+    from mesh.a2a import MessageSendParams, TextPart, create_user_message
+
+    params = MessageSendParams(message=create_user_message([TextPart(text="x")]))
+    items = [item async for item in requester.items(f"{org}/ai/flaky", "message/send", params)]
+    assert isinstance(items[-1], Task) and items[-1].status.state is TaskState.completed
+    assert len(seen) == 3
+    assert len({task_id for task_id, _ in seen}) == 1  # the same Task.id on every attempt
+    assert len({correlation for _, correlation in seen}) == 3  # new Correlation Data each time
+    # -32005 is not retried: it is raised at once.
+    seen.clear()
+
+    def refuse(message: InboundMessage) -> None:
+        seen.append(("", b""))
+        error = {"code": -32005, "message": "no", "data": {"a2a_error": "transport_protocol_error"}}
+        body = {"jsonrpc": "2.0", "id": 1, "error": error}
+        props = MessageProperties(correlation_data=message.properties.correlation_data)
+        assert message.properties.reply_to is not None
+        responder.publish_nowait(message.properties.reply_to, _json.dumps(body).encode(), properties=props)
+
+    await responder.subscribe(f"$a2a/v1/request/{org}/ai/strict", refuse)
+    with pytest.raises(RpcError) as refused:
+        _ = [item async for item in requester.items(f"{org}/ai/strict", "message/send", params)]
+    assert refused.value.code == -32005 and len(seen) == 1
+
+
+async def test_delegation_reaches_profile_agents(
+    client: MeshClient, sdk_agent: SdkEcho, broker_settings: BrokerSettings, namespace: str, org: str
+) -> None:
+    from tests.agents.service_agents import Relay
+
+    echo = AgentService(
+        Echo(),
+        broker=broker_settings,
+        namespace=namespace,
+        settings=AgentSettings(task_store=":memory:", emqx=EmqxProfile(org=org, unit="ai")),
+    )
+    relays = [
+        AgentService(
+            Relay(next_agent=f"{org}/ai/echo", name="relay-mesh", forward=True),
+            broker=broker_settings,
+            namespace=namespace,
+        ),
+        AgentService(
+            Relay(next_agent=f"{org}/ai/sdk-echo", name="relay-sdk"), broker=broker_settings, namespace=namespace
+        ),
+    ]
+    for service in (echo, *relays):
+        await service.start()
+    try:
+        to_mesh = await client.send("relay-mesh", "via the profile")
+        assert isinstance(to_mesh, Task) and to_mesh.status.state is TaskState.completed
+        assert to_mesh.status.message is not None and text_of(to_mesh.status.message) == "relay-mesh<via the profile>"
+        to_sdk = await client.send("relay-sdk", "to the sdk")
+        assert isinstance(to_sdk, Task) and to_sdk.status.state is TaskState.completed
+        assert [r.text for r in sdk_agent.ran] == ["to the sdk"]
+    finally:
+        for service in (*relays, echo):
+            await service.stop()
