@@ -286,3 +286,35 @@ async def test_delegation_reaches_profile_agents(
     finally:
         for service in (*relays, echo):
             await service.stop()
+
+
+async def test_mesh_client_cancels_and_reaches_a_pool_over_the_profile(
+    client: MeshClient, broker_settings: BrokerSettings, namespace: str, org: str
+) -> None:
+    from tests.agents.service_agents import Blocker
+
+    blocker = Blocker()
+    services = [
+        AgentService(
+            blocker,
+            broker=broker_settings,
+            namespace=namespace,
+            settings=AgentSettings(task_store=":memory:", emqx=EmqxProfile(org=org, unit="ai")),
+        )
+    ]
+    pool = AgentSettings(shared_subscription=True, emqx=EmqxProfile(org=org, unit="ai", pool="echoes"))
+    services += [AgentService(Echo(), broker=broker_settings, namespace=namespace, settings=pool) for _ in range(2)]
+    for service in services:
+        await service.start()
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = await client.send(f"{org}/ai/blocker", "block", task_id=task_id, blocking=False)
+        assert isinstance(submitted, Task) and submitted.id == task_id
+        await asyncio.wait_for(blocker.started.wait(), 5)
+        canceled = await client.cancel_task(f"{org}/ai/blocker", task_id)
+        assert canceled.status.state is TaskState.canceled
+        pooled = await client.send(f"{org}/ai/pool/echoes", "pooled")
+        assert isinstance(pooled, Task) and pooled.status.state is TaskState.completed
+    finally:
+        for service in services:
+            await service.stop()
