@@ -159,17 +159,11 @@ class ProfileEndpoint:
         self.url = f"{broker.url}"
         self._card_0_3 = card
         self._card: bytes | None = None
-        if transport is None:
-            transport = MqttTransport(
-                _profile_broker(broker, agent_name, replica=instance is not None),
-                client_id=profile_client_id(org, unit, self.agent_id),
-                will=Will(
-                    self.card_topic, self.card(), qos=1, retain=True, properties=card_properties("offline", "lwt")
-                ),
-                receive_maximum=max_unacked_requests,
-            )
-        self.transport = transport
-        self.replies = ProfileReplies(transport, self.agent_id if pool is not None else None)
+        self._broker = _profile_broker(broker, agent_name, replica=instance is not None)
+        self._receive_maximum = max_unacked_requests
+        self._owns_transport = transport is None
+        self.transport: Transport = transport if transport is not None else self._new_transport()
+        self.replies = ProfileReplies(self.transport, self.agent_id if pool is not None else None)
         self.answers = answers
         answers.profile = self.replies
         #: Requests dropped because they had no reply topic of the profile.
@@ -179,15 +173,29 @@ class ProfileEndpoint:
         self._metrics: ComponentMetrics | None = None
         self._stopped = False
 
+    def _new_transport(self) -> MqttTransport:
+        """The profile connection, its will the card as it is now (offline, lwt)."""
+        will = Will(self.card_topic, self.card(), qos=1, retain=True, properties=card_properties("offline", "lwt"))
+        client_id = profile_client_id(self.profile.org, self.profile.unit, self.agent_id)
+        return MqttTransport(self._broker, client_id=client_id, will=will, receive_maximum=self._receive_maximum)
+
     def card(self) -> bytes:
-        """The agent's profile card (A2A 1.0), made once from its 0.3 card."""
+        """The agent's profile card (A2A 1.0), made once from its 0.3 card (again at start)."""
         if self._card is None:
             self._card = profile_card(_decode_card(self._card_0_3()), self.url)
         return self._card
 
+    def _refresh_card(self) -> None:
+        """At start, after the agent's setup (a worker's skills come from its handshake): a card
+        that changed since the connection was made gets a new connection, whose will carries it."""
+        before, self._card = self._card, None
+        if self.card() != before and self._owns_transport:
+            self.transport = self.replies.transport = self._new_transport()
+
     async def start(self, on_request: Callable[[InboundMessage], None], metrics: ComponentMetrics | None) -> None:
         """Subscribe (before the CONNACK: a resumed session redelivers at once), connect, publish the card."""
         self._on_request, self._metrics = on_request, metrics
+        self._refresh_card()
         if self.pool_topic is not None and self._members is not None:
             # A replica has no session to resume: connect, find out how the pool can be shared, subscribe.
             await self.transport.connect()

@@ -27,6 +27,7 @@ from mesh.cli.discovery_commands import agents_table
 from mesh.client import MeshClient
 from mesh.emqx import EmqxProfile
 from mesh.registry import DiscoveryRegistry
+from mesh.transport import MqttTransport
 from tests.agents.service_agents import Asker, Echo
 
 pytestmark = pytest.mark.asyncio
@@ -60,7 +61,13 @@ async def sdk_agent(broker_settings: BrokerSettings, org: str) -> AsyncIterator[
     mqtt = MqttConfig(host=broker_settings.host, port=broker_settings.port)
     card = build_card(name="sdk-echo", description="the SDK's echo", url=broker_settings.url)
     agent = SdkEcho(agent_id="sdk-echo", mqtt=mqtt, topics=TopicSpace(org=org, unit="ai"), card=card)
+    watcher = MqttTransport(broker_settings)
+    await watcher.connect()
+    announced = asyncio.Event()  # run() has no ready signal: its card comes once it subscribed
+    await watcher.subscribe(f"$a2a/v1/discovery/{org}/ai/sdk-echo", lambda message: announced.set())
     running = asyncio.create_task(agent.run())
+    await asyncio.wait_for(announced.wait(), 10)
+    await watcher.close()
     yield agent
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -173,9 +180,11 @@ async def test_the_registry_lists_both_dialects_and_presence(
     )
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env={**os.environ})
     registry = DiscoveryRegistry(client.transport, namespace)
+    sdk_card = asyncio.Event()  # the child process starts after the registry: wait for its card
+    registry.add_listener(lambda event: sdk_card.set() if event.name == f"{org}/ai/sdk-echo" else None)
     await registry.start()
     try:
-        await registry.wait_for(f"{org}/ai/sdk-echo", 20)
+        await asyncio.wait_for(sdk_card.wait(), 20)
         await registry.wait_for(f"{org}/ai/echo", 5)
         await registry.wait_for("echo", 5)
         dialects = {e.name: e.dialect for e in registry.agents()}
