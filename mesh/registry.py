@@ -341,7 +341,8 @@ class DiscoveryRegistry:
             data = json.loads(message.payload)
             interfaces = data.get("supportedInterfaces") or [{}]
             url = interfaces[0].get("url") if isinstance(interfaces[0], dict) else None
-            card = card_from_v1(data, url=url if isinstance(url, str) else "mqtt://")
+            # Named as the registry names it: delegation and the orchestrator call it by that name.
+            card = card_from_v1(data, url=url if isinstance(url, str) else "mqtt://").model_copy(update={"name": name})
         except (ValueError, TypeError, AttributeError, IndexError, RecursionError, ValidationError) as exc:
             self._refuse(name, message.topic, f"not an A2A 1.0 card ({short_repr(str(exc), 80)})")
             return

@@ -7,6 +7,7 @@ to kill) and mesh agents serving the profile. Each test takes an org of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -56,22 +57,33 @@ def org() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-async def sdk_agent(broker_settings: BrokerSettings, org: str) -> AsyncIterator[SdkEcho]:
+@contextlib.asynccontextmanager
+async def running_sdk_agent(
+    broker_settings: BrokerSettings, org: str, agent_id: str = "sdk-echo", skills: list[dict[str, Any]] | None = None
+) -> AsyncIterator[SdkEcho]:
+    """The SDK's responder running in this process, once its card is out (it is subscribed then)."""
     mqtt = MqttConfig(host=broker_settings.host, port=broker_settings.port)
-    card = build_card(name="sdk-echo", description="the SDK's echo", url=broker_settings.url)
-    agent = SdkEcho(agent_id="sdk-echo", mqtt=mqtt, topics=TopicSpace(org=org, unit="ai"), card=card)
+    card = build_card(name=agent_id, description="the SDK's echo", url=broker_settings.url, skills=skills)
+    agent = SdkEcho(agent_id=agent_id, mqtt=mqtt, topics=TopicSpace(org=org, unit="ai"), card=card)
     watcher = MqttTransport(broker_settings)
     await watcher.connect()
     announced = asyncio.Event()  # run() has no ready signal: its card comes once it subscribed
-    await watcher.subscribe(f"$a2a/v1/discovery/{org}/ai/sdk-echo", lambda message: announced.set())
+    await watcher.subscribe(f"$a2a/v1/discovery/{org}/ai/{agent_id}", lambda message: announced.set())
     running = asyncio.create_task(agent.run())
-    await asyncio.wait_for(announced.wait(), 10)
-    await watcher.close()
-    yield agent
-    running.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await running
+    try:
+        await asyncio.wait_for(announced.wait(), 10)
+        await watcher.close()
+        yield agent
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
+@pytest.fixture
+async def sdk_agent(broker_settings: BrokerSettings, org: str) -> AsyncIterator[SdkEcho]:
+    async with running_sdk_agent(broker_settings, org) as agent:
+        yield agent
 
 
 @pytest.fixture
@@ -327,3 +339,22 @@ async def test_mesh_client_cancels_and_reaches_a_pool_over_the_profile(
     finally:
         for service in services:
             await service.stop()
+
+
+async def test_the_orchestrator_asks_a_profile_agent(
+    client: MeshClient, broker_settings: BrokerSettings, namespace: str, org: str
+) -> None:
+    from agents.builtin.orchestrator import OrchestratorAgent
+
+    skills = [{"id": "parrot", "name": "Parrot", "description": "repeats", "tags": ["parrot"]}]
+    async with running_sdk_agent(broker_settings, org, "parrot", skills) as parrot:
+        orchestrator = AgentService(
+            OrchestratorAgent(allow=[f"{org}/ai/*"]), broker=broker_settings, namespace=namespace
+        )
+        await orchestrator.start()
+        try:
+            task = await client.send("orchestrator", "parrot this please")
+            assert isinstance(task, Task) and task.status.state is TaskState.completed, task
+            assert [r.text for r in parrot.ran] == ["parrot this please"]
+        finally:
+            await orchestrator.stop()
