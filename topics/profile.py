@@ -115,7 +115,9 @@ def parse_profile_discovery_topic(topic: str) -> tuple[str, str, str] | None:
 
 def profile_client_id(org: str, unit: str, agent: str) -> str:
     """The MQTT client id the profile requires of an agent: ``{org}/{unit}/{agent}``."""
-    return _topic("x", org, unit, agent).removeprefix(f"{PROFILE_PREFIX}/x/")
+    validate_profile_id(org, "org")
+    validate_profile_id(unit, "unit")
+    return f"{org}/{unit}/{validate_profile_id(agent, 'agent id')}"
 
 
 def profile_reply_topic_problem(topic: str) -> str | None:
