@@ -131,3 +131,30 @@ async def test_the_profile_grants_nothing_more(ruled_broker: RuledBroker, org: s
     )
     with pytest.raises(ConnectError, match="Not authorized|Bad user name or password|identifier"):
         await MqttTransport(wrong, client_id=f"{org}/ai/impostor").connect()
+
+
+def test_broker_config_and_mesh_up_secure_read_the_profile_from_the_config(tmp_path: Path) -> None:
+    """`mesh broker-config` / `mesh up --secure` name the components from the config: an agent with
+    `emqx:` gets its profile user, bound to its client id; one without gets none."""
+    import json
+
+    from mesh.brokertools.brokerfiles import identities_of
+    from mesh.config import load_config
+
+    config = tmp_path / "mesh.yaml"
+    config.write_text(
+        "namespace: acme/ai\n"
+        "emqx: {org: acme, unit: ai}\n"
+        "agents:\n"
+        "  - class: agents.builtin.echo:EchoAgent\n"
+        "  - class: agents.builtin.calculator:CalculatorAgent\n"
+        "    emqx: null\n"
+    )
+    identities = identities_of([load_config(config)], ["cli"])
+    scopes = {i.name: i.profile for i in identities}
+    assert scopes["echo"] == ProfileScope("acme", "ai", "echo", None, False)
+    assert scopes["calculator"] is None and scopes["cli"] is None
+    files = write_broker_files(tmp_path / "broker", identities)
+    clients = {c["username"]: c for c in json.loads(files.dynsec.read_text())["clients"]}
+    assert clients["echo@a2a"]["clientid"] == "acme/ai/echo"
+    assert "calculator@a2a" not in clients and "clientid" not in clients["echo"]
