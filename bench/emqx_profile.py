@@ -3,8 +3,9 @@ the SDK's own responder, on the same broker.
 
 Both responders echo the request's text and run in processes of their own:
 
-- mesh: ``AgentService(Echo)`` with ``emqx: {org: bench, unit: ai}`` (its default SQLite task
-  store: the mesh's guarantees are kept, a request is acknowledged once its task is stored);
+- mesh: ``AgentService(Echo)`` with ``emqx: {org: bench, unit: ai}``, with its default SQLite task
+  store (the mesh's guarantees: a request is acknowledged once its task is stored; ``mesh_*``)
+  and with ``task_store: ":memory:"`` (``mesh_memory_*``, tasks in memory as the SDK keeps them);
 - sdk: ``a2a_over_mqtt.Responder`` (tasks in memory), as its README shows.
 
 Two requesters, each measured against both:
@@ -63,9 +64,15 @@ class Echo(Agent):
         return get_text_from_message(message)
 
 async def main():
-    service = AgentService(Echo(), broker=BrokerSettings.from_url({url!r}), namespace="bench",
-                           settings=AgentSettings(emqx=EmqxProfile(org="bench", unit="ai")))
-    await service.start()
+    broker = BrokerSettings.from_url({url!r})
+    emqx = EmqxProfile(org="bench", unit="ai")
+    services = [
+        AgentService(Echo(), broker=broker, namespace="bench", settings=AgentSettings(emqx=emqx)),
+        AgentService(Echo(name="mesh-echo-mem"), broker=broker, namespace="bench",
+                     settings=AgentSettings(task_store=":memory:", emqx=emqx)),
+    ]
+    for service in services:
+        await service.start()
     print("ready", flush=True)
     await asyncio.Event().wait()
 asyncio.run(main())
@@ -175,7 +182,7 @@ async def bench(url: str, requests: int) -> dict[str, float]:
     await ready.wait()
     result: dict[str, float] = {}
     try:
-        for who, agent in (("mesh", "mesh-echo"), ("sdk", "sdk-echo")):
+        for who, agent in (("mesh", "mesh-echo"), ("mesh_memory", "mesh-echo-mem"), ("sdk", "sdk-echo")):
             for requester, call in (("sdk", sdk_call(agent)), ("raw", lambda agent=agent: raw.call(agent))):
                 progress(f"{requester} requester -> {who}: {requests} sequential, then {CONCURRENCY} in flight")
                 figures = await measure(call, requests)
@@ -187,6 +194,12 @@ async def bench(url: str, requests: int) -> dict[str, float]:
     for requester in ("sdk", "raw"):
         result[f"{requester}_rtt_ratio"] = ratio(result[f"sdk_{requester}_rtt_us"], result[f"mesh_{requester}_rtt_us"])
         result[f"{requester}_rps_ratio"] = ratio(result[f"mesh_{requester}_rps"], result[f"sdk_{requester}_rps"])
+        result[f"{requester}_memory_rtt_ratio"] = ratio(
+            result[f"sdk_{requester}_rtt_us"], result[f"mesh_memory_{requester}_rtt_us"]
+        )
+        result[f"{requester}_memory_rps_ratio"] = ratio(
+            result[f"mesh_memory_{requester}_rps"], result[f"sdk_{requester}_rps"]
+        )
     return result
 
 
