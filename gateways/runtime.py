@@ -29,11 +29,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mesh.a2a import TERMINAL_STATES, AgentCard, ErrorCode, RpcError
+from pydantic import ValidationError
+
+from mesh.a2a import TERMINAL_STATES, AgentCard, ErrorCode, Message, Method, RpcError, Task
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
 from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
+from mesh.emqx_requester import ProfileRequester, is_profile_agent
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
@@ -128,6 +131,8 @@ class GatewayRuntime:
         # Before start: nobody known (with the trust it will check cards with).
         self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
         self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
+        #: Calls to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
+        self.profile = ProfileRequester(self.transport, self.gateway_id)
         follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
         if trust is not None and trust.signing_key is not None:
             card = _signed(card, trust)
@@ -213,6 +218,12 @@ class GatewayRuntime:
             deadline_s=deadline_s,
             cancel_on_abandon=False,  # a client that went away can fetch or resubscribe later
         )
+        if is_profile_agent(agent):
+            frames = self._profile_answers(sequencer, agent, method, params, options, owner)
+            async with contextlib.aclosing(frames) as answers:
+                async for frame in answers:
+                    yield frame
+            return
         async with self.calls.call(agent, method, params, options) as call:
             if method in ("message/send", "message/stream") and call.task_id:
                 self._remember(call.task_id, agent, params, owner)
@@ -272,8 +283,57 @@ class GatewayRuntime:
             final = self._final(sequencer, answer)
         yield self._logged(final)
 
+    async def _profile_answers(
+        self,
+        sequencer: ResponseSequencer,
+        agent: str,
+        method: str,
+        params: dict[str, Any],
+        options: CallOptions,
+        owner: str | None,
+    ) -> AsyncGenerator[E2AResponse, None]:
+        """A call to an EMQX profile agent (:mod:`mesh.emqx_requester`) as E2A frames, final last."""
+        message = params.get("message")
+        if isinstance(message, dict) and not message.get("taskId"):
+            message["taskId"] = str(uuid.uuid4())  # the profile's requester names the task
+        if isinstance(message, dict) and method in ("message/send", "message/stream"):
+            self._remember(message["taskId"], agent, params, owner)
+        try:
+            model = next(m for m in Method if m == method).params.model_validate(params)
+            async with asyncio.timeout(options.deadline_s):
+                async for item in self.profile.items(agent, method, model, auth_token=options.auth_token):
+                    result = item.to_wire_dict()
+                    if isinstance(item, Task | Message):
+                        final = self._final_of(sequencer, result)
+                        break
+                    self._observe(result)
+                    yield self._logged(
+                        sequencer.a2a_stream_event(_BRANCHES.get(str(result.get("kind")), "status_update"), result)
+                    )
+                else:
+                    final = sequencer.error(-32603, f"agent {agent!r} ended its answer without a task or message")
+        except (TimeoutError, CallTimeoutError):
+            final = sequencer.error(
+                TIMEOUT,
+                f"Timeout: agent {agent!r} did not finish in time",
+                {"errorType": "Timeout", "agentName": agent},
+            )
+        except RpcError as exc:
+            final = sequencer.error(exc.code, exc.error.message, exc.data)
+        except AgentUnavailableError as exc:
+            final = sequencer.error(
+                int(ErrorCode.AGENT_GONE),
+                str(exc),
+                {"errorType": "AgentGone", "agentName": agent, "reason": exc.reason},
+            )
+        except (MeshError, ValueError, ValidationError) as exc:
+            final = sequencer.error(-32603, f"the request to agent {agent!r} failed: {exc}")
+        yield self._logged(final)
+
     def _final(self, sequencer: ResponseSequencer, answer: Answer) -> E2AResponse:
-        result = answer.json
+        return self._final_of(sequencer, answer.json)
+
+    def _final_of(self, sequencer: ResponseSequencer, result: Any) -> E2AResponse:
         if isinstance(result, dict) and result.get("kind") == "task":
             self._observe(result)
             return sequencer.finish("a2a.task", result)
