@@ -321,9 +321,7 @@ class DiscoveryRegistry:
             self._upsert(kind, name, card, on_own_topic=parsed.name is not None)
 
     def _on_profile_card(self, message: InboundMessage) -> None:
-        self._last_arrival = time.monotonic()
-        if self._raw_listener is not None:
-            self._raw_listener(message)
+        self._last_arrival = time.monotonic()  # (the raw listener is the namespace's: the profile's are global)
         found = parse_profile_discovery_topic(message.topic)
         if found is None:
             return
