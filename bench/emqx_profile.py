@@ -40,11 +40,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import aiomqtt  # noqa: E402
-from a2a_over_mqtt import A2ARequest, MqttConfig, Requester, TopicSpace, make_properties  # noqa: E402
+import aiomqtt
+from a2a_over_mqtt import A2ARequest, MqttConfig, Requester, TopicSpace, make_properties
 
-from bench.harness import base_arguments, broker_url, child, emit, median_us, progress, ratio  # noqa: E402
-from mesh.broker import BrokerSettings  # noqa: E402
+from bench.harness import base_arguments, broker_url, child, emit, median_us, progress, ratio
+from mesh.broker import BrokerSettings
 
 CONCURRENCY = 16
 TEXT = "Analyze the quarterly sales data and summarise the top three trends."

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from mesh.broker import BrokerSettings
 
 if TYPE_CHECKING:
+    from mesh.artifacts.settings import ArtifactSettings
     from mesh.trust import Trust
 
 
@@ -49,6 +50,8 @@ class BuildContext:
     trust: Mapping[str, Any] | None = None
     #: The file's ``emqx:`` mapping: the default of its agents' ``emqx`` setting (see :mod:`mesh.emqx`).
     emqx: Mapping[str, Any] | None = None
+    #: The file's ``artifacts:`` store settings, if any (else ``MESH_ARTIFACTS`` or the embedded store).
+    artifacts: ArtifactSettings | None = None
 
     def broker_for(self, name: str) -> BrokerSettings:
         """The broker settings of the component ``name`` builds: its own broker identity, if any."""

@@ -129,7 +129,7 @@ async def test_the_profile_grants_nothing_more(ruled_broker: RuledBroker, org: s
     wrong = BrokerSettings.from_url(
         ruled_broker.broker.url, username=user, password=password_for(ruled_broker.files.passwords, user)
     )
-    with pytest.raises(ConnectError, match="Not authorized|Bad user name or password|identifier"):
+    with pytest.raises(ConnectError, match=r"Not authorized|Bad user name or password|identifier"):
         await MqttTransport(wrong, client_id=f"{org}/ai/impostor").connect()
 
 
