@@ -83,6 +83,7 @@ def test_rules_confine_each_kind() -> None:
     assert client.publish == [
         "ns/a2a/v1/agent/request/+",
         "ns/a2a/v1/agent/request/+/+",
+        "ns/a2a/v1/discovery/rollcall",
         "$a2a/v1/request/+/+/+",
         "$a2a/v1/request/+/+/pool/+",
     ]
