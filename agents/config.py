@@ -356,6 +356,8 @@ def _card_fields(
 
 def _settings(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> AgentSettings:
     values = {key: value for key, value in entry.items() if key in AgentSettings.model_fields}
+    if "emqx" not in entry and ctx.emqx is not None:  # the file's emqx: is every agent's default
+        values["emqx"] = dict(ctx.emqx)
     try:
         return AgentSettings.model_validate(values)
     except ValidationError as exc:
