@@ -11,8 +11,9 @@ One entry::
       trust: {signing_key: keys/echo.jwk}     # optional: overrides the file's trust: for this agent
 
 Instead of ``class:``, ``worker: {command: [node, shout.js], cwd: ..., env: ...}`` serves a
-worker process in any language (:mod:`agents.a2e`), and ``acp: {command: [...], cwd: ...,
-env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`); ``name:`` is then required.
+worker process in any language (:mod:`agents.a2e`), ``acp: {command: [...], cwd: ...,
+env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), and ``workflow: {nodes:
+[...], ...}`` a DAG of agents (:mod:`agents.workflow`); ``name:`` is then required.
 
 Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
@@ -44,7 +45,7 @@ __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_ag
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
 _CARD_KEYS = CARD_OPTIONS
-AGENT_KEYS = ("class", "worker", "acp", *_CARD_KEYS, "config", "trust")
+AGENT_KEYS = ("class", "worker", "acp", "workflow", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
 
@@ -92,6 +93,8 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
         agent_class, options["worker"] = _worker(entry, ctx, here)
     elif "acp" in entry:
         agent_class, options["acp"], options["policy"] = _acp(entry, ctx, here)
+    elif "workflow" in entry:
+        agent_class, options["graph"], options["store_path"] = _workflow(entry, ctx, here)
     else:
         agent_class = _agent_class(entry.get("class"), ctx, here)
     card = _card_fields(entry, agent_class, ctx, here)
@@ -173,6 +176,25 @@ def _acp(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...])
             )
     command, policy = parse_acp(entry["acp"], ctx.source, (*here, "acp"))
     return AcpAgent, command, policy
+
+
+def _workflow(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any, Any]:
+    # Imported here: only files with workflow agents need the workflow engine (and Jinja2).
+    from agents.workflow import WorkflowAgent, parse_workflow, workflow_store_path
+
+    for other in ("class", "worker", "acp"):
+        if other in entry:
+            raise config_error(
+                ctx.source,
+                (*here, "workflow"),
+                f"an entry has either '{other}:' or 'workflow:', not both",
+                "remove one",
+            )
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise config_error(ctx.source, (*here, "name"), "a workflow agent needs a name", "add 'name: my-workflow'")
+    graph = parse_workflow(entry["workflow"], name=name, source=ctx.source, where=(*here, "workflow"))
+    return WorkflowAgent, graph, workflow_store_path(entry, ctx.namespace, name)
 
 
 def _import_problem(module_name: str, exc: ImportError, source: Path) -> tuple[str, str]:
