@@ -187,7 +187,9 @@ async def test_a_loop_runs_while_its_condition_holds_and_tools_run(serve_agent: 
             loop: {while: "{{ loop.output.text | length < 4 }}", max_iterations: 10}
             tool: "tests.agents.workflow_agents:grow"
             input: "{{ loop.output.text if loop.output else input.text }}"
-          - {id: counted, tool: "tests.agents.workflow_agents:count_words", input: {text: "{{ grown.output.text }} b c"}}
+          - id: counted
+            tool: "tests.agents.workflow_agents:count_words"
+            input: {text: "{{ grown.output.text }} b c"}
           - id: bounded
             loop: {while: "{{ true }}", max_iterations: 3}
             tool: "tests.agents.workflow_agents:grow"
@@ -228,7 +230,10 @@ async def test_retries_then_a_failing_node_fails_the_workflow_naming_it(
     await serve_workflow(
         serve_agent,
         "retrying",
-        "nodes: [{id: shaky, agent: flaky, retry: {attempts: 3, backoff_s: 0.01}}]\noutput: {r: '{{ shaky.output.text }}'}",
+        """
+        nodes: [{id: shaky, agent: flaky, retry: {attempts: 3, backoff_s: 0.01}}]
+        output: {r: "{{ shaky.output.text }}"}
+        """,
     )
     _, data = answer(await client.send("retrying", "go"))
     assert data == {"r": "ok after 3"} and flaky.calls == 3
