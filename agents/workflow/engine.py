@@ -233,7 +233,9 @@ class WorkflowRun:
             task = await self._node_ctx(node.id).delegate(
                 node.spec.target,
                 _message(payload, self.ctx.context_id),
-                stream=True,
+                # message/send with a status topic: the peer's progress (status updates that carry
+                # a message) still comes, without a bare "working" event per node.
+                stream=False,
                 timeout=timeout_s,
                 forward=True,
                 metadata={"workflowNode": node.id},

@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from agents import AgentSettings
 from agents.workflow import WorkflowAgent, load_workflow
 from mesh.a2a import (
@@ -16,6 +20,7 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.client import MeshClient
+from mesh.telemetry import tracing
 from tests.agents.workflow_agents import Facts, Flaky, Gauge, Holder, Meeting, Upper
 from tests.conftest import ServeAgent
 from tests.support import wait_until
@@ -282,3 +287,36 @@ async def test_cancel_cancels_every_running_node(serve_agent: ServeAgent, client
     await wait_until(lambda: len(holder.canceled) == 4, holder.changed, 10, lambda: f"canceled {holder.canceled}")
     remote = [r.task for r in holder_service.tasks.records()]
     assert len(remote) == 4 and all(t.status.state is TaskState.canceled for t in remote)
+
+
+async def test_traces_have_one_span_per_node_parenting_its_delegation(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable(provider)
+    try:
+        await serve_agent(Upper(), MEMORY)
+        await serve_workflow(
+            serve_agent,
+            "traced",
+            """
+            nodes:
+              - {id: a, agent: upper, input: "x"}
+              - {id: b, tool: "tests.agents.workflow_agents:grow", input: "{{ a.output.text }}"}
+            """,
+        )
+        answer(await client.send("traced", "go"))
+    finally:
+        tracing.disable()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    workflow_task, node_a, node_b = spans["task traced"], spans["workflow node a"], spans["workflow node b"]
+    assert [n for n in spans if n.startswith("workflow node")] == ["workflow node a", "workflow node b"]
+    assert workflow_task.context is not None and node_a.context is not None
+    for node in (node_a, node_b):
+        assert node.parent is not None and node.parent.span_id == workflow_task.context.span_id
+    peer = spans["task upper"]  # the delegation of node a continues its span
+    assert peer.parent is not None and peer.context is not None
+    assert peer.context.trace_id == node_a.context.trace_id
+    assert node_a.attributes is not None and node_a.attributes["workflow.node.kind"] == "agent"
