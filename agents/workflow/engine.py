@@ -11,8 +11,8 @@ answer's text), ``data`` (its first DataPart, if any), ``task_id`` and ``state``
 ``data.items`` holds each item's output; a loop's output is its last iteration's, plus
 ``iterations``. A failed node fails the run naming it, after its ``retry`` attempts, unless
 ``on_error: continue`` (its dependents then run and see ``state: failed`` and
-``output.error``). A node whose dependency was skipped (a switch chose another branch) is
-skipped. Cancelling the run cancels every running node, each delegation cancelling its
+``output.error``). A node all of whose dependencies were skipped (a switch chose another
+branch) is skipped; one that joins a skipped branch and a run one runs. Cancelling the run cancels every running node, each delegation cancelling its
 remote task (:mod:`agents.delegation`) before the run ends.
 """
 
@@ -102,7 +102,10 @@ class WorkflowRun:
         return self._output()
 
     def _skipped(self, node: Node) -> bool:
-        if any(self.results[dep].state == SKIPPED for dep in node.deps):
+        # A branch a switch did not choose ends where it joins another: a node is skipped when
+        # every one of its dependencies was (its selecting switch aside).
+        upstream = node.deps - {node.gate}
+        if upstream and all(self.results[dep].state == SKIPPED for dep in upstream):
             return True
         if node.gate is not None:
             chosen = self.results[node.gate].output

@@ -135,16 +135,18 @@ async def test_a_switch_runs_one_branch_and_skips_the_other(serve_agent: ServeAg
           - {id: doubt, agent: upper, input: "doubt"}
           - {id: write, agent: upper, input: "write"}
           - {id: after_write, agent: upper, input: "after {{ write.output.text }}"}
-        output: {said: "{{ doubt.output.text or write.output.text }}", chosen: "{{ check.output.selected }}"}
+          - {id: joined, agent: upper, input: "joined {{ doubt.output.text or write.output.text }}"}
+        output: {said: "{{ joined.output.text }}", chosen: "{{ check.output.selected }}",
+                 after: "{{ after_write.state }}"}
         """,
     )
     _, data = answer(await client.send("choose", "not sure?"))
-    assert data == {"said": "WRITE", "chosen": "write"}
-    assert upper.calls == ["write", "after WRITE"]
+    assert data == {"said": "JOINED WRITE", "chosen": "write", "after": "completed"}
+    assert sorted(upper.calls) == ["after WRITE", "joined WRITE", "write"]
     upper.calls.clear()
     _, data = answer(await client.send("choose", "maybe"))
-    assert data == {"said": "DOUBT", "chosen": "doubt"}
-    assert upper.calls == ["doubt"]  # write and what depends on it were skipped
+    assert data == {"said": "JOINED DOUBT", "chosen": "doubt", "after": "skipped"}
+    assert upper.calls == ["doubt", "joined DOUBT"]  # write and what depends on it alone were skipped
 
 
 async def test_a_map_over_20_items_keeps_to_max_parallel(serve_agent: ServeAgent, client: MeshClient) -> None:
