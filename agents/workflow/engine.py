@@ -12,8 +12,9 @@ answer's text), ``data`` (its first DataPart, if any), ``task_id`` and ``state``
 ``iterations``. A failed node fails the run naming it, after its ``retry`` attempts, unless
 ``on_error: continue`` (its dependents then run and see ``state: failed`` and
 ``output.error``). A node all of whose dependencies were skipped (a switch chose another
-branch) is skipped; one that joins a skipped branch and a run one runs. Cancelling the run cancels every running node, each delegation cancelling its
-remote task (:mod:`agents.delegation`) before the run ends.
+branch) is skipped; one that joins a skipped branch and a run one runs. Cancelling the run
+cancels every running node, each delegation cancelling its remote task
+(:mod:`agents.delegation`) before the run ends.
 """
 
 from __future__ import annotations
