@@ -61,8 +61,11 @@ class Connection:
         callbacks: CallbackRunner,
         *,
         receive_maximum: int | None = None,
+        client_id: str = "",
     ) -> None:
         self.settings = settings
+        #: Names the component in the log lines (a process holds several connections).
+        self.client_id = client_id
         #: QoS 1 messages the broker may send us unacknowledged (MQTT's Receive Maximum).
         self.receive_maximum = receive_maximum
         self.client = client
@@ -266,14 +269,17 @@ class Connection:
                 attempts = backoff.attempt
                 log.log(
                     logging.WARNING if attempts in (1, 10) or attempts % 60 == 0 else logging.DEBUG,
-                    "reconnect to %s failed (attempt %d): %s",
+                    "%s: reconnect to %s failed (attempt %d): %s",
+                    self.client_id,
                     self.settings.url,
                     attempts,
                     exc,
                 )
             else:
                 # CONNACK is in; "connected" follows once the subscriptions are acknowledged.
-                log.info("reconnected to %s after %d attempt(s)", self.settings.url, backoff.attempt)
+                log.info(
+                    "%s: reconnected to %s after %d attempt(s)", self.client_id, self.settings.url, backoff.attempt
+                )
                 return
 
     def _on_disconnect(
@@ -291,7 +297,9 @@ class Connection:
         if self.closing or not self._started:
             return
         if was_connected:
-            log.warning("connection to %s lost (%s); reconnecting", self.settings.url, reason)
+            log.warning(
+                "%s: connection to %s lost (%s); reconnecting", self.client_id, self.settings.url, _why_lost(reason)
+            )
             for listener in self._disconnect_listeners:
                 self._callbacks.run(listener, str(reason))
         if self._reconnect_task is None or self._reconnect_task.done():
@@ -357,3 +365,11 @@ class Connection:
                 self.loop.call_soon_threadsafe(callback, *args)
 
         return wrapper
+
+
+def _why_lost(reason: ReasonCode) -> str:
+    """The disconnect reason in words: paho reports a socket closed without DISCONNECT (a broker that
+    stopped or restarted, a network drop) as "Unspecified error", which names nothing."""
+    if reason.value == 128:
+        return "the broker closed the connection: stopped, restarted or unreachable"
+    return f"{reason} (reason code {reason.value})"
