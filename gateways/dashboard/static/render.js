@@ -164,11 +164,17 @@ export function workflowGraph(tasks, cards, selectedKey, onSelect) {
   const columns = [];
   for (const node of nodes) (columns[depthOf(node)] ||= []).push(node);
   const subTasks = [...tasks.values()].filter((t) => t.parentTaskId === task.taskId && t.workflowNode);
-  const stateOf = (id) => {
+  const seenState = (id) => {
     if (task.nodeStates && task.nodeStates[id]) return task.nodeStates[id];
     const sub = subTasks.filter((t) => t.workflowNode === id).pop();
     if (sub) return sub.state === "submitted" ? "running" : sub.state;
-    return task.final ? "not run" : "pending";
+    return "pending";
+  };
+  // A node still running or pending when its workflow ended was canceled with it, or never ran.
+  const stateOf = (id) => {
+    const seen = seenState(id);
+    if (!task.final || !["running", "retrying", "pending"].includes(seen)) return seen;
+    return seen === "pending" ? "not run" : "canceled";
   };
   const place = new Map();
   columns.forEach((column, x) => column.forEach((node, y) => place.set(node.id, { x: x * (BOX_W + GAP_X), y: y * (BOX_H + GAP_Y) })));
