@@ -1,19 +1,30 @@
-"""A workflow agent killed mid-run (SIGKILL) resumes from its finished nodes when started again."""
+"""A workflow agent killed mid-run (SIGKILL) resumes from its finished nodes (and map items) when started again."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import textwrap
 from pathlib import Path
 
 from agents import AgentSettings
+from agents.journal import journal_path
 from mesh.a2a import DataPart, Task, TaskState
 from mesh.client import MeshClient
+from tests.agents.test_durable_tasks import until
 from tests.agents.workflow_agents import Holder, Upper
 from tests.conftest import ServeAgent
 from tests.mesh.cli_process import Service, start_mesh
 from tests.support import wait_until
 
 MEMORY = AgentSettings(task_store=":memory:")
+
+
+def stored_node(store: Path, task_id: str, node: str) -> bool:
+    """Whether the workflow's store has committed the node's row (read from outside)."""
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+        query = "SELECT 1 FROM workflow_nodes WHERE task_id = ? AND node = ?"
+        return db.execute(query, (task_id, node)).fetchone() is not None
 
 
 async def run_workflow_process(config: Path) -> Service:
@@ -25,7 +36,7 @@ async def run_workflow_process(config: Path) -> Service:
 async def test_a_killed_workflow_resumes_from_its_finished_nodes(
     serve_agent: ServeAgent, client: MeshClient, broker_url: str, namespace: str, tmp_path: Path
 ) -> None:
-    upper, holder = Upper(), Holder()
+    upper, holder = Upper(), Holder(passes=("x",))
     await serve_agent(upper, MEMORY)
     await serve_agent(holder, MEMORY)
     config = tmp_path / "flows.yaml"
@@ -41,7 +52,8 @@ async def test_a_killed_workflow_resumes_from_its_finished_nodes(
                     - {{id: first, agent: upper, input: "one"}}
                     - {{id: second, agent: holder, input: "{{{{ first.output.text }}}}"}}
                     - {{id: third, agent: upper, input: "{{{{ second.output.text }}}}"}}
-                  output: {{result: "{{{{ third.output.text }}}}"}}
+                    - {{id: each, map: "{{{{ ['x', 'wait'] }}}}", agent: holder, input: "{{{{ item }}}}"}}
+                  output: {{result: "{{{{ third.output.text }}}}", each: "{{{{ each.output.text }}}}"}}
             """
         )
     )
@@ -49,14 +61,21 @@ async def test_a_killed_workflow_resumes_from_its_finished_nodes(
     try:
         submitted = await client.send("durable", "go", blocking=False)
         assert isinstance(submitted, Task)
-        await wait_until(lambda: holder.started == ["ONE"], holder.changed, 10, lambda: f"{holder.started}")
+        # first done; second in flight; of the map's items, x done and "wait" in flight.
+        started = ["ONE", "wait", "x"]
+        await wait_until(lambda: sorted(holder.started) == started, holder.changed, 10, lambda: f"{holder.started}")
         assert upper.calls == ["one"]
+        # The map item's row is written after its answer came: wait for it (another process's file).
+        store = journal_path("", namespace, "durable")
+        assert store is not None
+        await until(lambda: stored_node(store, submitted.id, "each[0]"))
         run.proc.kill()  # SIGKILL: no cleanup of any kind
         await run.stop()
 
         run = await run_workflow_process(config)
         # The node in flight is sent again; the finished one is not run again.
-        await wait_until(lambda: holder.started == ["ONE", "ONE"], holder.changed, 10, lambda: f"{holder.started}")
+        again = sorted([*started, "ONE", "wait"])
+        await wait_until(lambda: sorted(holder.started) == again, holder.changed, 10, lambda: f"{holder.started}")
         assert upper.calls == ["one"]
         following = client.resubscribe("durable", submitted.id)
         first = await anext(following)
@@ -67,7 +86,8 @@ async def test_a_killed_workflow_resumes_from_its_finished_nodes(
         assert isinstance(final, Task) and final.status.state is TaskState.completed, final
         assert final.status.message is not None
         data = next(p.data for p in final.status.message.parts if isinstance(p, DataPart))
-        assert data == {"result": "HELD ONE"}
+        assert data == {"result": "HELD ONE", "each": "passed x\nheld wait"}
+        assert holder.started.count("x") == 1  # the finished map item was not sent again
         assert upper.calls == ["one", "held ONE"]
         got = await client.get_task("durable", submitted.id)
         assert got.status.state is TaskState.completed
