@@ -17,7 +17,8 @@ On a shared 2-core machine the figures are noisy: read them side by side, not al
 
 Last line on stdout::
 
-    {"sends_10_us": ..., "workflow_10_us": ..., "overhead_per_node_us": ..., "memory": {...}, ...}
+    {"sends_10_us": ..., "workflow_10_us": ..., "overhead_per_node_us": ..., "workflow_to_sends": ...,
+     "memory": {...}, ...}
 
 Run: ``python bench/workflow.py [--broker URL] [--requests N]``.
 """
@@ -91,6 +92,8 @@ async def measure(url: str, namespace: str, requests: int) -> dict[str, Any]:
         "sends_10_us": medians["sends"],
         "workflow_10_us": medians["workflow"],
         "overhead_per_node_us": round((medians["workflow"] - medians["sends"]) / NODES, 1),
+        # The same, relative: on a loaded machine every round trip stretches, this less so.
+        "workflow_to_sends": round(medians["workflow"] / medians["sends"], 3),
         "p99_us": {key: p99_us(values) for key, values in samples.items()},
         "memory": {
             "workflow_10_us": medians["memory"],
