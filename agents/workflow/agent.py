@@ -83,6 +83,8 @@ class WorkflowAgent(Agent):
 
     async def handle(self, message: Message, ctx: TaskContext) -> Reply | Rejected:
         loaded = await self.store.load(ctx.task_id)
+        if loaded is not None and loaded[0].message_id != message.message_id:
+            loaded = None  # not this task's run (a row left by a crash, under a reused task id)
         if loaded is not None:
             run, finished = loaded
             # The caller as the first process knew it: the delegations carry it again.
@@ -93,7 +95,13 @@ class WorkflowAgent(Agent):
                 value = message_input(message, self.graph.spec.input_schema)
             except InputProblem as exc:
                 return Rejected(f"workflow {self.name!r}: {exc}; send input matching its input_schema")
-            run = RunRecord(input=value, user_id=ctx.user_id, call_depth=ctx.call_depth, call_chain=ctx.call_chain)
+            run = RunRecord(
+                input=value,
+                message_id=message.message_id,
+                user_id=ctx.user_id,
+                call_depth=ctx.call_depth,
+                call_chain=ctx.call_chain,
+            )
             finished = {}
             await self.store.started(ctx.task_id, run)
         try:

@@ -48,6 +48,8 @@ class RunRecord:
     """What a run needs to start again: its input and its caller."""
 
     input: Any
+    # The message that started the run: a resumed task is handed the same one.
+    message_id: str | None = None
     user_id: str | None = None
     call_depth: int = 0
     call_chain: list[str] = field(default_factory=list)
@@ -132,7 +134,13 @@ class WorkflowStore:
             self._memory_runs[task_id] = run
             return
         blob = json.dumps(
-            {"input": run.input, "user_id": run.user_id, "call_depth": run.call_depth, "call_chain": run.call_chain}
+            {
+                "input": run.input,
+                "message_id": run.message_id,
+                "user_id": run.user_id,
+                "call_depth": run.call_depth,
+                "call_chain": run.call_chain,
+            }
         )
         await self._run(
             self._write, "INSERT OR REPLACE INTO workflow_runs (task_id, run) VALUES (?, ?)", (task_id, blob)
