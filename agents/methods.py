@@ -45,6 +45,7 @@ from mesh.a2a import (
     TaskQueryParams,
     UnsupportedOperation,
 )
+from mesh.artifacts import ArtifactStore
 from mesh.limits import check_message_limits, check_user_config
 from mesh.properties import MessageProperties
 from topics import validate_identifier
@@ -70,6 +71,7 @@ class AgentMethods:
         answers: Answers,
         delegator: Delegator,
         guard: CallGuard | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
@@ -82,6 +84,7 @@ class AgentMethods:
         self.answers = answers
         self.delegator = delegator
         self.guard = guard or CallGuard(agent.name, settings)
+        self.artifacts = artifacts
 
     # ------------------------------------------------------------------ message/send, message/stream
 
@@ -223,6 +226,7 @@ class AgentMethods:
             traceparent=props.traceparent,
             cancelled=record.cancelled,
             delegator=self.delegator,
+            artifacts=self.artifacts,
         )
         record.add_message(message)
         self.contexts.append(record.context_id, message)

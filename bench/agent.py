@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio  # noqa: E402
-from bench.http_client import HttpPool  # noqa: E402
-from mesh.brokertools.localbroker import free_port  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
-from mesh.gctuning import tune_for_serving  # noqa: E402
+from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio
+from bench.http_client import HttpPool
+from mesh.brokertools.localbroker import free_port
+from mesh.client import MeshClient
+from mesh.gctuning import tune_for_serving
 
 if TYPE_CHECKING:
     from mesh.trust import Trust

@@ -18,10 +18,16 @@ memory (``task_store: ":memory:"``). Then, from this process:
 - ``broker_rss_mb``: Mosquitto's RSS;
 - ``idle_discovery_msgs_per_s``: messages on ``{ns}/a2a/v1/discovery/#`` over ``--idle-s``
   seconds once every card is in (steady state);
-- ``answered``: agents that answered one request each (all N).
+- ``answered``: agents that answered one request each (all N);
+- with ``--rollcall``: ``rollcall_all_cards_s``, the time from a roll call until a watcher has
+  every agent's card again as a live (not retained) message, as a watcher on another node of a
+  cluster that keeps retained messages per node would; ``rollcall_peak_msgs_per_s``, the highest
+  rate of those messages over 100 ms buckets (the broker's load during it);
+- with ``--startup``: ``startup_first_card_s`` and ``startup_last_card_s``, from starting one
+  process serving all N agents (as one ``mesh run``) to a watcher seeing its first and last card.
 
 Last line on stdout: ``{"runs": [{per N}, ...]}``.
-Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 250] [--memory]``.
+Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 250] [--memory] [--rollcall] [--startup]``.
 """
 
 from __future__ import annotations
@@ -37,15 +43,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents import AgentSettings  # noqa: E402
-from agents.builtin.echo import EchoAgent  # noqa: E402
-from agents.service import AgentService  # noqa: E402
-from bench.harness import base_arguments, child, emit, progress, ratio  # noqa: E402
-from mesh.broker import BrokerSettings  # noqa: E402
-from mesh.brokertools.localbroker import LocalBroker, default_config_path  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
-from mesh.registry import DiscoveryRegistry, RegistryEvent  # noqa: E402
-from mesh.transport import InboundMessage, MqttTransport  # noqa: E402
+from agents import AgentSettings
+from agents.builtin.echo import EchoAgent
+from agents.service import AgentService
+from bench.harness import base_arguments, child, emit, progress, ratio
+from mesh.broker import BrokerSettings
+from mesh.brokertools.localbroker import LocalBroker, default_config_path
+from mesh.client import MeshClient
+from mesh.presence import ROLLCALL_WINDOW_S, rollcall_payload
+from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.transport import InboundMessage, MqttTransport
+from topics import get_discovery_rollcall_topic
 
 SETTINGS = AgentSettings(task_store=":memory:", name_check_timeout_s=None)
 SQLITE_SETTINGS = AgentSettings(name_check_timeout_s=None)
@@ -173,6 +181,63 @@ async def idle_traffic(broker: BrokerSettings, namespace: str, n: int, window_s:
     return (len(received) - before) / window_s
 
 
+async def rollcall_cost(broker: BrokerSettings, namespace: str, n: int) -> tuple[float, float]:
+    transport = MqttTransport(broker)
+    await transport.connect()
+    answers: dict[str, float] = {}
+    retained = asyncio.Event()
+    everyone = asyncio.Event()
+    seen_retained = 0
+
+    def on_message(message: InboundMessage) -> None:
+        nonlocal seen_retained
+        if message.retain:
+            seen_retained += 1
+            if seen_retained >= n:
+                retained.set()
+        elif "/agentcards/" in message.topic and message.payload:
+            answers.setdefault(message.topic, time.perf_counter())
+            if len(answers) >= n:
+                everyone.set()
+
+    await transport.subscribe(f"{namespace}/a2a/v1/discovery/#", on_message)
+    await asyncio.wait_for(retained.wait(), 120)
+    await asyncio.sleep(ROLLCALL_WINDOW_S + 0.5)  # the answers to earlier watchers' roll calls are over
+    answers.clear()
+    started = time.perf_counter()
+    await transport.publish(get_discovery_rollcall_topic(namespace), rollcall_payload(ROLLCALL_WINDOW_S))
+    await asyncio.wait_for(everyone.wait(), 60)
+    elapsed = time.perf_counter() - started
+    buckets: dict[int, int] = {}
+    for at in answers.values():
+        bucket = int((at - started) * 10)
+        buckets[bucket] = buckets.get(bucket, 0) + 1
+    await transport.close()
+    return elapsed, max(buckets.values()) * 10.0
+
+
+async def startup(url: str, namespace: str, n: int, store: str) -> tuple[float, float]:
+    """One process serving ``n`` agents: seconds from its start to the first and the last card."""
+    broker = BrokerSettings.from_url(url)
+    transport = MqttTransport(broker)
+    await transport.connect()
+    cards: list[float] = []
+    everyone = asyncio.Event()
+
+    def on_card(message: InboundMessage) -> None:
+        if message.payload and "/agentcards/" in message.topic:
+            cards.append(time.perf_counter())
+            if len(cards) >= n:
+                everyone.set()
+
+    await transport.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/+", on_card)
+    started = time.perf_counter()
+    with child(["bench/scale.py", "--child", url, namespace, "0", str(n), store], timeout=600):
+        await asyncio.wait_for(everyone.wait(), 300)
+    await transport.close()
+    return cards[0] - started, cards[-1] - started
+
+
 async def measure(url: str, broker_pid: int, n: int, per_process: int, args: argparse.Namespace) -> dict[str, object]:
     namespace = f"bench/{uuid.uuid4().hex[:8]}"
     broker = BrokerSettings.from_url(url)
@@ -198,6 +263,15 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
         progress(f"N={n}: rtt {single_s * 1e6:.0f} us, random {random_s * 1e6:.0f} us, {answered}/{n} answered")
         idle = await idle_traffic(broker, namespace, n, args.idle_s)
         agents_kb = sum(rss_kb(p.pid) for p in procs) - baseline_kb * len(procs)
+        extra: dict[str, object] = {}
+        if args.rollcall:
+            rollcall_s, peak = await rollcall_cost(broker, namespace, n)
+            progress(f"N={n}: roll call answered by all in {rollcall_s:.2f} s, peak {peak:.0f} msgs/s")
+            extra |= {"rollcall_all_cards_s": round(rollcall_s, 3), "rollcall_peak_msgs_per_s": round(peak)}
+        if args.startup:
+            first_s, last_s = await startup(url, f"bench/{uuid.uuid4().hex[:8]}", n, store)
+            progress(f"N={n}: one process of {n} agents: first card {first_s:.2f} s, last {last_s:.2f} s")
+            extra |= {"startup_first_card_s": round(first_s, 3), "startup_last_card_s": round(last_s, 3)}
         return {
             "agents": n,
             "processes": len(procs),
@@ -211,6 +285,7 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
             "rss_per_agent_kb": round(agents_kb / n, 1),
             "broker_rss_mb": round(rss_kb(broker_pid) / 1024, 1),
             "idle_discovery_msgs_per_s": round(idle, 3),
+            **extra,
         }
     finally:
         for ctx in reversed(children):
@@ -223,7 +298,7 @@ async def main(args: argparse.Namespace) -> None:
         broker = LocalBroker(default_config_path())  # a fresh broker per N: its RSS is this N's
         broker.start()
         try:
-            pid = broker._process.pid if broker._process is not None else 0  # noqa: SLF001 - its RSS
+            pid = broker._process.pid if broker._process is not None else 0
             runs.append(await measure(broker.url, pid, n, args.per_process, args))
         finally:
             broker.stop()
@@ -243,4 +318,6 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--idle-s", type=float, default=8.0)
     parser.add_argument("--memory", action="store_true", help="agents keep tasks in memory (default: SQLite files)")
+    parser.add_argument("--rollcall", action="store_true", help="measure a roll call: time to every card, peak rate")
+    parser.add_argument("--startup", action="store_true", help="measure one process serving all N: first, last card")
     asyncio.run(main(parser.parse_args()))

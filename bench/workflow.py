@@ -37,9 +37,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress  # noqa: E402
-from mesh.a2a import Task, get_text_from_message  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
+from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress
+from mesh.a2a import Task, get_text_from_message
+from mesh.client import MeshClient
 
 NODES = 10
 WARM_UP = 30

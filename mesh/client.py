@@ -121,7 +121,8 @@ class MeshClient:
 
     async def wait_for_agent(self, agent: str, timeout: float = 2.0) -> AgentCard:
         """The agent's card once it is on the mesh; :class:`AgentNotFoundError` after ``timeout``."""
-        registry = DiscoveryRegistry(self.transport, self.namespace)
+        # No roll call unless the name is missing from the retained cards (a cluster's other node).
+        registry = DiscoveryRegistry(self.transport, self.namespace, rollcall=False)
         await registry.start()
         try:
             return (await registry.wait_for(agent, timeout)).card
@@ -281,10 +282,12 @@ class MeshClient:
         self, agent: str, method: str, params: A2AModel, idle_timeout: float
     ) -> AsyncIterator[StreamItem]:
         await self.cards.watch(agent)
-        async with self.calls.call(agent, method, params, self._options(idle_timeout, events=True)) as call:
-            async with contextlib.aclosing(call.events()) as answers:
-                async for answer in answers:
-                    yield answer.value
+        async with (
+            self.calls.call(agent, method, params, self._options(idle_timeout, events=True)) as call,
+            contextlib.aclosing(call.events()) as answers,
+        ):
+            async for answer in answers:
+                yield answer.value
 
 
 def _is_identifier(name: str | None) -> bool:

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 #: Where ``mesh run`` / ``mesh send`` find the password file when no option names one.
-PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"
+PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"  # noqa: S105 - a variable's name
 
 
 def new_password() -> str:

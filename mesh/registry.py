@@ -41,10 +41,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
-from mesh.errors import AgentNotFoundError, TrustError, short_repr
+from mesh.errors import AgentNotFoundError, TransportError, TrustError, short_repr
+from mesh.presence import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import (
+    get_discovery_rollcall_topic,
     get_discovery_subscription_topic,
     parse_discovery_topic,
     parse_instance_card_topic,
@@ -122,8 +124,13 @@ class DiscoveryRegistry:
         deny: Iterable[str] = (),
         raw_listener: Callable[[InboundMessage], None] | None = None,
         verifier: CardVerifier | None = None,
+        rollcall: bool = True,
+        rollcall_window_s: float = ROLLCALL_WINDOW_S,
     ) -> None:
-        """``verifier``: accept only cards signed by a trusted key (see the module docstring)."""
+        """``verifier``: accept only cards signed by a trusted key (see the module docstring).
+
+        ``rollcall``: ask who is there at start and after every reconnect (long-lived registries);
+        without it a roll call is held only when :meth:`wait_for` misses a name (the CLI)."""
         self.transport = transport
         self.namespace = namespace
         self.ttl_s = ttl_s
@@ -143,6 +150,12 @@ class DiscoveryRegistry:
         self._subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._last_arrival = 0.0  # monotonic time of the subscription, then of the latest discovery message
+        self.rollcall = rollcall
+        self.rollcall_window_s = rollcall_window_s
+        self._rollcall_until = 0.0  # answers to our last roll call may come until then
+        #: Roll calls this registry held.
+        self.rollcalls_held = 0
+        self._stopped = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -152,9 +165,13 @@ class DiscoveryRegistry:
             get_discovery_subscription_topic(self.namespace), self._on_message
         )
         self._last_arrival = time.monotonic()
+        if self.rollcall:
+            await self.hold_rollcall()
+            self.transport.add_connect_listener(self._on_reconnect)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -188,16 +205,33 @@ class DiscoveryRegistry:
     def agent_names(self) -> list[str]:
         return [e.name for e in self.agents()]
 
+    async def hold_rollcall(self, window_s: float | None = None) -> None:
+        """Ask every live agent and gateway to publish its card again, spread over ``window_s``
+        (default: the registry's ``rollcall_window_s``): what makes a registry on another node of
+        a cluster, where retained cards may not reach, see everyone."""
+        window_s = self.rollcall_window_s if window_s is None else window_s
+        self._rollcall_until = time.monotonic() + window_s
+        self.rollcalls_held += 1
+        try:
+            payload = rollcall_payload(window_s)
+            await self.transport.publish(get_discovery_rollcall_topic(self.namespace), payload, timeout=5)
+        except TransportError as exc:
+            log.warning("roll call on namespace %r failed: %s; only retained cards are seen", self.namespace, exc)
+
+    async def _on_reconnect(self, _session_present: bool) -> None:
+        if not self._stopped:
+            await self.hold_rollcall()
+
     async def settled(self, timeout: float) -> None:
-        """Return once the retained cards are in: no discovery message for :data:`SETTLE_QUIET_S`
-        since the subscription (the broker sends its retained cards right after the SUBACK), or
-        after ``timeout``."""
+        """Return once the cards are in: the answers to a roll call had their window, and no
+        discovery message came for :data:`SETTLE_QUIET_S` (retained cards come right after the
+        SUBACK); or after ``timeout``."""
         deadline = time.monotonic() + timeout
         while (now := time.monotonic()) < deadline:
-            quiet = now - self._last_arrival
-            if quiet >= SETTLE_QUIET_S:
+            wait = max(SETTLE_QUIET_S - (now - self._last_arrival), self._rollcall_until - now)
+            if wait <= 0:
                 return
-            await asyncio.sleep(min(SETTLE_QUIET_S - quiet, deadline - now))  # the quiet window's clock
+            await asyncio.sleep(min(wait, deadline - now))  # the quiet window's clock
 
     async def wait_for(self, name: str, timeout: float, kind: Kind = "agent") -> Entry:
         """The entry once ``name`` is on the mesh; :class:`AgentNotFoundError` after ``timeout``, or as
@@ -208,6 +242,10 @@ class DiscoveryRegistry:
         try:
             async with asyncio.timeout(timeout):
                 while (entry := self.get(name, kind)) is None:
+                    if settle.done() and not self.rollcalls_held:  # not among the retained cards: ask
+                        await self.hold_rollcall()
+                        settle = asyncio.ensure_future(self.settled(timeout))
+                        continue
                     if settle.done() and self._entries:
                         break
                     self._changed.clear()

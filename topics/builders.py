@@ -198,6 +198,12 @@ def get_discovery_subscription_topic(namespace: str) -> str:
     return f"{_DISCOVERY.build(namespace=namespace)}/#"
 
 
+def get_discovery_rollcall_topic(namespace: str) -> str:
+    """``{ns}/a2a/v1/discovery/rollcall``: a registry asks who is there; every live agent and
+    gateway answers by publishing its card again (DESIGN, "Discovery and presence")."""
+    return f"{_DISCOVERY.build(namespace=namespace)}/rollcall"
+
+
 CardKind = Literal["agent", "gateway"]
 
 

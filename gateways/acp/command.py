@@ -1,21 +1,23 @@
-"""The ``mesh acp AGENT`` command (registered through the ``mesh.commands`` entry points)."""
+"""The ``mesh acp AGENT`` command (registered through the ``mesh.commands`` entry points).
+
+Registering it imports nothing heavy: the ACP SDK and the gateway load when the command runs,
+so ``mesh --help`` stays fast, and without the ``acp`` extra the command says how to get it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
-from acp.connection import Connection
-
-from gateways.acp.server import AcpGateway
-from gateways.acp.sessions import SessionStore
-from gateways.acp.stdio import StdioTransport
-from gateways.runtime import GatewayRuntime
-from mesh.a2a import AgentCapabilities, AgentCard
-from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
+from mesh.errors import ConfigError
 from topics import validate_identifier
+
+if TYPE_CHECKING:
+    from mesh.a2a import AgentCard
+    from mesh.broker import BrokerSettings
 
 __all__ = ["register", "run_acp"]
 
@@ -59,6 +61,15 @@ async def run_acp(
     broker: BrokerSettings, namespace: str, agent: str, *, wait_s: float = 3.0, idle_timeout_s: float = 300.0
 ) -> None:
     """Serve ACP on this process's stdio until stdin closes."""
+    try:
+        from acp.connection import Connection
+    except ImportError as exc:
+        raise ConfigError(f"mesh acp needs the ACP SDK ({exc}); pip install 'mqtt-agent-mesh[acp]'") from exc
+    from gateways.acp.server import AcpGateway
+    from gateways.acp.sessions import SessionStore
+    from gateways.acp.stdio import StdioTransport
+    from gateways.runtime import GatewayRuntime
+
     gateway_id = f"acp-{uuid.uuid4().hex[:8]}"
     runtime = GatewayRuntime(
         gateway_id,
@@ -84,6 +95,8 @@ async def run_acp(
 
 
 def _card(gateway_id: str, namespace: str, agent: str) -> AgentCard:
+    from mesh.a2a import AgentCapabilities, AgentCard
+
     return AgentCard(
         name=gateway_id,
         description=f"ACP gateway (stdio) to agent {agent!r} of namespace {namespace!r}",

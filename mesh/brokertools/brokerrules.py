@@ -32,6 +32,7 @@ from topics import (
     get_agent_status_subscription_topic,
     get_client_response_topic,
     get_client_status_subscription_topic,
+    get_discovery_rollcall_topic,
     get_discovery_subscription_topic,
     get_gateway_discovery_topic,
     get_gateway_response_subscription_topic,
@@ -77,6 +78,7 @@ def rules_for(identity: Identity) -> Rules:
     ns, name = identity.namespace, identity.name
     requests = [AGENT_REQUEST_TOPIC.filter(namespace=ns), AGENT_REQUEST_TOPIC.filter(namespace=ns) + "/+"]
     discovery = get_discovery_subscription_topic(ns)
+    rollcall = get_discovery_rollcall_topic(ns)  # every registry may ask who is there
     if identity.kind == "agent":
         own_requests = get_agent_request_topic(ns, name)
         card = get_agent_discovery_topic(ns, name)
@@ -91,7 +93,7 @@ def rules_for(identity: Identity) -> Rules:
                 discovery,
             ],
             # Its card, each replica's instance card, answers where a request asks, requests.
-            publish=[card, card + "/+", *(t.filter(namespace=ns) for t in ANSWER_TEMPLATES), *requests],
+            publish=[card, card + "/+", *(t.filter(namespace=ns) for t in ANSWER_TEMPLATES), *requests, rollcall],
         )
     if identity.kind == "gateway":
         return Rules(
@@ -101,12 +103,12 @@ def rules_for(identity: Identity) -> Rules:
                 get_gateway_status_subscription_topic(ns, name),
                 discovery,
             ],
-            publish=[get_gateway_discovery_topic(ns, name), *requests],
+            publish=[get_gateway_discovery_topic(ns, name), *requests, rollcall],
         )
     return Rules(
         "client",
         read=[get_client_response_topic(ns, name), get_client_status_subscription_topic(ns, name), discovery],
-        publish=requests,
+        publish=[*requests, rollcall],
     )
 
 

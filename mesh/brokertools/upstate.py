@@ -270,5 +270,11 @@ def _command_line(pid: int) -> str:
             return proc.read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             return ""
-    found = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    # ps from PATH like any CLI; a fixed argument list, no shell
+    found = subprocess.run(  # noqa: S603
+        ["ps", "-o", "command=", "-p", str(pid)],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return found.stdout

@@ -23,6 +23,7 @@ from mesh.cli import (
     client_commands,
     completion,
     discovery_commands,
+    doctor_command,
     keys_command,
     run_commands,
 )
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     discovery_commands.register(subparsers)
     keys_command.register(subparsers)
     broker_commands.register(subparsers)
+    doctor_command.register(subparsers)
     completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:

@@ -109,7 +109,8 @@ def secure_broker(
         )
     directory = secure_state_dir()
     files = write_broker_files(directory, identities_of(configs, clients), tls_hosts=_LOCAL_HOSTS)
-    assert files.certificates is not None
+    if files.certificates is None:
+        raise RuntimeError("the local broker's TLS certificates were not written")
     extra_config, rules_copy = local_broker_config(files)
     try:
         # It dies with this process, however it dies (kill -9 included), as mesh up's own broker does.

@@ -80,6 +80,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 #: How long ``mesh agents`` waits for a first card on an empty mesh.
 EMPTY_MESH_WAIT_S = 1.0
+#: Its roll call asks for answers within this window (what a cluster's other node needs).
+AGENTS_ROLLCALL_WINDOW_S = 0.5
 
 
 async def _first_card(registry: DiscoveryRegistry) -> None:
@@ -101,7 +103,7 @@ async def _agents(args: argparse.Namespace) -> int:
     settings = client_settings(args)
     configure_logging("warning")
     async with MqttTransport(settings) as transport:
-        registry = DiscoveryRegistry(transport, namespace)
+        registry = DiscoveryRegistry(transport, namespace, rollcall_window_s=AGENTS_ROLLCALL_WINDOW_S)
         await registry.start()
         started = time.monotonic()
         try:

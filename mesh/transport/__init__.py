@@ -12,10 +12,12 @@ Importing it changes nothing in paho: the faster properties codec is used by our
 """
 
 from mesh.transport.base import InboundMessage, MessageHandler, Subscription, Transport, Will
+from mesh.transport.capabilities import BrokerCapabilities, UnsupportedByBrokerError
 from mesh.transport.client import MqttTransport
 from mesh.transport.memory import MemoryBroker, MemoryTransport
 
 __all__ = [
+    "BrokerCapabilities",
     "InboundMessage",
     "MemoryBroker",
     "MemoryTransport",
@@ -23,5 +25,6 @@ __all__ = [
     "MqttTransport",
     "Subscription",
     "Transport",
+    "UnsupportedByBrokerError",
     "Will",
 ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from mesh.properties import MessageProperties
+from mesh.transport.capabilities import BrokerCapabilities
 
 __all__ = [
     "ConnectListener",
@@ -93,6 +94,11 @@ class Transport(Protocol):
     @property
     def is_connected(self) -> bool:
         """Connected, with every subscription acknowledged by the broker's current session."""
+        ...
+
+    @property
+    def capabilities(self) -> BrokerCapabilities:
+        """What the broker said in its CONNACK it can do (a full broker's until connected)."""
         ...
 
     async def connect(self) -> None:

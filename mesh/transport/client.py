@@ -24,6 +24,7 @@ one concept per module:
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -33,16 +34,19 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 from mesh.broker import BrokerSettings
-from mesh.errors import NotConnectedError
+from mesh.errors import ConnectError, NotConnectedError
 from mesh.properties import MessageProperties
 from mesh.transport.base import ConnectListener, DisconnectListener, MessageHandler, Subscription, Will
 from mesh.transport.callbacks import CallbackRunner
+from mesh.transport.capabilities import BrokerCapabilities
 from mesh.transport.codec import to_paho
 from mesh.transport.connection import Connection
 from mesh.transport.inbound import Inbound
 from mesh.transport.pahoclient import make_client
 from mesh.transport.publishing import Publisher
 from mesh.transport.tls import ssl_context
+
+log = logging.getLogger(__name__)
 
 __all__ = ["MqttTransport"]
 
@@ -125,6 +129,11 @@ class MqttTransport:
     def subscription_ids_available(self) -> bool:
         return self._inbound.subscription_ids_available
 
+    @property
+    def capabilities(self) -> BrokerCapabilities:
+        """What the broker's last CONNACK said it can do (a full broker's until connected)."""
+        return self._inbound.capabilities
+
     async def connect(self) -> None:
         """Connect once; raise :class:`ConnectError` naming the broker and the reason.
 
@@ -170,8 +179,20 @@ class MqttTransport:
         if reason.is_failure:
             self._connection.refused(reason)
             return
+        capabilities = BrokerCapabilities.from_connack(props)
+        if capabilities != self._inbound.capabilities or self._connection.session_number == 0:
+            log.debug("%s: the broker at %s: %s", self.client_id, self.settings.url, capabilities.describe())
+        if capabilities.maximum_qos < 1:
+            self._connection.refused_capabilities(
+                ConnectError(
+                    f"the MQTT broker at {self.settings.url} grants only QoS 0 (its CONNACK's Maximum QoS); the "
+                    "mesh needs QoS 1 for requests, answers and cards: allow QoS 1 in the broker's configuration"
+                )
+            )
+            return
         self._publisher.read_limits(props)
-        self._inbound.read_limits(props)
+        self._publisher.retain_available = capabilities.retain
+        self._inbound.read_limits(capabilities)
         session_present = bool(getattr(flags, "session_present", False))
         self._connection.accepted()
         # Reported connected (and connect listeners run) only once the broker acknowledged

@@ -192,8 +192,22 @@ class Connection:
     def refused(self, reason: ReasonCode) -> None:
         """The broker refused the connection (CONNACK with a failure reason)."""
         if self._connack is not None and not self._connack.done():
-            error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection: {reason}")
+            hint = ""
+            if reason.value in (0x86, 0x87) and not self.settings.password:  # bad user name or password, not authorized
+                hint = (
+                    "; if the broker allows anonymous logins, it may still want a user name and password "
+                    "(ejabberd does): mqtt://user:password@host:port"
+                )
+            error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection: {reason}{hint}")
             self._connack.set_exception(error)
+
+    def refused_capabilities(self, error: ConnectError) -> None:
+        """The broker accepted us, but cannot carry the mesh (e.g. QoS 0 only): fail the connect, hang up."""
+        if self._connack is not None and not self._connack.done():
+            self._connack.set_exception(error)
+        log.error("%s: %s", self.client_id, error)
+        self.closing = True
+        self.client.disconnect()
 
     def require_loop(self) -> asyncio.AbstractEventLoop:
         if self.loop is None:

@@ -21,6 +21,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from mesh.errors import SubscribeError
 from mesh.transport.base import InboundMessage, MessageHandler, Subscription
 from mesh.transport.callbacks import CallbackRunner
+from mesh.transport.capabilities import BrokerCapabilities
 from mesh.transport.codec import from_paho
 from mesh.transport.connection import Connection
 from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
@@ -44,14 +45,15 @@ class Inbound:
         self._on_resubscribed: Callable[[], None] | None = None
         #: Whether the broker supports Subscription Identifiers (from CONNACK) and we use them.
         self.subscription_ids_available = use_subscription_ids
+        #: What the broker's last CONNACK said it can do.
+        self.capabilities = BrokerCapabilities()
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
 
-    def read_limits(self, props: Properties | None) -> None:
+    def read_limits(self, capabilities: BrokerCapabilities) -> None:
         """Adopt what the broker announced in CONNACK."""
-        self.subscription_ids_available = self._use_subscription_ids and bool(
-            getattr(props, "SubscriptionIdentifierAvailable", 1)
-        )
+        self.capabilities = capabilities
+        self.subscription_ids_available = self._use_subscription_ids and capabilities.subscription_identifiers
 
     def resubscribe(self, session_present: bool, done: Callable[[], None]) -> None:
         """After a (re)connection: subscribe again to what the broker's session lacks.
@@ -108,11 +110,17 @@ class Inbound:
             self._drop_handler(entry, subscription.handler)
 
     def _drop_handler(self, entry: BrokerSubscription, handler: MessageHandler) -> None:
-        if self._table.drop(entry, handler) and self._connection.session_up:
+        refused = self.capabilities.refusal(entry.topic_filter, self._connection.settings.url) is not None
+        if self._table.drop(entry, handler) and self._connection.session_up and not refused:
             self._client.unsubscribe(entry.topic_filter)
             self._connection.sync_writer()
 
     def _send_subscribe(self, entry: BrokerSubscription) -> int | None:
+        refusal = self.capabilities.refusal(entry.topic_filter, self._connection.settings.url)
+        if refusal is not None:  # sent, it would cost the connection (ejabberd closes it on a $share)
+            if not entry.acked.done():
+                entry.acked.set_exception(refusal)
+            return None
         props: Properties | None = None
         if self.subscription_ids_available:
             props = Properties(PacketTypes.SUBSCRIBE)  # type: ignore[no-untyped-call]

@@ -47,6 +47,7 @@ from mesh.transport.base import (
     Will,
 )
 from mesh.transport.callbacks import CallbackRunner
+from mesh.transport.capabilities import BrokerCapabilities
 from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
 from topics import split_shared_subscription, topic_matches, validate_publish_topic
 
@@ -194,6 +195,11 @@ class MemoryTransport:
     @property
     def is_connected(self) -> bool:
         return self._connected.is_set()
+
+    @property
+    def capabilities(self) -> BrokerCapabilities:
+        """The in-memory hub has every feature the mesh uses."""
+        return BrokerCapabilities()
 
     async def connect(self) -> None:
         if self._closed:

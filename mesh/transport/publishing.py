@@ -59,6 +59,9 @@ class Publisher:
         self._pending_acks: dict[int, tuple[asyncio.Future[None], str, bool]] = {}
         #: The broker's Maximum Packet Size, from CONNACK.
         self.max_packet_size = MQTT_MAX_PACKET
+        #: Whether the broker keeps retained messages (CONNACK's Retain Available): if not, a
+        #: retained publish would be a protocol error, so it goes out unretained.
+        self.retain_available = True
         self._client.on_publish = self._on_publish
 
     @property
@@ -92,7 +95,9 @@ class Publisher:
                 if qos == 0:
                     await connection.connected.wait()
                     connection.cork()
-                    self._client.publish(topic, data, qos=0, retain=retain, properties=to_paho(properties))
+                    self._client.publish(
+                        topic, data, qos=0, retain=self._retained(retain), properties=to_paho(properties)
+                    )
                     connection.sync_writer()
                     return
                 await self.window.acquire()
@@ -136,7 +141,7 @@ class Publisher:
             raise PacketTooLargeError(
                 f"message to {topic!r} is about {size} bytes but the broker accepts at most "
                 f"{self.max_packet_size} (its Maximum Packet Size); send large content by URI, "
-                "or raise max_packet_size in mosquitto.conf",
+                "or raise the broker's limit (max_packet_size in mosquitto.conf)",
                 topic=topic,
                 reason="Packet too large",
                 reason_code=0x95,
@@ -157,6 +162,9 @@ class Publisher:
         await self.window.acquire()
         await self._send_qos1(topic, data, retain, properties, require_subscriber)
 
+    def _retained(self, retain: bool) -> bool:
+        return retain and self.retain_available
+
     def _send_qos1(
         self,
         topic: str,
@@ -169,7 +177,9 @@ class Publisher:
         connection = self._connection
         connection.cork()
         try:
-            info = self._client.publish(topic, data, qos=1, retain=retain, properties=to_paho(properties))
+            info = self._client.publish(
+                topic, data, qos=1, retain=self._retained(retain), properties=to_paho(properties)
+            )
         except BaseException:
             self.window.release()
             raise

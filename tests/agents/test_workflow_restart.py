@@ -22,7 +22,7 @@ MEMORY = AgentSettings(task_store=":memory:")
 
 def stored_node(store: Path, task_id: str, node: str) -> bool:
     """Whether the workflow's store has committed the node's row (read from outside)."""
-    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+    with contextlib.closing(sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True)) as db:
         query = "SELECT 1 FROM workflow_nodes WHERE task_id = ? AND node = ?"
         return db.execute(query, (task_id, node)).fetchone() is not None
 

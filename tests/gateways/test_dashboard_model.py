@@ -238,3 +238,18 @@ def test_a_workflow_card_gives_its_graph_and_node_marks_give_each_nodes_state() 
     final["history"] = [mark("a", "completed")["status"]["message"], mark("b", "failed")["status"]["message"]]
     view.answer_seen("k3", result(final), final=True)
     assert {r["key"]: r for r in view.snapshot()["tasks"]}["k3"]["nodeStates"] == {"a": "completed", "b": "failed"}
+
+
+def test_an_artifact_by_uri_gets_a_download_link_and_other_files_none() -> None:
+    view = MeshView(clock=Clock())
+    seen(view, "reporter", "k1")
+    parts = [
+        {"kind": "file", "file": {"uri": "artifact://c/charts/q3.png?version=2", "name": "q3.png"}},
+        {"kind": "file", "file": {"uri": "https://elsewhere/x.png"}},
+        {"kind": "file", "file": {"uri": "artifact://c/../x"}},
+    ]
+    update = {"kind": "artifact-update", "taskId": "k1", "contextId": "c", "artifact": {"name": "q3", "parts": parts}}
+    view.answer_seen("k1", result(update), final=False)
+    (record,) = view.snapshot()["tasks"]
+    (event,) = [e for e in record["events"] if e["kind"] == "artifact"]
+    assert event["files"] == [{"name": "charts/q3.png", "href": "/a2a/artifacts/c/charts/q3.png?version=2"}]

@@ -179,7 +179,11 @@ async def test_watch_raw_shows_topics_retain_expiry_and_user_properties(
         assert await raw_json.stop() == 0, raw_json.output
         assert await raw_text.stop() == 0, raw_text.output
 
-    old, fresh, gone = json_lines(raw_json)
+    # Each watcher held a roll call as it started; raw mode shows those messages too.
+    rollcall = f"{namespace}/a2a/v1/discovery/rollcall"
+    calls = [line for line in json_lines(raw_json) if line["topic"] == rollcall]
+    assert calls and all(call["payloadBytes"] > 0 and "card" not in call for call in calls)
+    old, fresh, gone = [line for line in json_lines(raw_json) if line["topic"] != rollcall]
     assert (old["topic"], old["retain"], old["card"]["name"]) == (topic + "old", True, "old")
     assert fresh["topic"] == topic + "fresh" and fresh["card"]["name"] == "fresh"
     assert ["source", "test"] in fresh["userProperties"]
@@ -188,7 +192,7 @@ async def test_watch_raw_shows_topics_retain_expiry_and_user_properties(
     assert "card" not in gone
     datetime.fromisoformat(gone["time"])
 
-    old_line, fresh_line, gone_line = raw_text.stdout_lines
+    old_line, fresh_line, gone_line = [line for line in raw_text.stdout_lines if rollcall not in line]
     assert f"  {topic}old  retain=1  expiry=-  card old (" in old_line
     assert re.search(rf"  {topic}fresh  retain=[01]  expiry=\d+s  card fresh \(\d+ bytes\)  source=test$", fresh_line)
     assert re.search(rf"  {topic}fresh  retain=[01]  expiry=-  <empty: gone>$", gone_line)

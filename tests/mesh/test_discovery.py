@@ -96,9 +96,12 @@ async def test_an_idle_mesh_sends_nothing_on_the_discovery_topics(
 ) -> None:
     # A short card_interval_s: it paces only the SAM heartbeat, which is off.
     settings = AgentSettings(task_store=":memory:", card_interval_s=0.2)
-    for i in range(3):
-        await serve_agent(Echo(name=f"e{i}"), settings)
+    echoes = [await serve_agent(Echo(name=f"e{i}"), settings) for i in range(3)]
     await serve_agent(Watching(name="watching"), settings)
+    # Starting, the watching agent's registry held a roll call: the echoes answered it once each.
+    async with asyncio.timeout(10):
+        while any(e.presence.rollcalls_answered < 1 for e in echoes):
+            await asyncio.sleep(0.05)
     watcher = await make_transport()
     inbox = Inbox()
     await watcher.subscribe(f"{namespace}/a2a/v1/discovery/#", inbox)
@@ -107,6 +110,7 @@ async def test_an_idle_mesh_sends_nothing_on_the_discovery_topics(
     # Measuring a quiet window, not waiting for a race: anything in it is steady-state traffic.
     await asyncio.sleep(3)
     assert len(inbox.messages) == 4, [m.topic for m in inbox.messages[4:]]
+    assert [e.presence.rollcalls_answered for e in echoes] == [1, 1, 1]
 
 
 async def test_a_frozen_agent_process_leaves_within_one_and_a_half_keepalives(namespace: str) -> None:
