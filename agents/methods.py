@@ -36,6 +36,7 @@ from mesh.a2a import (
     MessageSendParams,
     Method,
     PushNotificationNotSupported,
+    Role,
     TaskIdParams,
     TaskListParams,
     TaskNotCancelable,
@@ -249,6 +250,25 @@ class AgentMethods:
         if config is not None and config.push_notification_config is not None:
             self.push_configs.set(record.id, config.push_notification_config)
         return record, ctx
+
+    def resume(self, record: TaskRecord) -> bool:
+        """Run an unfinished task of the previous process again, from its first message
+        (agents with ``resumes_tasks``); whether it could."""
+        first = next((m for m in record.task.history or () if m.role is Role.user), None)
+        if first is None or record.is_terminal:
+            return False
+        record.orphaned = False  # a redelivery of its request now finds it running
+        ctx = TaskContext(
+            task_id=record.id,
+            context_id=record.context_id,
+            agent_name=self.name,
+            history=self.contexts.messages(record.context_id),
+            cancelled=record.cancelled,
+            delegator=self.delegator,
+        )
+        log.info("%s: task %s left %s by the previous process resumes", self.name, record.id, record.state.value)
+        self.runner.launch(record, first, ctx)
+        return True
 
     def _new_task_id(self, request_id: str | int | None) -> str:
         # SAM's convention: the request id names the task, so the sender knows it up front.

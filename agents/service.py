@@ -344,6 +344,8 @@ class AgentService:
             raise
         self._subscriptions = subscriptions  # started: stop() has something to stop
         self.metrics.watch(in_flight=lambda: self.runner.running, discovery_size=lambda: len(self.registry.agents()))
+        if self._orphans and self.agent.resumes_tasks:  # it picks them up itself
+            self._orphans = [record for record in self._orphans if not self.methods.resume(record)]
         if self._orphans:
             loop = asyncio.get_running_loop()
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
