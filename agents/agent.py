@@ -102,6 +102,9 @@ class Agent:
     #: ``ctx.delegate`` starts it, and an agent that never delegates runs no registry.
     uses_discovery: ClassVar[bool] = False
     starts_working: ClassVar[bool] = True
+    #: After a restart, run the tasks the previous process left running again (the handler
+    #: finds its own saved progress) instead of failing them "agent restarted".
+    resumes_tasks: ClassVar[bool] = False
     # Set by the runtime serving the agent (AgentService.start): stops serving it and clears its
     # card. An agent whose backend is gone for good (a worker past its restarts) calls it.
     leave_mesh: Callable[[], Awaitable[None]] | None = None

@@ -7,6 +7,11 @@ are confined"; :func:`topics.answer_topic_problem`) is never published to.
 Stream events go to a :class:`~agents.tasks.Listener`'s topic. Every answer carries the
 request's Correlation Data and is handed to the transport with ``publish_nowait``, in order,
 without waiting for the broker.
+
+With the EMQX profile on (:mod:`agents.profile`), the profile's reply topics
+(``$a2a/v1/reply/...``) are a confined family of their own, and the answers of a request that
+came in the profile's dialect go out through its :class:`AnswerDialect`, which translates them
+(one runtime, one journal; the dialect is a codec and a topic scheme).
 """
 
 from __future__ import annotations
@@ -14,15 +19,35 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from agents.tasks import Listener, TaskRecord
-from mesh.a2a import InternalFailure, RpcError, success_response_bytes
+from mesh.a2a import InternalFailure, Method, RpcError, success_response_bytes
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import Transport
-from topics import answer_topic_problem, get_client_response_topic
+from topics import PROFILE_PREFIX, answer_topic_problem, get_client_response_topic, profile_reply_topic_problem
 
-__all__ = ["Answers", "Route", "reply_properties"]
+if TYPE_CHECKING:
+    from agents.tasks import Listener, TaskRecord
+
+__all__ = ["AnswerDialect", "Answers", "DialectReplies", "Route", "reply_properties"]
+
+
+class AnswerDialect(Protocol):
+    """How the answers to one request of another dialect go out (translated, on its own connection)."""
+
+    def publish(self, topic: str, payload: bytes, correlation: bytes | None) -> list[asyncio.Future[None]]:
+        """Translate one 0.3 JSON-RPC response and hand what it becomes to the transport, in order."""
+        ...
+
+
+class DialectReplies(Protocol):
+    """The dialect whose reply topics start with :data:`topics.PROFILE_PREFIX`: makes each request's codec."""
+
+    def for_request(self, method: Method | None) -> AnswerDialect:
+        """The codec of the answers to one request of ``method`` (``None``: not read yet)."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +61,8 @@ class Route:
     request_id: str | int | None = None
     # Identifies the request's bytes (see agents.dispatch): how a redelivered request is known.
     request_key: str | None = None
+    #: Set for a request in the EMQX profile's dialect: its answers are translated.
+    dialect: AnswerDialect | None = None
 
 
 def reply_properties(correlation: bytes | None, instance: str | None = None) -> MessageProperties:
@@ -55,6 +82,11 @@ class Answers:
         self.namespace = namespace
         self.agent_name = agent_name
         self._in_flight: set[asyncio.Future[None]] = set()
+        #: The EMQX profile's replies, when the agent serves the profile (see agents.profile).
+        self.profile: DialectReplies | None = None
+
+    def _is_profile(self, topic: str | None) -> bool:
+        return self.profile is not None and topic is not None and topic.startswith(PROFILE_PREFIX + "/")
 
     def route(self, props: MessageProperties) -> Route:
         """The route of a request's answer, from its user properties (before it is parsed)."""
@@ -66,10 +98,23 @@ class Answers:
                 topic = None
         correlation = props.correlation_data
         request_id = correlation.decode(errors="replace") if correlation else None
-        return Route(topic, correlation, request_id)
+        dialect = self.profile.for_request(None) if self.profile is not None and self._is_profile(topic) else None
+        return Route(topic, correlation, request_id, dialect=dialect)
+
+    def for_request(self, route: Route, request_id: str | int | None, key: str | None, method: Method) -> Route:
+        """The route once the request is read: its id, its :func:`~agents.dispatch.request_key`, its method's codec."""
+        dialect = route.dialect
+        if dialect is not None and self.profile is not None:
+            dialect = self.profile.for_request(method)
+        return Route(route.topic, route.correlation, request_id, key, dialect)
 
     def topic_problem(self, topic: str) -> str | None:
-        """Why the agent may not answer on ``topic`` (see :func:`topics.answer_topic_problem`), or ``None``."""
+        """Why the agent may not answer on ``topic`` (see :func:`topics.answer_topic_problem`), or ``None``.
+
+        With the profile on, its reply topics are allowed too (:func:`topics.profile_reply_topic_problem`).
+        """
+        if self._is_profile(topic):
+            return profile_reply_topic_problem(topic)
         return answer_topic_problem(topic, self.namespace)
 
     def send(self, route: Route, payload: bytes) -> None:
@@ -81,7 +126,27 @@ class Answers:
                 route.request_id,
             )
             return
+        if route.dialect is not None:
+            self._publish_dialect(route.dialect, route.topic, payload, route.correlation, route.request_id)
+            return
         self._publish(route.topic, payload, reply_properties(route.correlation, self.instance), route.request_id)
+
+    def _publish_dialect(
+        self,
+        dialect: AnswerDialect,
+        topic: str,
+        payload: bytes,
+        correlation: bytes | None,
+        request_id: str | int | None,
+    ) -> None:
+        try:
+            acks = dialect.publish(topic, payload, correlation)
+        except (TransportError, ValueError) as exc:
+            log.warning("%s: could not answer request %r on %r: %s", self.agent_name, request_id, topic, exc)
+            return
+        for ack in acks:
+            self._in_flight.add(ack)
+            ack.add_done_callback(self._in_flight.discard)
 
     def _publish(self, topic: str, payload: bytes, props: MessageProperties, request_id: str | int | None) -> None:
         try:
@@ -126,6 +191,9 @@ class Answers:
     def stream(self, listener: Listener, result_json: bytes) -> None:
         """Publish one event (or the current Task) of a stream to its listener."""
         payload = success_response_bytes(listener.request_id, result_json)
+        if listener.dialect is not None:
+            self._publish_dialect(listener.dialect, listener.topic, payload, listener.correlation, listener.request_id)
+            return
         self._publish(
             listener.topic, payload, reply_properties(listener.correlation, self.instance), listener.request_id
         )

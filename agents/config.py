@@ -12,9 +12,9 @@ One entry::
 
 Instead of ``class:``, ``worker: {command: [node, shout.js], cwd: ..., env: ...}`` serves a
 worker process in any language (:mod:`agents.a2e`), ``acp: {command: [...], cwd: ...,
-env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), and ``llm: {model: ...,
-instructions: ..., tools: ..., peers: ...}`` an LLM agent (:mod:`agents.llm`); ``name:`` is
-then required.
+env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), ``llm: {model: ...,
+instructions: ..., tools: ..., peers: ...}`` an LLM agent (:mod:`agents.llm`), and ``workflow:
+{nodes: [...], ...}`` a DAG of agents (:mod:`agents.workflow`); ``name:`` is then required.
 
 Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
@@ -47,7 +47,7 @@ __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_ag
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
 _CARD_KEYS = CARD_OPTIONS
-AGENT_KEYS = ("class", "worker", "acp", "llm", *_CARD_KEYS, "config", "trust")
+AGENT_KEYS = ("class", "worker", "acp", "llm", "workflow", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
 
@@ -99,6 +99,8 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
     elif "llm" in entry:
         agent_class, options["llm"] = _llm(entry, ctx, here)
         options["source"] = ctx.source
+    elif "workflow" in entry:
+        agent_class, options["graph"], options["store_path"] = _workflow(entry, ctx, here)
     else:
         agent_class = _agent_class(entry.get("class"), ctx, here)
     card = _card_fields(entry, agent_class, ctx, here)
@@ -260,11 +262,30 @@ def _acp(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...])
     return AcpAgent, command, policy
 
 
+def _workflow(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any, Any]:
+    # Imported here: only files with workflow agents need the workflow engine (and Jinja2).
+    from agents.workflow import WorkflowAgent, parse_workflow, workflow_store_path
+
+    for other in ("class", "worker", "acp", "llm"):
+        if other in entry:
+            raise config_error(
+                ctx.source,
+                (*here, "workflow"),
+                f"an entry has either '{other}:' or 'workflow:', not both",
+                "remove one",
+            )
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise config_error(ctx.source, (*here, "name"), "a workflow agent needs a name", "add 'name: my-workflow'")
+    graph = parse_workflow(entry["workflow"], name=name, source=ctx.source, where=(*here, "workflow"))
+    return WorkflowAgent, graph, workflow_store_path(entry, ctx.namespace, name)
+
+
 def _llm(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any]:
     # The config needs no engine; the agent does (the llm extra), imported only when used.
     from agents.llm.config import INSTALL_HINT, parse_llm
 
-    for other in ("class", "worker", "acp"):
+    for other in ("class", "worker", "acp", "workflow"):
         if other in entry:
             raise config_error(
                 ctx.source, (*here, "llm"), f"an entry has either '{other}:' or 'llm:', not both", "remove one of them"
@@ -356,6 +377,8 @@ def _card_fields(
 
 def _settings(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> AgentSettings:
     values = {key: value for key, value in entry.items() if key in AgentSettings.model_fields}
+    if "emqx" not in entry and ctx.emqx is not None:  # the file's emqx: is every agent's default
+        values["emqx"] = dict(ctx.emqx)
     try:
         return AgentSettings.model_validate(values)
     except ValidationError as exc:

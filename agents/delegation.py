@@ -22,6 +22,8 @@ on, and turning its answer into a Task or a :class:`~agents.errors.DelegationErr
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,7 @@ from mesh.a2a import (
 )
 from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
+from mesh.emqx_requester import ProfileRequester, is_profile_agent
 from mesh.errors import AgentNotFoundError, AgentUnavailableError, CallTimeoutError
 from mesh.registry import name_allowed
 from mesh.timestamps import utc_now_iso
@@ -84,6 +87,8 @@ class Delegator:
         self.settings = settings
         self.discovery_wait_s = discovery_wait_s
         self.calls = CallPath(transport, namespace, agent_name, role="agent")
+        #: Sub-tasks to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
+        self.profile = ProfileRequester(transport, agent_name)
         follow_registry(self.calls, registry)  # a peer's card removed fails the sub-tasks waiting on it
 
     async def start(self) -> None:
@@ -119,6 +124,8 @@ class Delegator:
         )
         params = self._params(ctx, message, metadata)
         method = "message/stream" if stream else "message/send"
+        if is_profile_agent(peer):
+            return await self._delegate_profile(ctx, peer, params, method, forwarder, idle_s)
         async with self.calls.call(peer, method, params, options) as call:
             try:
                 while True:
@@ -143,6 +150,37 @@ class Delegator:
                 raise PeerGoneError(peer, exc) from None
             except RpcError as exc:  # the peer's error answer, or a malformed one
                 raise PeerFailedError(peer, error=exc) from None
+
+    async def _delegate_profile(
+        self,
+        ctx: TaskContext,
+        peer: str,
+        params: MessageSendParams,
+        method: str,
+        forwarder: Callable[[TaskStatusUpdateEvent | TaskArtifactUpdateEvent], None] | None,
+        idle_s: float,
+    ) -> Task:
+        """A sub-task to an EMQX profile agent (:mod:`mesh.emqx_requester`); same errors as any peer's."""
+        if not params.message.task_id:
+            params.message.task_id = str(uuid.uuid4())  # the profile's requester names the task
+        try:
+            async with asyncio.timeout(idle_s):
+                async for item in self.profile.items(peer, method, params, auth_token=ctx.auth_token):
+                    if isinstance(item, Message):
+                        return _as_task(item, params.message.task_id, ctx.context_id)
+                    if isinstance(item, Task):
+                        if item.status.state in _FAILED_STATES:
+                            raise PeerFailedError(peer, task=item)
+                        return item
+                    if forwarder is not None:
+                        forwarder(item)
+        except (CallTimeoutError, TimeoutError):
+            raise DelegationTimeoutError(peer, params.message.task_id, idle_s) from None
+        except AgentUnavailableError as exc:
+            raise PeerGoneError(peer, exc) from None
+        except RpcError as exc:
+            raise PeerFailedError(peer, error=exc) from None
+        raise PeerFailedError(peer, error=InvalidAgentResponse(f"{peer} ended its answer without a task"))
 
     def _check_call(self, peer: str, chain: list[str], depth: int) -> None:
         settings = self.settings

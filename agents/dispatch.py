@@ -169,7 +169,7 @@ class RequestDispatcher:
         key = None
         if self.key_requests and request.method in _CREATES_TASKS:
             key = request_key(message)
-        route = Route(route.topic, route.correlation, request.id, key)
+        route = self.answers.for_request(route, request.id, key, request.method)
         if refuse is not None:
             self._refuse(route, refuse)
             return False

@@ -36,6 +36,7 @@ from mesh.a2a import (
     MessageSendParams,
     Method,
     PushNotificationNotSupported,
+    Role,
     TaskIdParams,
     TaskListParams,
     TaskNotCancelable,
@@ -130,7 +131,7 @@ class AgentMethods:
     def _send_now(self, params: MessageSendParams, props: MessageProperties, route: Route) -> None:
         config = params.configuration
         history_length = config.history_length if config is not None else None
-        if (known := self._repeated(route)) is not None:
+        if (known := self._repeated(route) or self._duplicate(params, route)) is not None:
             if (
                 known.is_terminal
                 or known.state in INTERRUPTED_STATES
@@ -152,7 +153,7 @@ class AgentMethods:
         self.runner.launch(record, params.message, ctx)
 
     def _stream_now(self, params: MessageSendParams, props: MessageProperties, route: Route) -> None:
-        if (known := self._repeated(route)) is not None:
+        if (known := self._repeated(route) or self._duplicate(params, route)) is not None:
             self._follow(known, props, route)
             return
         record, ctx = self._accept(params, props, route)
@@ -177,6 +178,22 @@ class AgentMethods:
         log.info("%s: request %r is a repeat; answering with task %s", self.name, route.request_id, known.id)
         return known
 
+    def _duplicate(self, params: MessageSendParams, route: Route) -> TaskRecord | None:
+        """The EMQX profile's de-duplication on Task.id: a message already in the task it names
+        (a requester's retry under new Correlation Data) is answered with the task, not run again.
+
+        A new message to an input-required task (another messageId) is the next turn instead.
+        """
+        message = params.message
+        if route.dialect is None or not message.task_id or (known := self.tasks.get(message.task_id)) is None:
+            return None
+        if not any(m.message_id == message.message_id for m in known.task.history or ()):
+            return None
+        log.info(
+            "%s: message %r of task %s is a repeat; answering with the task", self.name, message.message_id, known.id
+        )
+        return known
+
     def _accept(
         self, params: MessageSendParams, props: MessageProperties, route: Route
     ) -> tuple[TaskRecord, TaskContext]:
@@ -187,7 +204,12 @@ class AgentMethods:
         identity = self.guard(props)  # verified tokens are cached: a dict lookup after the dispatcher's check
         if self.runner.at_capacity:
             raise AtCapacity  # the request waits, unacknowledged, for a place (agents.admission)
-        if message.task_id:
+        if message.task_id and route.dialect is not None and message.task_id not in self.tasks:
+            # The EMQX profile: the requester generates the Task.id of a new task.
+            record = TaskRecord.new(message.task_id, message.context_id or uuid.uuid4().hex)
+            record.request_key = route.request_key
+            self.tasks.add(record)
+        elif message.task_id:
             record = self._task(message.task_id)
             if record.state not in INTERRUPTED_STATES:
                 raise InvalidParams(
@@ -228,6 +250,25 @@ class AgentMethods:
         if config is not None and config.push_notification_config is not None:
             self.push_configs.set(record.id, config.push_notification_config)
         return record, ctx
+
+    def resume(self, record: TaskRecord) -> bool:
+        """Run an unfinished task of the previous process again, from its first message
+        (agents with ``resumes_tasks``); whether it could."""
+        first = next((m for m in record.task.history or () if m.role is Role.user), None)
+        if first is None or record.is_terminal:
+            return False
+        record.orphaned = False  # a redelivery of its request now finds it running
+        ctx = TaskContext(
+            task_id=record.id,
+            context_id=record.context_id,
+            agent_name=self.name,
+            history=self.contexts.messages(record.context_id),
+            cancelled=record.cancelled,
+            delegator=self.delegator,
+        )
+        log.info("%s: task %s left %s by the previous process resumes", self.name, record.id, record.state.value)
+        self.runner.launch(record, first, ctx)
+        return True
 
     def _new_task_id(self, request_id: str | int | None) -> str:
         # SAM's convention: the request id names the task, so the sender knows it up front.

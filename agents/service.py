@@ -37,6 +37,7 @@ from agents.guard import CallGuard
 from agents.input_timers import InputTimers
 from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path
 from agents.methods import AgentMethods
+from agents.profile import ProfileEndpoint
 from agents.push import PushConfigStore, PushNotifier
 from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
@@ -47,6 +48,7 @@ from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
+from mesh.brokertools.brokerrules import ProfileScope
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
@@ -248,6 +250,32 @@ class AgentService:
         self.transport.add_connect_listener(self._reconnected)
         self._orphans: list[TaskRecord] = []
         self._orphan_timer: asyncio.TimerHandle | None = None
+        #: The agent's endpoint in the EMQX profile (``emqx:`` set), on a connection of its own.
+        self.profile: ProfileEndpoint | None = None
+        if self.settings.emqx is not None:
+            if broker is None:
+                raise ConfigError(
+                    f"agent {self.name!r} serves the EMQX profile (emqx:) and needs a broker for its second "
+                    "connection; pass broker= (BrokerSettings) too"
+                )
+            self.profile = ProfileEndpoint(
+                self.settings.emqx,
+                agent_name=self.name,
+                broker=broker,
+                instance=self.instance,
+                card=self.card_bytes,
+                answers=self.answers,
+                max_unacked_requests=self.settings.max_unacked_requests,
+                members=self.siblings.others if self.siblings is not None else None,
+            )
+
+    @property
+    def profile_scope(self) -> ProfileScope | None:
+        """Where the agent serves the EMQX profile (for the broker rules), or ``None``."""
+        if self.profile is None:
+            return None
+        emqx = self.profile.profile
+        return ProfileScope(emqx.org, emqx.unit, self.profile.agent_id, self.profile.pool, self.instance is not None)
 
     @property
     def registry(self) -> DiscoveryRegistry:
@@ -304,14 +332,20 @@ class AgentService:
                 await self.discovery.get()
             await self.delegator.start()
             await self.presence.start()
+            if self.profile is not None:
+                await self.profile.start(self._on_request, self.metrics)
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
+            if self.profile is not None:
+                await self.profile.transport.close()
             await self.discovery.close()
             await self.transport.close()
             await self.journal.close()
             raise
         self._subscriptions = subscriptions  # started: stop() has something to stop
         self.metrics.watch(in_flight=lambda: self.runner.running, discovery_size=lambda: len(self.registry.agents()))
+        if self._orphans and self.agent.resumes_tasks:  # it picks them up itself
+            self._orphans = [record for record in self._orphans if not self.methods.resume(record)]
         if self._orphans:
             loop = asyncio.get_running_loop()
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
@@ -392,6 +426,8 @@ class AgentService:
         if self.siblings is not None:  # its session ends with it: the callers' retry finds another replica
             self.admission.refuse_all("is shutting down")
         # Else held requests stay unacknowledged: the broker redelivers them to the next start.
+        if self.profile is not None:
+            await self.profile.unsubscribe()
         # A task waiting for its user's answer stays so in the store: the answer, sent after a
         # restart, runs the handler again with it (agents.runner). Only running tasks are canceled.
         active = [r for r in self.tasks.active() if r.state not in INTERRUPTED_STATES]
@@ -402,6 +438,8 @@ class AgentService:
         await self.dispatcher.drain(_STOP_GRACE_S)
         await self.journal.close()  # stores the last changes and lets their answers go
         await self.answers.drain(_STOP_GRACE_S)  # the answers to the canceled tasks: let them land
+        if self.profile is not None:
+            await self.profile.close()  # its card offline, after its answers
         # A replica clears the shared card only if it is the last one (agents.replicas).
         keep = (self.card_topic,) if self.siblings is not None and self.siblings.others() else ()
         await self.presence.stop(keep=keep)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mesh.emqx import EmqxProfile
 from mesh.limits import MessageLimits
 
 
@@ -65,6 +66,9 @@ class AgentSettings(_Settings):
     )
     context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
     input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
+    emqx: EmqxProfile | None = Field(
+        None, description="also serve the EMQX 'A2A over MQTT' profile as {org}/{unit}/{agent} (off: null)"
+    )
     # Request size limits (the JAF spec's defaults), shared with the gateways.
     limits: MessageLimits = Field(default_factory=MessageLimits)
     delegation: DelegationSettings = Field(default_factory=DelegationSettings)

@@ -57,7 +57,7 @@ class TaskStreams:
             if not props.client_id:
                 raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
             topic = get_client_status_topic(self.answers.namespace, props.client_id, record.id)
-        return Listener(topic, route.request_id, route.correlation, progress_only, until_terminal)
+        return Listener(topic, route.request_id, route.correlation, progress_only, until_terminal, route.dialect)
 
     def answer_when_settled(self, record: TaskRecord, route: Route, history_length: int | None = None) -> None:
         """Answer the request with the Task the next time it settles (terminal or interrupted)."""

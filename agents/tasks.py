@@ -12,7 +12,7 @@ import uuid
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.journal import LoadedTasks, NullJournal, TaskJournal
 from agents.updates import ArtifactUpdate
@@ -29,6 +29,9 @@ from mesh.a2a import (
     check_transition,
 )
 from mesh.timestamps import utc_now_iso
+
+if TYPE_CHECKING:
+    from agents.answers import AnswerDialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,8 @@ class Listener:
     correlation: bytes | None
     progress_only: bool = False
     until_terminal: bool = False
+    #: The request's dialect (the EMQX profile's codec), shared with its final answer's route.
+    dialect: AnswerDialect | None = None
 
     def wants(self, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
         if not self.progress_only or isinstance(event, TaskArtifactUpdateEvent):

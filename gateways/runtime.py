@@ -31,12 +31,14 @@ from typing import Any
 
 from gateways.answers import answer_frames
 from gateways.errors import GatewayError, agent_not_found_error
+from gateways.profile_answers import profile_frames
 from gateways.taskroutes import TaskRoute, TaskRoutes
 from mesh.a2a import AgentCard
 from mesh.broker import BrokerSettings
 from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
 from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
+from mesh.emqx_requester import ProfileRequester, is_profile_agent
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
 from mesh.telemetry import METRICS
@@ -105,6 +107,8 @@ class GatewayRuntime:
         # Before start: nobody known (with the trust it will check cards with).
         self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
         self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
+        #: Calls to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
+        self.profile = ProfileRequester(self.transport, self.gateway_id)
         follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
         if trust is not None and trust.signing_key is not None:
             card = _signed(card, trust)
@@ -187,6 +191,15 @@ class GatewayRuntime:
             deadline_s=deadline_s,
             cancel_on_abandon=False,  # a client that went away can fetch or resubscribe later
         )
+        if is_profile_agent(agent):  # an EMQX profile agent (org/unit/agent)
+            message = params.get("message")
+            frames = profile_frames(self.profile, sequencer, agent, method, params, options, self.tasks.observe)
+            async with contextlib.aclosing(frames) as answers:
+                async for frame in answers:
+                    if isinstance(message, dict) and message.get("taskId"):
+                        self.tasks.remember(message["taskId"], agent, params, owner)
+                    yield self._logged(frame)
+            return
         async with self.calls.call(agent, method, params, options) as call:
             if method in ("message/send", "message/stream") and call.task_id:
                 self.tasks.remember(call.task_id, agent, params, owner)

@@ -18,10 +18,16 @@ a request nobody subscribes to ("no agent is listening on <topic>"), or the agen
 while the call waits ("agent '<name>' went away"). For the latter the client watches the card
 topic of each agent it calls (:class:`mesh.calls.CardWatch`; its first call to an agent waits
 for that subscription's SUBACK).
+
+Agents of the EMQX "A2A over MQTT" profile are called by their ``org/unit/agent`` name (as
+``mesh agents`` lists them): ``send``, ``stream``, ``get_task`` and ``cancel_task`` reach them
+through a :class:`mesh.emqx_requester.ProfileRequester` on the same connection, which follows the
+profile's requester rules (its Task.id, retry profile and error codes).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import uuid
@@ -54,6 +60,7 @@ from mesh.a2a.base import A2AModel
 from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, CallOptions, CallPath, CardWatch, parse_model
+from mesh.emqx_requester import ProfileRequester, is_profile_agent
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
 from topics import validate_identifier, validate_namespace
@@ -86,6 +93,8 @@ class MeshClient:
         self.auth_token = auth_token
         self.calls = CallPath(transport, self.namespace, self.client_id, role="client")
         self.cards = CardWatch(self.calls)
+        #: Calls to EMQX profile agents (``org/unit/agent``), made on first use.
+        self.profile = ProfileRequester(transport, self.client_id)
 
     @classmethod
     def create(
@@ -160,6 +169,8 @@ class MeshClient:
             ),
             metadata=metadata,
         )
+        if is_profile_agent(agent):
+            return await self._profile_send(agent, params, timeout, on_sent, on_event)
         options = dataclasses.replace(self._options(timeout, events=False), events=on_event is not None)
         await self.cards.watch(agent)
         async with self.calls.call(agent, "message/send", params, options) as call:
@@ -188,6 +199,12 @@ class MeshClient:
         ``idle_timeout`` bounds the wait for each next event, not the whole task.
         """
         params = MessageSendParams(message=self._message(message, context_id, task_id), metadata=metadata)
+        if is_profile_agent(agent):
+            if not params.message.task_id:  # the profile's requester names the task
+                params.message.task_id = str(uuid.uuid4())
+            async for item in self.profile.items(agent, "message/stream", params, auth_token=self.auth_token):
+                yield item
+            return
         async for item in self._stream_call(agent, "message/stream", params, idle_timeout):
             yield item
 
@@ -202,9 +219,13 @@ class MeshClient:
         self, agent: str, task_id: str, *, history_length: int | None = None, timeout: float = 10.0
     ) -> Task:
         params = TaskQueryParams(id=task_id, history_length=history_length)
+        if is_profile_agent(agent):
+            return await self._profile_call(agent, "tasks/get", params, timeout)
         return (await self._call(agent, "tasks/get", params, timeout)).parse(Task)
 
     async def cancel_task(self, agent: str, task_id: str, *, timeout: float = 30.0) -> Task:
+        if is_profile_agent(agent):
+            return await self._profile_call(agent, "tasks/cancel", TaskIdParams(id=task_id), timeout)
         return (await self._call(agent, "tasks/cancel", TaskIdParams(id=task_id), timeout)).parse(Task)
 
     async def list_tasks(
@@ -272,6 +293,33 @@ class MeshClient:
             deadline_s=None if events else timeout,
             events=events,
         )
+
+    async def _profile_send(
+        self,
+        agent: str,
+        params: MessageSendParams,
+        timeout: float,
+        on_sent: Callable[[str | None], None] | None,
+        on_event: Callable[[StreamItem], None] | None,
+    ) -> Task | Message:
+        if not params.message.task_id:  # the profile's requester names the task
+            params.message.task_id = str(uuid.uuid4())
+        if on_sent is not None:
+            on_sent(params.message.task_id)
+        async with asyncio.timeout(timeout):
+            async for item in self.profile.items(agent, "message/send", params, auth_token=self.auth_token):
+                if isinstance(item, Task | Message):
+                    return item
+                if on_event is not None:
+                    on_event(item)
+        raise InvalidAgentResponse(f"message/send to {agent!r} ended without a task or message")
+
+    async def _profile_call(self, agent: str, method: str, params: A2AModel, timeout: float) -> Task:
+        async with asyncio.timeout(timeout):
+            async for item in self.profile.items(agent, method, params, auth_token=self.auth_token):
+                if isinstance(item, Task):
+                    return item
+        raise InvalidAgentResponse(f"{method} to {agent!r} answered no task")
 
     async def _call(self, agent: str, method: str, params: A2AModel, timeout: float) -> Answer:
         """One request, its final answer; an error answer raises its RpcError."""

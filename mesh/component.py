@@ -48,6 +48,8 @@ class BuildContext:
     section: str
     #: The file's ``trust:`` mapping (raw; see :func:`component_trust`), if any.
     trust: Mapping[str, Any] | None = None
+    #: The file's ``emqx:`` mapping: the default of its agents' ``emqx`` setting (see :mod:`mesh.emqx`).
+    emqx: Mapping[str, Any] | None = None
     #: The file's ``artifacts:`` store settings, if any (else ``MESH_ARTIFACTS`` or the embedded store).
     artifacts: ArtifactSettings | None = None
 

@@ -80,6 +80,8 @@ class MeshConfig:
     tls: TlsOptions | None = None
     #: The ``trust:`` mapping (keys and trusted issuers for every component; see :mod:`mesh.trust.config`).
     trust: dict[str, Any] | None = None
+    #: The ``emqx:`` mapping: agents also serve the EMQX "A2A over MQTT" profile (see :mod:`mesh.emqx`).
+    emqx: dict[str, Any] | None = None
     #: The ``artifacts:`` store of the file's components (see :mod:`mesh.artifacts.settings`).
     artifacts: ArtifactSettings | None = None
 
@@ -127,6 +129,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         log_level=_check_log_level(data.get("log_level", DEFAULT_LOG_LEVEL), source),
         sections=sections,
         trust=_check_trust(data.get("trust"), source),
+        emqx=_check_emqx(data.get("emqx"), source),
         artifacts=_check_artifacts(data.get("artifacts"), source),
     )
 
@@ -366,6 +369,25 @@ def _check_trust(value: Any, source: Path) -> dict[str, Any] | None:
     from mesh.trust import TrustSettings  # checked now, loaded per component when built
 
     check_keys(value, list(TrustSettings.model_fields), source=source, path=("trust",))
+    return value
+
+
+def _check_emqx(value: Any, source: Path) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    from pydantic import ValidationError
+
+    from mesh.config_errors import validation_error_text
+    from mesh.emqx import EmqxProfile
+
+    if not isinstance(value, dict):
+        raise config_error(
+            source, "emqx", f"expected a mapping, got {type_name(value)}", "write emqx: {org: acme, unit: ai}"
+        )
+    try:
+        EmqxProfile.model_validate(value)
+    except ValidationError as exc:
+        raise ConfigError(validation_error_text(exc, source=source, prefix=("emqx",), model=EmqxProfile)) from exc
     return value
 
 

@@ -24,6 +24,14 @@ listeners when one comes or goes, and removes an agent whose last instance card 
 
 Changes are reported as :class:`RegistryEvent`\\ s (added / updated / removed) to listeners
 and to :meth:`DiscoveryRegistry.events` iterators.
+
+The other dialect: the registry also watches the EMQX profile's cards
+(``$a2a/v1/discovery/+/+/+``, A2A 1.0 cards with ``a2a-status``). Each is an entry named
+``{org}/{unit}/{agent}`` with ``dialect="emqx"`` (its card read as 0.3 by
+:func:`mesh.a2a_v1_results.card_from_v1`); a card marked ``a2a-status=offline`` (its will, or
+a clean stop) or cleared removes it. With a trust store, unsigned profile cards are refused.
+A broker that refuses the subscription (rules made without the profile) leaves the registry
+SAM-only, with a warning.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
-from mesh.errors import AgentNotFoundError, TransportError, TrustError, short_repr
+from mesh.errors import AgentNotFoundError, SubscribeError, TransportError, TrustError, short_repr
 from mesh.presence import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
@@ -50,6 +58,8 @@ from topics import (
     get_discovery_subscription_topic,
     parse_discovery_topic,
     parse_instance_card_topic,
+    parse_profile_discovery_topic,
+    profile_discovery_filter,
     validate_identifier,
 )
 
@@ -76,6 +86,8 @@ class Entry:
     _seen_monotonic: float = field(default=0.0, repr=False)
     #: Whether the card came on the component's own card topic (not as a bare heartbeat).
     on_own_topic: bool = True
+    #: ``sam``: the mesh's own topics; ``emqx``: the EMQX "A2A over MQTT" profile (name ``org/unit/agent``).
+    dialect: Literal["sam", "emqx"] = "sam"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +160,7 @@ class DiscoveryRegistry:
         self._instance_listeners: list[InstanceListener] = []
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
+        self._profile_subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._last_arrival = 0.0  # monotonic time of the subscription, then of the latest discovery message
         self.rollcall = rollcall
@@ -164,6 +177,12 @@ class DiscoveryRegistry:
         self._subscription = await self.transport.subscribe(
             get_discovery_subscription_topic(self.namespace), self._on_message
         )
+        try:  # a '#' never matches '$' topics: the profile's cards are a subscription of their own
+            self._profile_subscription = await self.transport.subscribe(
+                profile_discovery_filter(), self._on_profile_card
+            )
+        except SubscribeError as exc:
+            log.warning("not watching EMQX profile agents: the broker refused %s (%s)", profile_discovery_filter(), exc)
         self._last_arrival = time.monotonic()
         if self.rollcall:
             await self.hold_rollcall()
@@ -178,6 +197,8 @@ class DiscoveryRegistry:
                 await self._sweeper
         if self._subscription is not None and self.transport.is_connected:
             await self.transport.unsubscribe(self._subscription)
+        if self._profile_subscription is not None and self.transport.is_connected:
+            await self.transport.unsubscribe(self._profile_subscription)
 
     # ------------------------------------------------------------------ queries
 
@@ -236,7 +257,12 @@ class DiscoveryRegistry:
     async def wait_for(self, name: str, timeout: float, kind: Kind = "agent") -> Entry:
         """The entry once ``name`` is on the mesh; :class:`AgentNotFoundError` after ``timeout``, or as
         soon as the retained cards are in without it (an empty mesh is waited on: it may be starting)."""
-        validate_identifier(name, f"{kind} name")
+        if "/" in name:  # an EMQX profile agent: org/unit/agent
+            from mesh.emqx_requester import profile_target
+
+            profile_target(name)
+        else:
+            validate_identifier(name, f"{kind} name")
         started = time.monotonic()
         settle = asyncio.ensure_future(self.settled(timeout))
         try:
@@ -331,6 +357,36 @@ class DiscoveryRegistry:
             kind = "gateway"
         if self.allows(name):
             self._upsert(kind, name, card, on_own_topic=parsed.name is not None)
+
+    def _on_profile_card(self, message: InboundMessage) -> None:
+        self._last_arrival = time.monotonic()  # (the raw listener is the namespace's: the profile's are global)
+        found = parse_profile_discovery_topic(message.topic)
+        if found is None:
+            return
+        name = "/".join(found)
+        status = message.properties.get_extra("a2a-status")
+        if not message.payload or status == "offline":
+            self._remove("agent", name, "offline" if message.payload else "gone")
+            return
+        if self.verifier is not None:
+            self._refuse(name, message.topic, "with a trust store, unsigned EMQX profile cards are not accepted")
+            return
+        from mesh.a2a_v1_results import card_from_v1
+
+        try:
+            data = json.loads(message.payload)
+            interfaces = data.get("supportedInterfaces") or [{}]
+            url = interfaces[0].get("url") if isinstance(interfaces[0], dict) else None
+            # Named as the registry names it: delegation and the orchestrator call it by that name.
+            card = card_from_v1(data, url=url if isinstance(url, str) else "mqtt://").model_copy(update={"name": name})
+        except (ValueError, TypeError, AttributeError, IndexError, RecursionError, ValidationError) as exc:
+            self._refuse(name, message.topic, f"not an A2A 1.0 card ({short_repr(str(exc), 80)})")
+            return
+        if self.allows(name):
+            self._upsert("agent", name, card, on_own_topic=True)
+            entry = self._entries.get(("agent", name))
+            if entry is not None:
+                entry.dialect = "emqx"
 
     def _on_instance_card(self, message: InboundMessage) -> None:
         found = parse_instance_card_topic(self.namespace, message.topic)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 SECTIONS_GROUP = "mesh.sections"
 # Top-level keys of a config file that are not sections.
-CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust", "artifacts")
+CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust", "artifacts", "emqx")
 
 
 def _section_entry_points() -> dict[str, EntryPoint]:
@@ -110,6 +110,7 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
             section=name,
             trust=config.trust,
             artifacts=config.artifacts,
+            emqx=config.emqx,
         )
         try:
             components.extend(factory(entries, context))

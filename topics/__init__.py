@@ -60,6 +60,20 @@ from .errors import (
     UnsupportedWildcardError,
 )
 from .matching import shared_subscription, split_shared_subscription, topic_matches
+from .profile import (
+    PROFILE_PREFIX,
+    parse_profile_discovery_topic,
+    profile_client_id,
+    profile_discovery_filter,
+    profile_discovery_topic,
+    profile_pool_subscription,
+    profile_pool_topic,
+    profile_reply_topic,
+    profile_reply_topic_problem,
+    profile_request_topic,
+    profile_share_group,
+    validate_profile_id,
+)
 from .solace import extract_task_id_from_topic, solace_to_mqtt
 from .templates import TopicTemplate
 from .validation import (
@@ -91,6 +105,8 @@ __all__ = [
     "GATEWAY_STATUS_TOPIC",
     # validation
     "MAX_TOPIC_BYTES",
+    # the EMQX "A2A over MQTT" profile's topics
+    "PROFILE_PREFIX",
     "CardKind",
     "DiscoveryTopic",
     # errors
@@ -126,6 +142,16 @@ __all__ = [
     "get_peer_agent_status_topic",
     "parse_discovery_topic",
     "parse_instance_card_topic",
+    "parse_profile_discovery_topic",
+    "profile_client_id",
+    "profile_discovery_filter",
+    "profile_discovery_topic",
+    "profile_pool_subscription",
+    "profile_pool_topic",
+    "profile_reply_topic",
+    "profile_reply_topic_problem",
+    "profile_request_topic",
+    "profile_share_group",
     # matching and Solace
     "shared_subscription",
     "solace_to_mqtt",
@@ -135,6 +161,7 @@ __all__ = [
     "validate_filter",
     "validate_identifier",
     "validate_namespace",
+    "validate_profile_id",
     "validate_publish_topic",
     "validate_share_group",
 ]

@@ -21,7 +21,8 @@ the whole of it:
   do not route to each other).
 - Routing policy: with ``allow`` (fnmatch patterns of names) and/or ``allow_tags`` (skill
   tags), only peers matching one of them are asked; a card whose name is no valid identifier
-  is never asked. With a trust store the registry holds only signed cards, so only those are.
+  (nor an EMQX profile agent's ``org/unit/agent``) is never asked. With a trust store the
+  registry holds only signed cards, so only those are.
   Whatever a peer's card or answer holds, the orchestrator answers: a failure to ask a peer is
   that peer's failed line, never the whole task's.
 
@@ -51,6 +52,7 @@ from agents.context import TaskContext
 from agents.errors import DelegationError, PeerFailedError
 from agents.updates import DataArtifact, Reply, Status, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentSkill, DataPart, Message, Task, TextPart, get_text_from_message
+from mesh.emqx_requester import is_profile_agent, profile_target
 from mesh.registry import GATEWAY_ROLE_EXTENSION
 from topics import validate_identifier
 
@@ -157,7 +159,10 @@ class RoutingPolicy:
 
     def permits(self, card: AgentCard) -> bool:
         try:
-            validate_identifier(card.name, "agent name")
+            if is_profile_agent(card.name):  # an EMQX profile agent: org/unit/agent
+                profile_target(card.name)
+            else:
+                validate_identifier(card.name, "agent name")
         except ValueError:
             return False  # no topic to reach it on; the registry refuses such cards anyway
         if any(fnmatch.fnmatchcase(card.name, pattern) for pattern in self.exclude):

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
+from gateways.dashboard.workflows import MAX_NODES, card_workflow, node_marks
 from mesh.a2a import AgentCard
 from mesh.artifacts import ArtifactError, ArtifactRef, is_artifact_uri
 from mesh.registry import Entry
@@ -89,6 +90,9 @@ class TaskRecord:
     state: str = "submitted"
     events: deque[dict[str, Any]] = field(default_factory=deque)
     dropped_events: int = 0
+    # A workflow's sub-task: the node it runs; a workflow's task: its nodes' states so far.
+    workflow_node: str | None = None
+    node_states: dict[str, str] = field(default_factory=dict)
 
     def header(self) -> dict[str, Any]:
         return {
@@ -107,6 +111,8 @@ class TaskRecord:
             "state": self.state,
             "final": self.state in TERMINAL_STATES,
             "droppedEvents": self.dropped_events,
+            "workflowNode": self.workflow_node,
+            "nodeStates": self.node_states,
         }
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -164,6 +170,7 @@ def card_summary(entry: Entry, replicas: int = 0) -> dict[str, Any]:
         "streaming": bool(card.capabilities.streaming),
         "signed": bool(card.signatures),
         "replicas": replicas,
+        "workflow": card_workflow(card),
         "firstSeen": entry.first_seen,
         "lastSeen": entry.last_seen,
     }
@@ -258,6 +265,7 @@ class MeshView:
             parent_task_id=_str_or_none(metadata.get("parentTaskId")),
             delegated_by=_str_or_none(metadata.get("delegatingAgent")),
             events=deque(maxlen=self.bounds.max_events),
+            workflow_node=_str_or_none(metadata.get("workflowNode")),
         )
         self.tasks[key] = record
         self._by_task_id[record.task_id] = key
@@ -291,6 +299,9 @@ class MeshView:
             self._by_task_id.pop(record.task_id, None)
             record.task_id = task_id
             self._by_task_id[task_id] = record.key
+        for node, state in node_marks(result):
+            if node in record.node_states or len(record.node_states) < MAX_NODES:
+                record.node_states[node] = state
         self._add_event(record, self._event_of(result, final))
 
     def task_listed(self, agent: str, task: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@
 ``POST /a2a/agents/{name}``                 A2A JSON-RPC to that agent (0.3, or 1.0 with
                                             ``A2A-Version: 1.0``); SSE for streams
 ``POST /a2a``                               the same for the configured default agent
+``POST /a2a/emqx/{org}/{unit}/{agent}``     A2A JSON-RPC to an EMQX profile agent
+                                            (``org/unit/agent`` in ``mesh agents``)
 ``/ui``                                    the live dashboard (:mod:`gateways.http.dashboard`),
                                             behind the authentication
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
@@ -84,6 +86,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
         Route("/a2a/agents/{name}", _describe_agent, methods=["GET"], middleware=private),
         Route("/a2a/agents/{name}/card", _agent_card, methods=["GET"]),
         Route("/a2a/agents/{name}", _jsonrpc, methods=["POST"], middleware=private),
+        Route("/a2a/emqx/{org}/{unit}/{agent}", _jsonrpc_profile, methods=["POST"], middleware=private),
         Route("/a2a", _jsonrpc, methods=["POST"], middleware=private),
     ]
     if "1.0" in settings.a2a_versions:  # the HTTP+JSON binding is A2A 1.0's
@@ -203,6 +206,13 @@ def _entry_of(gateway: HttpGateway, name: str) -> Entry:
 
 
 # ---------------------------------------------------------------- JSON-RPC
+
+
+async def _jsonrpc_profile(request: Request) -> Response:
+    """JSON-RPC to an EMQX profile agent: its name is ``org/unit/agent`` (mesh.emqx_requester)."""
+    params = request.path_params
+    params["name"] = f"{params['org']}/{params['unit']}/{params['agent']}"
+    return await _jsonrpc(request)
 
 
 async def _jsonrpc(request: Request) -> Response:

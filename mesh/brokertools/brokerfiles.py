@@ -81,7 +81,9 @@ def identities_of(configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAU
         namespaces.append(config.namespace)
         for component in build_many([config], probe):
             kind: Kind = "gateway" if component.kind == "gateway" else "agent"
-            found.append(Identity(kind, component.name, config.namespace))
+            # An agent serving the EMQX profile names its scope there (a second broker user).
+            scope = getattr(component, "profile_scope", None)
+            found.append(Identity(kind, component.name, config.namespace, profile=scope))
     for namespace in dict.fromkeys(namespaces):
         found += [Identity("client", client, namespace) for client in clients]
     return found

@@ -15,6 +15,15 @@ namespaces, cards in another's name, the SAM heartbeat topic (whose cards regist
 the name inside) and topics outside the mesh. The client id plays no part: several connections
 of one user (an agent's replicas, its name-ownership probe, a gateway's restarts) are one
 identity. The rules are data; :mod:`mesh.brokertools.dynsec` turns them into the broker's file.
+
+The EMQX profile (``$a2a/v1/...``; a ``#`` or ``+`` grant never matches a ``$`` topic, so each
+is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+/+``), call
+profile agents (publish ``$a2a/v1/request/...``) and read its own replies
+(``$a2a/v1/reply/+/+/{name}/+``). An agent that serves the profile (``Identity.profile``) has a
+second broker user for its profile connection, :func:`profile_user` (``{name}@a2a``), bound to
+the profile's client id ``{org}/{unit}/{agent}`` (replicas: any client id, as their agent ids
+are instance ids): it reads its request topic and its pool, publishes its card (and will),
+replies in ``$a2a/v1/reply/...`` and events on its own event topic.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Literal
 from topics import (
     AGENT_REQUEST_TOPIC,
     ANSWER_TEMPLATES,
+    PROFILE_PREFIX,
     get_agent_discovery_topic,
     get_agent_request_topic,
     get_agent_response_subscription_topic,
@@ -37,14 +47,31 @@ from topics import (
     get_gateway_discovery_topic,
     get_gateway_response_subscription_topic,
     get_gateway_status_subscription_topic,
+    profile_client_id,
+    profile_discovery_filter,
+    profile_discovery_topic,
+    profile_pool_subscription,
+    profile_pool_topic,
+    profile_request_topic,
     shared_subscription,
     validate_identifier,
     validate_namespace,
 )
 
-__all__ = ["Identity", "Kind", "Rules", "rules_by_user", "rules_for"]
+__all__ = ["Identity", "Kind", "ProfileScope", "Rules", "profile_rules", "profile_user", "rules_by_user", "rules_for"]
 
 Kind = Literal["agent", "gateway", "client"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileScope:
+    """Where an agent serves the EMQX profile: its org, unit, agent id and pool (replicas: any member id)."""
+
+    org: str
+    unit: str
+    agent_id: str
+    pool: str | None = None
+    replica: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +81,8 @@ class Identity:
     kind: Kind
     name: str
     namespace: str
+    #: Set for an agent that also serves the EMQX profile (its second broker user).
+    profile: ProfileScope | None = None
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, f"{self.kind} name")
@@ -67,14 +96,59 @@ class Rules:
     kind: Kind
     read: list[str] = field(default_factory=list)
     publish: list[str] = field(default_factory=list)
+    #: The only client id the user may connect with (``None``: any).
+    client_id: str | None = None
 
     def add(self, other: Rules) -> None:
         self.read += [f for f in other.read if f not in self.read]
         self.publish += [f for f in other.publish if f not in self.publish]
 
 
+def profile_user(name: str) -> str:
+    """The broker user of an agent's profile connection: ``{name}@a2a`` (no mesh name has an ``@``)."""
+    return f"{validate_identifier(name, 'agent name')}@a2a"
+
+
+def _profile_calls(name: str) -> Rules:
+    """What every component may do in the profile as a caller: read cards, request, read its replies."""
+    return Rules(
+        "client",
+        read=[profile_discovery_filter(), f"{PROFILE_PREFIX}/reply/+/+/{name}/+"],
+        publish=[f"{PROFILE_PREFIX}/request/+/+/+", f"{PROFILE_PREFIX}/request/+/+/pool/+"],
+    )
+
+
+def profile_rules(scope: ProfileScope) -> Rules:
+    """The rules of an agent's profile connection (:func:`profile_user`)."""
+    org, unit = scope.org, scope.unit
+    # A replica's agent id is its instance id, new at every start: its own topics are any id's.
+    agent = "+" if scope.replica else scope.agent_id
+    own = f"{PROFILE_PREFIX}/{{}}/{org}/{unit}/{agent}"
+    read = [own.format("request"), f"$share/+/{own.format('event')}"]  # the pool probe's subscription
+    if scope.pool is not None:
+        read += [profile_pool_subscription(org, unit, scope.pool), profile_pool_topic(org, unit, scope.pool)]
+    if not scope.replica:
+        profile_request_topic(org, unit, agent)  # validates the ids
+    return Rules(
+        "agent",
+        read=read,
+        publish=[
+            own.format("discovery") if scope.replica else profile_discovery_topic(org, unit, agent),
+            f"{PROFILE_PREFIX}/reply/+/+/+/#",
+            own.format("event"),
+        ],
+        client_id=None if scope.replica else profile_client_id(org, unit, agent),
+    )
+
+
 def rules_for(identity: Identity) -> Rules:
-    """The least-privilege rules of one component on its namespace."""
+    """The least-privilege rules of one component on its namespace (and as a caller in the EMQX profile)."""
+    rules = _sam_rules(identity)
+    rules.add(_profile_calls(identity.name))
+    return rules
+
+
+def _sam_rules(identity: Identity) -> Rules:
     ns, name = identity.namespace, identity.name
     requests = [AGENT_REQUEST_TOPIC.filter(namespace=ns), AGENT_REQUEST_TOPIC.filter(namespace=ns) + "/+"]
     discovery = get_discovery_subscription_topic(ns)
@@ -120,6 +194,8 @@ def rules_by_user(identities: Iterable[Identity]) -> dict[str, Rules]:
     """
     users: dict[str, Rules] = {}
     for identity in identities:
+        if identity.kind == "agent" and identity.profile is not None:
+            users[profile_user(identity.name)] = profile_rules(identity.profile)
         rules = rules_for(identity)
         known = users.get(identity.name)
         if known is None:

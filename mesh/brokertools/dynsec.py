@@ -9,7 +9,9 @@ gets one role holding the allow-rules of :func:`mesh.brokertools.brokerrules.rul
   read as a topic, matches one of them (so ``.../echo/+`` allows ``.../echo/+`` and
   ``.../echo/t1``, never ``.../+/+``);
 - ``publishClientReceive`` for the same filters, so nothing reaches a connection outside them;
-- ``publishClientSend`` for the filters it may publish to (wills are checked the same way).
+- ``publishClientSend`` for the filters it may publish to (wills are checked the same way);
+- a ``clientid`` where the user may connect under one client id only (the EMQX profile's
+  ``{org}/{unit}/{agent}``, see :func:`mesh.brokertools.brokerrules.profile_rules`).
 
 Passwords are stored as the plugin stores them: PBKDF2-HMAC-SHA512, a 12-byte salt, base64.
 """
@@ -46,14 +48,15 @@ def dynsec_config(users: Mapping[str, Rules], passwords: Mapping[str, str]) -> d
     clients, roles = [], []
     for name, rules in sorted(users.items()):
         role = f"{rules.kind}-{name}"
-        clients.append(
-            {
-                "username": name,
-                "textName": f"mesh {rules.kind} {name}",
-                **hash_password(passwords[name]),
-                "roles": [{"rolename": role}],
-            }
-        )
+        client: dict[str, Any] = {
+            "username": name,
+            "textName": f"mesh {rules.kind} {name}",
+            **hash_password(passwords[name]),
+            "roles": [{"rolename": role}],
+        }
+        if rules.client_id is not None:
+            client["clientid"] = rules.client_id
+        clients.append(client)
         acls = [_acl("subscribePattern", topic) for topic in rules.read]
         acls += [_acl("publishClientReceive", topic) for topic in rules.read if not topic.startswith("$share/")]
         acls += [_acl("publishClientSend", topic) for topic in rules.publish]

@@ -138,6 +138,7 @@ def entry_json(entry: Entry, replicas: int | None = None) -> dict[str, Any]:
         "kind": entry.kind,
         "name": entry.name,
         "lastSeen": utc_iso(entry.last_seen, timespec="milliseconds"),
+        "dialect": entry.dialect,
         "card": entry.card.to_wire_dict(),
     }
     if replicas:  # an agent run as replicas: how many have their instance card up
@@ -149,7 +150,8 @@ def agents_table(
     entries: Sequence[Entry], *, now: float, with_kind: bool = False, replicas: Mapping[str, int] | None = None
 ) -> str:
     """Columns NAME, DESCRIPTION, SKILLS, STREAMING, LAST SEEN (KIND first with ``with_kind``),
-    and REPLICAS when an agent runs as replicas (their count; 1 for the others)."""
+    REPLICAS when an agent runs as replicas (their count; 1 for the others), and DIALECT when an
+    EMQX profile agent is listed (``sam``: the mesh's topics; ``emqx``: ``$a2a/v1/...``)."""
     header = ["NAME", "DESCRIPTION", "SKILLS", "STREAMING", "LAST SEEN"]
     rows = [
         [
@@ -165,6 +167,10 @@ def agents_table(
         header.insert(1, "REPLICAS")
         for entry, row in zip(entries, rows, strict=True):
             row.insert(1, str(replicas.get(entry.name) or 1) if entry.kind == "agent" else "-")
+    if any(e.dialect != "sam" for e in entries):
+        header.insert(1, "DIALECT")
+        for entry, row in zip(entries, rows, strict=True):
+            row.insert(1, entry.dialect)
     if with_kind:
         header.insert(0, "KIND")
         for entry, row in zip(entries, rows, strict=True):

@@ -102,7 +102,18 @@ def test_multi_agent_file_with_env_coercion(tmp_path: Path) -> None:
 
 
 def test_entry_keys_are_the_card_keys_and_settings_fields() -> None:
-    assert AGENT_KEYS == ("class", "worker", "acp", "llm", "name", "description", "version", "config", "trust")
+    assert AGENT_KEYS == (
+        "class",
+        "worker",
+        "acp",
+        "llm",
+        "workflow",
+        "name",
+        "description",
+        "version",
+        "config",
+        "trust",
+    )
     assert not set(AGENT_KEYS) & set(AgentSettings.model_fields)
 
 
@@ -201,7 +212,7 @@ def test_unknown_entry_key_suggests(ctx: BuildContext) -> None:
     message = error_of({"class": f"{SAMPLES}:Greeter", "card_interval": 5}, ctx)
     assert message.startswith(
         "agents.yaml: agents[0].card_interval: unknown key 'card_interval'; did you mean 'card_interval_s'? "
-        "allowed keys: class, worker, acp, llm, name, description, version, config, trust, card_interval_s, "
+        "allowed keys: class, worker, acp, llm, workflow, name, description, version, config, trust, card_interval_s, "
     )
     assert message.endswith(", limits, delegation")
 

@@ -16,9 +16,11 @@ from typing import TypeVar
 import pytest
 
 from agents.builtin import CountdownAgent, EchoAgent, OrchestratorAgent
+from agents.workflow import WorkflowAgent, load_workflow
 from gateways.dashboard import Dashboard
 from gateways.http.dashboard import DashboardServer
 from mesh.broker import BrokerSettings
+from tests.agents.workflow_agents import Holder, Upper
 from tests.conftest import ServeAgent
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -183,3 +185,45 @@ async def test_a_delegation_shows_as_a_tree(
     assert await asyncio.to_thread(texts, browser, "#tree > ul > li", "data-tree-node") == ["orchestrator"]
     await asyncio.to_thread(browser.save_screenshot, str(tmp_path / "dashboard-tree.png"))
     assert (tmp_path / "dashboard-tree.png").stat().st_size > 10_000
+
+
+async def test_a_running_workflow_is_drawn_as_its_graph_with_each_nodes_state(
+    browser: WebDriver, dashboard_url: str, serve_agent: ServeAgent, tmp_path: Path
+) -> None:
+    holder = Holder()
+    await serve_agent(Upper())
+    await serve_agent(holder)
+    graph = load_workflow(
+        """
+        nodes:
+          - {id: first, agent: upper, input: "one"}
+          - {id: side, agent: upper, input: "two"}
+          - {id: second, agent: holder, input: "{{ first.output.text }}"}
+          - {id: third, agent: upper, input: "{{ second.output.text }} {{ side.output.text }}"}
+        """,
+        name="flow",
+    )
+    await serve_agent(WorkflowAgent(name="flow", graph=graph))
+    await open_page(browser, dashboard_url, {"upper", "holder", "flow"})
+    await send_from_page(browser, "flow", "go")
+
+    def states() -> dict[str, str]:
+        script = (
+            "return [...document.querySelectorAll('#workflow [data-workflow-node]')]"
+            ".map(e => [e.dataset.workflowNode, e.dataset.state])"
+        )
+        return dict(browser.execute_script(script))  # one read: the page redraws as events come
+
+    running = {"first": "completed", "side": "completed", "second": "running", "third": "pending"}
+
+    def shows(expected: dict[str, str]) -> bool | None:
+        return states() == expected or None
+
+    assert await until(lambda: shows(running), 10, f"the graph with {running}")
+    assert len(await asyncio.to_thread(texts, browser, "#workflow line.edge")) == 3
+    drawn = await asyncio.to_thread(browser.find_element, By.ID, "workflow")
+    await asyncio.to_thread(drawn.screenshot, str(tmp_path / "dashboard-workflow.png"))
+    assert (tmp_path / "dashboard-workflow.png").stat().st_size > 2_000
+    holder.release.set()
+    done = dict.fromkeys(running, "completed")
+    assert await until(lambda: shows(done), 10, f"the graph with {done}")

@@ -8,7 +8,10 @@ from typing import Any
 import pytest
 
 from agents.builtin import CountdownAgent
+from agents.workflow import WorkflowAgent, load_workflow
+from agents.workflow.agent import WORKFLOW_EXTENSION as AGENT_SIDE_URI
 from gateways.dashboard.model import Bounds, Change, MeshView
+from gateways.dashboard.workflows import WORKFLOW_EXTENSION
 from mesh.a2a import AgentCardSignature
 from mesh.registry import Entry
 
@@ -199,6 +202,42 @@ def test_a_card_tile_says_skills_streaming_replicas_and_whether_it_is_signed() -
     view.card_gone("agent", "countdown")  # a second removal changes nothing
     assert [kind for kind, _ in changes] == ["card", "card", "gone"]
     assert [c["name"] for c in view.snapshot()["cards"]] == ["plain"]
+
+
+def test_a_workflow_card_gives_its_graph_and_node_marks_give_each_nodes_state() -> None:
+    graph = load_workflow(
+        "nodes: [{id: a, agent: x}, {id: b, tool: 'tests.agents.workflow_agents:grow', input: '{{ a.output.text }}'}]",
+        name="flow",
+    )
+    card = WorkflowAgent(name="flow", graph=graph).card(url="mqtt://x", push_notifications=False)
+    view = MeshView()
+    view.card_seen(Entry("agent", "flow", card, 1.0, 2.0))
+    (summary,) = view.snapshot()["cards"]
+    assert summary["workflow"] == [
+        {"id": "a", "kind": "agent", "target": "x", "dependsOn": []},
+        {"id": "b", "kind": "tool", "target": "tests.agents.workflow_agents:grow", "dependsOn": ["a"]},
+    ]
+    assert WORKFLOW_EXTENSION == AGENT_SIDE_URI
+
+    def mark(node: str, state: str) -> dict[str, Any]:
+        update = status("k1", "working", f"node {node} {state}")
+        update["status"]["message"]["metadata"] = {"workflowNode": node, "workflowNodeState": state}
+        return update
+
+    seen(view, "flow", "k1")
+    view.answer_seen("k1", result(mark("a", "running")), final=False)
+    view.answer_seen("k1", result(mark("a", "completed")), final=False)
+    seen(view, "x", "k2", request(metadata={"parentTaskId": "k1", "workflowNode": "a"}))
+    records = {r["key"]: r for r in view.snapshot()["tasks"]}
+    assert records["k1"]["nodeStates"] == {"a": "completed"}
+    assert records["k2"]["workflowNode"] == "a" and records["k2"]["parentTaskId"] == "k1"
+
+    # A message/send caller sees only the final Task: its history has the marks.
+    seen(view, "flow", "k3")
+    final = task("k3", "completed", "done")
+    final["history"] = [mark("a", "completed")["status"]["message"], mark("b", "failed")["status"]["message"]]
+    view.answer_seen("k3", result(final), final=True)
+    assert {r["key"]: r for r in view.snapshot()["tasks"]}["k3"]["nodeStates"] == {"a": "completed", "b": "failed"}
 
 
 def test_an_artifact_by_uri_gets_a_download_link_and_other_files_none() -> None:

@@ -79,7 +79,15 @@ def test_one_name_in_two_namespaces_gets_both_rule_sets(tmp_path: Path) -> None:
 
 def test_rules_confine_each_kind() -> None:
     client = rules_for(Identity("client", "cli", "ns"))
-    assert client.publish == ["ns/a2a/v1/agent/request/+", "ns/a2a/v1/agent/request/+/+"]
+    # Requests to mesh agents, and to EMQX profile agents (named: a '+' never matches '$a2a').
+    assert client.publish == [
+        "ns/a2a/v1/agent/request/+",
+        "ns/a2a/v1/agent/request/+/+",
+        "ns/a2a/v1/discovery/rollcall",
+        "$a2a/v1/request/+/+/+",
+        "$a2a/v1/request/+/+/pool/+",
+    ]
+    assert client.read[-2:] == ["$a2a/v1/discovery/+/+/+", "$a2a/v1/reply/+/+/cli/+"]
     gateway = rules_for(Identity("gateway", "web", "ns"))
     assert "ns/a2a/v1/discovery/gatewaycards/web" in gateway.publish
     assert not [t for t in gateway.publish if "/response/" in t or "/status/" in t]  # gateways never answer

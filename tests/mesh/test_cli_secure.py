@@ -39,7 +39,7 @@ async def test_up_secure_then_send_secure(namespace: str, tmp_path: Path) -> Non
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
         assert any("with TLS and per-component users" in line for line in up.stdout_lines)
-        assert any(f"mesh send echo hi --secure --broker {url}" in line for line in up.stdout_lines)
+        assert any(f" send echo hi --secure --broker {url}" in line for line in up.stdout_lines)
         files = tmp_path / "secure"
         for secret in ("passwords", "dynamic-security.json", "server.key"):
             assert stat.S_IMODE((files / secret).stat().st_mode) == 0o600, secret

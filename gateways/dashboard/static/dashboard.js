@@ -1,7 +1,7 @@
 // The dashboard page: follows /ui/api/events (SSE) and keeps the picture in step; sends with
 // /ui/api/send and shows that stream as it comes. Same-origin requests carry the credentials
 // the browser holds for the gateway (its Basic authentication, say).
-import { age, cardTile, delegationTree, el, shortId, taskRow, timelineItems } from "./render.js";
+import { age, cardTile, delegationTree, el, shortId, taskRow, timelineItems, workflowGraph } from "./render.js";
 
 const state = {
   cards: new Map(), // "kind/name" -> card
@@ -118,6 +118,7 @@ function drawDetail() {
   timeline.replaceChildren(...timelineItems(task));
   if (!sameTask || atEnd) timeline.scrollTop = timeline.scrollHeight;
   $("tree").replaceChildren(delegationTree(state.tasks, state.selected, select));
+  $("workflow").replaceChildren(workflowGraph(state.tasks, state.cards, state.selected, select));
 }
 
 // Ages move on their own: only those cells change every second.

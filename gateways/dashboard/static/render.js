@@ -122,3 +122,92 @@ export function delegationTree(tasks, selectedKey, onSelect) {
   if (drawn.size === 1) return el("div", {}, tree, el("p", { class: "empty", text: "No sub-tasks." }));
   return tree;
 }
+
+// The workflow of the selected task (the task itself, or the workflow task a node's sub-task
+// belongs to), drawn as its graph: nodes in columns by depth, arrows from each dependency,
+// each node with its state (from the workflow's node marks, else from its sub-task).
+const SVG = "http://www.w3.org/2000/svg";
+const BOX_W = 150, BOX_H = 46, GAP_X = 50, GAP_Y = 14;
+
+function svg(tag, attrs = {}, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+export function workflowOf(tasks, cards, selectedKey) {
+  let task = tasks.get(selectedKey);
+  if (!task) return null;
+  const card = (t) => cards.get(`agent/${t.agent}`);
+  if (!(card(task) && card(task).workflow) && task.workflowNode && task.parentTaskId) {
+    task = [...tasks.values()].find((t) => t.taskId === task.parentTaskId) || task;
+  }
+  const found = card(task);
+  return found && found.workflow ? { task, nodes: found.workflow } : null;
+}
+
+export function workflowGraph(tasks, cards, selectedKey, onSelect) {
+  const workflow = workflowOf(tasks, cards, selectedKey);
+  if (!workflow) return el("p", { class: "empty", text: "Not a workflow." });
+  const { task, nodes } = workflow;
+  const ids = new Set(nodes.map((n) => n.id));
+  const depth = new Map();
+  const depthOf = (node, seen = new Set()) => {
+    if (depth.has(node.id)) return depth.get(node.id);
+    if (seen.has(node.id)) return 0; // a card is data from the wire: never trust it to be acyclic
+    seen.add(node.id);
+    const deps = node.dependsOn.filter((d) => ids.has(d)).map((d) => depthOf(nodes.find((n) => n.id === d), seen));
+    const value = deps.length ? Math.max(...deps) + 1 : 0;
+    depth.set(node.id, value);
+    return value;
+  };
+  const columns = [];
+  for (const node of nodes) (columns[depthOf(node)] ||= []).push(node);
+  const subTasks = [...tasks.values()].filter((t) => t.parentTaskId === task.taskId && t.workflowNode);
+  const seenState = (id) => {
+    if (task.nodeStates && task.nodeStates[id]) return task.nodeStates[id];
+    const sub = subTasks.filter((t) => t.workflowNode === id).pop();
+    if (sub) return sub.state === "submitted" ? "running" : sub.state;
+    return "pending";
+  };
+  // A node still running or pending when its workflow ended was canceled with it, or never ran.
+  const stateOf = (id) => {
+    const seen = seenState(id);
+    if (!task.final || !["running", "retrying", "pending"].includes(seen)) return seen;
+    return seen === "pending" ? "not run" : "canceled";
+  };
+  const place = new Map();
+  columns.forEach((column, x) => column.forEach((node, y) => place.set(node.id, { x: x * (BOX_W + GAP_X), y: y * (BOX_H + GAP_Y) })));
+  const width = columns.length * (BOX_W + GAP_X) - GAP_X;
+  const height = Math.max(...columns.map((c) => c.length)) * (BOX_H + GAP_Y) - GAP_Y;
+  const drawing = svg("svg", { class: "workflow", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `workflow ${task.agent}` });
+  const marker = svg("marker", { id: "wf-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 8, markerHeight: 8, orient: "auto" });
+  marker.append(svg("path", { d: "M0,0 L8,4 L0,8 z", class: "arrow-head" }));
+  const defs = svg("defs");
+  defs.append(marker);
+  drawing.append(defs);
+  for (const node of nodes) {
+    const to = place.get(node.id);
+    for (const dep of node.dependsOn) {
+      const from = place.get(dep);
+      if (!from) continue;
+      drawing.append(svg("line", { class: "edge", x1: from.x + BOX_W, y1: from.y + BOX_H / 2, x2: to.x, y2: to.y + BOX_H / 2, "marker-end": "url(#wf-arrow)" }));
+    }
+  }
+  for (const node of nodes) {
+    const { x, y } = place.get(node.id);
+    const nodeState = stateOf(node.id);
+    const sub = subTasks.filter((t) => t.workflowNode === node.id).pop();
+    const box = svg("g", { class: "wf-node", "data-workflow-node": node.id, "data-state": nodeState, transform: `translate(${x},${y})` });
+    box.append(
+      svg("rect", { width: BOX_W, height: BOX_H, rx: 6 }),
+      svg("text", { x: 8, y: 18, class: "wf-id" }, node.id),
+      svg("text", { x: 8, y: 36, class: "wf-meta" }, `${nodeState} · ${node.kind}${node.target ? " " + node.target : ""}`.slice(0, 26)),
+      svg("title", {}, `${node.id}: ${node.kind} ${node.target} (${nodeState})${node.dependsOn.length ? " after " + node.dependsOn.join(", ") : ""}`),
+    );
+    if (sub) box.addEventListener("click", () => onSelect(sub.key));
+    drawing.append(box);
+  }
+  return el("div", { class: "workflow-graph", "data-workflow-task": task.key }, el("p", { class: "muted", text: `${task.agent} · ${task.state}` }), drawing);
+}

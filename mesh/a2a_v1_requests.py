@@ -193,7 +193,8 @@ def _put(target: JSON, key: str, value: Any) -> None:
 _PART_CONTENT = ("text", "raw", "url", "data")
 
 
-def _part(part: ProtoObject) -> JSON:
+def part_from_v1(part: ProtoObject) -> JSON:
+    """A 1.0 ``Part`` as 0.3 JSON (``kind: text | file | data``)."""
     present = [key for key in _PART_CONTENT if (part.has(key) if key == "data" else part.raw(key) is not None)]
     if len(present) != 1:
         found = f"got {', '.join(present)}" if present else "got none"
@@ -228,8 +229,11 @@ def _part(part: ProtoObject) -> JSON:
     return out
 
 
-def _message(msg: ProtoObject) -> JSON:
+def message_from_v1(msg: ProtoObject, *, role_default: str | None = None) -> JSON:
+    """A 1.0 ``Message`` as 0.3 JSON (``kind: message``); ``role_default`` stands in for a missing role."""
     role = msg.enum("role", ROLE_NAMES)
+    if role == ROLE_NAMES[0] and role_default is not None:
+        role = role_default
     if role == ROLE_NAMES[0]:
         raise BadMember(msg.at("role"), "required: ROLE_USER or ROLE_AGENT", "missing")
     out: JSON = {"kind": "message", "messageId": msg.required_string("messageId")}
@@ -237,7 +241,7 @@ def _message(msg: ProtoObject) -> JSON:
     parts = msg.children("parts")
     if not parts:
         raise BadMember(msg.at("parts"), "required: at least one part", "missing")
-    out["parts"] = [_part(p) for p in parts]
+    out["parts"] = [part_from_v1(p) for p in parts]
     for key in ("contextId", "taskId"):
         _put(out, key, msg.string(key))
     for key in ("referenceTaskIds", "extensions"):
@@ -276,7 +280,7 @@ def _send_message(params: ProtoObject) -> JSON:
         push = config.child("taskPushNotificationConfig")
         if push is not None:
             configuration["pushNotificationConfig"] = _push_config(push)
-    out: JSON = {"message": _message(message), "configuration": configuration}
+    out: JSON = {"message": message_from_v1(message), "configuration": configuration}
     _put(out, "metadata", params.struct("metadata"))
     return out
 

@@ -1,0 +1,279 @@
+"""The other dialect: EMQX's "A2A over MQTT" profile v0.1, as a codec over the one A2A 1.0 translation.
+
+Agents and clients of the mesh speak A2A 0.3 on the SAM topics. The profile (a profile of A2A
+1.0; topics in :mod:`topics.profile`) differs in the envelope only, so it is served by
+translating at the edge with the A2A 1.0 code the HTTP gateway uses (:mod:`mesh.a2a_v1_requests`
+for requests, :mod:`mesh.a2a_v1` for results and streams, :mod:`mesh.a2a_v1_card` for the card):
+
+- requests are A2A 1.0 JSON-RPC (``SendMessage``, ``SendStreamingMessage``, ``GetTask``,
+  ``CancelTask``...) with the MQTT v5 Response Topic and Correlation Data, the bearer token in
+  ``a2a-authorization``; the requester generates ``Task.id`` (``message.taskId``) and the
+  responder de-duplicates on it (:func:`request_from_profile` refuses a message without one);
+- every answer echoes the Correlation Data; stream items are ``StreamResponse`` objects
+  (:class:`ProfileAnswer`), a pool member adds ``a2a-responder-agent-id``;
+- the card is A2A 1.0 with a ``supportedInterfaces`` entry of the profile's binding, retained
+  on the discovery topic, with ``a2a-status`` (``online``/``offline``) and
+  ``a2a-status-source`` (``agent``/``lwt``/``broker``); the will republishes it offline;
+- the profile's own errors carry ``data.a2a_error``: -32003 ``request_expired``, -32004
+  ``responder_unavailable`` (both retryable), -32005 ``transport_protocol_error``.
+
+Facts: ``shared/reference/emqx-a2a-over-mqtt.md``; the official SDK ``a2a-over-mqtt`` is the
+tie-breaker (its Requester and Responder are what the conformance tests run against).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mesh.a2a import (
+    AgentCard,
+    InvalidRequest,
+    Method,
+    MethodNotFound,
+    RpcError,
+    decode_json,
+)
+from mesh.a2a.validation import short_repr
+from mesh.a2a_v1 import JSON, StreamToV1, result_v1
+from mesh.a2a_v1_card import served_card
+from mesh.a2a_v1_requests import V1_METHODS, params_from_v1
+from topics import validate_identifier, validate_profile_id
+
+__all__ = [
+    "A2A_ERRORS",
+    "AUTHORIZATION",
+    "CONTEXT_ID",
+    "PROFILE_BINDING",
+    "PROFILE_BINDINGS",
+    "REQUEST_EXPIRED",
+    "RESPONDER_AGENT_ID",
+    "RESPONDER_UNAVAILABLE",
+    "STATUS",
+    "STATUS_SOURCE",
+    "TRANSPORT_PROTOCOL_ERROR",
+    "EmqxProfile",
+    "ProfileAnswer",
+    "ProfileRequest",
+    "bearer_token",
+    "profile_card",
+    "profile_error",
+    "request_from_profile",
+    "transport_protocol_error",
+]
+
+#: The ``protocolBinding`` of the profile's interface on mesh cards: a URI, as A2A 1.0 asks of a
+#: custom binding. Cards written by the SDK say ``MQTTv5+JSONRPCv2``; readers accept both.
+PROFILE_BINDING: Final = "urn:a2a:binding:mqtt5:jsonrpc2:emqx-a2a-over-mqtt:0.1"
+PROFILE_BINDINGS: Final = frozenset({PROFILE_BINDING, "MQTTv5+JSONRPCv2"})
+
+# User properties of the profile.
+STATUS: Final = "a2a-status"
+STATUS_SOURCE: Final = "a2a-status-source"
+AUTHORIZATION: Final = "a2a-authorization"
+CONTEXT_ID: Final = "a2a-context-id"
+RESPONDER_AGENT_ID: Final = "a2a-responder-agent-id"
+
+# The profile's error codes (their ``data.a2a_error`` names in A2A_ERRORS).
+REQUEST_EXPIRED: Final = -32003
+RESPONDER_UNAVAILABLE: Final = -32004
+TRANSPORT_PROTOCOL_ERROR: Final = -32005
+A2A_ERRORS: Mapping[int, str] = {
+    REQUEST_EXPIRED: "request_expired",
+    RESPONDER_UNAVAILABLE: "responder_unavailable",
+    TRANSPORT_PROTOCOL_ERROR: "transport_protocol_error",
+}
+_TASK_RESULTS: Final = frozenset({"GetTask", "CancelTask"})
+# The mesh's own codes a profile requester should retry: busy (-32050) and agent gone (-32010).
+_UNAVAILABLE_CODES: Final = frozenset({-32050, -32010})
+
+
+class EmqxProfile(BaseModel):
+    """``emqx:`` in a mesh config (top level or per agent): serve and reach the profile's agents.
+
+    Off when absent. ``agent_id`` defaults to the agent's name; ``pool`` makes replicas
+    (``shared_subscription``) members of ``$a2a/v1/request/{org}/{unit}/pool/{pool}``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    org: str = Field(description="the profile's org level: $a2a/v1/.../{org}/{unit}/{agent}")
+    unit: str = Field(description="the profile's unit level")
+    agent_id: str | None = Field(None, description="the agent's id in the profile (default: its mesh name)")
+    pool: str | None = Field(None, description="replicas also serve this pool (default: the agent id)")
+
+    @field_validator("org", "unit", "agent_id", "pool")
+    @classmethod
+    def _profile_id(cls, value: str | None) -> str | None:
+        return None if value is None else validate_profile_id(value)
+
+
+def transport_protocol_error(message: str, request_id: str | int | None = None) -> RpcError:
+    """-32005 ``transport_protocol_error``: the request breaks the profile's transport rules (not retryable)."""
+    return RpcError(message, code=TRANSPORT_PROTOCOL_ERROR, request_id=request_id)
+
+
+def profile_error(code: int, message: str, data: Any = None) -> JSON:
+    """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own codes.
+
+    The mesh's busy and agent-gone become -32004 ``responder_unavailable``, which profile
+    requesters retry; other codes keep their A2A meaning (and their data, as ``data.details``
+    when it is not an object).
+    """
+    a2a_error = A2A_ERRORS.get(code)
+    if code in _UNAVAILABLE_CODES:
+        code, a2a_error = RESPONDER_UNAVAILABLE, A2A_ERRORS[RESPONDER_UNAVAILABLE]
+    error: JSON = {"code": code, "message": message}
+    extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
+    if a2a_error is not None:
+        extra["a2a_error"] = a2a_error
+    if extra:
+        error["data"] = extra
+    return error
+
+
+def bearer_token(value: str | None) -> str | None:
+    """The token of an ``a2a-authorization: Bearer <token>`` property (``None`` if absent or not Bearer)."""
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+class ProfileRequest(BaseModel):
+    """A profile request translated for the mesh: the 0.3 method, request id and params."""
+
+    model_config = ConfigDict(frozen=True)
+
+    method: Method
+    request_id: str | int
+    params: dict[str, Any]
+    #: The task id the requester generated (message methods) or names (task methods).
+    task_id: str | None = None
+
+    def payload(self) -> bytes:
+        """The 0.3 JSON-RPC request the mesh's dispatcher reads."""
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": self.request_id, "method": str(self.method), "params": self.params},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+
+
+def request_from_profile(payload: bytes, *, context_id: str | None = None) -> ProfileRequest:
+    """Read a profile request (A2A 1.0 JSON-RPC) as the mesh's 0.3 request.
+
+    ``context_id`` is the ``a2a-context-id`` property, used when the message has none. Raises
+    :class:`~mesh.a2a.RpcError` (with the request id when it was readable): -32700 for bad JSON,
+    -32600 for no JSON-RPC request, -32601 for a method the mesh does not serve over the
+    profile, -32602 for bad params, -32005 for a message without a valid ``taskId``.
+    """
+    try:
+        doc = decode_json(payload)
+    except ValueError as exc:
+        raise RpcError(f"Invalid JSON payload: {exc}", code=-32700) from None
+    if type(doc) is not dict:
+        raise InvalidRequest("a request must be a JSON object")
+    request_id = doc.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        raise InvalidRequest(f"id must be a string or an integer, got {short_repr(request_id)}")
+    method = doc.get("method")
+    if doc.get("jsonrpc") != "2.0" or type(method) is not str:
+        raise InvalidRequest('a JSON-RPC 2.0 request needs "jsonrpc": "2.0" and a method name', request_id=request_id)
+    if V1_METHODS.get(method) is None:
+        served = ", ".join(name for name, target in V1_METHODS.items() if target is not None)
+        raise MethodNotFound(
+            f"method {short_repr(method)} is not served over the A2A over MQTT profile; use one of {served}",
+            data={"method": method[:200]},
+            request_id=request_id,
+        )
+    try:
+        target, params = params_from_v1(method, doc.get("params"))
+    except RpcError as exc:
+        exc.request_id = request_id
+        raise
+    task_id: str | None = None
+    if target in (Method.message_send, Method.message_stream):
+        message = params["message"]
+        task_id = message.get("taskId")
+        if not task_id:
+            raise transport_protocol_error(
+                "Missing required Task.id (message.taskId): the requester generates it (a UUID) and sends it "
+                "with every message of the task",
+                request_id,
+            )
+        try:
+            validate_identifier(task_id, "task id")
+        except ValueError as exc:
+            raise transport_protocol_error(f"malformed Task.id: {exc}", request_id) from None
+        if context_id and "contextId" not in message:
+            message["contextId"] = context_id
+    elif "id" in params:
+        task_id = params["id"]
+    return ProfileRequest(method=target, request_id=request_id, params=params, task_id=task_id)
+
+
+class ProfileAnswer:
+    """Turns the mesh's 0.3 answers to one profile request into the profile's 1.0 answers.
+
+    Feed :meth:`encode` every JSON-RPC response the agent publishes for the request, in order
+    (stream events, then the final answer). A streaming method's items go through
+    :class:`~mesh.a2a_v1.StreamToV1`, which opens with the Task and closes after a terminal
+    or interrupted state (later items, such as the closing Task, are dropped); a unary
+    method's result becomes its 1.0 result, except that ``GetTask`` and ``CancelTask`` answer
+    ``{"task": ...}`` (a ``StreamResponse``), which is what the profile's SDK reads and writes.
+    Errors take the profile's shape (:func:`profile_error`).
+    """
+
+    __slots__ = ("method", "stream")
+
+    def __init__(self, method: Method | None) -> None:
+        self.method = method
+        self.stream = StreamToV1() if method is not None and method.streaming else None
+
+    def encode(self, response: bytes) -> list[bytes]:
+        """The profile payloads for one 0.3 response (none once a stream has closed)."""
+        try:
+            doc = decode_json(response)
+        except ValueError:
+            return []
+        request_id = doc.get("id")
+        if "error" in doc:
+            if self.stream is not None:
+                self.stream.closed = True
+            err = doc["error"] if isinstance(doc["error"], dict) else {}
+            error = profile_error(int(err.get("code", -32603)), str(err.get("message", "")), err.get("data"))
+            return [_dump({"jsonrpc": "2.0", "id": request_id, "error": error})]
+        result = doc.get("result")
+        try:
+            if self.stream is not None:
+                items = self.stream.feed(result)
+            elif self.method is not None and self.method.v1_name in _TASK_RESULTS:
+                # As the SDK reads (and writes) them: a StreamResponse holding the Task.
+                items = [{"task": result_v1(self.method.v1_name, result)}]
+            elif self.method is not None:
+                items = [result_v1(self.method.v1_name, result)]
+            else:
+                items = [result]
+        except RpcError as exc:
+            error = profile_error(exc.error.code, exc.error.message, exc.error.data)
+            return [_dump({"jsonrpc": "2.0", "id": request_id, "error": error})]
+        return [_dump({"jsonrpc": "2.0", "id": request_id, "result": item}) for item in items]
+
+
+def _dump(doc: JSON) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def profile_card(card: AgentCard | Mapping[str, Any], url: str) -> bytes:
+    """The A2A 1.0 card a mesh agent publishes on its profile discovery topic.
+
+    ``url`` is the broker the agent is reached through (``mqtt://host:port``); the interface
+    names the profile's binding (:data:`PROFILE_BINDING`). Same card as the HTTP gateway serves,
+    one function for both (:func:`mesh.a2a_v1_card.served_card`).
+    """
+    served = served_card(card, url_v1=url, url_v0_3=None, binding_v1=PROFILE_BINDING, version_v1="1.0.0")
+    return _dump(served)
