@@ -116,6 +116,7 @@ def prose_only(text: str) -> str:
 
 
 @pytest.mark.parametrize("page", runnable_pages(), ids=lambda page: page.name)
+@pytest.mark.timeout(300)  # a dozen commands, each a new process, on a machine that may be busy
 async def test_the_examples_print_what_the_page_says(
     page: Path, mesh_up: tuple[Service, dict[str, str]], tmp_path: Path
 ) -> None:
