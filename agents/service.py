@@ -200,6 +200,7 @@ class AgentService:
             heartbeat_topic=get_agent_discovery_topic(self.namespace) if self.settings.sam_heartbeat else None,
             heartbeat_interval_s=self.settings.card_interval_s,
             extra_topics=(self.siblings.card_topic,) if self.siblings is not None else (),
+            on_heal=self.metrics.card_healed,
         )
         self.methods = AgentMethods(
             agent,

@@ -131,7 +131,8 @@ class GatewayRuntime:
         follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
         if trust is not None and trust.signing_key is not None:
             card = _signed(card, trust)
-        self.presence = CardPresence(self.transport, card_topic, card)
+        healed = METRICS.component(self.namespace, self.gateway_id).card_healed
+        self.presence = CardPresence(self.transport, card_topic, card, on_heal=healed)
         self.response_log = response_log
         self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
         self._max_tasks = max_remembered_tasks

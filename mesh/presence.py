@@ -13,6 +13,13 @@ For meshes shared with SAM agents, an optional heartbeat publishes the card, not
 SAM's bare ``.../discovery/agentcards`` topic every interval; registries apply a TTL to those
 cards only.
 
+Presence heals itself (DESIGN, "Trust"): a component watches its own card topic and, when
+something else replaced or cleared its card (an empty retained message from anyone who may
+publish there, a forged card), publishes its own again at once, at most twice a second so two
+processes claiming one name cannot spin; each heal is counted (``mesh_cards_healed_total``)
+and logged at most once a minute. Replicas, whose shared card each of them publishes, leave
+that to the broker.
+
 A component clears only a card it published itself: one that failed to start leaves the card
 of a live instance of its name alone (see :mod:`mesh.ownership`, which keeps a second instance
 from starting at all).
@@ -23,13 +30,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.transport import Transport, Will
+from mesh.transport import InboundMessage, Transport, Will
 
 log = logging.getLogger(__name__)
+
+#: A heal waits this long after the previous one: two claimants of a topic cannot spin.
+HEAL_INTERVAL_S = 0.5
+#: One log line per this many seconds, however many heals.
+HEAL_LOG_INTERVAL_S = 60.0
 
 
 def presence_will(card_topic: str) -> Will:
@@ -49,9 +62,13 @@ class CardPresence:
         heartbeat_topic: str | None = None,
         heartbeat_interval_s: float = 10.0,
         extra_topics: tuple[str, ...] = (),
+        heal: bool | None = None,
+        on_heal: Callable[[], None] | None = None,
     ) -> None:
         """``heartbeat_topic`` (SAM's bare card topic) turns the heartbeat on; ``extra_topics``
-        get the same retained card (a replica's instance card)."""
+        get the same retained card (a replica's instance card). ``heal`` (default: unless a
+        replica) republishes the card when anything else replaced or cleared it, calling
+        ``on_heal`` each time (a metric)."""
         self.transport = transport
         self.card_topic = card_topic
         self._topics = (card_topic, *extra_topics)
@@ -61,11 +78,22 @@ class CardPresence:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._published: set[str] = set()
+        self.heal = not extra_topics if heal is None else heal
+        self._on_heal = on_heal
+        self._last_card: bytes | None = None
+        self._healing: asyncio.TimerHandle | None = None
+        self._healed_at = 0.0
+        self._logged_at = -HEAL_LOG_INTERVAL_S
+        self._unlogged = 0
+        self.heals = 0
+        self._republishing: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Publish the card now (raising if the broker refuses it), then after every reconnect."""
         await self.publish()
         self.transport.add_connect_listener(self._on_reconnect)
+        if self.heal:
+            await self.transport.subscribe(self.card_topic, self._seen)
         if self.heartbeat_topic is not None:
             self._task = asyncio.get_running_loop().create_task(self._heartbeat(self.heartbeat_topic))
 
@@ -73,6 +101,7 @@ class CardPresence:
         """Publish the card (again): at start, after a reconnect, and when it changed."""
         props = MessageProperties(content_type=JSON_CONTENT_TYPE, payload_format_utf8=True)
         card = self._card()
+        self._last_card = card
         for topic in topics or self._topics:
             self._published.add(topic)  # from the moment it is handed over, the card there may be ours
             await self.transport.publish(topic, card, retain=True, properties=props)
@@ -80,6 +109,8 @@ class CardPresence:
     async def stop(self, *, keep: tuple[str, ...] = ()) -> None:
         """Stop and clear (an empty retained message) the cards we published, but those in ``keep``."""
         self._stopped = True
+        if self._healing is not None:
+            self._healing.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -110,3 +141,42 @@ class CardPresence:
             await self.publish()
         except TransportError as exc:
             log.warning("card republish on %s after reconnect failed: %s", self.card_topic, exc)
+
+    # ------------------------------------------------------------------ healing
+
+    def _seen(self, message: InboundMessage) -> None:
+        """What the broker holds on our card topic: ours, or something to replace at once."""
+        if self._stopped or self._last_card is None or message.payload == self._last_card:
+            return
+        if self._healing is not None:
+            return  # a heal is already on its way
+        wait = max(0.0, self._healed_at + HEAL_INTERVAL_S - time.monotonic())
+        self._healing = asyncio.get_running_loop().call_later(wait, self._heal, not message.payload)
+
+    def _heal(self, cleared: bool) -> None:
+        self._healing = None
+        if self._stopped:
+            return
+        self._healed_at = time.monotonic()
+        self.heals += 1
+        if self._on_heal is not None:
+            self._on_heal()
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._logged_at >= HEAL_LOG_INTERVAL_S:
+            log.warning(
+                "the card on %s was %s by another connection; republished it (%d time(s) since the last such line)",
+                self.card_topic,
+                "cleared" if cleared else "replaced",
+                self._unlogged,
+            )
+            self._logged_at, self._unlogged = now, 0
+        task = asyncio.get_running_loop().create_task(self._republish())
+        self._republishing.add(task)
+        task.add_done_callback(self._republishing.discard)
+
+    async def _republish(self) -> None:
+        try:
+            await self.publish((self.card_topic,))
+        except TransportError as exc:
+            log.warning("card republish on %s failed: %s", self.card_topic, exc)

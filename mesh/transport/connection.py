@@ -291,7 +291,18 @@ class Connection:
         if self.closing or not self._started:
             return
         if was_connected:
-            log.warning("connection to %s lost (%s); reconnecting", self.settings.url, reason)
+            # Whose connection, and why: a takeover (another connection with this client id, a
+            # second instance or someone holding the component's credentials) must be told apart.
+            code = _code(reason)
+            log.warning(
+                "connection of %s (client id %s) to %s lost (%s, reason code 0x%02X%s); reconnecting",
+                self.settings.username or "anonymous",
+                _client_id(self.client),
+                self.settings.url,
+                reason,
+                code,
+                _TAKEN_OVER if code == SESSION_TAKEN_OVER else _MAYBE_TAKEN_OVER if code == _UNSPECIFIED else "",
+            )
             for listener in self._disconnect_listeners:
                 self._callbacks.run(listener, str(reason))
         if self._reconnect_task is None or self._reconnect_task.done():
@@ -357,3 +368,26 @@ class Connection:
                 self.loop.call_soon_threadsafe(callback, *args)
 
         return wrapper
+
+
+#: MQTT v5 DISCONNECT reason: another connection used this client id.
+SESSION_TAKEN_OVER = 0x8E
+_TAKEN_OVER = (
+    ": another connection took this client id, a second instance of this component or someone holding its credentials"
+)
+
+
+_UNSPECIFIED = 0x80
+_MAYBE_TAKEN_OVER = (
+    ": the broker closed it; if its log says the client id was already connected, another connection took it"
+)
+
+
+def _client_id(client: paho.Client) -> str:
+    raw = getattr(client, "_client_id", b"")
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _code(reason: ReasonCode) -> int:
+    value = getattr(reason, "value", 0)
+    return value if isinstance(value, int) else 0
