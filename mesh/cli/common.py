@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mesh.a2a import RpcError
@@ -34,10 +35,15 @@ from mesh.errors import (
 from mesh.redaction import redact_url
 from topics import TopicError
 
+if TYPE_CHECKING:
+    from mesh.trust import CardVerifier
+
 NAMESPACE_ENV = "MESH_NAMESPACE"
 DEFAULT_NAMESPACE = "mesh"
 CLIENT_NAME_ENV = "MESH_CLIENT_NAME"
 CA_FILE_ENV = "MESH_BROKER_CA_FILE"
+#: The public keys (a JWKS file) `mesh agents` and `mesh watch` accept cards signed by.
+JWKS_ENV = "MESH_TRUST_JWKS"
 
 # Exit codes, documented in the README.
 EXIT_OK = 0
@@ -181,6 +187,20 @@ def settings_for_url(
             file=sys.stderr,
         )
     return settings
+
+
+def card_verifier(settings: BrokerSettings, namespace: str | None) -> CardVerifier | None:
+    """What a watching command checks cards with: the keys of ``$MESH_TRUST_JWKS``, else those of
+    the secured ``mesh up`` of the broker (its ``jwks.json``); None: no trust store, every valid card."""
+    jwks = os.environ.get(JWKS_ENV) or None
+    if jwks is None:
+        record = running_up_of_broker(settings.url, namespace)
+        if record is None or not record.keys:
+            return None
+        jwks = os.path.join(record.keys, "jwks.json")
+    from mesh.trust import CardVerifier, load_public_keys  # the JOSE library loads only under trust
+
+    return CardVerifier(load_public_keys(Path(jwks)))
 
 
 def client_settings(args: argparse.Namespace) -> BrokerSettings:

@@ -20,8 +20,10 @@ from mesh.brokertools.upstate import running_up, up_files
 from mesh.credentials import read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
+from mesh.trust import generate_keys, load_private_key, sign_card
 from tests.mesh.cli_process import mesh, start_mesh
 from tests.mesh.test_cli_up import wait_until_gone
+from tests.mesh.test_trust import card
 from tests.support import Inbox
 from topics import get_agent_discovery_topic
 
@@ -188,3 +190,40 @@ async def test_a_killed_mesh_up_leaves_no_broker_and_the_next_start_cleans_its_f
     finally:
         assert await again.stop(signal.SIGTERM) == 0, again.output
     assert not files.state.exists() and not files.broker_dir.exists()
+
+
+async def test_mesh_agents_under_trust_shows_forged_cards_as_refused(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    generate_keys(keys, ["good", "evil"])
+    (keys / "evil.jwk").unlink()
+    generate_keys(keys, [])  # the trust store: good's key only (evil's is gone)
+    other = tmp_path / "other"
+    generate_keys(other, ["evil", "echo"])
+    cards = {
+        "good": sign_card(card("good"), load_private_key(keys / "good.jwk")),
+        "forged": card("forged"),  # unsigned
+        "evil": sign_card(card("evil"), load_private_key(other / "evil.jwk")),  # by an untrusted key
+        "echo": sign_card(card("echo"), load_private_key(other / "echo.jwk")),  # by an impostor's key of that name
+    }
+    async with MqttTransport(BrokerSettings.from_url(broker_url)) as publisher:
+        for name, forged in cards.items():
+            topic = get_agent_discovery_topic(namespace, name)
+            await publisher.publish(topic, forged.to_json_bytes(), retain=True)
+        try:
+            env = {"MESH_TRUST_JWKS": str(keys / "jwks.json"), "MESH_STATE_DIR": str(tmp_path)}
+            listed = await mesh("agents", "--broker", broker_url, "-n", namespace, "--wait", "0.5", **env)
+            assert listed.code == 0, listed.stderr
+            table, _, refused = listed.stdout.partition("refused (not signed by a trusted key of its name): 3")
+            assert "good" in table and not any(name in table for name in ("forged", "evil", "echo")), listed.stdout
+            assert {line.split(":")[0].strip() for line in refused.strip().splitlines()} == {"forged", "evil", "echo"}
+            as_json = await mesh("agents", "--json", "--broker", broker_url, "-n", namespace, "--wait", "0.5", **env)
+            entries = json.loads(as_json.stdout)
+            assert [e["name"] for e in entries if "card" in e] == ["good"]
+            assert sorted(e["name"] for e in entries if "refused" in e) == ["echo", "evil", "forged"]
+            names = await mesh("agents", "--names", "--broker", broker_url, "-n", namespace, "--wait", "0.5", **env)
+            assert names.stdout.split() == ["good"]
+        finally:
+            for name in cards:
+                await publisher.publish(get_agent_discovery_topic(namespace, name), b"", retain=True)
