@@ -44,6 +44,9 @@ from topics import get_gateway_discovery_topic, validate_identifier, validate_na
 
 log = logging.getLogger(__name__)
 
+#: The user id of a caller the edge did not authenticate (gateways.http.auth.ANONYMOUS).
+ANONYMOUS_USER = "anonymous"
+
 # JAF's codes (they collide with A2A's -32003..-32007: data.errorType tells them apart).
 AGENT_NOT_FOUND = -32000
 TIMEOUT = -32006
@@ -222,8 +225,11 @@ class GatewayRuntime:
                     yield frame
 
     def _user_token(self, user_id: str | None) -> str | None:
-        """The token the gateway signs for ``user_id`` (when it has a key and a user)."""
-        return self.tokens.mint(user_id) if self.tokens is not None and user_id else None
+        """The token the gateway signs for ``user_id`` (when it has a key and a user). An
+        unauthenticated caller gets none: a verified identity is never vouched for anonymously."""
+        if self.tokens is None or not user_id or user_id == ANONYMOUS_USER:
+            return None
+        return self.tokens.mint(user_id)
 
     def _mesh_call(self, envelope: E2AEnvelope) -> tuple[str, dict[str, Any]]:
         """The mesh method and 0.3 params an envelope stands for."""
