@@ -44,7 +44,7 @@ from agents.settings import AgentSettings
 from agents.sqlitejournal import SqliteJournal
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
-from mesh.a2a import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
+from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
@@ -357,7 +357,9 @@ class AgentService:
         self.dispatcher.stopping = True
         for subscription in self._subscriptions:
             await self.transport.unsubscribe(subscription)
-        active = list(self.tasks.active())
+        # A task waiting for its user's answer stays so in the store: the answer, sent after a
+        # restart, runs the handler again with it (agents.runner). Only running tasks are canceled.
+        active = [r for r in self.tasks.active() if r.state not in INTERRUPTED_STATES]
         await asyncio.gather(*(self.runner.cancel(r, "the agent is shutting down") for r in active))
         if self._orphan_timer is not None:
             self._orphan_timer.cancel()
@@ -375,4 +377,4 @@ class AgentService:
         await self.transport.close()
         self.metrics.unwatch()
         await self.agent.teardown()
-        log.info("agent %s stopped (%d task(s) canceled)", self.name, len(active))
+        log.info("agent %s stopped (%d running task(s) canceled)", self.name, len(active))

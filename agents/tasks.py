@@ -240,6 +240,8 @@ class TaskStore:
                 record.finished_at = now - stored.age_s
                 self._finished[record.id] = (record.finished_at, _json_size(record.task))
                 self.retained_bytes += self._finished[record.id][1]
+            elif record.state in INTERRUPTED_STATES:
+                record.settled.set()  # still waiting for its user: the answer runs the handler again
             else:
                 record.orphaned = True
                 orphans.append(record)

@@ -106,6 +106,8 @@ class BrokerSettings:
         parts = urlsplit(url)
         url = redact_url(url)  # error messages below must not carry the password
         scheme = parts.scheme.lower()
+        if "://" not in url:  # 'localhost:1884' parses as scheme 'localhost', '127.0.0.1:1884' as none
+            raise ConfigError(f"broker URL {url!r} has no scheme; write it as mqtt://{url} (or mqtts:// for TLS)")
         if scheme not in _DEFAULT_PORTS:
             raise ConfigError(
                 f"broker URL {url!r}: unsupported scheme {parts.scheme!r}; use mqtt://host:1883 or mqtts://host:8883"

@@ -106,6 +106,9 @@ class RegistryEvent:
         return data
 
 
+#: Silence on the discovery tree after which the retained cards are taken to be all in.
+SETTLE_QUIET_S = 0.3
+
 Listener = Callable[[RegistryEvent], None]
 #: ``listener(agent, instance, present)``: a replica's card came (True) or went (False).
 InstanceListener = Callable[[str, str, bool], None]
@@ -146,6 +149,7 @@ class DiscoveryRegistry:
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._last_arrival = 0.0  # monotonic time of the subscription, then of the latest discovery message
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -154,6 +158,7 @@ class DiscoveryRegistry:
         self._subscription = await self.transport.subscribe(
             get_discovery_subscription_topic(self.namespace), self._on_message
         )
+        self._last_arrival = time.monotonic()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def stop(self) -> None:
@@ -190,18 +195,41 @@ class DiscoveryRegistry:
     def agent_names(self) -> list[str]:
         return [e.name for e in self.agents()]
 
+    async def settled(self, timeout: float) -> None:
+        """Return once the retained cards are in: no discovery message for :data:`SETTLE_QUIET_S`
+        since the subscription (the broker sends its retained cards right after the SUBACK), or
+        after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while (now := time.monotonic()) < deadline:
+            quiet = now - self._last_arrival
+            if quiet >= SETTLE_QUIET_S:
+                return
+            await asyncio.sleep(min(SETTLE_QUIET_S - quiet, deadline - now))  # the quiet window's clock
+
     async def wait_for(self, name: str, timeout: float, kind: Kind = "agent") -> Entry:
-        """The entry once ``name`` is on the mesh; :class:`AgentNotFoundError` after ``timeout``."""
+        """The entry once ``name`` is on the mesh; :class:`AgentNotFoundError` after ``timeout``, or as
+        soon as the retained cards are in without it (an empty mesh is waited on: it may be starting)."""
         validate_identifier(name, f"{kind} name")
+        started = time.monotonic()
+        settle = asyncio.ensure_future(self.settled(timeout))
         try:
             async with asyncio.timeout(timeout):
                 while (entry := self.get(name, kind)) is None:
+                    if settle.done() and self._entries:
+                        break
                     self._changed.clear()
                     if (entry := self.get(name, kind)) is not None:
                         break
-                    await self._changed.wait()
+                    changed = asyncio.ensure_future(self._changed.wait())
+                    await asyncio.wait({changed} if settle.done() else {changed, settle}, return_when="FIRST_COMPLETED")
+                    changed.cancel()
         except TimeoutError:
-            raise AgentNotFoundError(name, self.agent_names(), waited_s=timeout, namespace=self.namespace) from None
+            entry = None
+        finally:
+            settle.cancel()
+        if entry is None:
+            waited = round(time.monotonic() - started, 1)
+            raise AgentNotFoundError(name, self.agent_names(), waited_s=waited, namespace=self.namespace)
         return entry
 
     # ------------------------------------------------------------------ events
@@ -238,6 +266,7 @@ class DiscoveryRegistry:
         return name_allowed(name, self.allow, self.deny)
 
     def _on_message(self, message: InboundMessage) -> None:
+        self._last_arrival = time.monotonic()
         if self._raw_listener is not None:
             self._raw_listener(message)
         parsed = parse_discovery_topic(self.namespace, message.topic)

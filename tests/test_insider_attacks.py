@@ -90,7 +90,8 @@ async def test_a_session_taken_over_is_logged_with_the_component_and_the_reason(
             async with MqttTransport(echo, client_id="echo-main"):
                 await asyncio.wait_for(lost.wait(), 5.0)
         line = next(r.getMessage() for r in caplog.records if " lost (" in r.getMessage())
-        assert "connection of echo (client id echo-main)" in line and "reason code 0x8" in line, line
+        assert line.startswith("echo-main: connection to") and "broker user echo" in line, line
+        assert "reason code 0x8" in line, line
         assert "another connection took" in line, line
     finally:
         await victim.close()

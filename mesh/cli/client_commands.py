@@ -8,13 +8,16 @@ broker rules allow it, ``{ns}/a2a/v1/client/response/USER``; ``--client-id`` nam
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent
+from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent, TextPart, create_user_message
+from mesh.a2a.exceptions import TaskNotCancelable
 from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE
 from mesh.cli.common import (
     EXIT_OK,
@@ -28,6 +31,9 @@ from mesh.cli.render import answer_text, as_json, event_line, task_summary, task
 from mesh.client import MeshClient, StreamItem
 from mesh.errors import ConfigError
 from topics import validate_identifier
+
+#: How long the task commands wait for the agent's card (an unknown name is told as soon as the cards are in).
+AGENT_WAIT_S = 3.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +51,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     send.add_argument("--stream", "-s", action="store_true", help="print status and artifact events as they come")
     send.add_argument("--context", "-c", metavar="ID", help="contextId: continue a conversation")
     send.add_argument("--task", "-t", metavar="ID", help="taskId: answer a task that is input-required")
+    send.add_argument("--skill", metavar="NAME", help="the skill to call, for agents with several (metadata.skill)")
+    send.add_argument(
+        "--metadata",
+        "-m",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a key of the message's metadata (repeatable); VALUE is JSON if it parses, else text",
+    )
     send.add_argument("--json", action="store_true", help="print the Task as JSON (NDJSON events with --stream)")
     send.add_argument(
         "--timeout",
@@ -131,39 +146,101 @@ def message_text(words: list[str]) -> str:
     return " ".join(words)
 
 
+def message_metadata(pairs: list[str], skill: str | None) -> dict[str, Any] | None:
+    """The message's metadata from ``--metadata KEY=VALUE`` (JSON values where they parse) and ``--skill``."""
+    metadata: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError(f"--metadata {pair!r}: give KEY=VALUE, e.g. --metadata priority=2")
+        try:
+            metadata[key.strip()] = json.loads(value)
+        except ValueError:
+            metadata[key.strip()] = value
+    if skill is not None:
+        metadata["skill"] = skill
+    return metadata or None
+
+
 async def _send(args: argparse.Namespace) -> int:
-    args.text = message_text(args.text)
+    metadata = message_metadata(args.metadata, args.skill)
+    text = message_text(args.text)
+    args.text = text if metadata is None else create_user_message([TextPart(text=text)], metadata=metadata)
     async with connect(args) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
+        interrupt = _CancelOnInterrupt(client, args.agent)
         if args.stream:
-            return await _send_streamed(client, args)
+            async with interrupt:
+                return await _send_streamed(client, args, interrupt)
         progress = progress_line(args.agent)
         on_event = None if isinstance(progress, NoProgress) else _progress_of(progress)
-        with progress:
-            result = await client.send(
-                args.agent,
-                args.text,
-                context_id=args.context,
-                task_id=args.task,
-                timeout=args.timeout,
-                on_sent=None if args.json else _say_task_id,
-                on_event=on_event,
-            )
+        say_task_id = None if args.json else _task_id_sayer(progress)
+
+        def on_sent(task_id: str | None) -> None:
+            interrupt.task_id = task_id
+            if say_task_id is not None:
+                say_task_id(task_id)
+
+        async with interrupt:
+            with progress:
+                result = await client.send(
+                    args.agent,
+                    args.text,
+                    context_id=args.context,
+                    task_id=args.task,
+                    timeout=args.timeout,
+                    on_sent=on_sent,
+                    on_event=on_event,
+                )
         if args.json:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)
         return _outcome(result, print_answer=True)
 
 
-async def _send_streamed(client: MeshClient, args: argparse.Namespace) -> int:
+class _CancelOnInterrupt:
+    """Ctrl-C while waiting: cancel the task on the agent (it would run on, unseen) and say so."""
+
+    def __init__(self, client: MeshClient, agent: str) -> None:
+        self.client = client
+        self.agent = agent
+        self.task_id: str | None = None
+
+    async def __aenter__(self) -> _CancelOnInterrupt:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None or not issubclass(kind, asyncio.CancelledError | KeyboardInterrupt):
+            return
+        if self.task_id is None:
+            print("mesh: interrupted before the agent had the task", file=sys.stderr, flush=True)
+            return
+        try:
+            task = await asyncio.wait_for(self._cancel(self.task_id), 3.0)
+        except (Exception, asyncio.CancelledError) as exc:  # a second Ctrl-C, or the agent refused
+            print(f"mesh: interrupted; task {self.task_id} may still run ({exc or type(exc).__name__}): "
+                  f"mesh task cancel {self.agent} {self.task_id}", file=sys.stderr, flush=True)  # fmt: skip
+            return
+        print(f"mesh: interrupted: task {self.task_id} {task.status.state.value}", file=sys.stderr, flush=True)
+
+    async def _cancel(self, task_id: str) -> Task:
+        try:
+            return await self.client.cancel_task(self.agent, task_id, timeout=2.0)
+        except TaskNotCancelable:  # the call path already canceled it, or it ended meanwhile
+            return await self.client.get_task(self.agent, task_id, timeout=2.0)
+
+
+async def _send_streamed(client: MeshClient, args: argparse.Namespace, interrupt: _CancelOnInterrupt) -> int:
     """``--stream``: the task id first (not with --json: every event carries it), then a line per event."""
     final: StreamItem | None = None  # the reply, a Task or Message, comes last
     first = True
     async for item in client.stream(
         args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
     ):
-        if first and not args.json and (task_id := getattr(item, "task_id", None)):
-            print(f"[task {task_id}]", flush=True)
+        if first and (task_id := getattr(item, "task_id", None)):
+            interrupt.task_id = task_id
+            if not args.json:
+                print(f"[task {task_id}]", flush=True)
         first = False
         print(as_json(item) if args.json else event_line(item), flush=True)
         final = item
@@ -171,10 +248,14 @@ async def _send_streamed(client: MeshClient, args: argparse.Namespace) -> int:
     return _outcome(final, print_answer=False)
 
 
-def _say_task_id(task_id: str | None) -> None:
-    """A plain send's first line, on stderr so stdout is the answer alone."""
-    if task_id is not None:
-        print(f"task {task_id}", file=sys.stderr, flush=True)
+def _task_id_sayer(progress: Progress) -> Callable[[str | None], None]:
+    """A plain send's first line, on stderr so stdout is the answer alone (above the progress line)."""
+
+    def say(task_id: str | None) -> None:
+        if task_id is not None:
+            progress.say(f"task {task_id}")
+
+    return say
 
 
 def _progress_of(progress: Progress) -> Callable[[StreamItem], None]:
@@ -209,6 +290,7 @@ async def _task_list(args: argparse.Namespace) -> int:
     tasks: list[Task] = []
     total = 0
     async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=AGENT_WAIT_S)  # an unknown name: did you mean...
         token: str | None = None
         while len(tasks) < args.limit:
             page = await client.list_tasks(
@@ -245,6 +327,7 @@ def _which_tasks(args: argparse.Namespace) -> str:
 
 async def _task_get(args: argparse.Namespace) -> int:
     async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=AGENT_WAIT_S)
         task = await client.get_task(args.agent, args.task_id, history_length=args.history, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK
@@ -252,6 +335,7 @@ async def _task_get(args: argparse.Namespace) -> int:
 
 async def _task_cancel(args: argparse.Namespace) -> int:
     async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=AGENT_WAIT_S)
         task = await client.cancel_task(args.agent, args.task_id, timeout=args.timeout)
     print(as_json(task, indent=2) if args.json else task_summary(task))
     return EXIT_OK

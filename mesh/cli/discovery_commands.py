@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -41,15 +42,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     agents = subparsers.add_parser(
         "agents",
         help="list the agents on the mesh",
-        description="Collect the agent cards of the namespace for --wait seconds and print them as a table.",
+        description="Collect the agent cards of the namespace and print them as a table: as soon as the retained "
+        "cards are in, or after --wait seconds.",
     )
     agents.add_argument("--json", action="store_true", help="print a JSON list of {kind, name, lastSeen, card} objects")
     agents.add_argument(
         "--wait",
         type=float,
-        default=1.0,
+        default=None,
         metavar="S",
-        help="seconds to collect cards (default 1; retained cards come at once)",
+        help="collect cards for S seconds (for SAM agents that only send heartbeats); default: until the "
+        f"retained cards are in, waiting up to {EMPTY_MESH_WAIT_S:g} s on an empty mesh",
     )
     agents.add_argument("--gateways", "-g", action="store_true", help="list the gateways too")
     agents.add_argument("--names", action="store_true", help="print the names alone, one a line (shell completion)")
@@ -76,6 +79,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 # ---------------------------------------------------------------------- mesh agents
 
+#: How long ``mesh agents`` waits for a first card on an empty mesh.
+EMPTY_MESH_WAIT_S = 1.0
+
+
+async def _first_card(registry: DiscoveryRegistry) -> None:
+    arrived = asyncio.Event()
+
+    def on_event(event: RegistryEvent) -> None:
+        if event.kind == "agent":
+            arrived.set()
+
+    registry.add_listener(on_event)
+    try:
+        await arrived.wait()
+    finally:
+        registry.remove_listener(on_event)
+
 
 async def _agents(args: argparse.Namespace) -> int:
     namespace = validate_namespace(args.namespace)
@@ -85,10 +105,19 @@ async def _agents(args: argparse.Namespace) -> int:
     async with MqttTransport(settings) as transport:
         registry = DiscoveryRegistry(transport, namespace, verifier=verifier)
         await registry.start()
+        started = time.monotonic()
         try:
-            await asyncio.sleep(args.wait)  # retained cards arrive at once; heartbeats within an interval
+            if args.wait is not None:
+                await asyncio.sleep(args.wait)  # heartbeats come within their interval: collect for that long
+            else:
+                await registry.settled(EMPTY_MESH_WAIT_S)
+                if not registry.agents():  # an empty mesh may be starting: give its cards a moment
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(_first_card(registry), EMPTY_MESH_WAIT_S - (time.monotonic() - started))
+                    await registry.settled(EMPTY_MESH_WAIT_S)
         finally:
             await registry.stop()
+        waited = time.monotonic() - started
     entries = registry.agents() + (registry.gateways() if args.gateways else [])
     refused = {
         name: why
@@ -100,7 +129,7 @@ async def _agents(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not entries and not refused:
         what = "agents or gateways" if args.gateways else "agents"
-        print(f"no {what} on namespace {namespace!r} at {settings.url} (waited {args.wait:g} s)", file=sys.stderr)
+        print(f"no {what} on namespace {namespace!r} at {settings.url} (waited {waited:.1f} s)", file=sys.stderr)
     replicas = {e.name: len(registry.instances(e.name)) for e in entries if e.kind == "agent"}
     if args.json:
         listed = [entry_json(e, replicas.get(e.name)) for e in entries]

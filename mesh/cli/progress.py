@@ -25,6 +25,10 @@ class Progress(Protocol):
 
     def state(self, state: str) -> None: ...
 
+    def say(self, line: str) -> None:
+        """Print ``line`` on stderr, above the progress line (which is redrawn below it)."""
+        ...
+
     def __enter__(self) -> Progress: ...
 
     def __exit__(self, *exc: object) -> None: ...
@@ -33,8 +37,14 @@ class Progress(Protocol):
 class NoProgress:
     """Shows nothing: stderr is not a terminal."""
 
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
     def state(self, state: str) -> None:
         pass
+
+    def say(self, line: str) -> None:
+        print(line, file=self.stream if self.stream is not None else sys.stderr, flush=True)
 
     def __enter__(self) -> NoProgress:
         return self
@@ -55,6 +65,11 @@ class ProgressLine:
 
     def state(self, state: str) -> None:
         self._state = state
+        self._draw()
+
+    def say(self, line: str) -> None:
+        # Erase the progress first: a line written after it would be glued to its end.
+        self.stream.write(f"{_ERASE}{line}\n")
         self._draw()
 
     def text(self) -> str:
@@ -89,4 +104,4 @@ def progress_line(agent: str, stream: TextIO | None = None) -> Progress:
         terminal = stream.isatty()
     except ValueError:  # closed
         terminal = False
-    return ProgressLine(agent, stream) if terminal else NoProgress()
+    return ProgressLine(agent, stream) if terminal else NoProgress(stream)

@@ -7,6 +7,8 @@ import asyncio
 import dataclasses
 import logging
 import os
+import shutil
+import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -273,6 +275,21 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
     return EXIT_OK
 
 
+def mesh_command() -> str:
+    """How the user can type ``mesh``: the bare name when it is on PATH, else the path they ran
+    (``.venv/bin/mesh``, as the README's commands do)."""
+    ran = Path(sys.argv[0])
+    if ran.name != "mesh":  # python -m mesh.cli
+        return "mesh" if shutil.which("mesh") else f"{Path(sys.executable).name} -m mesh.cli"
+    on_path = shutil.which("mesh")
+    if on_path is not None and Path(on_path).resolve() == ran.resolve():
+        return "mesh"
+    try:
+        return os.path.relpath(ran) if not ran.is_absolute() or ran.is_relative_to(Path.cwd()) else str(ran)
+    except ValueError:
+        return str(ran)
+
+
 def up_banner(
     settings: BrokerSettings,
     namespace: str,
@@ -301,7 +318,7 @@ def up_banner(
     if dashboards:
         lines.append(f"  dashboard  {', '.join(dashboards)}")
     lines += [f"  not run    {hint}" for hint in missing]
-    lines += [f"try:  mesh send {first} hi", "Ctrl-C stops everything."]
+    lines += [f"try:  {mesh_command()} send {first} hi", "Ctrl-C stops everything."]
     if os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:
         # Other commands find this broker in the state file (mesh.brokertools.upstate),
         # unless the variable points elsewhere.

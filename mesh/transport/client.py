@@ -79,7 +79,9 @@ class MqttTransport:
         self.client_id = client_id or f"mesh-{uuid.uuid4().hex[:12]}"
         self._client = _configured_client(settings, self.client_id, will)
         self._callbacks = CallbackRunner(max_tasks=max_handler_tasks)
-        self._connection = Connection(settings, self._client, self._callbacks, receive_maximum=receive_maximum)
+        self._connection = Connection(
+            settings, self._client, self._callbacks, receive_maximum=receive_maximum, client_id=self.client_id
+        )
         self._publisher = Publisher(self._connection, max_inflight=max_inflight, timeout_s=publish_timeout_s)
         self._inbound = Inbound(self._connection, self._callbacks, use_subscription_ids=use_subscription_ids)
         self._client.on_connect = self._on_connect

@@ -61,8 +61,11 @@ class Connection:
         callbacks: CallbackRunner,
         *,
         receive_maximum: int | None = None,
+        client_id: str = "",
     ) -> None:
         self.settings = settings
+        #: Names the component in the log lines (a process holds several connections).
+        self.client_id = client_id
         #: QoS 1 messages the broker may send us unacknowledged (MQTT's Receive Maximum).
         self.receive_maximum = receive_maximum
         self.client = client
@@ -266,14 +269,17 @@ class Connection:
                 attempts = backoff.attempt
                 log.log(
                     logging.WARNING if attempts in (1, 10) or attempts % 60 == 0 else logging.DEBUG,
-                    "reconnect to %s failed (attempt %d): %s",
+                    "%s: reconnect to %s failed (attempt %d): %s",
+                    self.client_id,
                     self.settings.url,
                     attempts,
                     exc,
                 )
             else:
                 # CONNACK is in; "connected" follows once the subscriptions are acknowledged.
-                log.info("reconnected to %s after %d attempt(s)", self.settings.url, backoff.attempt)
+                log.info(
+                    "%s: reconnected to %s after %d attempt(s)", self.client_id, self.settings.url, backoff.attempt
+                )
                 return
 
     def _on_disconnect(
@@ -295,12 +301,12 @@ class Connection:
             # second instance or someone holding the component's credentials) must be told apart.
             code = _code(reason)
             log.warning(
-                "connection of %s (client id %s) to %s lost (%s, reason code 0x%02X%s); reconnecting",
-                self.settings.username or "anonymous",
-                _client_id(self.client),
+                "%s: connection to %s lost (%s, reason code 0x%02X, broker user %s%s); reconnecting",
+                self.client_id,
                 self.settings.url,
-                reason,
+                _why_lost(reason),
                 code,
+                self.settings.username or "anonymous",
                 _TAKEN_OVER if code == SESSION_TAKEN_OVER else _MAYBE_TAKEN_OVER if code == _UNSPECIFIED else "",
             )
             for listener in self._disconnect_listeners:
@@ -383,11 +389,14 @@ _MAYBE_TAKEN_OVER = (
 )
 
 
-def _client_id(client: paho.Client) -> str:
-    raw = getattr(client, "_client_id", b"")
-    return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-
-
 def _code(reason: ReasonCode) -> int:
     value = getattr(reason, "value", 0)
     return value if isinstance(value, int) else 0
+
+
+def _why_lost(reason: ReasonCode) -> str:
+    """The disconnect reason in words: paho reports a socket closed without DISCONNECT (a broker that
+    stopped or restarted, a network drop) as "Unspecified error", which names nothing."""
+    if reason.value == 128:
+        return "the broker closed the connection: stopped, restarted or unreachable"
+    return str(reason)

@@ -351,3 +351,50 @@ def test_config_file_to_services_through_the_entry_point(tmp_path: Path, monkeyp
     assert all(isinstance(s, AgentService) and s.namespace == "team" for s in services)
     # An empty gateways section does not load its factory (whose package may not even exist).
     assert not [module for module in sys.modules if module.split(".")[0] == "gateways"]
+
+
+HELLO_AGENT = (
+    "from agents import Agent\n\nclass Hello(Agent):\n    name = 'hello'\n\n"
+    "    async def handle(self, message, ctx):\n        return 'hi'\n"
+)
+
+
+@pytest.mark.parametrize("own", ["agents", "mesh"])
+def test_a_user_module_named_like_the_mesh_package_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own: str
+) -> None:
+    (tmp_path / f"{own}.py").write_text(HELLO_AGENT)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    context = BuildContext(broker=BrokerSettings(), namespace="ns", source=tmp_path / "agents.yaml", section="agents")
+    message = error_of({"class": f"{own}:Hello"}, context)
+    assert f"{tmp_path / (own + '.py')} has the name of the mesh's own package '{own}'" in message
+    assert f"rename your file (e.g. my_{own}.py" in message and f"class: ./{own}.py:YourClass" in message
+
+
+def test_a_module_loads_by_path_whatever_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "agents.py").write_text(HELLO_AGENT)
+    monkeypatch.chdir(tmp_path.parent)
+    context = BuildContext(broker=BrokerSettings(), namespace="ns", source=tmp_path / "agents.yaml", section="agents")
+    assert parse({"class": "./agents.py:Hello"}, context).agent.name == "hello"
+    missing = error_of({"class": "./nowhere.py:Hello"}, context)
+    assert missing.endswith(
+        f"no file {tmp_path / 'nowhere.py'}; check the path: a relative one starts at the config file's folder"
+    )
+
+
+def test_a_syntax_error_in_the_module_is_one_clean_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken_syntax_agent.py").write_text("from agents import Agent\n\nclass Hello(Agent)\n    pass\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    context = BuildContext(broker=BrokerSettings(), namespace="ns", source=tmp_path / "agents.yaml", section="agents")
+    message = error_of({"class": "broken_syntax_agent:Hello"}, context)
+    assert "agents.yaml: agents[0].class: module 'broken_syntax_agent' has a syntax error at " in message
+    assert message.endswith("broken_syntax_agent.py:3: expected ':'; fix the syntax there")
+
+
+def test_a_module_that_raises_while_loading_names_the_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "raising_agent.py").write_text("x = 1\nraise RuntimeError('no config')\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    context = BuildContext(broker=BrokerSettings(), namespace="ns", source=tmp_path / "agents.yaml", section="agents")
+    message = error_of({"class": "raising_agent:Hello"}, context)
+    assert "module 'raising_agent' raised RuntimeError while loading at " in message
+    assert "raising_agent.py:2: no config; fix the module so that importing it succeeds" in message

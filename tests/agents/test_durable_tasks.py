@@ -24,10 +24,13 @@ from typing import Any
 import pytest
 
 from agents.journal import journal_path
-from mesh.a2a import request_bytes
+from mesh.a2a import Task, TaskState, get_text_from_message, request_bytes
+from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
 from mesh.properties import MessageProperties
 from mesh.transport import MqttTransport
 from tests.conftest import TransportFactory
+from tests.mesh.cli_process import start_mesh
 from tests.support import Inbox, raw_request, start_agent_process
 from topics import get_agent_request_topic, get_client_response_topic
 
@@ -171,3 +174,30 @@ async def test_a_repeated_request_is_answered_from_the_recorded_task(
     assert [a["result"]["id"] for a in answers] == ["t-once"] * 3
     assert all(a["result"]["status"]["state"] == "completed" for a in answers)
     assert runs(ledger) == ["once"]
+
+
+async def test_a_task_waiting_for_input_outlives_a_clean_stop_and_its_answer_resumes_it(
+    broker_settings: BrokerSettings, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "agents.yaml"
+    config.write_text("agents:\n  - class: agents.builtin.countdown:CountdownAgent\n    config: {interval_s: 0.01}\n")
+    env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+    running = await start_mesh("run", str(config), **env)
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        await client.wait_for_agent("countdown", timeout=30)
+        asked = await client.send("countdown", "count down please")
+        assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
+        assert await running.stop(signal.SIGINT) == 0, running.output
+
+        running = await start_mesh("run", str(config), **env)
+        try:
+            await client.wait_for_agent("countdown", timeout=30)
+            waiting = await client.get_task("countdown", asked.id)
+            assert waiting.status.state is TaskState.input_required  # the question is still there
+            assert waiting.status.message is not None and waiting.status.message.parts == asked.status.message.parts  # type: ignore[union-attr]
+            done = await client.send("countdown", "2", task_id=asked.id, context_id=asked.context_id)
+            assert isinstance(done, Task) and done.status.state is TaskState.completed
+            assert done.status.message is not None
+            assert get_text_from_message(done.status.message) == "Liftoff! Counted down from 2."
+        finally:
+            assert await running.stop(signal.SIGINT) == 0, running.output

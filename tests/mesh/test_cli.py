@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agents.a2e import WorkerAgent
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import free_port, port_answers
+from mesh.cli.run_commands import mesh_command
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent
@@ -251,3 +257,31 @@ async def test_send_shows_every_ending_of_the_agent_api(
     assert rejected.code == 1 and "not my job" in rejected.stdout and "ended rejected" in rejected.stderr
     auth = await mesh("send", "decider", "auth", **env)
     assert auth.code == 0 and "sign in first" in auth.stdout and "is auth-required: answer with --task" in auth.stderr
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+async def test_send_picks_a_skill_and_sets_metadata(serve_agent: ServeAgent, broker_url: str, namespace: str) -> None:
+    examples = Path(__file__).resolve().parents[2] / "agents" / "a2e" / "examples"
+    await serve_agent(WorkerAgent(name="shout", worker="node shout.js", cwd=examples, backoff_s=0.05))
+    env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
+    spelled = await mesh("send", "shout", "mesh", "--skill", "spell", **env)
+    assert spelled.code == 0 and spelled.stdout.startswith("mesh has 4 letters\n"), spelled.stderr
+    shouted = await mesh("send", "shout", "hi", "--metadata", "skill=shout", "-m", 'extra={"n": 1}', **env)
+    assert (shouted.code, shouted.stdout.strip()) == (0, "HI!"), shouted.stderr
+    unnamed = await mesh("send", "shout", "hi", **env)
+    assert unnamed.code != 0 and "serves 2 skills (shout, spell)" in unnamed.stdout + unnamed.stderr
+    bad = await mesh("send", "shout", "hi", "--metadata", "novalue", **env)
+    assert bad.code == 2 and "--metadata 'novalue': give KEY=VALUE" in bad.stderr
+
+
+def test_the_banner_names_mesh_as_the_user_can_type_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "mesh").write_text("#!/bin/sh\n")
+    (bin_dir / "mesh").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [".venv/bin/mesh", "up"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert mesh_command() == ".venv/bin/mesh"  # not on PATH: what the README's users typed
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert mesh_command() == "mesh"

@@ -7,7 +7,9 @@ import asyncio
 import json
 import os
 import pty
+import re
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +30,7 @@ from mesh.client import MeshClient
 from mesh.credentials import password_for
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent
-from tests.mesh.cli_process import mesh, mesh_env
+from tests.mesh.cli_process import mesh, mesh_env, start_mesh
 
 
 def env_of(broker_url: str, namespace: str) -> dict[str, str]:
@@ -117,6 +119,11 @@ async def test_task_list_command_filters_by_state_and_context(
     bad = await mesh("task", "list", "decider", "--state", "finished", **env)
     assert bad.code == 2 and "invalid choice: 'finished'" in bad.stderr
 
+    for command in (["list", "decidr"], ["get", "decidr", ids[0]], ["cancel", "decidr", ids[0]]):
+        typo = await mesh("task", *command, **env)
+        assert typo.code == 4 and "unknown agent 'decidr'" in typo.stderr, typo.stderr
+        assert "did you mean 'decider'?" in typo.stderr
+
 
 # ---------------------------------------------------------------------- the task id first, progress
 
@@ -176,6 +183,10 @@ async def test_a_progress_line_on_a_terminal_only(serve_agent: ServeAgent, broke
     assert code == 0 and out.startswith("Liftoff! Counted down from 2.\n"), shown
     assert "waiting for countdown… " in shown and " s, working" in shown  # the state from the agent's progress
     assert shown.rstrip("\r\n").endswith("\r\x1b[K")  # erased at the end
+    # The task id line erases the progress line before it: never "… s, senttask <id>".
+    task_line = re.search(r"(.)task [0-9a-f-]{8,}\r?\n", shown, re.S)
+    assert task_line is not None and task_line.group(1) == "\x1b[K"[-1], repr(shown)
+    assert "senttask" not in shown and "workingtask" not in shown
     piped = await mesh("send", "countdown", "1", **env)
     assert "waiting for" not in piped.stderr and "\x1b" not in piped.stderr
 
@@ -223,3 +234,19 @@ async def test_the_cli_works_under_per_user_rules_with_only_a_broker_url(
         assert bad.code == 2 and "--client-id" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         await service.stop()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "plain"])
+async def test_ctrl_c_cancels_the_task_and_says_so(
+    serve_agent: ServeAgent, broker_settings: BrokerSettings, broker_url: str, namespace: str, stream: bool
+) -> None:
+    await serve_agent(CountdownAgent())
+    env = env_of(broker_url, namespace)
+    sending = await start_mesh("send", "countdown", "30", *(["--stream"] if stream else []), **env)
+    line = await sending.wait_for_line("task ", stream="stdout" if stream else "stderr")
+    task_id = line.split("task ")[1].strip(" []\n")
+    assert await sending.stop(signal.SIGINT) == 130
+    assert f"mesh: interrupted: task {task_id} canceled" in sending.output, sending.output
+    assert "Traceback" not in sending.output
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        assert (await client.get_task("countdown", task_id)).status.state is TaskState.canceled

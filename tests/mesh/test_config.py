@@ -240,6 +240,13 @@ def test_bad_broker_url(write: WriteConfig) -> None:
     assert error_of(path) == f"{path}: broker: expected a URL string, got 1883; write broker: mqtt://host:1883"
 
 
+@pytest.mark.parametrize("url", ["127.0.0.1:1884", "localhost:1884", "broker.example"])
+def test_a_broker_url_without_scheme_suggests_mqtt(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        BrokerSettings.from_url(url)
+    assert str(caught.value) == f"broker URL {url!r} has no scheme; write it as mqtt://{url} (or mqtts:// for TLS)"
+
+
 # ---------------------------------------------------------------- environment variables
 
 

@@ -149,6 +149,36 @@ async def test_wait_for_an_absent_agent_lists_the_present_ones(
         await watch.registry.wait_for("there", 0.2)
 
 
+async def test_an_unknown_agent_is_reported_once_the_retained_cards_are_in_not_after_the_timeout(
+    make_transport: TransportFactory, namespace: str
+) -> None:
+    owner = await make_transport()
+    for name in ("echo", "calculator"):
+        await owner.publish(f"{namespace}/a2a/v1/discovery/agentcards/{name}", card(name), retain=True)
+    registry = DiscoveryRegistry(await make_transport(), namespace)
+    await registry.start()
+    try:
+        with pytest.raises(AgentNotFoundError, match=r"unknown agent 'ecoh'.*did you mean 'echo'") as caught:
+            await registry.wait_for("ecoh", 60)
+        assert "within 60 s" not in str(caught.value)  # it did not sit out the timeout
+        assert (await registry.wait_for("echo", 60)).name == "echo"
+    finally:
+        await registry.stop()
+
+
+async def test_on_an_empty_mesh_wait_for_waits_for_the_card(make_transport: TransportFactory, namespace: str) -> None:
+    registry = DiscoveryRegistry(await make_transport(), namespace)
+    await registry.start()
+    try:
+        await registry.settled(5)
+        waiting = asyncio.ensure_future(registry.wait_for("late", 30))
+        owner = await make_transport()
+        await owner.publish(f"{namespace}/a2a/v1/discovery/agentcards/late", card("late"), retain=True)
+        assert (await waiting).name == "late"
+    finally:
+        await registry.stop()
+
+
 async def test_event_json_form(watch: Watch, make_transport: TransportFactory, namespace: str) -> None:
     owner: MqttTransport = await make_transport()
     await owner.publish(f"{namespace}/a2a/v1/discovery/agentcards/j", card("j"), retain=True)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from agents import Agent, TaskContext
 from agents.service import AgentService
@@ -12,6 +15,7 @@ from mesh.a2a import Message, Task, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
+from mesh.transport import MqttTransport
 
 TASKS = 15
 # The broker stays down 8 s: long enough for both sides' backoff to grow past its first steps
@@ -80,3 +84,21 @@ async def test_answers_finished_during_a_broker_outage_all_reach_the_client(
         assert task.status.message is not None
         texts.append(get_text_from_message(task.status.message))
     assert sorted(texts) == sorted(f"done task {i}" for i in range(TASKS))
+
+
+async def test_a_lost_connection_is_logged_with_the_component_and_a_reason_in_words(
+    make_broker: Callable[..., LocalBroker], caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = make_broker()
+    settings = BrokerSettings.from_url(broker.url, reconnect_min_delay_s=0.05, reconnect_max_delay_s=0.2)
+    async with MqttTransport(settings, client_id="echo-component") as transport:
+        lost = asyncio.Event()
+        transport.add_disconnect_listener(lambda _reason: lost.set())
+        with caplog.at_level(logging.WARNING, logger="mesh.transport"):
+            broker.stop()
+            await asyncio.wait_for(lost.wait(), 10)
+        broker.start()
+    [line] = [r.getMessage() for r in caplog.records if "lost" in r.getMessage()]
+    assert line.startswith(f"echo-component: connection to {broker.url} lost (")
+    assert "Unspecified error" not in line, line
+    assert "the broker closed the connection" in line, line
