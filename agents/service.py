@@ -46,6 +46,7 @@ from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.broker import BrokerSettings
+from mesh.credentials import private_client_id
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
@@ -135,7 +136,7 @@ class AgentService:
                 will_topic = get_agent_instance_discovery_topic(self.namespace, self.name, instance)
             transport = MqttTransport(
                 dataclasses.replace(broker, session_expiry_s=0) if replica else broker,
-                client_id=client_id or f"{self.namespace}/{instance}",
+                client_id=client_id or private_client_id(f"{self.namespace}/{instance}", broker.password),
                 will=presence_will(will_topic),
                 # Requests wait for the task store before their PUBACK: this bounds how many
                 # (and so how many bytes) the agent holds meanwhile.

@@ -11,6 +11,8 @@ older layout) is still read.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 from collections.abc import Mapping
@@ -21,6 +23,7 @@ from mesh.errors import ConfigError
 __all__ = [
     "PASSWORD_FILE_ENV",
     "new_password",
+    "private_client_id",
     "read_credentials",
     "write_credentials",
     "password_for",
@@ -36,6 +39,20 @@ PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"
 def new_password() -> str:
     """256 random bits: guessing is hopeless, so the broker's cheap hash costs nothing."""
     return secrets.token_urlsafe(32)
+
+
+def private_client_id(base: str, password: str | None) -> str:
+    """``base`` with a suffix only the holder of ``password`` can compute (when there is one).
+
+    A component's client id is fixed (its broker session, so what the broker redelivers to it
+    after a restart, follows it); derived from its name alone, anyone with any credentials could
+    connect under it and take its session over. Keyed by its password, the id stays the same
+    across its restarts and is unknown to every other component.
+    """
+    if not password:
+        return base
+    digest = hmac.new(password.encode(), base.encode(), hashlib.sha256).hexdigest()[:16]
+    return f"{base}-{digest}"
 
 
 def read_passwords(path: str | os.PathLike[str]) -> dict[str, str]:

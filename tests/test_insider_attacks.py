@@ -4,8 +4,10 @@
   agent watches its own card topic and publishes its card again at once (within 1 s), counted in
   its metrics. (Under the rules only the agent's own user may publish there: the attacker here
   holds echo's credentials, as the single shared password file of old allowed.)
-- Client-id takeover: the logs said only "Unspecified error". Now the connection that was
-  taken over says whose it was (the component's user and client id) and the reason code.
+- Client-id takeover: a component with its own credentials connected under another's client id
+  (derived from its name) and the two kicked each other. An agent's client id is now keyed by its
+  own password, so no other component knows it; and a connection that is taken over says whose
+  it was (client id, broker user) and the reason code.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 from agents.builtin import EchoAgent
 from agents.service import AgentService
 from agents.settings import AgentSettings
+from mesh.client import MeshClient
 from mesh.telemetry import METRICS
 from mesh.transport import MqttTransport
 from tests.support import Inbox, wait_until
@@ -95,3 +98,22 @@ async def test_a_session_taken_over_is_logged_with_the_component_and_the_reason(
         assert "another connection took" in line, line
     finally:
         await victim.close()
+
+
+async def test_a_takeover_with_another_components_credentials_misses_the_agents_session(
+    ruled_broker: RuledBroker,  # noqa: F811
+    echo: AgentService,
+) -> None:
+    """The issue's attack: ``calculator``, with its own credentials, connected under echo's client
+    id (its name: ``{ns}/echo``) and the two kicked each other every second. The agent's client id
+    is now keyed by its own password: another component cannot know it, and echo keeps serving."""
+    ns = ruled_broker.namespace
+    assert echo.transport.client_id != f"{ns}/echo" and echo.transport.client_id.startswith(f"{ns}/echo-")
+    lost = asyncio.Event()
+    echo.transport.add_disconnect_listener(lambda _reason: lost.set())
+    async with MqttTransport(ruled_broker.settings("calculator"), client_id=f"{ns}/echo"):
+        async with MeshClient.connect(ruled_broker.settings("cli"), ns) as client:
+            for _ in range(5):
+                answer = await client.send("echo", "still here", timeout=5)
+                assert "still here" in answer.model_dump_json()
+    assert not lost.is_set()  # echo's connection was never taken over

@@ -42,7 +42,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
         assert any("under the mesh's rules" in line for line in up.stdout_lines), up.output
-        assert any(f"mesh send echo hi --namespace {namespace}" in line for line in up.stdout_lines), up.output
+        assert any(f"send echo hi --namespace {namespace}" in line for line in up.stdout_lines), up.output
         record = running_up(namespace, tmp_path)
         assert record is not None and record.secure and record.credentials is not None
         secure = up_files(namespace, tmp_path).secure_dir
