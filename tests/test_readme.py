@@ -92,6 +92,7 @@ async def mesh_up(tmp_path: Path) -> AsyncIterator[tuple[Service, dict[str, str]
         await up.stop()
 
 
+@pytest.mark.timeout(300)  # a dozen commands, each a new process, on a machine that may be busy
 async def test_the_readme_examples_print_what_it_says(mesh_up: tuple[Service, dict[str, str]], tmp_path: Path) -> None:
     up, env = mesh_up
     text = README.read_text()
