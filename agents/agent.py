@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
@@ -12,6 +14,8 @@ from mesh.a2a import AgentCapabilities, AgentCard, AgentProvider, AgentSkill, Me
 from topics import validate_identifier
 
 HandlerResult = str | Message | Update | None
+
+log = logging.getLogger(__name__)
 
 #: What every agent's constructor takes besides its own options: the card fields a config overrides.
 CARD_OPTIONS = ("name", "description", "version")
@@ -35,9 +39,12 @@ def agent_options(agent_class: type[Agent]) -> list[str]:
         for parameter in list(inspect.signature(init).parameters.values())[1:]:  # after self
             if parameter.kind is parameter.VAR_KEYWORD:
                 takes_more = True
-            elif parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-                if parameter.name not in names and parameter.name not in CARD_OPTIONS:
-                    names.append(parameter.name)
+            elif (
+                parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+                and parameter.name not in names
+                and parameter.name not in CARD_OPTIONS
+            ):
+                names.append(parameter.name)
         if not takes_more or cls is Agent:
             break
     return names
@@ -98,6 +105,8 @@ class Agent:
     # Set by the runtime serving the agent (AgentService.start): stops serving it and clears its
     # card. An agent whose backend is gone for good (a worker past its restarts) calls it.
     leave_mesh: Callable[[], Awaitable[None]] | None = None
+    # The background leave give_up started: referenced so it is not collected mid-way.
+    _leaving: asyncio.Task[None] | None = None
 
     def __init__(
         self,
@@ -119,6 +128,26 @@ class Agent:
     def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update] | Awaitable[HandlerResult]:
         """Work on one message of a task; see the class docstring for what to yield or return."""
         raise NotImplementedError(f"{type(self).__name__} must implement handle(message, ctx)")
+
+    def give_up(self, reason: str) -> None:
+        """The agent's backend is gone for good: leave the mesh in the background, so callers
+        hear "unavailable" instead of waiting on an agent that cannot answer."""
+        leave = self.leave_mesh
+        if leave is None:
+            log.error("%s: cannot leave the mesh (no runtime hook); tasks will fail: %s", self.name, reason)
+            return
+        if self._leaving is not None:
+            return  # already leaving
+
+        async def leaving() -> None:
+            await leave()
+
+        self._leaving = asyncio.get_running_loop().create_task(leaving(), name=f"leave:{self.name}")
+        self._leaving.add_done_callback(self._left)
+
+    def _left(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("%s: leaving the mesh failed: %s", self.name, error, exc_info=error)
 
     async def setup(self) -> None:
         """Called once before the agent takes requests (open clients, load models...)."""

@@ -72,6 +72,7 @@ def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
             namespace=ctx.namespace,
             settings=spec.settings,
             trust=spec.trust,
+            artifacts=ctx.artifacts,
         )
         for spec in specs
     ]

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agents.errors import DelegationError
 from mesh.a2a import AgentCard, Message, Task
+from mesh.artifacts import ArtifactError, ArtifactInfo, ArtifactRef, ArtifactStore, Source, file_part
 from mesh.trust import Identity
 
 if TYPE_CHECKING:
     from agents.delegation import Delegator
-    from agents.updates import Update
+    from agents.updates import ArtifactUpdate, Update
 
 
 @dataclass(eq=False)
@@ -45,6 +46,8 @@ class TaskContext:
     delegator: Delegator | None = field(default=None, repr=False)
     # Emits a progress update (Status or an artifact) now, as if the handler had yielded it.
     emit: Callable[[Update], None] | None = field(default=None, repr=False)
+    # The namespace's artifact store (mesh.artifacts), for save_artifact and load_artifact.
+    artifacts: ArtifactStore | None = field(default=None, repr=False)
 
     @property
     def user_verified(self) -> bool:
@@ -82,3 +85,60 @@ class TaskContext:
         if registry is None:  # discovery not started: the agent declares no use of it (Agent.uses_discovery)
             return []
         return [e.card for e in registry.agents() if e.name != self.agent_name]
+
+    # ------------------------------------------------------------------ artifacts
+
+    def _store(self) -> ArtifactStore:
+        if self.artifacts is None:
+            raise ArtifactError("this task context has no artifact store (serve the agent with AgentService)")
+        return self.artifacts
+
+    async def save_artifact(
+        self,
+        name: str,
+        data: Source,
+        mime_type: str | None = None,
+        *,
+        description: str | None = None,
+        emit: bool = True,
+    ) -> str:
+        """Store ``data`` (bytes, a file path, or an async iterator of bytes, read in chunks) as the
+        next version of ``name`` in this task's context, emit the artifact-update event carrying
+        the seed's FilePart (``size_bytes`` and ``version`` in its metadata), and return the
+        ``artifact://{context_id}/{name}?version=N`` URI."""
+        info = await self._store().save(
+            self.context_id, name, data, mime_type=mime_type, owner_task=self.task_id, owner_user=self.user_id
+        )
+        if emit and self.emit is not None:
+            self.emit(artifact_update(info, description=description))
+        return info.uri
+
+    async def load_artifact(self, uri: str) -> bytes:
+        """The bytes of an ``artifact://`` URI of this namespace (whole: stream large ones with
+        :meth:`open_artifact`); :class:`~mesh.artifacts.ArtifactError` for a foreign or unknown one."""
+        info = await self.artifact_info(uri)
+        return b"".join([chunk async for chunk in self._store().open(info)])
+
+    async def artifact_info(self, uri: str) -> ArtifactInfo:
+        """What the store knows of an ``artifact://`` URI: name, MIME type, size, sha256, version."""
+        return await self._store().info(ArtifactRef.parse(uri))
+
+    def open_artifact(self, info: ArtifactInfo, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
+        """The artifact's bytes in chunks (``end`` exclusive), never whole in memory."""
+        return self._store().open(info, start, end)
+
+    async def list_artifacts(self) -> list[ArtifactInfo]:
+        """Every stored version of this context's artifacts."""
+        return await self._store().list(self.context_id)
+
+
+def artifact_update(info: ArtifactInfo, *, description: str | None = None) -> ArtifactUpdate:
+    """The artifact-update a stored version is announced with: its FilePart, by URI."""
+    from agents.updates import PartsArtifact
+
+    return PartsArtifact(
+        info.name,
+        [file_part(info)],
+        description=description,
+        metadata={"size_bytes": info.size, "version": info.version, "sha256": info.sha256},
+    )

@@ -23,6 +23,7 @@ from typing import Any, TypeVar, get_type_hints
 
 from agents.answers import Answers, Route
 from mesh.a2a import DEFAULT_MAX_DEPTH, AgentBusy, InternalFailure, InvalidRequest, Method, RpcError, parse_request
+from mesh.background import BackgroundTasks
 from mesh.errors import short_repr
 from mesh.properties import MessageProperties
 from mesh.telemetry import ComponentMetrics
@@ -130,7 +131,7 @@ class RequestDispatcher:
         self.stopping = False
         #: Requests dropped because their replyTo is no answer topic of the agent.
         self.dropped = 0
-        self._waiting: set[asyncio.Task[None]] = set()
+        self._waiting = BackgroundTasks(log, f"agent {agent_name!r}")
 
     def on_request(self, message: InboundMessage) -> None:
         """The transport callback of the request topic."""
@@ -198,9 +199,7 @@ class RequestDispatcher:
                     ),
                 )
                 return
-            task = asyncio.get_running_loop().create_task(self._finish(request.method, route, pending))
-            self._waiting.add(task)
-            task.add_done_callback(self._waiting.discard)
+            self._waiting.spawn(self._finish(request.method, route, pending))
 
     def _refuse(self, route: Route, error: RpcError) -> None:
         log.info("%s: refused request %r: %s", self.agent_name, route.request_id, error.error.message)

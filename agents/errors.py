@@ -78,8 +78,9 @@ class PeerFailedError(DelegationError):
         if task is not None:
             detail = get_text_from_message(task.status.message) if task.status.message else ""
             reason = f"task {task.id!r} ended {task.status.state.value}" + (f": {detail}" if detail else "")
+        elif error is None:
+            raise ValueError(f"PeerFailedError for {peer!r} needs a task or an error")
         else:
-            assert error is not None
             reason = f"it answered with error {error.code}: {error.error.message}"
         super().__init__(f"delegation to {peer!r} failed: {reason}", peer=peer)
         self.task = task

@@ -8,12 +8,16 @@ is that bound (``None``: wait forever).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from agents.tasks import TaskRecord
 from mesh.a2a import TaskState
+from mesh.background import BackgroundTasks
 
 __all__ = ["InputTimers"]
+
+log = logging.getLogger(__name__)
 
 
 class InputTimers:
@@ -22,7 +26,7 @@ class InputTimers:
     def __init__(self, timeout_s: float | None, cancel: Callable[[TaskRecord, str], Awaitable[None]]) -> None:
         self.timeout_s = timeout_s
         self._cancel = cancel
-        self._firing: set[asyncio.Task[None]] = set()  # strong references until they finish
+        self._firing = BackgroundTasks(log, "input timers")  # kept until they finish, failures logged
 
     def update(self, record: TaskRecord) -> None:
         """Called after every event of a task: (re)arm its timer or disarm it."""
@@ -37,9 +41,7 @@ class InputTimers:
 
     def _fire(self, record: TaskRecord, reason: str) -> None:
         record.input_timer = None
-        task = asyncio.get_running_loop().create_task(self._run(record, reason))
-        self._firing.add(task)
-        task.add_done_callback(self._firing.discard)
+        self._firing.spawn(self._run(record, reason), name=f"input-timeout:{record.task.id}")
 
     async def _run(self, record: TaskRecord, reason: str) -> None:
         await self._cancel(record, reason)

@@ -17,13 +17,14 @@ process, and nothing waits).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mesh.a2a import Task
-from mesh.statedir import STATE_DIR_ENV, default_state_dir
+from mesh.statedir import STATE_DIR_ENV, default_state_dir, namespace_state_dir, path_component
 
 if TYPE_CHECKING:
     from agents.tasks import TaskRecord
@@ -74,6 +75,13 @@ class TaskJournal(Protocol):
         """Open the store and read what it holds (blocking: run it off the loop)."""
         ...
 
+    def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        """Call ``pause`` when changes pile up faster than they are stored, ``resume`` once they
+        are stored again (the agent stops reading requests meanwhile)."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Begin storing changes (after :meth:`load`); ``after_durable`` callbacks run on ``loop``."""
+
     def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
         """The task was created or changed: write its current state (``task_json`` if already serialized)."""
 
@@ -98,6 +106,12 @@ class NullJournal:
     def load(self) -> LoadedTasks:
         return LoadedTasks()
 
+    def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        pass  # nothing is stored: nothing piles up
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        pass
+
     def changed(self, record: TaskRecord, task_json: bytes | None = None) -> None:
         pass
 
@@ -118,10 +132,11 @@ def journal_path(task_store: str, namespace: str, instance: str) -> Path | None:
     """The SQLite file of an agent instance (None: in memory).
 
     ``task_store`` is the agent's setting: ``":memory:"``, a file path, or empty for
-    ``<state dir>/<namespace>/<instance>.sqlite3``.
+    ``<state dir>/<namespace>/<instance>.sqlite3`` (each a single file name, see
+    :func:`~mesh.statedir.path_component`).
     """
     if task_store == MEMORY:
         return None
     if task_store:
         return Path(task_store).expanduser()
-    return default_state_dir() / namespace.replace("/", "_") / f"{instance}.sqlite3"
+    return namespace_state_dir(namespace) / f"{path_component(instance)}.sqlite3"

@@ -45,6 +45,7 @@ from mesh.a2a import (
     TaskQueryParams,
     UnsupportedOperation,
 )
+from mesh.artifacts import ArtifactStore
 from mesh.limits import check_message_limits, check_user_config
 from mesh.properties import MessageProperties
 from topics import validate_identifier
@@ -70,6 +71,7 @@ class AgentMethods:
         answers: Answers,
         delegator: Delegator,
         guard: CallGuard | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
@@ -84,6 +86,7 @@ class AgentMethods:
         self.guard = guard or CallGuard(agent.name, settings)
         checks = settings.task_owner_checks
         self.owners = TaskOwners(self.guard.tokens is not None if checks is None else checks, settings.operators)
+        self.artifacts = artifacts
 
     # ------------------------------------------------------------------ message/send, message/stream
 
@@ -227,6 +230,7 @@ class AgentMethods:
             traceparent=props.traceparent,
             cancelled=record.cancelled,
             delegator=self.delegator,
+            artifacts=self.artifacts,
         )
         record.add_message(message)
         self.contexts.append(record.context_id, message)

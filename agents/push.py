@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import http.client
+import contextlib
+import functools
 import ipaddress
 import json
 import logging
+import re
 import socket
 import ssl
 import uuid
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -45,7 +48,6 @@ __all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigStore", "PushNotifier", "check_pus
 log = logging.getLogger(__name__)
 
 MAX_CONFIGS_PER_TASK = 10
-_MAX_RESPONSE_BYTES = 64 * 1024
 _ALLOW_HINT = "set allow_private_push_urls: true for this agent to allow it"
 
 
@@ -259,30 +261,59 @@ def _headers(config: PushNotificationConfig) -> dict[str, str]:
     return headers
 
 
-class _PinnedConnection(http.client.HTTPConnection):
-    """HTTP(S) to addresses resolved and checked beforehand; the Host header and TLS name stay the host's."""
+_BAD_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
-    def __init__(self, target: _Target, addresses: Sequence[str], timeout: float, tls: ssl.SSLContext | None) -> None:
-        super().__init__(target.host, target.port, timeout=timeout)
-        self.default_port = 443 if tls else 80  # the Host header leaves out a default port
-        self._addresses = addresses
-        self._tls = tls
 
-    def connect(self) -> None:
-        error: OSError = OSError(f"no address to connect to for {self.host}")
-        for address in self._addresses:
-            try:
-                sock = socket.create_connection((address, self.port), self.timeout)
-            except OSError as exc:
-                error = exc
-                continue
-            try:
-                self.sock = self._tls.wrap_socket(sock, server_hostname=self.host) if self._tls else sock
-            except BaseException:
-                sock.close()
-                raise
-            return
-        raise error
+class _DeliveryError(Exception):
+    """A delivery that failed on the way (connection, TLS, a reply that is not HTTP)."""
+
+
+async def _post_pinned(
+    target: _Target,
+    addresses: Sequence[str],
+    tls: ssl.SSLContext | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int:
+    """POST ``body`` to the first of ``addresses`` that accepts a connection, with the Host header
+    and TLS name of the target's host; the answer's HTTP status. Asyncio streams: nothing blocks
+    the loop or takes a thread of the default pool while a slow webhook answers."""
+    for name, value in headers.items():  # the store checks them; a header must never split a request
+        if _BAD_HEADER.search(name) or _BAD_HEADER.search(value):
+            raise ValueError(f"invalid push header {name!r}: control characters")
+    error: BaseException = _DeliveryError(f"no address to connect to for {target.host}")
+    for address in addresses:
+        try:
+            reader, writer = await asyncio.open_connection(
+                address, target.port, ssl=tls, server_hostname=target.host if tls else None
+            )
+        except (OSError, ssl.SSLError) as exc:
+            error = exc
+            continue
+        try:
+            default_port = 443 if tls else 80
+            host = target.host if ":" not in target.host else f"[{target.host}]"
+            lines = [
+                f"POST {target.path} HTTP/1.1",
+                f"Host: {host}" + ("" if target.port == default_port else f":{target.port}"),
+                "Content-Type: application/json",
+                f"Content-Length: {len(body)}",
+                "Connection: close",
+                "Accept-Encoding: identity",
+                *(f"{name}: {value}" for name, value in headers.items() if name.lower() != "content-type"),
+            ]
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+            await writer.drain()
+            status_line = await reader.readline()  # bounded by the stream's 64 KiB line limit
+            match = re.match(rb"HTTP/1\.[01] (\d{3})[ \r\n]", status_line)
+            if match is None:
+                raise _DeliveryError(f"the webhook did not answer HTTP: {status_line[:60]!r}")
+            return int(match.group(1))
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+    raise error
 
 
 #: The bodies of one update by A2A version, and the endpoints (target, headers, version) to POST them to.
@@ -328,6 +359,7 @@ class PushNotifier:
         self._queues: dict[str, deque[_Notification]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._closed = False
+        self._resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="push-resolve")
 
     async def check_url(self, url: str) -> None:
         """:func:`check_push_url` with this notifier's ``allow_private``."""
@@ -362,6 +394,7 @@ class PushNotifier:
         self._closed = True
         workers = list(self._workers.values())
         if not workers:
+            self._resolver.shutdown(wait=False)
             return
         _, late = await asyncio.wait(workers, timeout=timeout_s)
         if late:
@@ -369,6 +402,7 @@ class PushNotifier:
             for worker in late:
                 worker.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+        self._resolver.shutdown(wait=False)
 
     async def __aenter__(self) -> PushNotifier:
         return self
@@ -393,7 +427,10 @@ class PushNotifier:
 
     async def _deliver(self, target: _Target, headers: dict[str, str], body: bytes) -> None:
         try:
-            addresses = await asyncio.to_thread(_resolve, target, allow_private=self._allow_private)
+            # Its own threads: getaddrinfo blocks, and slow resolvers must not hold the default pool.
+            addresses = await asyncio.get_running_loop().run_in_executor(
+                self._resolver, functools.partial(_resolve, target, allow_private=self._allow_private)
+            )
         except InvalidParams as exc:
             log.warning("push to %s skipped: %s", target, exc)
             return
@@ -405,8 +442,9 @@ class PushNotifier:
             if attempt > 1:
                 await asyncio.sleep(self._backoff_s * 2 ** (attempt - 2))
             try:
-                status = await asyncio.to_thread(self._post, target, addresses, tls, headers, body)
-            except (OSError, http.client.HTTPException) as exc:
+                async with asyncio.timeout(self._timeout_s):
+                    status = await _post_pinned(target, addresses, tls, headers, body)
+            except (OSError, ssl.SSLError, TimeoutError, _DeliveryError) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
                 continue
             if 200 <= status < 300:
@@ -417,20 +455,3 @@ class PushNotifier:
                 return
             problem = f"HTTP {status}"
         log.warning("push to %s failed after %d attempts: %s", target, self._max_attempts, problem)
-
-    def _post(
-        self,
-        target: _Target,
-        addresses: Sequence[str],
-        tls: ssl.SSLContext | None,
-        headers: dict[str, str],
-        body: bytes,
-    ) -> int:
-        connection = _PinnedConnection(target, addresses, self._timeout_s, tls)
-        try:
-            connection.request("POST", target.path, body=body, headers=headers)
-            response = connection.getresponse()
-            response.read(_MAX_RESPONSE_BYTES)
-            return response.status
-        finally:
-            connection.close()

@@ -41,6 +41,7 @@ from mesh.a2a import (
     TextPart,
     new_id,
 )
+from mesh.artifacts.parts import file_part, safe_file_name
 from mesh.telemetry import ComponentMetrics, tracing
 
 log = logging.getLogger(__name__)
@@ -245,6 +246,8 @@ class TaskRunner:
                 self.transition(record, TaskState.completed)
                 return
             sending = None
+            if isinstance(update, FileArtifact) and update.content is not None:
+                update = await _offload(update, ctx)
             if isinstance(update, InputRequired | AuthRequired):
                 self._finish(record, update)  # the generator stays suspended until the reply
                 return
@@ -344,3 +347,26 @@ async def _close(generator: AsyncGenerator[Any, Any]) -> None:
         await generator.aclose()
     except Exception:  # a handler's cleanup failing must not mask the outcome
         log.exception("closing a handler generator failed")
+
+
+async def _offload(update: FileArtifact, ctx: TaskContext) -> FileArtifact | PartsArtifact:
+    """An inline file over the store's threshold, stored and replaced by its URI (the seed's rule)."""
+    store = ctx.artifacts
+    content = update.content
+    if store is None or content is None or len(content) <= store.limits.inline_threshold_bytes:
+        return update
+    if update.append or update.last_chunk is False:  # one chunk of a streamed file: left as it comes
+        return update
+    name = safe_file_name(update.name, f"{update.artifact_id or 'file'}.bin")
+    info = await store.save(
+        ctx.context_id, name, content, mime_type=update.mime_type, owner_task=ctx.task_id, owner_user=ctx.user_id
+    )
+    return PartsArtifact(
+        update.name,
+        [file_part(info)],
+        artifact_id=update.artifact_id,
+        description=update.description,
+        append=update.append,
+        last_chunk=update.last_chunk,
+        metadata={**(update.metadata or {}), "size_bytes": info.size, "version": info.version},
+    )

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sqlite3
 
 from agents.agent import Agent
 from agents.answers import Answers
@@ -45,6 +44,7 @@ from agents.sqlitejournal import SqliteJournal
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
+from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
 from mesh.credentials import private_client_id
 from mesh.discovery import LazyRegistry
@@ -90,6 +90,7 @@ class AgentService:
         transport: Transport | None = None,
         journal: TaskJournal | None = None,
         trust: Trust | None = None,
+        artifacts: ArtifactSettings | ArtifactStore | None = None,
     ) -> None:
         """Serve ``agent`` through ``transport``, or through an MQTT connection to ``broker``.
 
@@ -97,12 +98,15 @@ class AgentService:
         topic), as the default one does. Tasks are kept in ``journal``, else where the
         ``task_store`` setting says. ``trust``: the agent signs its card with its key, its
         registry accepts only signed cards, and user tokens of trusted issuers are verified.
+        ``artifacts``: the store (or its settings) of ``ctx.save_artifact``; by default
+        ``MESH_ARTIFACTS`` or the embedded store, opened on first use (:mod:`mesh.artifacts`).
         """
         self.agent = agent
         self.name = agent.name
         self.namespace = validate_namespace(namespace)
         self.settings = settings or AgentSettings()
         self.trust = trust
+        self.artifacts = _artifact_store(artifacts, self.namespace)
         tokens = trust.token_verifier(self.namespace) if trust is not None else None
         if self.settings.require_user_token and tokens is None:
             raise ConfigError(
@@ -214,6 +218,7 @@ class AgentService:
             answers=self.answers,
             delegator=self.delegator,
             guard=self.guard,
+            artifacts=self.artifacts,
         )
         self.dispatcher = RequestDispatcher(
             self.name,
@@ -303,14 +308,14 @@ class AgentService:
         )
 
     async def _load_tasks(self) -> None:
+        # Every journal gets the same lifecycle: load, flow control, start (not only SQLite's).
         journal = self.journal
-        if not isinstance(journal, SqliteJournal):
-            return
+        where = getattr(journal, "path", None) or type(journal).__name__
         try:
             loaded = await asyncio.to_thread(journal.load)
-        except (OSError, sqlite3.Error) as exc:
+        except Exception as exc:  # a pluggable store: whatever it raises, the start fails saying so
             raise ConfigError(
-                f"agent {self.name!r} cannot open its task store {journal.path}: {exc}; fix the file or its "
+                f"agent {self.name!r} cannot open its task store {where}: {exc}; fix the file or its "
                 "directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
             ) from exc
         transport = self.transport
@@ -328,7 +333,7 @@ class AgentService:
                 "agent %s: %d task(s) back from %s, %d of them unfinished",
                 self.name,
                 len(loaded.tasks),
-                journal.path,
+                where,
                 len(self._orphans),
             )
 
@@ -378,4 +383,11 @@ class AgentService:
         await self.transport.close()
         self.metrics.unwatch()
         await self.agent.teardown()
+        await self.artifacts.close()
         log.info("agent %s stopped (%d running task(s) canceled)", self.name, len(active))
+
+
+def _artifact_store(artifacts: ArtifactSettings | ArtifactStore | None, namespace: str) -> ArtifactStore:
+    if artifacts is None or isinstance(artifacts, ArtifactSettings):
+        return open_store(resolve_settings(artifacts), namespace)
+    return artifacts

@@ -225,7 +225,8 @@ class SqliteJournal:
                 self.backlog_bytes,
             )
             self._pause()
-        assert self._writer is not None  # a flush is scheduled only once started
+        if self._writer is None:  # a flush is scheduled only once started
+            raise RuntimeError("the journal's writer is not started: call start() first")
         self._writer.submit(self, batch)
 
     def stored_up_to(self, number: int) -> None:

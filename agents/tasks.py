@@ -111,7 +111,8 @@ class TaskRecord:
         return self.state in TERMINAL_STATES
 
     def add_message(self, message: Message) -> None:
-        assert self.task.history is not None
+        if self.task.history is None:
+            self.task.history = []
         self.task.history.append(message)
 
     def set_status(self, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
@@ -130,7 +131,8 @@ class TaskRecord:
 
     def add_artifact(self, update: ArtifactUpdate) -> TaskArtifactUpdateEvent:
         """Record an artifact (or append a chunk to an earlier one) and return the event."""
-        assert self.task.artifacts is not None
+        if self.task.artifacts is None:
+            self.task.artifacts = []
         self.progressed_at = time.monotonic()
         parts = update.to_parts()
         artifact_id = update.artifact_id or uuid.uuid4().hex

@@ -185,7 +185,8 @@ class FileArtifact(_ArtifactOptions):
         if self.content is not None:
             encoded = base64.b64encode(self.content).decode("ascii")
             return [FilePart(file=FileWithBytes(bytes=encoded, name=self.name, mime_type=self.mime_type))]
-        assert self.uri is not None
+        if self.uri is None:
+            raise ValueError(f"file {self.name!r} has neither content nor a uri")
         return [FilePart(file=FileWithUri(uri=self.uri, name=self.name, mime_type=self.mime_type))]
 
 

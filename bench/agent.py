@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     base_arguments,
     broker_url,
     child,
@@ -56,10 +56,10 @@ from bench.harness import (  # noqa: E402
     ratio,
     secured_broker,
 )
-from bench.http_client import HttpPool  # noqa: E402
-from mesh.brokertools.localbroker import free_port  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
-from mesh.gctuning import tune_for_serving  # noqa: E402
+from bench.http_client import HttpPool
+from mesh.brokertools.localbroker import free_port
+from mesh.client import MeshClient
+from mesh.gctuning import tune_for_serving
 
 if TYPE_CHECKING:
     from mesh.trust import Trust
@@ -278,11 +278,11 @@ def secured_side(args: argparse.Namespace, script: str, keys: str | None) -> dic
     if keys is None:
         return {}
     namespace = f"{args.namespace}-secured"
-    with secured_broker([("agent", "echo", namespace), ("client", "cli", namespace)]) as urls:
-        with child([*_echo(script, urls["echo"], namespace), "--keys", keys]):
-            progress(f"secured mesh: {args.requests} sequential, then {args.concurrent_requests} in flight")
-            secured = asyncio.run(mesh_side(urls["cli"], namespace, args.requests, args.concurrent_requests, keys))
-            progress(f"secured mesh, tasks in memory: {secured}")
+    identities = [("agent", "echo", namespace), ("client", "cli", namespace)]
+    with secured_broker(identities) as urls, child([*_echo(script, urls["echo"], namespace), "--keys", keys]):
+        progress(f"secured mesh: {args.requests} sequential, then {args.concurrent_requests} in flight")
+        secured = asyncio.run(mesh_side(urls["cli"], namespace, args.requests, args.concurrent_requests, keys))
+        progress(f"secured mesh, tasks in memory: {secured}")
     return {"secured_rtt_us": secured["rtt_us"], "secured_rps": secured["rps"], "secured_p99_us": secured["p99_us"]}
 
 

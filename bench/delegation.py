@@ -43,10 +43,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents import Agent, Reply, TaskContext  # noqa: E402
-from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress  # noqa: E402
-from mesh.a2a import Message, Task, get_text_from_message  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
+from agents import Agent, Reply, TaskContext
+from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress
+from mesh.a2a import Message, Task, get_text_from_message
+from mesh.client import MeshClient
 
 MAX_LENGTH = 4
 WARM_UP = 200

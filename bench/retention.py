@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, child, emit, progress  # noqa: E402
-from mesh.a2a import Message, Task, TextPart, create_user_message  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
+from bench.harness import base_arguments, broker_url, child, emit, progress
+from mesh.a2a import Message, Task, TextPart, create_user_message
+from mesh.client import MeshClient
 
 IN_FLIGHT = 8
 MB = 1_000_000

@@ -37,15 +37,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents import AgentSettings  # noqa: E402
-from agents.builtin.echo import EchoAgent  # noqa: E402
-from agents.service import AgentService  # noqa: E402
-from bench.harness import base_arguments, child, emit, progress, ratio  # noqa: E402
-from mesh.broker import BrokerSettings  # noqa: E402
-from mesh.brokertools.localbroker import LocalBroker, default_config_path  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
-from mesh.registry import DiscoveryRegistry, RegistryEvent  # noqa: E402
-from mesh.transport import InboundMessage, MqttTransport  # noqa: E402
+from agents import AgentSettings
+from agents.builtin.echo import EchoAgent
+from agents.service import AgentService
+from bench.harness import base_arguments, child, emit, progress, ratio
+from mesh.broker import BrokerSettings
+from mesh.brokertools.localbroker import LocalBroker, default_config_path
+from mesh.client import MeshClient
+from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.transport import InboundMessage, MqttTransport
 
 SETTINGS = AgentSettings(task_store=":memory:", name_check_timeout_s=None)
 SQLITE_SETTINGS = AgentSettings(name_check_timeout_s=None)
@@ -223,7 +223,7 @@ async def main(args: argparse.Namespace) -> None:
         broker = LocalBroker(default_config_path())  # a fresh broker per N: its RSS is this N's
         broker.start()
         try:
-            pid = broker._process.pid if broker._process is not None else 0  # noqa: SLF001 - its RSS
+            pid = broker._process.pid if broker._process is not None else 0
             runs.append(await measure(broker.url, pid, n, args.per_process, args))
         finally:
             broker.stop()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     base_arguments,
     broker_url,
     child,
@@ -38,9 +38,9 @@ from bench.harness import (  # noqa: E402
     progress,
     ratio,
 )
-from mesh.broker import BrokerSettings  # noqa: E402
-from mesh.properties import JSON_CONTENT_TYPE, MessageProperties  # noqa: E402
-from mesh.transport import InboundMessage, MqttTransport  # noqa: E402
+from mesh.broker import BrokerSettings
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
+from mesh.transport import InboundMessage, MqttTransport
 
 WINDOW = 100
 FLOOR = str(Path(__file__).resolve().parent / "paho_floor.py")

@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio  # noqa: E402
-from mesh.client import MeshClient  # noqa: E402
+from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio
+from mesh.client import MeshClient
 
 TEXT = "Analyze the quarterly sales data and summarise the top three trends."
 EXAMPLES = Path(__file__).resolve().parent.parent / "agents" / "a2e" / "examples"

@@ -14,16 +14,17 @@ from mesh.lazy import lazy_exports
 from mesh.version import __version__
 
 if TYPE_CHECKING:
+    from gateways.errors import GatewayError
     from gateways.http.server import HttpGateway
     from gateways.http.settings import HttpGatewaySettings
-    from gateways.runtime import GatewayError, GatewayRuntime
+    from gateways.runtime import GatewayRuntime
 
 __all__ = ["GatewayError", "GatewayRuntime", "HttpGateway", "HttpGatewaySettings", "__version__"]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "GatewayError": "gateways.runtime",
+        "GatewayError": "gateways.errors",
         "GatewayRuntime": "gateways.runtime",
         "HttpGateway": "gateways.http.server",
         "HttpGatewaySettings": "gateways.http.settings",

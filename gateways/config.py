@@ -52,6 +52,8 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
         seen[settings.id] = index
         parsed.append((settings, component_trust(ctx, settings.id, entry_trust, here)))
     return [
-        HttpGateway(settings, broker=ctx.broker_for(settings.id), namespace=ctx.namespace, trust=trust)
+        HttpGateway(
+            settings, broker=ctx.broker_for(settings.id), namespace=ctx.namespace, trust=trust, artifacts=ctx.artifacts
+        )
         for settings, trust in parsed
     ]

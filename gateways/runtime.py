@@ -15,26 +15,28 @@ and answered with a timeout error, so no client is left waiting on a task nobody
 agent that is not there (nobody listens on its request topic, or its card is removed while the
 gateway waits) is answered at once with the mesh's "agent gone" error
 (:attr:`~mesh.a2a.ErrorCode.AGENT_GONE`, ``data.errorType`` ``AgentGone``).
+
+This module connects, publishes the gateway's card and forwards; the rest is one concept each:
+:mod:`gateways.answers` (a call's answers as frames), :mod:`gateways.taskroutes` (what the
+gateway remembers of the tasks it forwarded) and :mod:`gateways.errors` (what it answers itself).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import time
 import uuid
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from mesh.a2a import TERMINAL_STATES, AgentCard, ErrorCode, RpcError
+from gateways.answers import answer_frames
+from gateways.errors import GatewayError, agent_not_found_error
+from gateways.taskroutes import TaskRoute, TaskRoutes
+from mesh.a2a import AgentCard
 from mesh.broker import BrokerSettings
-from mesh.calls import Answer, Call, CallOptions, CallPath, follow_registry
+from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
 from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
 from mesh.telemetry import METRICS
@@ -44,36 +46,11 @@ from topics import get_gateway_discovery_topic, validate_identifier, validate_na
 
 log = logging.getLogger(__name__)
 
+__all__ = ["SEND_METHODS", "GatewayError", "GatewayRuntime", "TaskRoute"]
+
 #: The user id of a caller the edge did not authenticate (gateways.http.auth.ANONYMOUS).
 ANONYMOUS_USER = "anonymous"
-
-# JAF's codes (they collide with A2A's -32003..-32007: data.errorType tells them apart).
-AGENT_NOT_FOUND = -32000
-TIMEOUT = -32006
 SEND_METHODS = {"session/prompt", "message/send", "message/stream"}
-_TERMINAL = {state.value for state in TERMINAL_STATES}
-
-
-@dataclass(slots=True)
-class TaskRoute:
-    """What the gateway remembers of a task it forwarded: which agent has it, its last state."""
-
-    task_id: str
-    agent: str
-    context_id: str | None
-    owner: str | None
-    state: str | None = None
-    task: dict[str, Any] | None = None  # the last Task seen, as A2A 0.3 JSON
-    updated: float = 0.0
-
-
-class GatewayError(MeshError):
-    """A request the gateway refuses before it reaches the mesh; ``code`` is its JSON-RPC code."""
-
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.data = data or {}
 
 
 class GatewayRuntime:
@@ -88,7 +65,6 @@ class GatewayRuntime:
         broker: BrokerSettings | None = None,
         transport: Transport | None = None,
         idle_timeout_s: float = 300.0,
-        card_interval_s: float = 10.0,
         discovery_ttl_s: float = 60.0,
         max_remembered_tasks: int = 10_000,
         response_log: ResponseLog | None = None,
@@ -117,8 +93,8 @@ class GatewayRuntime:
                 self.gateway_id,
                 self.gateway_id,
             )
-        # The process's shared registry (mesh.discovery), leased at start; card_interval_s is
-        # kept for configs that set it: cards are published at start, reconnect and change.
+        # The process's shared registry (mesh.discovery), leased at start. The gateway's card is
+        # published at start, after a reconnect and when it changes: no interval.
         verifier = trust.card_verifier() if trust is not None else None
         self.discovery = LazyRegistry(
             self.namespace,
@@ -137,8 +113,7 @@ class GatewayRuntime:
         healed = METRICS.component(self.namespace, self.gateway_id).card_healed
         self.presence = CardPresence(self.transport, card_topic, card, on_heal=healed)
         self.response_log = response_log
-        self._tasks: OrderedDict[str, TaskRoute] = OrderedDict()
-        self._max_tasks = max_remembered_tasks
+        self.tasks = TaskRoutes(self.calls, self._user_token, max_tasks=max_remembered_tasks)
         self.metrics = METRICS.component(self.namespace, self.gateway_id)
 
     async def start(self) -> None:
@@ -169,20 +144,18 @@ class GatewayRuntime:
         """The card of agent ``name``, or the JAF agent-not-found error listing the others."""
         entry = self.registry.get(name)
         if entry is None:
-            available = self.registry.agent_names()
-            raise GatewayError(
-                AGENT_NOT_FOUND,
-                f"Agent not found: {name!r} is not on namespace {self.namespace!r}; "
-                f"available agents: {', '.join(available) or 'none'}",
-                {"errorType": "AgentNotFound", "agentName": name, "availableAgents": available},
-            )
+            raise agent_not_found_error(name, self.registry.agent_names())
         return entry.card
 
     def task_route(self, task_id: str) -> TaskRoute | None:
-        return self._tasks.get(task_id)
+        return self.tasks.get(task_id)
 
     def task_routes(self) -> list[TaskRoute]:
-        return list(self._tasks.values())
+        return self.tasks.all()
+
+    async def refresh_tasks(self, owner: str | None, *, limit: int = 100, timeout_s: float = 2.0) -> None:
+        """Ask the agents where ``owner``'s unfinished tasks stand (see :meth:`TaskRoutes.refresh`)."""
+        await self.tasks.refresh(owner, limit=limit, timeout_s=timeout_s)
 
     # ------------------------------------------------------------------ forwarding
 
@@ -219,10 +192,10 @@ class GatewayRuntime:
         )
         async with self.calls.call(agent, method, params, options) as call:
             if method in ("message/send", "message/stream") and call.task_id:
-                self._remember(call.task_id, agent, params, owner)
-            async with contextlib.aclosing(self._answers(sequencer, call)) as answers:
+                self.tasks.remember(call.task_id, agent, params, owner)
+            async with contextlib.aclosing(answer_frames(sequencer, call, self.tasks.observe)) as answers:
                 async for frame in answers:
-                    yield frame
+                    yield self._logged(frame)
 
     def _user_token(self, user_id: str | None) -> str | None:
         """The token the gateway signs for ``user_id`` (when it has a key and a user). An
@@ -243,111 +216,10 @@ class GatewayRuntime:
                 params.pop("configuration", None)
         return method, params
 
-    async def _answers(self, sequencer: ResponseSequencer, call: Call) -> AsyncGenerator[E2AResponse, None]:
-        """The call's answers as E2A frames: events, then one final frame (an answer or an error)."""
-        try:
-            while True:
-                answer = await call.next()
-                if answer.final:
-                    break
-                result = answer.json
-                if isinstance(result, dict):
-                    self._observe(result)
-                    branch = _BRANCHES.get(str(result.get("kind")), "status_update")
-                    yield self._logged(sequencer.a2a_stream_event(branch, result))
-        except CallTimeoutError as exc:
-            reason = (
-                "the request's timeout ran out" if exc.reason == "deadline" else f"nothing came for {exc.waited_s:g} s"
-            )
-            final = sequencer.error(
-                TIMEOUT,
-                f"Timeout: agent {call.agent!r} did not finish task {exc.task_id!r} ({reason})"
-                + ("; the task was canceled" if exc.canceled else ""),
-                {"errorType": "Timeout", "agentName": call.agent, "taskId": exc.task_id},
-            )
-        except RpcError as exc:  # the agent's error answer, or a malformed answer
-            final = sequencer.error(exc.code, exc.error.message, exc.data)
-        except AgentUnavailableError as exc:  # nobody listens on its topic, or it went away
-            final = sequencer.error(
-                int(ErrorCode.AGENT_GONE),
-                str(exc),
-                {"errorType": "AgentGone", "agentName": call.agent, "taskId": call.task_id, "reason": exc.reason},
-            )
-        except MeshError as exc:  # the request could not be delivered
-            final = sequencer.error(-32603, f"the request to agent {call.agent!r} failed: {exc}")
-        else:
-            final = self._final(sequencer, answer)
-        yield self._logged(final)
-
-    def _final(self, sequencer: ResponseSequencer, answer: Answer) -> E2AResponse:
-        result = answer.json
-        if isinstance(result, dict) and result.get("kind") == "task":
-            self._observe(result)
-            return sequencer.finish("a2a.task", result)
-        if isinstance(result, dict) and result.get("kind") == "message":
-            return sequencer.finish("a2a.message", result)
-        return sequencer.complete(result)
-
     def _logged(self, frame: E2AResponse) -> E2AResponse:
         if self.response_log is not None:
             self.response_log.write(frame)
         return frame
-
-    # ------------------------------------------------------------------ task memory
-
-    def _remember(self, task_id: str, agent: str, params: dict[str, Any], owner: str | None) -> None:
-        message = params.get("message") or {}
-        route = self._tasks.get(task_id)
-        if route is None:
-            route = self._tasks[task_id] = TaskRoute(task_id, agent, message.get("contextId"), owner)
-            while len(self._tasks) > self._max_tasks:
-                self._tasks.popitem(last=False)
-        route.updated = time.time()
-
-    async def refresh_tasks(self, owner: str | None, *, limit: int = 100, timeout_s: float = 2.0) -> None:
-        """Ask the agents where ``owner``'s unfinished tasks stand (the ``limit`` most recent), so
-        ListTasks shows live states: a task sent without blocking goes on without the gateway
-        seeing it. A task whose agent does not answer within ``timeout_s`` keeps its last state."""
-        unfinished = [
-            route
-            for route in reversed(self._tasks.values())  # the most recent first
-            if route.owner == owner and route.state not in _TERMINAL
-        ][:limit]
-        gate = asyncio.Semaphore(16)  # a page of tasks must not become a burst of requests
-
-        async def refresh(route: TaskRoute) -> None:
-            options = CallOptions(
-                user_id=owner,
-                auth_token=self._user_token(owner),
-                idle_timeout_s=timeout_s,
-                deadline_s=timeout_s,
-                events=False,
-            )
-            async with gate:
-                try:
-                    async with self.calls.call(route.agent, "tasks/get", {"id": route.task_id}, options) as call:
-                        answer = await call.result()
-                except MeshError as exc:  # gone, timed out, forgotten by the agent: keep what we know
-                    log.debug("ListTasks: task %s of %r not refreshed: %s", route.task_id, route.agent, exc)
-                    return
-            if isinstance(answer.json, dict):
-                self._observe(answer.json)
-
-        await asyncio.gather(*(refresh(route) for route in unfinished))
-
-    def _observe(self, result: dict[str, Any]) -> None:
-        """Keep the latest known state of tasks the gateway forwarded (for ListTasks, routing)."""
-        task_id = result.get("id") if result.get("kind") == "task" else result.get("taskId")
-        route = self._tasks.get(task_id) if isinstance(task_id, str) else None
-        if route is None:
-            return
-        status = result.get("status")
-        if isinstance(status, dict):
-            route.state = status.get("state")
-        if result.get("kind") == "task":
-            route.task = result
-            route.context_id = result.get("contextId", route.context_id)
-        route.updated = time.time()
 
     # ------------------------------------------------------------------ facade for the edges
     # What an edge (the HTTP app) reads of the mesh, so that it never reaches into the
@@ -387,11 +259,3 @@ def _signed(card: Callable[[], bytes], trust: Trust) -> Callable[[], bytes]:
         return last[1]
 
     return signed
-
-
-_BRANCHES = {
-    "status-update": "status_update",
-    "artifact-update": "artifact_update",
-    "task": "task",
-    "message": "message",
-}

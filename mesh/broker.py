@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from mesh.brokertools.upstate import running_up_broker_url
@@ -85,7 +85,7 @@ class BrokerSettings:
     host: str = "localhost"
     port: int = 1883
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line or a traceback
     tls: TlsOptions | None = None
     keepalive_s: int = DEFAULT_KEEPALIVE_S
     connect_timeout_s: float = 10.0

@@ -281,10 +281,12 @@ class MeshClient:
         self, agent: str, method: str, params: A2AModel, idle_timeout: float
     ) -> AsyncIterator[StreamItem]:
         await self.cards.watch(agent)
-        async with self.calls.call(agent, method, params, self._options(idle_timeout, events=True)) as call:
-            async with contextlib.aclosing(call.events()) as answers:
-                async for answer in answers:
-                    yield answer.value
+        async with (
+            self.calls.call(agent, method, params, self._options(idle_timeout, events=True)) as call,
+            contextlib.aclosing(call.events()) as answers,
+        ):
+            async for answer in answers:
+                yield answer.value
 
 
 def _is_identifier(name: str | None) -> bool:

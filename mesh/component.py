@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from mesh.broker import BrokerSettings
 
 if TYPE_CHECKING:
+    from mesh.artifacts.settings import ArtifactSettings
     from mesh.trust import Trust
 
 
@@ -47,6 +48,8 @@ class BuildContext:
     section: str
     #: The file's ``trust:`` mapping (raw; see :func:`component_trust`), if any.
     trust: Mapping[str, Any] | None = None
+    #: The file's ``artifacts:`` store settings, if any (else ``MESH_ARTIFACTS`` or the embedded store).
+    artifacts: ArtifactSettings | None = None
 
     def broker_for(self, name: str) -> BrokerSettings:
         """The broker settings of the component ``name`` builds: its own broker identity, if any."""

@@ -37,16 +37,19 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from mesh.broker import TLS_OPTION_NAMES, BrokerSettings, TlsOptions, check_tls_file
-from mesh.config_errors import KeyPart, check_keys, config_error, suggest, type_name
+from mesh.config_errors import KeyPart, check_keys, config_error, suggest, type_name, validation_error_text
 from mesh.errors import ConfigError, short_repr
 from mesh.redaction import redact_url
 from mesh.sections import CORE_KEYS, section_names
 from topics import validate_namespace
+
+if TYPE_CHECKING:
+    from mesh.artifacts.settings import ArtifactSettings
 
 __all__ = [
     "DEFAULT_LOG_LEVEL",
@@ -77,6 +80,8 @@ class MeshConfig:
     tls: TlsOptions | None = None
     #: The ``trust:`` mapping (keys and trusted issuers for every component; see :mod:`mesh.trust.config`).
     trust: dict[str, Any] | None = None
+    #: The ``artifacts:`` store of the file's components (see :mod:`mesh.artifacts.settings`).
+    artifacts: ArtifactSettings | None = None
 
 
 # ---------------------------------------------------------------- loading
@@ -122,6 +127,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         log_level=_check_log_level(data.get("log_level", DEFAULT_LOG_LEVEL), source),
         sections=sections,
         trust=_check_trust(data.get("trust"), source),
+        artifacts=_check_artifacts(data.get("artifacts"), source),
     )
 
 
@@ -361,6 +367,26 @@ def _check_trust(value: Any, source: Path) -> dict[str, Any] | None:
 
     check_keys(value, list(TrustSettings.model_fields), source=source, path=("trust",))
     return value
+
+
+def _check_artifacts(value: Any, source: Path) -> ArtifactSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise config_error(
+            source, "artifacts", f"expected a mapping, got {type_name(value)}", "write artifacts: {store: embedded}"
+        )
+    from pydantic import ValidationError
+
+    from mesh.artifacts.settings import ArtifactSettings, resolve_settings
+
+    check_keys(value, list(ArtifactSettings.model_fields), source=source, path=("artifacts",))
+    try:
+        return resolve_settings(value, base=source.parent)
+    except ValidationError as exc:
+        raise ConfigError(
+            validation_error_text(exc, source=source, prefix=("artifacts",), model=ArtifactSettings)
+        ) from exc
 
 
 def _check_namespace(value: Any, source: Path) -> str:

@@ -23,17 +23,17 @@ from mesh.errors import ConfigError
 __all__ = [
     "PASSWORD_FILE_ENV",
     "new_password",
+    "password_for",
     "private_client_id",
     "read_credentials",
-    "write_credentials",
-    "password_for",
     "read_passwords",
+    "write_credentials",
     "write_passwords",
     "write_private_file",
 ]
 
 #: Where ``mesh run`` / ``mesh send`` find the password file when no option names one.
-PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"
+PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"  # noqa: S105 - a variable's name
 
 
 def new_password() -> str:

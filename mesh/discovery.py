@@ -220,7 +220,8 @@ class LazyRegistry:
                 lease.add_instance_listener(instance_listener)
             self._lease, self.current = lease, lease.registry
             return lease.registry
-        assert self._transport is not None
+        if self._transport is None:
+            raise RuntimeError("discovery is not started: call start() first")
         registry = DiscoveryRegistry(self._transport, self.namespace, ttl_s=self._ttl_s, verifier=self._verifier)
         for listener in self._listeners:
             registry.add_listener(listener)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 SECTIONS_GROUP = "mesh.sections"
 # Top-level keys of a config file that are not sections.
-CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust")
+CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust", "artifacts")
 
 
 def _section_entry_points() -> dict[str, EntryPoint]:
@@ -104,7 +104,12 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
             )
         factory = _load_factory(name, installed[name], config.source)
         context = BuildContext(
-            broker=broker, namespace=config.namespace, source=config.source, section=name, trust=config.trust
+            broker=broker,
+            namespace=config.namespace,
+            source=config.source,
+            section=name,
+            trust=config.trust,
+            artifacts=config.artifacts,
         )
         try:
             components.extend(factory(entries, context))

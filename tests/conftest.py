@@ -29,6 +29,9 @@ from mesh.brokertools.localbroker import (
 )
 from mesh.transport import MqttTransport
 
+# The artifact stores' fixtures (an S3-compatible server, store settings), for every test package.
+pytest_plugins = ["tests.artifact_stores"]
+
 TransportFactory = Callable[..., Awaitable[MqttTransport]]
 ServeAgent = Callable[..., Awaitable[AgentService]]
 

@@ -163,7 +163,7 @@ async def test_every_cross_component_attempt_is_denied(ruled_broker: RuledBroker
         BrokerSettings.from_url(ruled_broker.broker.url.replace("mqtt://", "mqtt://echo:wrong@")),
     ]
     for settings in refused:
-        with pytest.raises(ConnectError, match="Not authorized|Bad user name or password"):
+        with pytest.raises(ConnectError, match=r"Not authorized|Bad user name or password"):
             await MqttTransport(settings).connect()
 
 

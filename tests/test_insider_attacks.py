@@ -111,9 +111,11 @@ async def test_a_takeover_with_another_components_credentials_misses_the_agents_
     assert echo.transport.client_id != f"{ns}/echo" and echo.transport.client_id.startswith(f"{ns}/echo-")
     lost = asyncio.Event()
     echo.transport.add_disconnect_listener(lambda _reason: lost.set())
-    async with MqttTransport(ruled_broker.settings("calculator"), client_id=f"{ns}/echo"):
-        async with MeshClient.connect(ruled_broker.settings("cli"), ns) as client:
-            for _ in range(5):
-                answer = await client.send("echo", "still here", timeout=5)
-                assert "still here" in answer.model_dump_json()
+    async with (
+        MqttTransport(ruled_broker.settings("calculator"), client_id=f"{ns}/echo"),
+        MeshClient.connect(ruled_broker.settings("cli"), ns) as client,
+    ):
+        for _ in range(5):
+            answer = await client.send("echo", "still here", timeout=5)
+            assert "still here" in answer.model_dump_json()
     assert not lost.is_set()  # echo's connection was never taken over

@@ -140,7 +140,8 @@ class ChildProcess:
 
     async def _finish(self) -> None:
         pipes = self._pipes
-        assert pipes is not None
+        if pipes is None:
+            raise RuntimeError("the worker's pipes are not open: _finish runs only after a start")
         if not await within(pipes.exited.wait(), EXIT_GRACE_S):
             self.kill("it closed its stdout")  # alive but deaf: it can answer nothing any more
             await pipes.exited.wait()

@@ -87,10 +87,12 @@ class WorkerPipes(asyncio.SubprocessProtocol):
     # ------------------------------------------------------------------ the protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
+        if not isinstance(transport, asyncio.SubprocessTransport):
+            raise TypeError(f"worker pipes need a subprocess transport, got {type(transport).__name__}")
         self._transport = transport
         stdin = transport.get_pipe_transport(0)
-        assert isinstance(stdin, asyncio.WriteTransport)
+        if not isinstance(stdin, asyncio.WriteTransport):
+            raise TypeError("the worker was started without a stdin pipe (stdin=PIPE is needed)")
         self._stdin = stdin
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
@@ -133,7 +135,8 @@ class WorkerPipes(asyncio.SubprocessProtocol):
         self._loop.add_reader(fd, self._stdout_readable)
 
     def _stdout_readable(self) -> None:
-        assert self._stdout is not None
+        if self._stdout is None:  # the reader is added only once stdout is known
+            return
         try:
             data = os.read(self._stdout, _READ_BYTES)
         except (BlockingIOError, InterruptedError):

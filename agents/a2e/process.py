@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agents.a2e.artifacts import REQUEST_TYPES
 from agents.a2e.child import CLOSE_WAIT_S, TERM_WAIT_S, ChildProcess, WorkerCommand
 from agents.a2e.errors import WorkerGone, WorkerStartError
 from agents.a2e.framing import DEFAULT_MAX_LINE_BYTES, encode
@@ -33,6 +34,7 @@ from agents.a2e.messages import (
 )
 from agents.a2e.pipes import WorkerPipes
 from agents.a2e.registry import TypeRegistry
+from mesh.background import BackgroundTasks
 
 __all__ = [
     "CLOSE_WAIT_S",
@@ -135,8 +137,10 @@ class WorkerProcess(ChildProcess):
         self._slots = asyncio.Semaphore(1)
         self._pipes: WorkerPipes | None = None
         self._finishing: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks(log, "A2E worker")
         self._stopping = False
+        #: Answers the worker's own requests (artifact/save, artifact/load: agents.a2e.artifacts).
+        self.on_request: Callable[[WorkerProcess, A2EMessage], None] | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -205,9 +209,7 @@ class WorkerProcess(ChildProcess):
             return
         pending.abandoned = True
         if "cancel" in self.accepted_caps and self.alive:
-            sending = asyncio.get_running_loop().create_task(self._send_quietly(SkillCancel(req_id=pending.request_id)))
-            self._background.add(sending)
-            sending.add_done_callback(self._background.discard)
+            self._background.spawn(self._send_quietly(SkillCancel(req_id=pending.request_id)))
 
     async def ping(self, timeout: float) -> None:
         """One ping; a worker that does not answer in time is killed (its calls fail as it exits)."""
@@ -251,11 +253,16 @@ class WorkerProcess(ChildProcess):
             raise WorkerGone(f"worker {self.name!r}: its stdin is closed", sent=False)
 
     async def _write(self, message: A2EMessage) -> bool:
-        assert self._pipes is not None
+        if self._pipes is None:
+            raise WorkerGone(f"worker {self.name!r}: not started", sent=False)
         if not self._pipes.write(encode(message)):
             return False
         await self._pipes.drain()
         return True
+
+    async def answer(self, message: A2EMessage) -> None:
+        """Send the answer to one of the worker's own requests (dropped if stdin is closed)."""
+        await self._write(message)
 
     async def _send_quietly(self, message: A2EMessage) -> None:
         await self._write(message)
@@ -266,6 +273,10 @@ class WorkerProcess(ChildProcess):
         self._dispatch(self.registry.decode(obj))
 
     def _dispatch(self, message: A2EMessage) -> None:
+        if message.type in REQUEST_TYPES:  # the worker asks; no pending call of ours is answered
+            if self.on_request is not None:
+                self.on_request(self, message)
+            return
         req_id = getattr(message, "req_id", None)
         pending = self._pending.get(req_id) if isinstance(req_id, str) else None
         if pending is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agents.a2e.artifacts import ARTIFACT_TYPE_MAP
 from agents.a2e.messages import (
     A2EError,
     A2EEvent,
@@ -57,7 +58,7 @@ class TypeRegistry:
 
     def __init__(self, *maps: MessageMap) -> None:
         self._models: dict[str, type[A2EMessage]] = {}
-        for mapping in maps or (A2E_BASE_TYPE_MAP, SKILL_TYPE_MAP):
+        for mapping in maps or (A2E_BASE_TYPE_MAP, SKILL_TYPE_MAP, ARTIFACT_TYPE_MAP):
             self.register(mapping)
 
     def register(self, mapping: MessageMap) -> None:

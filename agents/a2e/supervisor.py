@@ -144,7 +144,8 @@ class ProcessSupervisor(Generic[P]):
 
     async def _watch(self) -> None:
         while True:
-            assert self._process is not None
+            if self._process is None:  # watched only once started
+                return
             await asyncio.shield(self._process.exited)
             if self._stopping:
                 return

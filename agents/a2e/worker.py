@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agents.a2e.artifacts import ArtifactRequests
 from agents.a2e.errors import WorkerGone, WorkerUnavailable
 from agents.a2e.events import CallFailure, EventTranslator, outcome
 from agents.a2e.messages import A2EEvent, SkillCallRequest, SkillDefinition
@@ -75,13 +76,14 @@ class WorkerAgent(Agent):
         self.answer_grace_s = answer_grace_s
         self.worker_skills: list[SkillDefinition] = []
         self._supervisor: WorkerSupervisor | None = None
+        self._artifacts = ArtifactRequests(self.name)
 
     async def setup(self) -> None:
         self._supervisor = WorkerSupervisor(
             self.command,
             name=self.name,
             settings=self.supervision,
-            on_give_up=self._give_up,
+            on_give_up=self.give_up,
             on_skills=self._set_skills,
         )
         await self._supervisor.start()
@@ -139,11 +141,14 @@ class WorkerAgent(Agent):
         while True:
             try:
                 process = await self.process()
+                process.on_request = self._artifacts.handle
+                self._artifacts.contexts[request.id] = ctx
                 call = await process.open_call(request)
                 break
             except WorkerGone as exc:
                 if exc.sent:
                     raise TaskFailed(str(exc)) from None
+                self._artifacts.contexts.pop(request.id, None)
                 request.new_id()  # not sent: the worker died first; the next one takes the call
             except WorkerUnavailable as exc:
                 raise TaskFailed(str(exc)) from None
@@ -168,6 +173,7 @@ class WorkerAgent(Agent):
             ) from None
         finally:
             process.abandon(call)  # a no-op once answered; else the late answer is discarded
+            self._artifacts.contexts.pop(request.id, None)
         yield outcome(answer)
 
     def _skill_for(self, message: Message, ctx: TaskContext) -> str:
@@ -190,13 +196,6 @@ class WorkerAgent(Agent):
 
     def _set_skills(self, skills: Sequence[SkillDefinition]) -> None:
         self.worker_skills = list(skills)
-
-    def _give_up(self, reason: str) -> None:
-        leave = self.leave_mesh
-        if leave is None:
-            log.error("%s: cannot leave the mesh (no runtime hook); tasks will fail: %s", self.name, reason)
-            return
-        asyncio.ensure_future(leave())
 
 
 def _arguments(message: Message) -> dict[str, Any]:

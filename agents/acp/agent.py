@@ -103,7 +103,7 @@ class AcpAgent(Agent):
 
     async def setup(self) -> None:
         self._supervisor = AcpSupervisor(
-            self.command, policy=self.policy, name=self.name, settings=self.supervision, on_give_up=self._give_up
+            self.command, policy=self.policy, name=self.name, settings=self.supervision, on_give_up=self.give_up
         )
         await self._supervisor.start()
 
@@ -131,10 +131,9 @@ class AcpAgent(Agent):
         except RequestError as exc:
             raise TaskFailed(f"ACP agent {self.name!r} refused session/new: {exc}") from None
         lock = self._turns.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            async with contextlib.aclosing(self._prompt(process, session_id, message, ctx)) as updates:
-                async for update in updates:
-                    yield update
+        async with lock, contextlib.aclosing(self._prompt(process, session_id, message, ctx)) as updates:
+            async for update in updates:
+                yield update
 
     async def _prompt(
         self, process: AcpProcess, session_id: str, message: Message, ctx: TaskContext
@@ -203,10 +202,3 @@ class AcpAgent(Agent):
                 del self._turns[oldest]
         log.info("%s: context %s is ACP session %s", self.name, ctx.context_id, session_id)
         return session_id
-
-    def _give_up(self, reason: str) -> None:
-        leave = self.leave_mesh
-        if leave is None:
-            log.error("%s: cannot leave the mesh (no runtime hook); tasks will fail: %s", self.name, reason)
-            return
-        asyncio.ensure_future(leave())

@@ -16,6 +16,7 @@ answers:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +74,15 @@ class ClientPolicy:
 
     # ------------------------------------------------------------------ files
 
-    def read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``fs/read_text_file``, in a thread: a read of up to 10 MB must not stop the event loop."""
+        return await asyncio.to_thread(self._read_text_file, params)
+
+    async def write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``fs/write_text_file``, in a thread, as reads are."""
+        return await asyncio.to_thread(self._write_text_file, params)
+
+    def _read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.read:
             raise PolicyRefusal("reading files is not allowed (set acp.policy.read: true)")
         path = self.inside(params.get("path"), "read")
@@ -90,7 +99,7 @@ class ClientPolicy:
             text = "".join(lines[start : start + limit] if isinstance(limit, int) else lines[start:])
         return {"content": text}
 
-    def write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.write:
             raise PolicyRefusal("writing files is not allowed (set acp.policy.write: true to allow it)")
         path = self.inside(params.get("path"), "write")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp.connection import Connection
@@ -166,7 +167,8 @@ class AcpProcess(ChildProcess):
             raise RequestError.method_not_found(method)
         try:
             if answer is not None:
-                return answer(self.policy, params)
+                result = answer(self.policy, params)
+                return await result if inspect.isawaitable(result) else result
             return await self._terminal(method, params)
         except (PolicyRefusal, TerminalError) as exc:
             log.info("ACP agent %s: refused %s: %s", self.name, method, exc)
@@ -201,7 +203,8 @@ class AcpProcess(ChildProcess):
         return status
 
 
-_POLICY_METHODS: dict[str, Callable[[ClientPolicy, dict[str, Any]], dict[str, Any]]] = {
+# The file methods are coroutines (their I/O runs in a thread); permission is a plain answer.
+_POLICY_METHODS: dict[str, Callable[[ClientPolicy, dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]]] = {
     "session/request_permission": ClientPolicy.permission,
     "fs/read_text_file": ClientPolicy.read_text_file,
     "fs/write_text_file": ClientPolicy.write_text_file,

@@ -97,7 +97,9 @@ class Terminals:
         if terminal.reader is not None:
             await terminal.reader  # all its output is in
         status = terminal.exit_status()
-        assert status is not None
+        if status is None:  # the output ended before the exit: wait for the exit itself
+            await terminal.process.wait()
+            status = terminal.exit_status() or {"exitCode": None, "signal": None}
         return status
 
     def kill(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +126,8 @@ class Terminals:
 
 async def _read(terminal: _Terminal) -> None:
     stream = terminal.process.stdout
-    assert stream is not None
+    if stream is None:  # started without stdout=PIPE: nothing to read
+        return
     while chunk := await stream.read(_READ_BYTES):
         terminal.output += chunk
         if len(terminal.output) > terminal.limit:

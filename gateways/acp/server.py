@@ -31,6 +31,7 @@ from gateways.acp.sessions import SessionRecord, SessionStore
 from gateways.acp.turn import PromptTurn, TurnEnd
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCard
+from mesh.background import BackgroundTasks
 from mesh.e2a import E2AEnvelope, E2AResponse, e2a_response_to_acp_jsonrpc_response, envelope_from_acp_jsonrpc
 from mesh.e2a.acp_content import a2a_part_to_acp_block, acp_blocks_to_a2a_parts
 from mesh.errors import AgentNotFoundError, MeshError
@@ -71,7 +72,7 @@ class AcpGateway:
         self.notify: Notify | None = None
         self.sessions: dict[str, AcpSession] = {}
         self._connected: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background = BackgroundTasks(log, "ACP gateway")
 
     def connect_in_background(self) -> None:
         self._connected = asyncio.get_running_loop().create_task(self.runtime.start())
@@ -283,9 +284,7 @@ class AcpGateway:
         session.cancel_sent = True
         envelope = envelope_from_acp_jsonrpc("tasks/cancel", {"id": turn.task_id}, session_id=session.session_id)
         envelope.request_id = uuid.uuid4().hex
-        task = asyncio.get_running_loop().create_task(self._forget(envelope, session.agent))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(self._forget(envelope, session.agent), name=f"forget:{envelope.request_id}")
 
     async def _forget(self, envelope: E2AEnvelope, agent: str) -> None:
         async for frame in self.runtime.forward(envelope, agent):
@@ -309,7 +308,8 @@ class AcpGateway:
     async def _broker(self) -> None:
         if self._connected is None:
             self.connect_in_background()
-        assert self._connected is not None
+        if self._connected is None:  # connect_in_background() sets it
+            raise RuntimeError("the ACP gateway did not start connecting to the broker")
         try:
             await asyncio.shield(self._connected)
         except MeshError as exc:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mesh.statedir import default_state_dir
+from mesh.statedir import namespace_state_dir
 from mesh.timestamps import utc_now_iso
 
 __all__ = ["SessionRecord", "SessionStore"]
@@ -51,7 +51,7 @@ class SessionStore:
 
     @classmethod
     def for_namespace(cls, namespace: str) -> SessionStore:
-        return cls(default_state_dir() / namespace.replace("/", "_") / "acp-sessions.json")
+        return cls(namespace_state_dir(namespace) / "acp-sessions.json")
 
     def get(self, session_id: str) -> SessionRecord | None:
         return self._all().get(session_id)

@@ -31,11 +31,13 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import quote
 
 from mesh.a2a import AgentCard
+from mesh.artifacts import ArtifactError, ArtifactRef, is_artifact_uri
 from mesh.registry import Entry
 
-__all__ = ["Bounds", "Change", "MeshView", "TaskRecord", "card_summary", "REFUSAL_CODES"]
+__all__ = ["REFUSAL_CODES", "Bounds", "Change", "MeshView", "TaskRecord", "card_summary"]
 
 Change = tuple[str, dict[str, Any]]
 ChangeListener = Callable[[Change], None]
@@ -43,7 +45,7 @@ RateKind = Literal["requests", "answers", "errors", "refusals"]
 RATE_KINDS: tuple[RateKind, ...] = ("requests", "answers", "errors", "refusals")
 
 #: JSON-RPC codes with which an agent refuses a request before running it.
-REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32007, -32020, -32050})
+REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32020, -32050, -32051})
 TASK_METHODS = frozenset({"message/send", "message/stream", "agent/sendMessage", "agent/sendStreamingMessage"})
 TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "error"})
 
@@ -308,7 +310,10 @@ class MeshView:
         if kind == "artifact-update":
             artifact = result.get("artifact")
             artifact = artifact if isinstance(artifact, dict) else {}
-            return {"kind": "artifact", "name": artifact.get("name"), "text": self._text(_parts_text(artifact))}
+            event = {"kind": "artifact", "name": artifact.get("name"), "text": self._text(_parts_text(artifact))}
+            if files := _download_links(artifact):
+                event["files"] = files
+            return event
         if kind == "task":
             status = result.get("status")
             status = status if isinstance(status, dict) else {}
@@ -394,6 +399,28 @@ def _parts_text(holder: dict[str, Any]) -> str:
         elif "data" in part:
             texts.append(json.dumps(part["data"], ensure_ascii=False)[:200])
     return " ".join(t.strip() for t in texts if t.strip())
+
+
+_MAX_LINKS = 10
+
+
+def _download_links(holder: dict[str, Any]) -> list[dict[str, str]]:
+    """The gateway's download path of each ``artifact://`` file part (at most ten): the page
+    links them, and the gateway serves them to their owner (:mod:`gateways.http.artifacts`)."""
+    parts = holder.get("parts")
+    links: list[dict[str, str]] = []
+    for part in parts if isinstance(parts, list) else []:
+        file = part.get("file") if isinstance(part, dict) else None
+        uri = file.get("uri") if isinstance(file, dict) else None
+        if not isinstance(uri, str) or not is_artifact_uri(uri) or len(links) == _MAX_LINKS:
+            continue
+        try:
+            ref = ArtifactRef.parse(uri)
+        except ArtifactError:
+            continue
+        version = "" if ref.version is None else f"?version={ref.version}"
+        links.append({"name": ref.name, "href": f"/a2a/artifacts/{quote(ref.context_id)}/{quote(ref.name)}{version}"})
+    return links
 
 
 def _str_or_none(value: object) -> str | None:

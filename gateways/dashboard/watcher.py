@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateways.dashboard.model import MeshView
+from mesh.background import BackgroundTasks
 from mesh.broker import BrokerSettings
 from mesh.discovery import RegistryLease, lease_registry
 from mesh.errors import MeshError
@@ -68,7 +69,7 @@ class MeshWatcher:
         self._lease: RegistryLease | None = None
         self._requests: dict[str, _Following] = {}  # agent -> its request subscription
         self._answers: list[Subscription] = []
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks(log, "dashboard watcher")
         #: Topic filters the broker refused, with why: what the dashboard cannot see.
         self.blind_spots: dict[str, str] = {}
 
@@ -200,10 +201,7 @@ class MeshWatcher:
             return None
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        return self._background.spawn(work)
 
 
 class _Following:

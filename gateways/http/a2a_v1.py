@@ -254,7 +254,9 @@ ERROR_REASONS: Mapping[int, str] = MappingProxyType(
         -32009: "VERSION_NOT_SUPPORTED",
         -32010: "AGENT_GONE",  # the mesh's own (mesh.a2a.ErrorCode.AGENT_GONE)
         -32020: "UNAUTHENTICATED",  # the mesh's own (mesh.a2a.ErrorCode.UNAUTHENTICATED)
+        -32030: "TIMEOUT",  # the mesh's own (mesh.a2a.ErrorCode.TIMEOUT)
         -32050: "AGENT_BUSY",  # the mesh's own (mesh.a2a.ErrorCode.AGENT_BUSY)
+        -32051: "RESOURCE_EXHAUSTED",  # the mesh's own (mesh.a2a.ErrorCode.RESOURCE_EXHAUSTED)
         -32600: "INVALID_REQUEST",
         -32601: "METHOD_NOT_FOUND",
         -32602: "INVALID_PARAMS",

@@ -15,6 +15,8 @@
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
+``GET /a2a/artifacts/{ctx}/{name}``         an artifact's bytes (:mod:`gateways.http.artifacts`),
+                                            for its owner or by a signed link
 ``GET /metrics``                            Prometheus metrics of the process
                                             (:mod:`gateways.http.observability`)
 ==========================================  ==============================================
@@ -41,6 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateways.http.artifacts import artifact_routes
 from gateways.http.auth import Authenticator
 from gateways.http.card_responses import CardResponses
 from gateways.http.cards import http_card
@@ -89,6 +92,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
             routes += rest_routes(base, with_body=private, without_body=no_body)
     if settings.dashboard:
         routes += dashboard_routes([Middleware(RequireCaller)])
+    routes += artifact_routes()
     routes.append(Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private))  # last: never on a hot path
     middleware = app_middleware(settings, Authenticator(settings.auth))
     if tracing.enabled:  # when off, not even a layer to pass through

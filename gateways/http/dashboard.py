@@ -49,11 +49,30 @@ _MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascrip
 _ASSETS = resources.files("gateways.dashboard") / "static"
 
 
+def _load_assets() -> dict[str, bytes]:
+    """Every file the dashboard serves, read once when its routes are built: a request reads
+    no file (no blocking I/O on the loop), and only these names can be asked for."""
+    return {
+        item.name: item.read_bytes()
+        for item in _ASSETS.iterdir()
+        if item.is_file() and not item.name.startswith(".") and item.name[item.name.rfind(".") :] in _MEDIA_TYPES
+    }
+
+
 def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
     """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show."""
+    assets = _load_assets()
+    page = assets.get("index.html", b"").decode("utf-8")
+
+    async def page_route(request: Request) -> Response:
+        return _page(request, page)
+
+    async def asset_route(request: Request) -> Response:
+        return _asset(request, assets)
+
     return [
-        Route(PREFIX, _page, methods=["GET"], middleware=middleware),
-        Route(PREFIX + "/static/{name}", _asset, methods=["GET"], middleware=middleware),
+        Route(PREFIX, page_route, methods=["GET"], middleware=middleware),
+        Route(PREFIX + "/static/{name}", asset_route, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/events", _events, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/send", _send, methods=["POST"], middleware=middleware),
     ]
@@ -64,20 +83,18 @@ def _dashboard(request: Request) -> Dashboard:
     return dashboard
 
 
-async def _page(request: Request) -> Response:
-    html = (_ASSETS / "index.html").read_text(encoding="utf-8")
+def _page(request: Request, html: str) -> Response:
     base = request.scope.get("root_path", "") + PREFIX + "/"
     html = html.replace("{{BASE}}", base).replace("{{NAMESPACE}}", _html_escape(_dashboard(request).namespace))
     return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
 
 
-async def _asset(request: Request) -> Response:
+def _asset(request: Request, assets: dict[str, bytes]) -> Response:
     name = request.path_params["name"]
-    suffix = name[name.rfind(".") :] if "." in name else ""
-    asset = _ASSETS / name
-    if "/" in name or name.startswith(".") or suffix not in _MEDIA_TYPES or not asset.is_file():
+    content = assets.get(name)
+    if content is None:
         return JSONResponse({"error": f"no dashboard asset {name!r}"}, status_code=404)
-    return Response(asset.read_bytes(), media_type=_MEDIA_TYPES[suffix], headers={"Cache-Control": "no-cache"})
+    return Response(content, media_type=_MEDIA_TYPES[name[name.rfind(".") :]], headers={"Cache-Control": "no-cache"})
 
 
 async def _events(request: Request) -> Response:
@@ -209,7 +226,7 @@ class DashboardServer:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host  # noqa: S104 - a URL, binds nothing
         return f"http://{host}:{self.port}{PREFIX}"
 
     async def start(self) -> None:

@@ -8,13 +8,14 @@ The layers a request passes, outermost first::
                               refusing nobody
     RateLimitMiddleware       a token bucket per caller: 429, and X-RateLimit-* on every answer
     Router
-      private routes          PrivateRoute: 401 (RequireCaller), 415 (JsonBody), 429
-                              (RequestSlots), 413 (BodyLimit), in that order
+      private routes          PrivateRoute: 401 (a refused caller), 415 (a body that is not
+                              JSON), 429 (the caller's requests in flight), 413 (the body's
+                              size), in that order; the dashboard's routes: RequireCaller
       endpoint
 
 Each request passes every layer, so the checks of one level are one pure-ASGI layer
-(:class:`EdgeEntry`, :class:`PrivateRoute`) rather than one layer per check; the single-check
-classes remain for apps that want only some of them.
+(:class:`EdgeEntry`, :class:`PrivateRoute`) rather than one layer per check; each check is one
+function below, used by that layer.
     an EdgeError raised anywhere under the router is answered by :func:`edge_refusal`
 
 The backend never refuses by itself: cards and health are public (A2A discovery needs them),
@@ -38,25 +39,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateways.http.auth import ANONYMOUS, Authenticator, Principal
-from gateways.http.limits import BodyLimits, RateLimiter, Slots, check_body_size
+from gateways.http.limits import BodyLimits, RateLimiter, Slot, Slots, check_body_size
 from gateways.http.observability import count_refusal
 from gateways.http.protection import JSON_MEDIA_TYPES, EdgeConfig, EdgeError, get_header, unsupported_media_type
 from gateways.http.rest_errors import is_rest_path, rest_error
 from gateways.http.rpc import Version, error_response
 
 __all__ = [
-    "VERSION_HEADER",
     "EXCEPTION_HANDLERS",
-    "BodyLimit",
-    "EdgeEntry",
-    "JsonBody",
-    "PrivateRoute",
-    "OptionalTrailingSlash",
+    "VERSION_HEADER",
     "Caller",
     "CallerBackend",
+    "EdgeEntry",
+    "PrivateRoute",
     "RateLimitMiddleware",
     "RefusedCaller",
-    "RequestSlots",
     "RequireCaller",
     "app_middleware",
     "asked_version",
@@ -107,6 +104,13 @@ class CallerBackend(AuthenticationBackend):
         # Authentication off: every caller is the same, no header needs reading.
         self._anonymous = (AuthCredentials(["authenticated"]), Caller(ANONYMOUS))
         self._off = authenticator.config.mode == "none"
+
+    async def authenticate_scope(self, scope: Scope) -> tuple[AuthCredentials, BaseUser]:
+        """:meth:`authenticate` of a bare ASGI scope, without building a connection when
+        authentication is off (nothing to read)."""
+        if self._off:
+            return self._anonymous
+        return await self.authenticate(HTTPConnection(scope))
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
         if self._off:
@@ -165,51 +169,34 @@ async def edge_refusal(request: Request, exc: Exception) -> Response:
 # ---------------------------------------------------------------- app-level middleware
 
 
-class OptionalTrailingSlash:
-    """Every route answers with and without a trailing slash: ``/a2a/`` is routed as ``/a2a``.
-
+def _without_trailing_slash(scope: Scope) -> Scope:
+    """``/a2a/`` routed as ``/a2a``: every route answers with and without a trailing slash.
     Starlette would answer a 307 redirect, which clients that build the RPC URL as ``{url}/``
-    do not follow for a POST (A2A conformance kits among them).
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and len(path) > 1 and path.endswith("/"):
-            scope = dict(scope)
-            scope["path"] = path.rstrip("/") or "/"
-            raw_path = scope.get("raw_path")
-            if raw_path:
-                scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
-        await self.app(scope, receive, send)
+    do not follow for a POST (A2A conformance kits among them)."""
+    path = scope.get("path", "")
+    if scope["type"] != "http" or len(path) <= 1 or not path.endswith("/"):
+        return scope
+    scope = dict(scope)
+    scope["path"] = path.rstrip("/") or "/"
+    raw_path = scope.get("raw_path")
+    if raw_path:
+        scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
+    return scope
 
 
 class EdgeEntry:
-    """:class:`OptionalTrailingSlash` and Starlette's ``AuthenticationMiddleware`` over
-    :class:`CallerBackend` in one layer: ``scope["auth"]`` and ``scope["user"]`` set, the
-    path without its trailing slash; the backend never refuses, so neither does this."""
+    """The path without its trailing slash (:func:`_without_trailing_slash`) and Starlette's
+    ``AuthenticationMiddleware`` over :class:`CallerBackend` in one layer: ``scope["auth"]`` and
+    ``scope["user"]`` set; the backend never refuses, so neither does this."""
 
     def __init__(self, app: ASGIApp, backend: CallerBackend) -> None:
         self.app = app
         self.backend = backend
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "http" or kind == "websocket":
-            path = scope.get("path", "")
-            if kind == "http" and len(path) > 1 and path.endswith("/"):
-                scope = dict(scope)
-                scope["path"] = path.rstrip("/") or "/"
-                raw_path = scope.get("raw_path")
-                if raw_path:
-                    scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
-            backend = self.backend
-            if backend._off:  # no header to read: skip the HTTPConnection
-                scope["auth"], scope["user"] = backend._anonymous
-            else:
-                scope["auth"], scope["user"] = await backend.authenticate(HTTPConnection(scope))
+        if scope["type"] in ("http", "websocket"):
+            scope = _without_trailing_slash(scope)
+            scope["auth"], scope["user"] = await self.backend.authenticate_scope(scope)
         await self.app(scope, receive, send)
 
 
@@ -262,88 +249,70 @@ def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Mid
 # ---------------------------------------------------------------- private-route middleware
 
 
+def _require_caller(scope: Scope) -> None:
+    """A caller whose credentials were refused gets the 401 (-32004)."""
+    user = scope.get("user")
+    if isinstance(user, RefusedCaller):
+        raise user.refusal
+    if not isinstance(user, Caller):  # pragma: no cover - the app always authenticates
+        raise TypeError("a private route needs EdgeEntry (CallerBackend authentication) around the router")
+
+
+def _require_json_body(scope: Scope, headers: Headers) -> None:
+    """A POST whose body is not declared JSON (``application/json`` or ``application/a2a+json``,
+    any parameters) is refused (415) before it is read."""
+    if scope["method"] == "POST":
+        declared = headers.get("content-type")
+        if (declared or "").partition(";")[0].strip().lower() not in JSON_MEDIA_TYPES:
+            raise unsupported_media_type(declared)
+
+
+def _size_limited(receive: Receive, headers: Headers, limits: BodyLimits) -> Receive:
+    """``receive`` refusing (413) a body over ``max_message_bytes`` as soon as its declared
+    length or the bytes read so far say so: nothing larger is ever buffered."""
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit():
+        check_body_size(int(declared), limits)
+    size = 0
+
+    async def receive_limited() -> Message:
+        nonlocal size
+        message = await receive()
+        if message["type"] == "http.request":
+            size += len(message.get("body", b""))
+            check_body_size(size, limits)
+        return message
+
+    return receive_limited
+
+
+def _releasing(send: Send, slot: Slot) -> Send:
+    """``send`` giving ``slot`` back just before the last body message goes out: a client that
+    saw the end may send again at once (the ``with`` around the exchange releases it otherwise)."""
+
+    async def send_releasing(message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            slot.release()
+        await send(message)
+
+    return send_releasing
+
+
 class RequireCaller:
-    """Route middleware: a caller whose credentials were refused gets the 401 (-32004)."""
+    """Route middleware: a refused caller gets the 401 (routes without the other checks)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        user = scope.get("user")
-        if isinstance(user, RefusedCaller):
-            raise user.refusal
-        if not isinstance(user, Caller):  # pragma: no cover - the app always authenticates
-            raise TypeError("RequireCaller needs AuthenticationMiddleware(CallerBackend) around the router")
+        _require_caller(scope)
         await self.app(scope, receive, send)
-
-
-class JsonBody:
-    """Route middleware: a POST whose body is not declared JSON (``application/json`` or
-    ``application/a2a+json``, any parameters) is refused (415) before it is read."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "POST":
-            declared = Headers(scope=scope).get("content-type")
-            media_type = (declared or "").partition(";")[0].strip().lower()
-            if media_type not in JSON_MEDIA_TYPES:
-                raise unsupported_media_type(declared)
-        await self.app(scope, receive, send)
-
-
-class RequestSlots:
-    """Route middleware: at most N requests in flight per caller (429, -32007 beyond).
-
-    The slot is held for the whole exchange, an SSE stream included, and given back just
-    before the last body message goes out (a client that saw the end may send again at
-    once) or however the exchange ends (a client that left, a stopping gateway).
-    """
-
-    def __init__(self, app: ASGIApp, slots: Slots) -> None:
-        self.app = app
-        self.slots = slots
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        with self.slots.acquire(client_key(scope)) as slot:
-
-            async def send_releasing(message: Message) -> None:
-                if message["type"] == "http.response.body" and not message.get("more_body", False):
-                    slot.release()
-                await send(message)
-
-            await self.app(scope, receive, send_releasing)
-
-
-class BodyLimit:
-    """Route middleware: a body over ``max_message_bytes`` is refused (413) as soon as its
-    declared length or the bytes read so far say so; nothing larger is ever buffered."""
-
-    def __init__(self, app: ASGIApp, limits: BodyLimits) -> None:
-        self.app = app
-        self.limits = limits
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit():
-            check_body_size(int(declared), self.limits)
-        size = 0
-
-        async def receive_limited() -> Message:
-            nonlocal size
-            message = await receive()
-            if message["type"] == "http.request":
-                size += len(message.get("body", b""))
-                check_body_size(size, self.limits)
-            return message
-
-        await self.app(scope, receive_limited, send)
 
 
 class PrivateRoute:
-    """Route middleware: :class:`RequireCaller`, :class:`JsonBody` (when ``json_body``),
-    :class:`RequestSlots` and :class:`BodyLimit` in one layer, checked in that order."""
+    """Route middleware: the caller (401), a JSON body (415, when ``json_body``), a request slot
+    of the caller (429, -32051; held for the whole exchange, an SSE stream included) and the
+    body's size (413), in one layer, checked in that order."""
 
     def __init__(self, app: ASGIApp, slots: Slots, limits: BodyLimits, json_body: bool = True) -> None:
         self.app = app
@@ -352,37 +321,12 @@ class PrivateRoute:
         self.json_body = json_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        user = scope.get("user")
-        if isinstance(user, RefusedCaller):
-            raise user.refusal
-        if not isinstance(user, Caller):  # pragma: no cover - the app always authenticates
-            raise TypeError("PrivateRoute needs EdgeEntry (or CallerBackend authentication) around the router")
+        _require_caller(scope)
         headers = Headers(scope=scope)
-        if self.json_body and scope["method"] == "POST":
-            declared_type = headers.get("content-type")
-            if (declared_type or "").partition(";")[0].strip().lower() not in JSON_MEDIA_TYPES:
-                raise unsupported_media_type(declared_type)
-        limits = self.limits
+        if self.json_body:
+            _require_json_body(scope, headers)
         with self.slots.acquire(client_key(scope)) as slot:
-            declared = headers.get("content-length")
-            if declared is not None and declared.isdigit():
-                check_body_size(int(declared), limits)
-            size = 0
-
-            async def receive_limited() -> Message:
-                nonlocal size
-                message = await receive()
-                if message["type"] == "http.request":
-                    size += len(message.get("body", b""))
-                    check_body_size(size, limits)
-                return message
-
-            async def send_releasing(message: Message) -> None:
-                if message["type"] == "http.response.body" and not message.get("more_body", False):
-                    slot.release()
-                await send(message)
-
-            await self.app(scope, receive_limited, send_releasing)
+            await self.app(scope, _size_limited(receive, headers, self.limits), _releasing(send, slot))
 
 
 def private_route_middleware(slots: Slots, limits: BodyLimits, *, json_body: bool = True) -> list[Middleware]:

@@ -27,7 +27,15 @@ from google.rpc import error_details_pb2, status_pb2
 from gateways.http.a2a_v1 import StreamToV1, error_v1, result_v1
 from gateways.http.auth import Authenticator, Principal
 from gateways.http.rest_errors import status_of
-from gateways.http.rpc import RpcCall, call_v1, envelope_for, error_of, jaf_reason, result_of, standard_error
+from gateways.http.rpc import (
+    RpcCall,
+    call_v1_of_version,
+    envelope_for,
+    error_of,
+    jaf_reason,
+    result_of,
+    standard_error,
+)
 from gateways.http.serving import local_result, target_agent
 from mesh.a2a import RpcError
 from mesh.limits import check_message_limits
@@ -68,6 +76,11 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: RpcError) -
     raise AssertionError("abort returns only by raising")  # pragma: no cover
 
 
+def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
+    """The call's metadata (gRPC keys are lower case), as HTTP headers are read."""
+    return {key.lower(): value for key, value in context.invocation_metadata() or () if isinstance(value, str)}
+
+
 class _Service(a2a_pb2_grpc.A2AServiceServicer):
     def __init__(self, gateway: HttpGateway) -> None:
         self.gateway = gateway
@@ -76,19 +89,18 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
     # ------------------------------------------------------------ the call path
 
     def _principal(self, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
-        metadata = {key.lower(): value for key, value in context.invocation_metadata() or () if isinstance(value, str)}
-        return self.authenticator.authenticate(metadata)
+        return self.authenticator.authenticate(_metadata(context))
 
-    def _read(self, method: str, request: Proto) -> tuple[RpcCall, str]:
+    def _read(self, method: str, request: Proto, context: grpc.aio.ServicerContext[Any, Any]) -> tuple[RpcCall, str]:
         params = json_format.MessageToDict(request)
         tenant = str(params.pop("tenant", ""))
-        return call_v1(method, params), tenant
+        return call_v1_of_version(method, params, _metadata(context).get("a2a-version")), tenant
 
     async def _unary(self, method: str, request: Proto, context: Any, reply: type[Proto]) -> Proto:
         """One unary call; a ``null`` result (DeleteTaskPushNotificationConfig) is ``Empty``."""
         try:
             principal = self._principal(context)
-            call, tenant = self._read(method, request)
+            call, tenant = self._read(method, request, context)
             agent = target_agent(self.gateway, call, principal, tenant or None)
             if call.mesh_method is None:
                 result = await local_result(self.gateway, call, principal)
@@ -120,7 +132,7 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
     async def _stream(self, method: str, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:
         try:
             principal = self._principal(context)
-            call, tenant = self._read(method, request)
+            call, tenant = self._read(method, request, context)
             agent = target_agent(self.gateway, call, principal, tenant or None)
             message = call.params.get("message")
             if message is not None:
@@ -149,40 +161,40 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
 
     # ------------------------------------------------------------ the A2A service
 
-    async def SendMessage(self, request: Proto, context: Any) -> Proto:  # noqa: N802 - the proto's names
+    async def SendMessage(self, request: Proto, context: Any) -> Proto:
         return await self._unary("SendMessage", request, context, pb.SendMessageResponse)
 
-    async def SendStreamingMessage(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:  # noqa: N802
+    async def SendStreamingMessage(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:
         async for response in self._stream("SendStreamingMessage", request, context):
             yield response
 
-    async def GetTask(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def GetTask(self, request: Proto, context: Any) -> Proto:
         return await self._unary("GetTask", request, context, pb.Task)
 
-    async def ListTasks(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def ListTasks(self, request: Proto, context: Any) -> Proto:
         return await self._unary("ListTasks", request, context, pb.ListTasksResponse)
 
-    async def CancelTask(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def CancelTask(self, request: Proto, context: Any) -> Proto:
         return await self._unary("CancelTask", request, context, pb.Task)
 
-    async def SubscribeToTask(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:  # noqa: N802
+    async def SubscribeToTask(self, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:
         async for response in self._stream("SubscribeToTask", request, context):
             yield response
 
-    async def CreateTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def CreateTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:
         return await self._unary("CreateTaskPushNotificationConfig", request, context, pb.TaskPushNotificationConfig)
 
-    async def GetTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def GetTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:
         return await self._unary("GetTaskPushNotificationConfig", request, context, pb.TaskPushNotificationConfig)
 
-    async def ListTaskPushNotificationConfigs(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def ListTaskPushNotificationConfigs(self, request: Proto, context: Any) -> Proto:
         reply = pb.ListTaskPushNotificationConfigsResponse
         return await self._unary("ListTaskPushNotificationConfigs", request, context, reply)
 
-    async def DeleteTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def DeleteTaskPushNotificationConfig(self, request: Proto, context: Any) -> Proto:
         return await self._unary("DeleteTaskPushNotificationConfig", request, context, empty_pb2.Empty)
 
-    async def GetExtendedAgentCard(self, request: Proto, context: Any) -> Proto:  # noqa: N802
+    async def GetExtendedAgentCard(self, request: Proto, context: Any) -> Proto:
         return await self._unary("GetExtendedAgentCard", request, context, pb.AgentCard)
 
 

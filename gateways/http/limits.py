@@ -6,7 +6,7 @@
     response_headers.update(decision.headers())
     decision.raise_if_refused()  # EdgeError -32003 / 429
     check_body_size(declared_or_read_length, edge.limits)  # EdgeError -32600 / 413
-    with concurrency.requests.acquire(principal.name):  # EdgeError -32007 / 429 when full
+    with concurrency.requests.acquire(principal.name):  # EdgeError -32051 / 429 when full
         check_message_limits(params["message"], edge.limits)  # mesh.limits: InvalidParams naming the part
         timeout = request_timeout(request.headers, edge.timeouts, streaming=False)
 
@@ -143,7 +143,7 @@ class RateLimiter:
 
 
 class Slots:
-    """At most ``limit`` holders per key at once; a full key refuses at once with -32007."""
+    """At most ``limit`` holders per key at once; a full key refuses at once with -32051."""
 
     def __init__(self, limit: int, *, resource: str, refusal: Callable[[str, int], str]) -> None:
         self.limit = limit
@@ -160,7 +160,7 @@ class Slots:
         return len(self._held)
 
     def acquire(self, key: str) -> Slot:
-        """Take a slot of ``key`` or raise :class:`EdgeError` (-32007, HTTP 429); release it once
+        """Take a slot of ``key`` or raise :class:`EdgeError` (-32051, HTTP 429); release it once
         done, or use it as a context manager (``with slots.acquire(key):``)."""
         count = self._held.get(key, 0)
         if count >= self.limit:
@@ -180,7 +180,7 @@ class Slot:
     """One held slot; :meth:`release` is idempotent, so every path that ends its work may call it.
     As a context manager it is released when the block ends."""
 
-    __slots__ = ("_owner", "key", "_held")
+    __slots__ = ("_held", "_owner", "key")
 
     def __init__(self, owner: Slots, key: str) -> None:
         self._owner, self.key, self._held = owner, key, True

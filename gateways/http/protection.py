@@ -8,7 +8,7 @@ raise and the pydantic models of the edge configuration (:class:`EdgeConfig`, wh
 (``RateLimiter``, ``ConcurrencyLimits``, ``check_body_size``, ``request_timeout``);
 :mod:`gateways.http.edge` puts them in the Starlette app as middleware.
 
-Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other errors
+Errors. JAF's codes -32003..-32004 are the same numbers A2A uses for other errors
 (-32003 is also "push notifications not supported"), so every error raised here carries
 ``data.errorType`` to tell them apart, plus the HTTP status and headers to answer with::
 
@@ -18,7 +18,7 @@ Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other error
         -32000  AgentNotFound            404  agent_not_found()
         -32003  RateLimited              429  rate_limited()        (+ Retry-After)
         -32004  AuthenticationRequired   401  auth_required()       (+ WWW-Authenticate)
-        -32007  ResourceExhausted   429/503  resource_exhausted()  (429: the caller's own quota
+        -32051  ResourceExhausted   429/503  resource_exhausted()  (429: the caller's own quota
                                                                      is full; 503: the gateway's)
         -32600  PayloadTooLarge          413  payload_too_large()
         -32600  InvalidHeader            400  invalid_header()
@@ -27,7 +27,7 @@ Errors. JAF's codes -32003..-32007 are the same numbers A2A uses for other error
 
 Errors the mesh answers (an agent's InvalidParams, TaskNotFound...) are ordinary JSON-RPC
 errors and keep HTTP 200; only refusals at the edge use the HTTP statuses above. A timeout
-(-32006, errorType Timeout) is answered by the gateway runtime once it has canceled the task
+(-32030, errorType Timeout) is answered by the gateway runtime once it has canceled the task
 on the mesh, also with HTTP 200: A2A clients turn other statuses into transport errors and
 would lose the JSON-RPC error.
 """
@@ -40,7 +40,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from mesh.a2a.errors import JSONRPCErrorObject
+from gateways.errors import AGENT_NOT_FOUND, agent_not_found_text
+from mesh.a2a.errors import ErrorCode, JSONRPCErrorObject
 from mesh.a2a.exceptions import RpcError
 from mesh.a2a.jsonrpc import RequestId
 from mesh.limits import MessageLimits
@@ -91,13 +92,13 @@ def _restore(error: dict[str, Any], request_id: RequestId, status: int, headers:
 
 def agent_not_found(name: str, available: list[str]) -> EdgeError:
     """-32000 / 404: no agent ``name`` on the mesh; ``availableAgents`` lists those that are."""
-    listing = ", ".join(sorted(available)) or "none"
+    message, data = agent_not_found_text(name, available)
     return EdgeError(
-        f"agent {name!r} is not on the mesh; available agents: {listing}",
-        code=-32000,
+        message,
+        code=AGENT_NOT_FOUND,
         error_type="AgentNotFound",
         http_status=404,
-        details={"agentName": name, "availableAgents": sorted(available)},
+        details={key: value for key, value in data.items() if key != "errorType"},
     )
 
 
@@ -125,10 +126,11 @@ def auth_required(reason: str, *, challenge: str) -> EdgeError:
 
 
 def resource_exhausted(message: str, *, resource: str, limit: int, status: Literal[429, 503] = 429) -> EdgeError:
-    """-32007: a concurrency limit is full; 429 for the caller's own quota, 503 for the gateway's."""
+    """-32051: a concurrency limit is full; 429 for the caller's own quota, 503 for the gateway's.
+    (Not JAF's -32007: A2A 1.0 gives that number to "extended agent card not configured".)"""
     return EdgeError(
         message,
-        code=-32007,
+        code=int(ErrorCode.RESOURCE_EXHAUSTED),
         error_type="ResourceExhausted",
         http_status=status,
         details={"resource": resource, "limit": limit},

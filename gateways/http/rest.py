@@ -35,8 +35,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateways.http.a2a_v1 import result_v1
+from gateways.http.edge import VERSION_HEADER, version_asked
 from gateways.http.rest_errors import rest_error, status_of
-from gateways.http.rpc import RpcCall, Version, call_v1, result_of, sse
+from gateways.http.rpc import RpcCall, Version, call_v1_of_version, result_of, sse
 from gateways.http.serving import Binding, read_body, serve_call
 from mesh.a2a import InvalidJSON, InvalidRequest, RpcError
 from mesh.e2a import E2AResponse
@@ -83,8 +84,22 @@ async def _body(request: Request) -> dict[str, Any]:
     return doc
 
 
+#: The boolean members a query string may carry, as ProtoJSON reads them ("true" / "false").
+_QUERY_BOOLEANS: Final = frozenset({"includeArtifacts"})
+
+
 def _query(request: Request) -> dict[str, Any]:
-    return dict(request.query_params)
+    """The query string as params: booleans read as such (the rest checks the text), the
+    ``A2A-Version`` a client may send here instead of a header left out."""
+    params: dict[str, Any] = {}
+    for key, value in request.query_params.items():
+        if key == VERSION_HEADER:
+            continue
+        if key in _QUERY_BOOLEANS and value.lower() in ("true", "false"):
+            params[key] = value.lower() == "true"
+        else:
+            params[key] = value
+    return params
 
 
 async def _serve(request: Request, method: str, params: Callable[[Request], Any]) -> Response:
@@ -94,7 +109,7 @@ async def _serve(request: Request, method: str, params: Callable[[Request], Any]
             value = await value
     except RpcError as exc:
         return REST.error("1.0", None, exc)
-    return await serve_call(request, lambda: call_v1(method, value), REST)
+    return await serve_call(request, lambda: call_v1_of_version(method, value, version_asked(request)), REST)
 
 
 def _endpoint(method: str, params: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -118,9 +133,10 @@ _ROUTES: Final[list[tuple[str, str, tuple[str, ...], bool, Callable[[Request], A
     ("/message:send", "SendMessage", ("POST",), True, _body),
     ("/message:stream", "SendStreamingMessage", ("POST",), True, _body),
     ("/tasks", "ListTasks", ("GET",), False, _query),
-    ("/tasks/{task_id}", "GetTask", ("GET",), False, lambda r: {**_query(r), "id": _task(r)}),
+    # The ":verb" routes before /tasks/{task_id}, whose id would swallow "t-1:subscribe".
     ("/tasks/{task_id}:cancel", "CancelTask", ("POST",), True, lambda r: _with_body(r, id=_task(r))),
     ("/tasks/{task_id}:subscribe", "SubscribeToTask", ("POST", "GET"), False, lambda r: {"id": _task(r)}),
+    ("/tasks/{task_id}", "GetTask", ("GET",), False, lambda r: {**_query(r), "id": _task(r)}),
     (
         "/tasks/{task_id}/pushNotificationConfigs",
         "CreateTaskPushNotificationConfig",

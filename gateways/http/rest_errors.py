@@ -33,7 +33,9 @@ _STATUS: Final[dict[int, tuple[int, str]]] = {
     -32008: (400, "FAILED_PRECONDITION"),
     -32009: (400, "FAILED_PRECONDITION"),
     -32010: (503, "UNAVAILABLE"),  # AgentGone
+    -32030: (504, "DEADLINE_EXCEEDED"),  # Timeout
     -32050: (503, "UNAVAILABLE"),  # AgentBusy
+    -32051: (429, "RESOURCE_EXHAUSTED"),  # ResourceExhausted
 }
 _BY_ERROR_TYPE: Final[dict[str, tuple[int, str]]] = {
     "Timeout": (504, "DEADLINE_EXCEEDED"),

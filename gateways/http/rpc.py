@@ -136,6 +136,18 @@ def call_v1(method: str, params: Any, request_id: str | int | None = None) -> Rp
         raise
 
 
+def call_v1_of_version(method: str, params: Any, version: str | None, request_id: str | int | None = None) -> RpcCall:
+    """A call of a binding that is A2A 1.0 only (REST, gRPC): no ``A2A-Version`` is 1.0; one the
+    client names must be 1.x, as JSON-RPC checks it (99.0 or 0.3 is refused, -32009)."""
+    if (version or "").strip():
+        try:
+            negotiate_version(method, version)
+        except RpcError as exc:
+            exc.request_id = request_id
+            raise
+    return call_v1(method, params, request_id)
+
+
 def check_version_served(call: RpcCall, served: Collection[str]) -> None:
     """Refuse (-32009) a request in an A2A version the gateway is configured not to serve."""
     if call.version not in served:

@@ -12,10 +12,12 @@ import uvicorn
 
 from gateways.dashboard import Dashboard
 from gateways.http.app import build_app
+from gateways.http.artifacts import ArtifactEdge
 from gateways.http.cards import gateway_card
 from gateways.http.connections import protocol_with_head_deadline
 from gateways.http.settings import HttpGatewaySettings
 from gateways.runtime import GatewayRuntime
+from mesh.artifacts import ArtifactSettings, ArtifactStore
 from mesh.broker import BrokerSettings
 from mesh.e2a import ResponseLog
 from mesh.trust import Trust
@@ -32,7 +34,13 @@ class HttpGateway:
     kind = "gateway"
 
     def __init__(
-        self, settings: HttpGatewaySettings, *, broker: BrokerSettings, namespace: str, trust: Trust | None = None
+        self,
+        settings: HttpGatewaySettings,
+        *,
+        broker: BrokerSettings,
+        namespace: str,
+        trust: Trust | None = None,
+        artifacts: ArtifactSettings | ArtifactStore | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.id
@@ -45,7 +53,6 @@ class HttpGateway:
             namespace=namespace,
             card=lambda: gateway_card(settings.id, namespace, self.public_url).to_json_bytes(),
             idle_timeout_s=settings.idle_timeout_s,
-            card_interval_s=settings.card_interval_s,
             discovery_ttl_s=settings.discovery_ttl_s,
             response_log=response_log,
             trust=trust,
@@ -54,6 +61,8 @@ class HttpGateway:
         self.dashboard = Dashboard(
             broker, namespace, owner=settings.id, verifier=trust.card_verifier() if trust is not None else None
         )
+        #: Uploads stored, downloads served (/a2a/artifacts); the store opens on first use.
+        self.artifacts = ArtifactEdge(artifacts, namespace)
         self.app = build_app(self)
         config = uvicorn.Config(
             self.app,
@@ -120,6 +129,7 @@ class HttpGateway:
         if self._socket is not None:
             self._socket.close()
         await self.runtime.stop()
+        await self.artifacts.store.close()
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -141,6 +151,6 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a URL for the wildcard, binds nothing
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host

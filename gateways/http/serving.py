@@ -13,6 +13,7 @@ slot, the E2A envelope, forwarding to the mesh and what the gateway answers itse
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,10 +25,19 @@ from gateways.http.auth import Principal
 from gateways.http.edge import asked_version, caller_of
 from gateways.http.limits import ConcurrencyLimits, request_timeout
 from gateways.http.observability import count_refusal
-from gateways.http.protection import EdgeError, body_too_slow
-from gateways.http.rpc import RpcCall, Version, answer, check_version_served, envelope_for, error_response, sse
+from gateways.http.protection import EdgeError, agent_not_found, body_too_slow
+from gateways.http.rpc import (
+    RpcCall,
+    Version,
+    answer,
+    check_version_served,
+    envelope_for,
+    error_of,
+    error_response,
+    sse,
+)
 from gateways.http.streams import EventStream
-from mesh.a2a import AuthenticatedExtendedCardNotConfigured, RpcError, TaskNotFound
+from mesh.a2a import AuthenticatedExtendedCardNotConfigured, Method, RpcError, TaskNotFound
 from mesh.e2a import E2AResponse
 from mesh.limits import check_message_limits
 
@@ -92,6 +102,7 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         message = call.params.get("message")
         if message is not None:
             check_message_limits(message, gateway.settings.limits)
+            await gateway.artifacts.store_uploads(message, principal.name, call.task_id)
         timeout = request_timeout(request.headers, gateway.settings.timeouts, streaming=call.streaming)
         context_slot = concurrency.contexts.acquire(call.context_id) if call.context_id else None
     except RpcError as exc:
@@ -103,7 +114,22 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
         return binding.error(call.version if call is not None else asked_version(request), call, exc)
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
+    frames = gateway.artifacts.rewrite(frames, gateway.public_url, principal.name)
     if call.streaming:
+        # A subscription's errors are known at once (the task is finished, unknown, another's):
+        # wait for its first frame. A new stream starts at once, as before: the client may
+        # leave before anything is sent, and nothing then reaches the mesh.
+        if call.mesh_method is Method.tasks_resubscribe:
+            first = await _first_frame(frames)
+            if isinstance(first, E2AResponse) and first.is_final and first.response_kind == "e2a.error":
+                # A plain error (REST: its HTTP status), not an HTTP 200 stream holding one event.
+                if context_slot is not None:
+                    context_slot.release()
+                await frames.aclose()  # type: ignore[attr-defined]
+                error = error_of(first)
+                error.request_id = call.request_id
+                return binding.error(call.version, call, error)
+            frames = _prepended(first, frames)
         keep_alive_s = gateway.settings.sse_keep_alive_s
         chunks = binding.stream(call, frames)
         return EventStream(chunks, request.app.state.streams, context_slot, keep_alive_s=keep_alive_s)
@@ -118,9 +144,50 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
     raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
 
 
+#: How long a stream waits for the mesh's first frame before it starts: an agent answers an error
+#: it knows at once (a finished task), so that comes as a plain error; a slow agent's stream starts
+#: (and gets its keep-alives) after this.
+FIRST_FRAME_WAIT_S = 1.0
+
+
+async def _first_frame(frames: AsyncIterator[E2AResponse]) -> E2AResponse | asyncio.Task[E2AResponse] | None:
+    """The first frame if it comes within :data:`FIRST_FRAME_WAIT_S`, else the task still
+    waiting for it (the stream awaits it), or None for no frame at all."""
+    waiting = asyncio.ensure_future(anext(frames))
+    done, _ = await asyncio.wait({waiting}, timeout=FIRST_FRAME_WAIT_S)
+    if not done:
+        return waiting
+    try:
+        return waiting.result()
+    except StopAsyncIteration:
+        return None
+
+
+async def _prepended(
+    first: E2AResponse | asyncio.Task[E2AResponse] | None, frames: AsyncIterator[E2AResponse]
+) -> AsyncIterator[E2AResponse]:
+    """``frames`` with the one already read (or being read) in front; closes ``frames``."""
+    try:
+        if isinstance(first, asyncio.Task):
+            try:
+                first = await first
+            except StopAsyncIteration:
+                return
+        if first is not None:
+            yield first
+            async for frame in frames:
+                yield frame
+    finally:
+        if isinstance(first, asyncio.Task) and not first.done():
+            first.cancel()  # the client left before the first frame
+            with contextlib.suppress(BaseException):
+                await first
+        await frames.aclose()  # type: ignore[attr-defined]
+
+
 async def read_body(request: Request, timeout_s: float) -> bytes:
     """The whole body, due within ``timeout_s`` (408 after: a slow body holds a request slot);
-    BodyLimit refuses one over the size limit as it comes."""
+    PrivateRoute refuses one over the size limit as it comes."""
     try:
         async with asyncio.timeout(timeout_s):  # asyncio's: half the cost of anyio's cancel scope
             return await request.body()
@@ -140,6 +207,8 @@ def target_agent(gateway: HttpGateway, call: RpcCall, principal: Principal, name
     if route is not None and route.owner not in (None, principal.name):
         raise TaskNotFound(f"no task {call.task_id!r}", data={"taskId": call.task_id}, request_id=call.request_id)
     if named:
+        if gateway.runtime.agent(named) is None:  # 404, as the card routes answer it
+            raise agent_not_found(named, gateway.runtime.agent_names())
         return named
     if route is not None:
         return route.agent

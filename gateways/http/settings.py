@@ -52,7 +52,6 @@ class HttpGatewaySettings(EdgeConfig):
     public_url: str | None = Field(None, description="base URL clients use, for the cards (default http://host:port)")
     default_agent: str | None = Field(None, description="agent behind POST /a2a and the well-known card")
     idle_timeout_s: float = Field(300.0, gt=0, description="cancel a mesh task silent this long")
-    card_interval_s: float = Field(10.0, gt=0, description="republish the gateway card this often")
     discovery_ttl_s: float = Field(60.0, gt=0, description="forget an agent card not refreshed this long")
     response_log: str | None = Field(None, description="NDJSON file of the E2A responses (secrets redacted)")
     read_timeout_s: float = Field(10.0, gt=0, description="a request's head, then its body, must arrive within this")

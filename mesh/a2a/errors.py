@@ -34,6 +34,8 @@ __all__ = [
     "JSONRPCErrorObject",
     "MethodNotFoundErrorObject",
     "PushNotificationNotSupportedErrorObject",
+    "RequestTimeoutErrorObject",
+    "ResourceExhaustedErrorObject",
     "TaskNotCancelableErrorObject",
     "TaskNotFoundErrorObject",
     "UnauthenticatedErrorObject",
@@ -74,8 +76,10 @@ class ErrorCode(IntEnum):
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007, "Authenticated Extended Card is not configured"
     # The mesh's own, in the server range (-32008/-32009 are A2A 1.0's; the README's table)
     AGENT_GONE = -32010, "The agent is gone"  # nobody listens on its request topic, or its card was removed
+    TIMEOUT = -32030, "The request timed out"  # its deadline or idle timeout ran out; the task was canceled
     UNAUTHENTICATED = -32020, "A valid user token is required"  # require_user_token: no trusted authToken
     AGENT_BUSY = -32050, "Agent busy"  # at its max_concurrent_tasks: try again later
+    RESOURCE_EXHAUSTED = -32051, "Resource exhausted"  # a gateway's concurrency limit is full
 
 
 # The error object model of each code, filled as the models below are declared.
@@ -203,6 +207,20 @@ class AgentBusyErrorObject(JSONRPCErrorObject):
 
     code: Literal[ErrorCode.AGENT_BUSY] = ErrorCode.AGENT_BUSY
     message: str = ErrorCode.AGENT_BUSY.message
+
+
+class RequestTimeoutErrorObject(JSONRPCErrorObject):
+    """A gateway's request ran past its deadline or idle timeout; the task was canceled."""
+
+    code: Literal[ErrorCode.TIMEOUT] = ErrorCode.TIMEOUT
+    message: str = ErrorCode.TIMEOUT.message
+
+
+class ResourceExhaustedErrorObject(JSONRPCErrorObject):
+    """A gateway's concurrency limit is full (per caller, per context or its own)."""
+
+    code: Literal[ErrorCode.RESOURCE_EXHAUSTED] = ErrorCode.RESOURCE_EXHAUSTED
+    message: str = ErrorCode.RESOURCE_EXHAUSTED.message
 
 
 if missing := [code.name for code in ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip

@@ -29,7 +29,9 @@ matching subclass::
         ├── AuthenticatedExtendedCardNotConfigured  -32007
         ├── AgentGone                      -32010 (mesh: the agent is not there)
         ├── Unauthenticated                -32020 (mesh: require_user_token and no valid token)
-        └── AgentBusy                      -32050 (mesh: at its max_concurrent_tasks)
+        ├── RequestTimedOut                -32030 (mesh: a gateway's deadline or idle timeout)
+        ├── AgentBusy                      -32050 (mesh: at its max_concurrent_tasks)
+        └── ResourceExhausted              -32051 (mesh: a gateway's concurrency limit)
 
 Each subclass names its error object model, which holds its code (:class:`ErrorCode`) and
 default message; a subclass registers itself in :data:`EXCEPTION_TYPES` by that code.
@@ -229,6 +231,18 @@ class AgentBusy(RpcError):
     """The agent runs as many tasks as it may (``max_concurrent_tasks``); try again later."""
 
     error_type = e.AgentBusyErrorObject
+
+
+class RequestTimedOut(RpcError):
+    """A gateway's request ran past its deadline or idle timeout; the task was canceled."""
+
+    error_type = e.RequestTimeoutErrorObject
+
+
+class ResourceExhausted(RpcError):
+    """A gateway's concurrency limit is full; send again once a request of yours ended."""
+
+    error_type = e.ResourceExhaustedErrorObject
 
 
 if missing := [code.name for code in e.ErrorCode if code not in _BY_CODE]:  # pragma: no cover - a developer's slip

@@ -40,9 +40,9 @@ __all__ = [
     "SECURE_BROKER_URL",
     "BrokerFiles",
     "find_dynsec_plugin",
-    "secure_state_dir",
     "identities_of",
     "local_broker_config",
+    "secure_state_dir",
     "write_broker_files",
 ]
 
@@ -53,7 +53,7 @@ SECURE_BROKER_URL = "mqtts://localhost:8883"
 DYNSEC_FILE = "dynamic-security.json"
 CREDENTIALS_DIR = "credentials"
 ADMIN_FILE = "admin"
-_OLD_PASSWORD_FILE = "passwords"
+_OLD_PASSWORD_FILE = "passwords"  # noqa: S105 - a file name, not a password
 CONF_FILE = "mosquitto-security.conf"
 _PLUGIN = "mosquitto_dynamic_security.so"
 _PLUGIN_DIRS = ("/usr/lib/*", "/usr/lib", "/usr/local/lib", "/opt/homebrew/lib", "/usr/local/opt/mosquitto/lib")

@@ -152,7 +152,7 @@ class LocalBroker:
         # what it says at start (check_broker_log) shows only once it stops.
         if stdbuf := shutil.which("stdbuf"):
             command = [stdbuf, "-oL", *command]
-        self._process = subprocess.Popen(
+        self._process = subprocess.Popen(  # noqa: S603 - our own argument list, no shell
             command,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -250,10 +250,8 @@ def running_up_of_broker(url: str, namespace: str | None = None, state_dir: Path
     where a command connecting there finds its credentials."""
     records = [running_up(namespace, state_dir)] if namespace else []
     base = up_files("-", state_dir).state.parent
-    try:
+    with contextlib.suppress(OSError):
         records += [running_up(unquote(path.stem), state_dir) for path in sorted(base.glob("*.json"))]
-    except OSError:
-        pass
     return next(
         (r for r in records if r is not None and r.secure and r.credentials and _same_url(r.broker_url, url)), None
     )
@@ -305,5 +303,11 @@ def _command_line(pid: int) -> str:
             return proc.read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             return ""
-    found = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    # ps from PATH like any CLI; a fixed argument list, no shell
+    found = subprocess.run(  # noqa: S603
+        ["ps", "-o", "command=", "-p", str(pid)],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return found.stdout

@@ -13,7 +13,7 @@ import math
 import uuid
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ class CallOptions:
 
     user_id: str | None = None
     user_config: dict[str, Any] | None = None
-    auth_token: str | None = None
+    auth_token: str | None = field(default=None, repr=False)  # a bearer credential: never in a repr
     call_depth: int | None = None
     call_chain: list[str] | None = None
     traceparent: str | None = None

@@ -19,6 +19,7 @@ from typing import Any
 from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent, TextPart, create_user_message
 from mesh.a2a.exceptions import TaskNotCancelable
 from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE
+from mesh.cli.artifact_files import save_answer_files
 from mesh.cli.common import (
     EXIT_OK,
     EXIT_TASK_NOT_COMPLETED,
@@ -74,6 +75,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=3.0,
         metavar="S",
         help="seconds to wait for the agent's card before giving up (default 3)",
+    )
+    send.add_argument(
+        "--save-artifacts",
+        metavar="DIR",
+        type=Path,
+        help="write the answer's files to DIR (artifact:// URIs are read from the artifact store, MESH_ARTIFACTS)",
     )
     add_client_options(send)
     send.set_defaults(handler=_send)
@@ -192,6 +199,8 @@ async def _send(args: argparse.Namespace) -> int:
                     on_sent=on_sent,
                     on_event=on_event,
                 )
+        if args.save_artifacts is not None:
+            await save_answer_files(result, args.save_artifacts, args.namespace)
         if args.json:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)
@@ -244,7 +253,10 @@ async def _send_streamed(client: MeshClient, args: argparse.Namespace, interrupt
         first = False
         print(as_json(item) if args.json else event_line(item), flush=True)
         final = item
-    assert isinstance(final, Task | Message)
+    if not isinstance(final, Task | Message):
+        raise RuntimeError("the stream ended without a task or a message")
+    if args.save_artifacts is not None:
+        await save_answer_files(final, args.save_artifacts, args.namespace)
     return _outcome(final, print_answer=False)
 
 

@@ -182,11 +182,14 @@ def e2a_response_to_acp_jsonrpc_response(resp: E2AResponse) -> dict[str, Any] | 
     not an integer is sent as -32603 with the original code in ``data.e2a_code``.
     """
     projected = resp.projections.get("acp")
-    if isinstance(projected, Mapping) and projected.get("jsonrpc") == "2.0":
-        if "result" in projected or "error" in projected:
-            out = dict(projected)
-            out.setdefault("id", resp.jsonrpc_id)
-            return out
+    if (
+        isinstance(projected, Mapping)
+        and projected.get("jsonrpc") == "2.0"
+        and ("result" in projected or "error" in projected)
+    ):
+        out = dict(projected)
+        out.setdefault("id", resp.jsonrpc_id)
+        return out
 
     body = dict(resp.body)
     kind = resp.response_kind
@@ -225,9 +228,8 @@ def e2a_response_to_a2a_stream_payload(resp: E2AResponse) -> dict[str, Any] | No
     if resp.response_kind != E2A_RESPONSE_KIND_A2A_STREAM_EVENT:
         return None
     projected = resp.projections.get("a2a")
-    if isinstance(projected, Mapping) and len(projected) == 1:
-        if next(iter(projected)) in _A2A_STREAM_KEYS.values():
-            return dict(projected)
+    if isinstance(projected, Mapping) and len(projected) == 1 and next(iter(projected)) in _A2A_STREAM_KEYS.values():
+        return dict(projected)
     branch = resp.body.get("branch")
     payload = resp.body.get("payload")
     if branch not in E2A_A2A_STREAM_BRANCHES or not isinstance(payload, Mapping):

@@ -7,7 +7,9 @@ Every line starts with ``request_id``, ``response_id``, ``sequence``, ``is_final
 from __future__ import annotations
 
 import json
+import logging
 import os
+import queue
 import threading
 from collections.abc import Mapping
 from typing import IO, Any
@@ -16,6 +18,8 @@ from mesh.e2a.models import E2AResponse
 from mesh.redaction import is_secret_key
 
 REDACTED = "[redacted]"
+
+log = logging.getLogger(__name__)
 
 LOG_REQUIRED_KEYS: tuple[str, ...] = (
     "request_id",
@@ -62,34 +66,81 @@ def format_response_line(response: E2AResponse) -> str:
 
 
 class ResponseLog:
-    """Appends response lines to a file path or a text stream, flushing after each line.
+    """Appends response lines to a file path or a text stream from a writer thread.
 
-    A lock serializes writes, so one log may be shared by threads (or by tasks of one event
-    loop; a write is a short blocking call). A log opened from a path owns the file and closes
-    it in :meth:`close`; a stream passed in is flushed but left open.
+    :meth:`write` formats the line and queues it, so an event loop never waits on the disk; the
+    writer thread writes what is queued and flushes once per batch. At most ``max_queued`` lines
+    wait (a disk that stalls must not grow memory without bound): past it, lines are dropped,
+    counted in :attr:`dropped` and logged. A log opened from a path owns the file and closes it
+    in :meth:`close`; a stream passed in is flushed but left open.
     """
 
-    def __init__(self, target: str | os.PathLike[str] | IO[str]) -> None:
+    def __init__(self, target: str | os.PathLike[str] | IO[str], *, max_queued: int = 10_000) -> None:
         if isinstance(target, (str, os.PathLike)):
-            self._stream: IO[str] = open(target, "a", encoding="utf-8")
+            # Owned for the log's life and closed in close(), not in one block.
+            self._stream: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115
             self._owns_stream = True
         else:
             self._stream = target
             self._owns_stream = False
-        self._lock = threading.Lock()
+        self._lines: queue.Queue[str | threading.Event | None] = queue.Queue(maxsize=max_queued)
+        self.dropped = 0
+        self._closed = False
+        self._writer = threading.Thread(target=self._write_lines, name="e2a-response-log", daemon=True)
+        self._writer.start()
 
     def write(self, response: E2AResponse) -> str:
-        """Log ``response``; returns the line written (without its newline)."""
+        """Queue ``response``'s line for the log; returns the line (without its newline)."""
         line = format_response_line(response)
-        with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+        if self._closed:
+            return line
+        try:
+            self._lines.put_nowait(line)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning("E2A response log: %d lines dropped, the disk does not keep up", self.dropped)
         return line
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued line is written and flushed; False if ``timeout`` passed first."""
+        if self._closed:
+            return True
+        done = threading.Event()
+        self._lines.put(done)  # set by the writer once the lines before it are out
+        return done.wait(timeout)
+
     def close(self) -> None:
-        with self._lock:
-            if self._owns_stream and not self._stream.closed:
-                self._stream.close()
+        """Write what is queued, stop the writer thread and close an owned file."""
+        if self._closed:
+            return
+        self._closed = True
+        self._lines.put(None)
+        self._writer.join()
+        if self._owns_stream and not self._stream.closed:
+            self._stream.close()
+
+    def _write_lines(self) -> None:
+        while True:
+            line = self._lines.get()
+            batch = [line]
+            while len(batch) < 512:  # flush at least every 512 lines
+                try:
+                    batch.append(self._lines.get_nowait())
+                except queue.Empty:
+                    break
+            text = "".join(f"{item}\n" for item in batch if isinstance(item, str))
+            try:
+                if text:
+                    self._stream.write(text)
+                    self._stream.flush()
+            except (OSError, ValueError) as exc:  # a full disk or a closed stream: say so, keep draining
+                log.error("E2A response log: cannot write: %s", exc)
+            for item in batch:
+                if isinstance(item, threading.Event):
+                    item.set()
+            if None in batch:
+                return
 
     def __enter__(self) -> ResponseLog:
         return self

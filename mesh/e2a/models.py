@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from mesh.e2a import _compat
@@ -33,7 +33,7 @@ from mesh.timestamps import utc_now_iso
 _WIRE_KEY = "wire_key"
 
 
-class IdentityOrigin(str, Enum):
+class IdentityOrigin(StrEnum):
     """Who triggered the request to the agent."""
 
     SYSTEM = "system"
@@ -101,10 +101,11 @@ class E2AAuth:
     """Credentials for the request; prefer ``credential_ref`` / ``api_key_ref`` over raw tokens."""
 
     method_id: str | None = None
-    bearer_token: str | None = None
+    # Credentials never in a repr (a log line, a traceback); the refs name a secret, not hold it.
+    bearer_token: str | None = field(default=None, repr=False)
     api_key_ref: str | None = None
     credential_ref: str | None = None
-    extra_headers: dict[str, str] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict, repr=False)
     meta: dict[str, Any] = field(default_factory=dict, metadata={_WIRE_KEY: "_meta"})
 
     def to_dict(self) -> dict[str, Any]:

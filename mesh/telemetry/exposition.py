@@ -126,7 +126,10 @@ def render() -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def serve_metrics(port: int, host: str = "0.0.0.0") -> AsyncIterator[asyncio.Server]:
+async def serve_metrics(
+    port: int,
+    host: str = "0.0.0.0",  # noqa: S104 - scraped from other hosts; the port is opt-in (--metrics-port)
+) -> AsyncIterator[asyncio.Server]:
     """``GET /metrics`` (any path, in fact) on ``host:port`` while the block runs."""
     try:
         server = await asyncio.start_server(_answer, host, port)

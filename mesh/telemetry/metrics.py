@@ -56,6 +56,7 @@ class ComponentMetrics:
     """The counts of one agent or gateway, and the gauges it reports while it runs."""
 
     __slots__ = (
+        "cards_healed",
         "discovery_size",
         "duration",
         "ended",
@@ -64,7 +65,6 @@ class ComponentMetrics:
         "namespace",
         "queue_depth",
         "reconnects",
-        "cards_healed",
         "refusals",
         "round_trips",
     )

@@ -27,7 +27,7 @@ class Backoff:
             )
         self.min_delay_s = min_delay_s
         self.max_delay_s = max_delay_s
-        self._rng = rng or random.Random()
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not a secret
         self.attempt = 0
 
     def ceiling(self, attempt: int) -> float:

@@ -92,7 +92,7 @@ _INT32_STRUCT = struct.Struct("!L")
 class FastProperties(Properties):
     """paho ``Properties`` with shared tables and single-pass pack/unpack."""
 
-    def __init__(self, packetType: int) -> None:  # noqa: N803 - paho's signature
+    def __init__(self, packetType: int) -> None:
         setter = object.__setattr__
         setter(self, "packetType", packetType)
         # Shared, never mutated: paho reads these but does not change them.
@@ -126,16 +126,16 @@ class FastProperties(Properties):
                 value = existing + value
         object.__setattr__(self, name, value)
 
-    def allowsMultiple(self, compressedName: str) -> bool:  # noqa: N802,N803 - paho API
+    def allowsMultiple(self, compressedName: str) -> bool:
         return _NAME_TO_ID.get(compressedName, -1) in _MULTIPLE
 
-    def getIdentFromName(self, compressedName: str) -> int:  # noqa: N802,N803 - paho API
+    def getIdentFromName(self, compressedName: str) -> int:
         return _NAME_TO_ID.get(compressedName, -1)
 
-    def getNameFromIdent(self, identifier: int) -> str | None:  # noqa: N802 - paho API
+    def getNameFromIdent(self, identifier: int) -> str | None:
         return _ID_TO_SPACED.get(identifier)
 
-    def isEmpty(self) -> bool:  # noqa: N802 - paho API
+    def isEmpty(self) -> bool:
         attributes = self.__dict__
         return not any(name in attributes for name in _NAME_TO_ID)
 

@@ -132,10 +132,12 @@ def _client_certificate_problem(head: str, tls: TlsOptions, text: str) -> str | 
 def _tls_alert(settings: BrokerSettings, tls: TlsOptions, timeout: float = _PROBE_TIMEOUT_S) -> str | None:
     """What the broker says in TLS to a handshake with ``tls``, before any MQTT: an alert's text, or None."""
     try:
-        with socket.create_connection((settings.host, settings.port), timeout=timeout) as raw:
-            with ssl_context(tls).wrap_socket(raw, server_hostname=settings.host) as sock:
-                sock.settimeout(timeout / 2)  # TLS 1.3: a refused client certificate comes after the handshake
-                sock.recv(1)
+        with (
+            socket.create_connection((settings.host, settings.port), timeout=timeout) as raw,
+            ssl_context(tls).wrap_socket(raw, server_hostname=settings.host) as sock,
+        ):
+            sock.settimeout(timeout / 2)  # TLS 1.3: a refused client certificate comes after the handshake
+            sock.recv(1)
     except ssl.SSLError as exc:
         return _reason(exc) if "ALERT" in _reason(exc).upper() else None
     except (OSError, ConfigError):
@@ -166,9 +168,11 @@ def speaks_tls(host: str, port: int, timeout: float = _PROBE_TIMEOUT_S) -> bool:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
-        with socket.create_connection((host, port), timeout=timeout) as raw:
-            with context.wrap_socket(raw, server_hostname=host):
-                return True
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
     except ssl.SSLError as exc:
         return "ALERT" in _reason(exc).upper()  # a TLS server that refused us, in TLS
     except OSError:

@@ -77,10 +77,7 @@ def load_private_key(path: Path, *, kid: str | None = None) -> PrivateKey:
     """A private key from a JWK (JSON) or PEM file; ``kid`` names a PEM key (default: the file's stem)."""
     text = _read(path, "private key")
     try:
-        if text.lstrip().startswith("{"):
-            key = jwk.import_key(json.loads(text))
-        else:
-            key = _import_pem(text, kid or path.stem)
+        key = jwk.import_key(json.loads(text)) if text.lstrip().startswith("{") else _import_pem(text, kid or path.stem)
     except (ValueError, JoseError) as exc:
         raise ConfigError(f"{path}: not a private key ({exc}); make one with `mesh keys`") from None
     if not isinstance(key, jwk.ECKey | jwk.OKPKey) or not key.is_private:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from datetime import timedelta
@@ -405,10 +406,8 @@ def test_long_chains_need_no_stack() -> None:
 )
 def test_adversarial_inputs_finish_fast(expression: str) -> None:
     start = time.perf_counter()
-    try:
+    with contextlib.suppress(ArithmeticInputError):
         evaluate(expression)
-    except ArithmeticInputError:
-        pass
     assert time.perf_counter() - start < 0.5
 
 

@@ -163,7 +163,7 @@ async def test_beyond_its_bound_a_method_that_must_wait_is_answered_busy(
         answer_of(client, request_bytes("tasks/cancel", "c-1", {"id": task.id}), agent="stubborn")
     )
     async with asyncio.timeout(5):
-        while not service.dispatcher._waiting:  # noqa: SLF001 -- the cancel is waiting for the handler
+        while not service.dispatcher._waiting:
             await asyncio.sleep(0.01)
     busy = await answer_of(client, request_bytes("tasks/cancel", "c-2", {"id": task.id}), agent="stubborn")
     assert busy["id"] == "c-2" and busy["error"]["code"] == -32050

@@ -42,7 +42,7 @@ def text_of(task: object) -> str:
 
 
 def only_task(service: AgentService) -> Task:
-    [record] = [service.tasks.get(i) for i in list(service.tasks._tasks)]  # noqa: SLF001 - the peer's view
+    [record] = [service.tasks.get(i) for i in list(service.tasks._tasks)]
     assert record is not None
     return record.task
 
@@ -100,7 +100,7 @@ async def test_timeout_cancels_the_peers_own_task(serve_agent: ServeAgent, clien
     task = await client.send("a", "wait forever")
     assert isinstance(task, Task) and task.status.state is TaskState.failed
     assert "DelegationTimeoutError" in text_of(task) and "the task was canceled" in text_of(task)
-    [record] = list(blocker.tasks._tasks.values())  # noqa: SLF001 - assert on the peer itself
+    [record] = list(blocker.tasks._tasks.values())
     await asyncio.wait_for(record.settled.wait(), 5)
     assert record.state is TaskState.canceled
     assert record.id.startswith("a2a_subtask_")  # canceled by its exact id
@@ -122,7 +122,7 @@ async def test_canceling_the_parent_cascades_two_levels_down(serve_agent: ServeA
     canceled = await client.cancel_task("a", parent.id)
     assert canceled.status.state is TaskState.canceled
     for service in (b_service, c_service):
-        [record] = list(service.tasks._tasks.values())  # noqa: SLF001
+        [record] = list(service.tasks._tasks.values())
         await asyncio.wait_for(record.settled.wait(), 5)
         assert record.state is TaskState.canceled, service.name
     assert c.cancellations == 1

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -42,7 +43,8 @@ def send_payload(text: str, ledger: Path, request_id: str) -> bytes:
 
 def stored(store: Path, task_id: str) -> bool:
     """Whether the agent's task store has committed a row for the task (read from outside)."""
-    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+    # A URI: the path quoted (a namespace's directory holds percent-encoded characters).
+    with contextlib.closing(sqlite3.connect(f"file:{quote(str(store))}?mode=ro", uri=True)) as db:
         return db.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is not None
 
 

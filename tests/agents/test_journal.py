@@ -14,6 +14,7 @@ from agents.journal import MEMORY, NullJournal, journal_path
 from agents.push import PushConfigStore
 from agents.sqlitejournal import SqliteJournal
 from agents.tasks import TaskRecord, TaskStore
+from gateways.acp.sessions import SessionStore
 from mesh.a2a import PushNotificationConfig, TaskState, TextPart, create_user_message
 from mesh.errors import ConfigError
 from tests.agents.service_agents import Echo
@@ -102,9 +103,37 @@ async def test_push_configs_survive_and_forgotten_tasks_leave_the_file(tmp_path:
 
 def test_where_the_file_goes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))
-    assert journal_path("", "acme/prod", "echo") == tmp_path / "acme_prod" / "echo.sqlite3"
+    assert journal_path("", "acme/prod", "echo") == tmp_path / "acme%2Fprod" / "echo.sqlite3"
     assert journal_path(MEMORY, "acme", "echo") is None
     assert journal_path("~/tasks.db", "acme", "echo") == Path.home() / "tasks.db"
+
+
+@pytest.mark.parametrize(
+    "namespaces",
+    [("acme/ai", "acme_ai"), ("a/b/c", "a/b_c"), ("x%2Fy", "x/y"), ("..", "."), ("é", "%C3%A9")],
+)
+def test_namespaces_keep_their_tasks_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, namespaces: tuple[str, str]
+) -> None:
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))
+    paths = [journal_path("", namespace, "echo") for namespace in namespaces]
+    assert paths[0] != paths[1]
+    for path in paths:
+        assert path is not None and path.parent.parent == tmp_path  # one directory level, inside
+
+
+@pytest.mark.parametrize("namespace", ["..", "../..", ".", "a/../..", "x" * 300])
+def test_no_namespace_leaves_the_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, namespace: str) -> None:
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))
+    for path in (journal_path("", namespace, "echo"), SessionStore.for_namespace(namespace).path):
+        assert path is not None
+        assert path.resolve().parent.parent == tmp_path.resolve(), path
+        assert len(path.parent.name) <= 255
+
+
+def test_acp_sessions_of_two_namespaces_are_two_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))
+    assert SessionStore.for_namespace("acme/ai").path != SessionStore.for_namespace("acme_ai").path
 
 
 async def test_a_task_store_that_is_not_sqlite_fails_the_start_saying_how_to_fix_it(

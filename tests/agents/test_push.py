@@ -10,6 +10,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -570,3 +571,24 @@ async def test_https_verifies_the_host_name_on_the_pinned_connection(tmp_path: P
         await notifier.aclose()
         assert [(r.path, r.task.metadata) for r in tls_receiver.requests] == [("/ok", {"seq": 1})]
         assert tls_receiver.requests[0].headers["host"] == f"hook.test:{tls_receiver.port}"
+
+
+async def test_deliveries_take_no_thread_of_the_default_pool(receiver: Receiver) -> None:
+    """Slow webhooks must not starve the loop's default executor (journal loads, file reads and
+    every other to_thread share it): a delivery goes out while that pool is fully taken."""
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(pool)
+    taken = threading.Event()
+    held = loop.run_in_executor(None, taken.wait, 10)  # the pool's only thread, held
+    try:
+        async with PushNotifier(allow_private=True) as notifier:
+            notifier.notify(make_task(seq=7), [push_config(receiver.url("/starved"))])
+            while not receiver.requests and not held.done():
+                await asyncio.sleep(0.01)
+            assert [(r.path, r.task.metadata) for r in receiver.requests] == [("/starved", {"seq": 7})]
+            assert not held.done()  # delivered while the default pool was still taken
+    finally:
+        taken.set()
+        await held
+        pool.shutdown(wait=False)

@@ -25,7 +25,7 @@ async def test_an_agent_serves_every_method_with_its_params_model(serve_agent: S
     table = service.dispatcher.handlers
     assert set(table) == set(Method)
     for method, handler in table.items():
-        assert getattr(handler, "__self__") is service.methods
+        assert handler.__self__ is service.methods
         assert get_type_hints(handler)["params"] is method.params
 
 

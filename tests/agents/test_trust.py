@@ -173,7 +173,7 @@ async def test_the_timeout_cancel_of_a_sub_task_carries_the_token_an_agent_requi
     await serve(Relay(next_agent="blocker", timeout=0.3), required, token_issuers=["http"])
     task = await ask(client, "relay", user="alice", token=minter(keys, "http", namespace).mint("alice"))
     assert task.status.message is not None and "the task was canceled" in text(task.status.message)
-    [record] = list(blocker.tasks._tasks.values())  # noqa: SLF001 - assert on the peer itself
+    [record] = list(blocker.tasks._tasks.values())
     await asyncio.wait_for(record.settled.wait(), 5)
     assert record.state is TaskState.canceled
 

@@ -154,7 +154,7 @@ def test_unknown_method_names_the_supported_ones() -> None:
         params_from_v1("SendMesage", {})
     assert "SendMessage" in info.value.error.message and "SendMesage" in info.value.error.message
     assert info.value.data["supported"] == list(V1_METHODS)
-    with pytest.raises(MethodNotFound, match="an A2A 0.3 method"):
+    with pytest.raises(MethodNotFound, match=r"an A2A 0\.3 method"):
         params_from_v1("message/send", {})
     with pytest.raises(ValueError, match="gateway answers it"):
         params_from_v1("ListTasks", {})
@@ -455,7 +455,7 @@ def test_bad_params_name_the_member(method: str, params: Any, path: str) -> None
 
 
 def test_missing_params_read_as_empty_like_a2a_sdk() -> None:
-    with pytest.raises(InvalidParams, match="params.id: required"):
+    with pytest.raises(InvalidParams, match=r"params\.id: required"):
         params_from_v1("GetTask", None)
 
 

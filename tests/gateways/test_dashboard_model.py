@@ -199,3 +199,18 @@ def test_a_card_tile_says_skills_streaming_replicas_and_whether_it_is_signed() -
     view.card_gone("agent", "countdown")  # a second removal changes nothing
     assert [kind for kind, _ in changes] == ["card", "card", "gone"]
     assert [c["name"] for c in view.snapshot()["cards"]] == ["plain"]
+
+
+def test_an_artifact_by_uri_gets_a_download_link_and_other_files_none() -> None:
+    view = MeshView(clock=Clock())
+    seen(view, "reporter", "k1")
+    parts = [
+        {"kind": "file", "file": {"uri": "artifact://c/charts/q3.png?version=2", "name": "q3.png"}},
+        {"kind": "file", "file": {"uri": "https://elsewhere/x.png"}},
+        {"kind": "file", "file": {"uri": "artifact://c/../x"}},
+    ]
+    update = {"kind": "artifact-update", "taskId": "k1", "contextId": "c", "artifact": {"name": "q3", "parts": parts}}
+    view.answer_seen("k1", result(update), final=False)
+    (record,) = view.snapshot()["tasks"]
+    (event,) = [e for e in record["events"] if e["kind"] == "artifact"]
+    assert event["files"] == [{"name": "charts/q3.png", "href": "/a2a/artifacts/c/charts/q3.png?version=2"}]

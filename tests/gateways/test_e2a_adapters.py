@@ -205,7 +205,7 @@ def test_other_methods_get_a_plain_copy() -> None:
 
 def test_non_object_meta_is_refused() -> None:
     env = E2AEnvelope(method="session/prompt", params={"text": "hi", "_meta": "x"}, acp_meta={"m": 1})
-    with pytest.raises(E2AValidationError, match="params._meta"):
+    with pytest.raises(E2AValidationError, match=r"params\._meta"):
         merge_params_to_acp_prompt(env)
 
 

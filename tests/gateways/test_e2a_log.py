@@ -146,7 +146,7 @@ def test_redact_does_not_mutate_its_input() -> None:
     assert redact({"extra_headers": "raw"}) == {"extra_headers": REDACTED}
 
 
-def test_log_to_stream_flushes_each_line() -> None:
+def test_log_to_stream_flushes_what_it_wrote() -> None:
     class Recorder(io.StringIO):
         flushes = 0
 
@@ -158,15 +158,44 @@ def test_log_to_stream_flushes_each_line() -> None:
     seq = ResponseSequencer(E2AEnvelope(request_id="req_1"))
     log = ResponseLog(stream)
     log.write(seq.chunk("Hello"))
-    assert stream.flushes == 1
+    assert log.flush(5)
+    assert stream.flushes >= 1 and stream.getvalue().count("\n") == 1
     log.write(seq.complete({"content": "Hello"}))
-    assert stream.flushes == 2
     log.close()
     assert not stream.closed  # a stream passed in is not ours to close
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and stream.getvalue().endswith("\n")
     frames = [E2AResponse.from_dict(json.loads(line)) for line in lines]
     assert [f.sequence for f in validate_response_frames(frames)] == [0, 1]
+
+
+def test_a_write_does_not_wait_on_a_stalled_disk() -> None:
+    """write() runs on the gateway's event loop: a stream that stalls must not stall it."""
+    release = threading.Event()
+
+    class Stalled(io.StringIO):
+        def write(self, text: str) -> int:
+            release.wait(10)
+            return super().write(text)
+
+    stream = Stalled()
+    log = ResponseLog(stream, max_queued=2)
+    seq = ResponseSequencer(E2AEnvelope(request_id="req_s"))
+    returned = threading.Event()
+
+    def writing() -> None:
+        for _ in range(5):  # more than the queue holds: the rest are dropped, not waited for
+            log.write(seq.chunk("x"))
+        returned.set()
+
+    threading.Thread(target=writing, daemon=True).start()
+    try:
+        assert returned.wait(5), "ResponseLog.write blocked on the stream"
+    finally:
+        release.set()
+    log.close()
+    written = len(stream.getvalue().splitlines())
+    assert written + log.dropped == 5 and written >= 1
 
 
 def test_log_to_path_appends_and_replays(tmp_path: Path) -> None:

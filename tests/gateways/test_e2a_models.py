@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -114,7 +114,7 @@ def test_seed_11_2_legacy_agent_request() -> None:
     assert env.session_id == "sess_feishu_1"
     assert env.is_stream is True
     assert isinstance(env.timestamp, str)
-    assert _utc(env.timestamp) == datetime.fromtimestamp(1774524781.15, tz=timezone.utc)
+    assert _utc(env.timestamp) == datetime.fromtimestamp(1774524781.15, tz=UTC)
     assert env.channel_context == {"feishu_open_id": "ou_xxx", "message_id": "om_xxx"}
     assert env.params["content"] == "List desktop files"
 

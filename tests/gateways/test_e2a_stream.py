@@ -71,7 +71,7 @@ def test_seed_12_8_frames_parse_and_satisfy_invariants() -> None:
     assert [f.is_final for f in frames] == [False, False, True]
     assert frames[2].body == {"result": {"content": "Hello world"}}
     assert validate_response_frames(reversed(frames)) == frames
-    for frame, line in zip(frames, SEED_12_8.splitlines()):
+    for frame, line in zip(frames, SEED_12_8.splitlines(), strict=False):
         original = json.loads(line)
         data = frame.to_dict()
         assert {k: data[k] for k in original if k != "provenance"} == {
@@ -82,7 +82,7 @@ def test_seed_12_8_frames_parse_and_satisfy_invariants() -> None:
 def test_sequencer_reproduces_seed_12_8() -> None:
     seq = _pinned(E2AEnvelope(request_id="req_1"))
     produced = [seq.chunk("Hello"), seq.chunk(" world"), seq.complete({"content": "Hello world"})]
-    for mine, seed in zip(produced, _seed_frames()):
+    for mine, seed in zip(produced, _seed_frames(), strict=False):
         assert (mine.request_id, mine.sequence, mine.is_final, mine.status, mine.response_kind, mine.body) == (
             seed.request_id,
             seed.sequence,
@@ -182,7 +182,7 @@ def test_non_final_error_keeps_the_stream_open() -> None:
 
 def test_failed_frames_must_be_e2a_error() -> None:
     seq = _pinned()
-    with pytest.raises(E2ASequenceError, match="e2a.error"):
+    with pytest.raises(E2ASequenceError, match=r"e2a\.error"):
         seq.emit("acp.jsonrpc_error", {"code": -1, "message": "x"}, status="failed", final=True)
     assert seq.next_sequence == 0  # a refused frame uses no sequence number
 

@@ -310,7 +310,7 @@ async def test_x_a2a_timeout_answers_the_timeout_error_and_cancels_the_task(
     )
     assert response.status_code == 200
     error = error_of(response, "t")
-    assert error["code"] == -32006
+    assert error["code"] == -32030
     if headers:
         info = error_info(error)
         assert info["reason"] == "TIMEOUT" and info["metadata"]["errorType"] == "Timeout"
@@ -390,7 +390,7 @@ async def test_a_client_has_at_most_n_requests_in_flight(
         refused = await call(http, url, "tasks/get", {"id": held[0][0]}, request_id="third")
         assert refused.status_code == 429
         error = error_of(refused, None)
-        assert error["code"] == -32007 and error["data"]["errorType"] == "ResourceExhausted"
+        assert error["code"] == -32051 and error["data"]["errorType"] == "ResourceExhausted"
         assert error["data"]["resource"] == "requestsPerClient" and error["data"]["limit"] == 2
         rate_limit_headers(refused)
         assert (await http.get(f"{gateway.public_url}/a2a/health")).status_code == 200  # public: not counted
@@ -417,7 +417,7 @@ async def test_a_context_has_at_most_n_tasks_in_flight(
         )
         assert refused.status_code == 429
         error = error_of(refused, "second")
-        assert error["code"] == -32007 and error["data"]["resource"] == "tasksPerContext"
+        assert error["code"] == -32051 and error["data"]["resource"] == "tasksPerContext"
         assert "ctx-1" in error["message"]
         assert len(echo.tasks) == 0
         other = await call(http, echo_url, "message/send", {"message": message(contextId="ctx-2")})

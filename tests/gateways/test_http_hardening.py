@@ -114,7 +114,7 @@ async def test_a_keep_alive_connection_that_stays_quiet_after_a_request_is_close
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 200")
-        length = int([line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0][15:])
+        length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))[15:])
         await reader.readexactly(length)
         writer.write(b"GET /a2a/he")  # the next request's head starts, and never ends
         elapsed = await _closed_after(reader, lambda: None, 5)

@@ -210,7 +210,7 @@ async def test_post_to_an_unknown_agent_is_agent_not_found(
     response = await call(
         http, f"{gateway.public_url}/a2a/agents/ghost", method, {"message": msg}, request_id="q", headers=headers
     )
-    assert response.status_code == 200  # the mesh answered: a JSON-RPC error
+    assert response.status_code == 404  # as GET /a2a/agents/ghost/card and REST answer it
     error = error_of(response, "q")
     assert error["code"] == -32000 and "ghost" in error["message"]
     if headers:
@@ -315,10 +315,11 @@ async def test_task_errors_from_the_agent(
     assert finished["code"] == -32002 and finished["message"] == "Task cannot be canceled"
     assert "completed" in finished["data"]["detail"]
 
-    response, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
-    assert response.status_code == 200
-    [(name, data)] = events
-    assert name == "error" and data["id"] == "r"
+    # Known before a stream would start: a plain JSON-RPC error, not an SSE stream holding one.
+    response = await call(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
+    data = response.json()
+    assert data["id"] == "r"
     assert data["error"]["code"] == -32004 and data["error"]["data"]["state"] == "completed"
     assert data["error"]["message"] == "This operation is not supported"
 
@@ -424,7 +425,7 @@ async def test_a_failure_mid_stream_is_an_error_event(
     *before, (name, data) = events
     assert [n for n, _ in before] in ([], ["task"])  # the Task, if the agent started within the 300 ms
     assert name == "error" and data["id"] == "t" and "result" not in data
-    assert data["error"]["code"] == -32006 and data["error"]["data"]["errorType"] == "Timeout"
+    assert data["error"]["code"] == -32030 and data["error"]["data"]["errorType"] == "Timeout"
     record = service.tasks.get(data["error"]["data"]["taskId"])
     assert record is not None
     await asyncio.wait_for(record.settled.wait(), 5)

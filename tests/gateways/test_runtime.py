@@ -111,8 +111,8 @@ async def test_an_idle_task_is_canceled_on_the_mesh_and_answered(serve_agent: Se
     runtime = await gateway(idle_timeout_s=0.3)
     await runtime.registry.wait_for("blocker", 2)
     [*_, final] = await collect(runtime, send_envelope("wait"), "blocker")
-    assert final.body["code"] == -32006 and final.body["details"]["errorType"] == "Timeout"
-    [record] = list(blocker.tasks._tasks.values())  # noqa: SLF001 - assert on the agent itself
+    assert final.body["code"] == -32030 and final.body["details"]["errorType"] == "Timeout"
+    [record] = list(blocker.tasks._tasks.values())
     await asyncio.wait_for(record.settled.wait(), 5)
     assert record.state is TaskState.canceled
 
@@ -122,8 +122,8 @@ async def test_the_request_deadline_also_cancels(serve_agent: ServeAgent, gatewa
     runtime = await gateway()
     await runtime.registry.wait_for("blocker", 2)
     [*_, final] = await collect(runtime, send_envelope("wait"), "blocker", deadline_s=0.3)
-    assert final.body["code"] == -32006 and "timeout ran out" in final.body["message"]
-    [record] = list(blocker.tasks._tasks.values())  # noqa: SLF001
+    assert final.body["code"] == -32030 and "timeout ran out" in final.body["message"]
+    [record] = list(blocker.tasks._tasks.values())
     await asyncio.wait_for(record.settled.wait(), 5)
     assert record.state is TaskState.canceled
 
@@ -158,6 +158,7 @@ async def test_the_response_log_has_every_frame_and_no_secret(serve_agent: Serve
     envelope = send_envelope("secret-free")
     envelope.auth = E2AAuth(bearer_token="tok-123")
     frames = await collect(runtime, envelope, "echo")
+    assert runtime.response_log is not None and await asyncio.to_thread(runtime.response_log.flush, 5)
     lines = [json.loads(line) for line in sink.getvalue().splitlines()]
     assert [line["sequence"] for line in lines] == [f.sequence for f in frames]
     assert lines[-1]["is_final"] is True and "tok-123" not in sink.getvalue()

@@ -91,14 +91,14 @@ def test_forbidden_transitions_raise(current: TaskState, new: TaskState) -> None
 
 
 def test_terminal_states_have_no_way_out() -> None:
-    assert TERMINAL_STATES == {S.completed, S.failed, S.canceled, S.rejected}
+    assert {S.completed, S.failed, S.canceled, S.rejected} == TERMINAL_STATES
     for state in TaskState:
         assert is_terminal(state) == (state in TERMINAL_STATES)
         assert (TRANSITIONS[state] == frozenset()) == (state in TERMINAL_STATES)
 
 
 def test_interrupted_states() -> None:
-    assert INTERRUPTED_STATES == {S.input_required, S.auth_required}
+    assert {S.input_required, S.auth_required} == INTERRUPTED_STATES
     assert not INTERRUPTED_STATES & TERMINAL_STATES
 
 

@@ -56,7 +56,7 @@ def reply_text(task: object) -> str:
 
 
 def only_record(service: AgentService) -> Any:
-    [record] = list(service.tasks._tasks.values())  # noqa: SLF001 - assert on the callee itself
+    [record] = list(service.tasks._tasks.values())
     return record
 
 

@@ -85,7 +85,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
             await MqttTransport(BrokerSettings.from_url(url)).connect()
         # The CLI's own credentials have client rights only: no card in an agent's name.
         async with MqttTransport(as_cli) as forger:
-            with pytest.raises(Exception, match="(?i)not authori[sz]ed|refused"):
+            with pytest.raises(Exception, match=r"(?i)not authori[sz]ed|refused"):
                 await forger.publish(get_agent_discovery_topic(namespace, "echo"), b"{}", retain=True, timeout=5)
     finally:
         assert await up.stop() == 0, up.output

@@ -190,7 +190,7 @@ def test_unknown_top_level_key_suggests_a_section(write: WriteConfig) -> None:
     path = write("agent:\n  - class: a:B\n")
     assert error_of(path) == (
         f"{path}: agent: unknown key 'agent'; did you mean 'agents'? "
-        "allowed keys: broker, tls, namespace, log_level, trust, agents, gateways"
+        "allowed keys: broker, tls, namespace, log_level, trust, artifacts, agents, gateways"
     )
 
 
@@ -198,7 +198,8 @@ def test_unknown_key_without_a_close_match(write: WriteConfig, sections: dict[st
     path = write("zzz: 1\n")
     assert (
         error_of(path)
-        == f"{path}: zzz: unknown key 'zzz'; allowed keys: broker, tls, namespace, log_level, trust, gadgets, widgets"
+        == f"{path}: zzz: unknown key 'zzz'; allowed keys: broker, tls, namespace, log_level, trust, artifacts, "
+        "gadgets, widgets"
     )
 
 

@@ -316,5 +316,5 @@ def test_yaml_tls_section_is_checked(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as caught:
             load(body)
         assert f"{config}: {expected}" in str(caught.value), str(caught.value)
-    with pytest.raises(ConfigError, match="none.crt: file not found"):
+    with pytest.raises(ConfigError, match=r"none\.crt: file not found"):
         load("tls:\n  ca_file: certs/none.crt\n")

@@ -105,7 +105,7 @@ def test_garbage_publish_is_refused_when_paho_refuses_it(body: bytes, qos: int) 
             decode_publish(body, qos)
         return
     try:
-        topic, mid, props, payload = decode_publish(body, qos)
+        topic, mid, _props, payload = decode_publish(body, qos)
     except MalformedPacket:
         return  # we may refuse more (paho reads integers past the property length)
     assert (topic, mid, payload) == (stock.topic, stock.mid, stock.payload)

@@ -84,7 +84,8 @@ export function timelineItems(task) {
       el("span", { class: "when", text: `+${(event.at - task.started).toFixed(2)}s` }),
       el("span", { class: "kind", text: event.kind + (event.name ? ` ${event.name}` : "") }),
       event.state ? stateBadge(event.state) : null,
-      event.text ? el("span", { class: "text", text: event.text }) : null));
+      event.text ? el("span", { class: "text", text: event.text }) : null,
+      (event.files || []).map((file) => el("a", { class: "file", href: file.href, download: true, text: file.name }))));
   if (task.droppedEvents) items.unshift(el("li", { class: "empty", text: `${task.droppedEvents} earlier events not kept` }));
   return items;
 }
