@@ -8,7 +8,10 @@ a task id (the last one printed is what a later ``<TASK_ID>`` in a command means
 any other id. The files the examples need (``weather.py``, ``agents.yaml``, ``a2a_client.py``)
 are the README's own blocks that start with ``# <file name>``.
 
-The commands pass no ``--broker``: they find the broker of ``mesh up`` through its state file.
+``mesh up`` runs as a new user runs it: secured by default (it starts its own Mosquitto under
+the mesh's rules, here on a free port). The commands pass no ``--broker`` and no credentials:
+they find the broker of ``mesh up`` and their credentials through its state file, and ``mesh
+run`` gets broker users for its components from it.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from mesh.brokertools.localbroker import LocalBroker, free_port
+from mesh.brokertools.localbroker import free_port
 from tests.mesh.cli_process import Service, start_mesh
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,10 +73,8 @@ def check_output(step: Step, output: str) -> None:
 
 
 @pytest.fixture
-async def mesh_up(
-    make_broker: Callable[..., LocalBroker], tmp_path: Path
-) -> AsyncIterator[tuple[Service, dict[str, str]]]:
-    broker = make_broker()
+async def mesh_up(tmp_path: Path) -> AsyncIterator[tuple[Service, dict[str, str]]]:
+    broker_url = f"mqtt://localhost:{free_port()}"  # nothing there: mesh up starts its secured broker
     http_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MESH_")},
@@ -82,14 +83,16 @@ async def mesh_up(
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONUNBUFFERED": "1",  # stdout and stderr interleave as on a terminal
     }
-    up = await start_mesh("up", "--broker", broker.url, **{k: env[k] for k in ("MESH_STATE_DIR", "MESH_HTTP_PORT")})
+    up = await start_mesh("up", "--broker", broker_url, **{k: env[k] for k in ("MESH_STATE_DIR", "MESH_HTTP_PORT")})
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout", timeout=60)
+        assert any("under the mesh's rules" in line for line in up.stdout_lines), up.output
         yield up, env
     finally:
         await up.stop()
 
 
+@pytest.mark.timeout(300)  # a dozen commands, each a new process, on a machine that may be busy
 async def test_the_readme_examples_print_what_it_says(mesh_up: tuple[Service, dict[str, str]], tmp_path: Path) -> None:
     up, env = mesh_up
     text = README.read_text()
