@@ -376,7 +376,9 @@ class DiscoveryRegistry:
             self._remove("agent", name, "offline" if message.payload else "gone")
             return
         if self.verifier is not None:
-            self._refuse(name, "agent", message.topic, "with a trust store, unsigned EMQX profile cards are not accepted")
+            self._refuse(
+                name, "agent", message.topic, "with a trust store, unsigned EMQX profile cards are not accepted"
+            )
             return
         from mesh.a2a_v1_results import card_from_v1
 
