@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from agents.admission import AtCapacity
 from agents.agent import Agent
@@ -21,6 +21,7 @@ from agents.delegation import Delegator
 from agents.dispatch import serves
 from agents.guard import CallGuard
 from agents.listing import list_tasks
+from agents.owners import TaskOwners, owner_of
 from agents.push import PushConfigStore, check_push_url
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
@@ -84,6 +85,8 @@ class AgentMethods:
         self.answers = answers
         self.delegator = delegator
         self.guard = guard or CallGuard(agent.name, settings)
+        checks = settings.task_owner_checks
+        self.owners = TaskOwners(self.guard.tokens is not None if checks is None else checks, settings.operators)
         self.artifacts = artifacts
 
     # ------------------------------------------------------------------ message/send, message/stream
@@ -204,13 +207,15 @@ class AgentMethods:
         identity = self.guard(props)  # verified tokens are cached: a dict lookup after the dispatcher's check
         if self.runner.at_capacity:
             raise AtCapacity  # the request waits, unacknowledged, for a place (agents.admission)
+        owner = owner_of(identity, route.topic, self.answers.namespace)
         if message.task_id and route.dialect is not None and message.task_id not in self.tasks:
             # The EMQX profile: the requester generates the Task.id of a new task.
             record = TaskRecord.new(message.task_id, message.context_id or uuid.uuid4().hex)
             record.request_key = route.request_key
+            record.owner = owner
             self.tasks.add(record)
         elif message.task_id:
-            record = self._task(message.task_id)
+            record = self._task(message.task_id, props, route, caller=owner)
             if record.state not in INTERRUPTED_STATES:
                 raise InvalidParams(
                     f"task {record.id!r} is {record.state.value}; a message may continue a task only while it "
@@ -225,6 +230,7 @@ class AgentMethods:
         else:
             record = TaskRecord.new(self._new_task_id(route.request_id), message.context_id or uuid.uuid4().hex)
             record.request_key = route.request_key
+            record.owner = owner
             self.tasks.add(record)
         message.task_id, message.context_id = record.id, record.context_id
         ctx = TaskContext(
@@ -281,19 +287,30 @@ class AgentMethods:
 
     # ------------------------------------------------------------------ tasks/*
 
-    def _task(self, task_id: str) -> TaskRecord:
+    def _task(self, task_id: str, props: MessageProperties, route: Route, *, caller: str | None = None) -> TaskRecord:
+        """The task, if it exists and the caller owns it (or operates the agent); else TaskNotFound,
+        the same answer whether it does not exist or is another's (agents.owners)."""
         record = self.tasks.get(task_id)
+        if record is not None and self.owners.enabled:
+            if caller is None:
+                caller = self._caller(props, route)
+            if not self.owners.allows(record.owner, caller):
+                record = None
         if record is None:
             raise TaskNotFound(f"agent {self.name!r} has no task {task_id!r}", data={"taskId": task_id})
         return record
 
+    def _caller(self, props: MessageProperties, route: Route) -> str | None:
+        """Who asks: the verified user of the request's token, else the component of its answer topic."""
+        return owner_of(self.guard.identify(props), route.topic, self.answers.namespace)
+
     @serves(Method.tasks_get)
     def tasks_get(self, params: TaskQueryParams, props: MessageProperties, route: Route) -> None:
-        self.answers.task(route, self._task(params.id), params.history_length)
+        self.answers.task(route, self._task(params.id, props, route), params.history_length)
 
     @serves(Method.tasks_cancel)
     def tasks_cancel(self, params: TaskIdParams, props: MessageProperties, route: Route) -> Awaitable[None]:
-        record = self._task(params.id)
+        record = self._task(params.id, props, route)
         if record.is_terminal:
             raise TaskNotCancelable(f"task {record.id!r} is already {record.state.value}", data={"taskId": record.id})
         return self._cancel(record, route)
@@ -304,7 +321,7 @@ class AgentMethods:
 
     @serves(Method.tasks_resubscribe)
     def tasks_resubscribe(self, params: TaskIdParams, props: MessageProperties, route: Route) -> None:
-        record = self._task(params.id)
+        record = self._task(params.id, props, route)
         if record.is_terminal:
             raise UnsupportedOperation(
                 f"task {record.id!r} is {record.state.value} and has no more events; read it with tasks/get",
@@ -319,7 +336,12 @@ class AgentMethods:
 
     @serves(Method.tasks_list)
     def tasks_list(self, params: TaskListParams, props: MessageProperties, route: Route) -> None:
-        self.answers.result(route, list_tasks(self.tasks.records(), params).to_json_bytes())
+        records: Iterable[TaskRecord] = self.tasks.records()
+        if self.owners.enabled:
+            caller = self._caller(props, route)
+            if not self.owners.is_operator(caller):
+                records = [record for record in records if record.owner is not None and record.owner == caller]
+        self.answers.result(route, list_tasks(records, params).to_json_bytes())
 
     def _follow(self, record: TaskRecord, props: MessageProperties, route: Route) -> None:
         """Stream the task to the request: the current Task first, then every later event, in order."""
@@ -342,7 +364,7 @@ class AgentMethods:
         self, params: TaskPushNotificationConfig, props: MessageProperties, route: Route
     ) -> Awaitable[None]:
         self._require_push()
-        return self._push_set_checked(self._task(params.task_id), params, route)
+        return self._push_set_checked(self._task(params.task_id, props, route), params, route)
 
     async def _push_set_checked(self, record: TaskRecord, params: TaskPushNotificationConfig, route: Route) -> None:
         config = params.push_notification_config
@@ -354,7 +376,7 @@ class AgentMethods:
         self, params: GetTaskPushNotificationConfigParams, props: MessageProperties, route: Route
     ) -> None:
         self._require_push()
-        record = self._task(params.id)
+        record = self._task(params.id, props, route)
         self.answers.result(route, self.push_configs.get(record.id, params.push_notification_config_id).to_json_bytes())
 
     @serves(Method.push_config_list)
@@ -362,7 +384,7 @@ class AgentMethods:
         self, params: ListTaskPushNotificationConfigParams, props: MessageProperties, route: Route
     ) -> None:
         self._require_push()
-        record = self._task(params.id)
+        record = self._task(params.id, props, route)
         listed = b"[" + b",".join(c.to_json_bytes() for c in self.push_configs.list(record.id)) + b"]"
         self.answers.result(route, listed)
 
@@ -371,6 +393,6 @@ class AgentMethods:
         self, params: DeleteTaskPushNotificationConfigParams, props: MessageProperties, route: Route
     ) -> None:
         self._require_push()
-        record = self._task(params.id)
+        record = self._task(params.id, props, route)
         self.push_configs.delete(record.id, params.push_notification_config_id)
         self.answers.result(route, b"null")

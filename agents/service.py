@@ -49,6 +49,7 @@ from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, Tas
 from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
+from mesh.credentials import private_client_id
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
 from mesh.ownership import ensure_agent_name_free
@@ -142,7 +143,7 @@ class AgentService:
                 will_topic = get_agent_instance_discovery_topic(self.namespace, self.name, instance)
             transport = MqttTransport(
                 dataclasses.replace(broker, session_expiry_s=0) if replica else broker,
-                client_id=client_id or f"{self.namespace}/{instance}",
+                client_id=client_id or private_client_id(f"{self.namespace}/{instance}", broker.password),
                 will=presence_will(will_topic),
                 # Requests wait for the task store before their PUBACK: this bounds how many
                 # (and so how many bytes) the agent holds meanwhile.
@@ -207,6 +208,7 @@ class AgentService:
             heartbeat_topic=get_agent_discovery_topic(self.namespace) if self.settings.sam_heartbeat else None,
             heartbeat_interval_s=self.settings.card_interval_s,
             extra_topics=(self.siblings.card_topic,) if self.siblings is not None else (),
+            on_heal=self.metrics.card_healed,
         )
         self.methods = AgentMethods(
             agent,

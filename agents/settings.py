@@ -64,6 +64,16 @@ class AgentSettings(_Settings):
     require_user_token: bool = Field(
         False, description="refuse requests without a valid user token from a trusted issuer (-32020)"
     )
+    task_owner_checks: bool | None = Field(
+        None,
+        description="act on a task (get, list, cancel, resubscribe, push config) only for its owner or an operator "
+        "(None: when the agent verifies user tokens, trust.token_issuers)",
+    )
+    operators: tuple[str, ...] = Field(
+        (),
+        description="who may act on every task: 'user:<id>' (a verified user), 'client:<name>', 'gateway:<id>', "
+        "'agent:<name>'",
+    )
     context_history_limit: int = Field(100, gt=0, description="messages kept per contextId")
     input_timeout_s: float | None = Field(None, gt=0, description="cancel a task left input-required this long")
     emqx: EmqxProfile | None = Field(

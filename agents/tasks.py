@@ -89,6 +89,8 @@ class TaskRecord:
     orphaned: bool = False
     # The handler answered with a bare Message (MessageOnly): the requests get it, not the Task.
     message_answer: Message | None = None
+    # Who may act on it (agents.owners): the verified user, else the calling component.
+    owner: str | None = None
     # When this process took the task (time.monotonic): its duration metric starts there.
     created_at: float = field(default_factory=time.monotonic)
 

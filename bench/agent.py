@@ -22,7 +22,13 @@ Last line on stdout::
 tokens required; the client sends a token minted as a gateway would, which the agent verifies
 (once: verified tokens are cached until they expire).
 
-Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust]``.
+``--secured`` also measures, in the same run, the mesh as ``mesh up`` now runs it by default
+(issue 23): a broker of its own under the generated rules, the agent and the client each as its
+own broker user, signed cards, a verified user token on every request and the task owner checks
+on; ``secured_*`` are its figures (tasks in memory), ``secured_rps_ratio`` and
+``secured_rtt_ratio`` compare them with the open mesh's (``mesh_memory_*``).
+
+Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust] [--secured]``.
 """
 
 from __future__ import annotations
@@ -39,7 +45,17 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, child, emit, median_us, p99_us, progress, ratio
+from bench.harness import (
+    base_arguments,
+    broker_url,
+    child,
+    emit,
+    median_us,
+    p99_us,
+    progress,
+    ratio,
+    secured_broker,
+)
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
 from mesh.client import MeshClient
@@ -205,6 +221,7 @@ def main() -> None:
     parser.add_argument("--task-store", default=":memory:", help=argparse.SUPPRESS)
     parser.add_argument("--trust", action="store_true", help="signed cards and required, verified user tokens")
     parser.add_argument("--keys", help=argparse.SUPPRESS)
+    parser.add_argument("--secured", action="store_true", help="also measure the secured default (mesh up's)")
     args = parser.parse_args()
     if args.serve_echo:
         asyncio.run(serve_echo(args.broker, args.namespace, args.task_store, args.keys))
@@ -221,6 +238,7 @@ def main() -> None:
         keys = bench_keys(keys_dir) if args.trust else None
         trust = ["--keys", keys] if keys else []
         mesh, memory, results = run_sides(args, url, state_dir, trust, keys, port, script, memory_namespace)
+        secured = secured_side(args, script, bench_keys(keys_dir) if args.secured else None)
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
@@ -242,8 +260,30 @@ def main() -> None:
             "requests": args.requests,
             "concurrent_requests": args.concurrent_requests,
             "trust": args.trust,
+            **secured,
+            **(
+                {
+                    "secured_rtt_ratio": ratio(float(secured["secured_rtt_us"]), memory["rtt_us"]),
+                    "secured_rps_ratio": ratio(float(secured["secured_rps"]), memory["rps"]),
+                }
+                if secured
+                else {}
+            ),
         }
     )
+
+
+def secured_side(args: argparse.Namespace, script: str, keys: str | None) -> dict[str, object]:
+    """The figures of the secured default (``--secured``): rules, own users, trust, owner checks."""
+    if keys is None:
+        return {}
+    namespace = f"{args.namespace}-secured"
+    identities = [("agent", "echo", namespace), ("client", "cli", namespace)]
+    with secured_broker(identities) as urls, child([*_echo(script, urls["echo"], namespace), "--keys", keys]):
+        progress(f"secured mesh: {args.requests} sequential, then {args.concurrent_requests} in flight")
+        secured = asyncio.run(mesh_side(urls["cli"], namespace, args.requests, args.concurrent_requests, keys))
+        progress(f"secured mesh, tasks in memory: {secured}")
+    return {"secured_rtt_us": secured["rtt_us"], "secured_rps": secured["rps"], "secured_p99_us": secured["p99_us"]}
 
 
 async def serve_echo(url: str, namespace: str, task_store: str, keys: str | None = None) -> None:

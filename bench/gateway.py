@@ -36,7 +36,13 @@ time go to stderr. The profiler slows the gateway, so its figures are not compar
 ``--trust`` runs the echo agent and the gateway with trust (README, "Trust"): signed cards, a
 user token minted by the gateway per request and verified by the agent, which requires it.
 
-Run: ``python bench/gateway.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust]``.
+``--secured`` also measures, in the same run, the gateway (A2A 0.3) as the secured default of
+``mesh up`` runs it (issue 23): a broker of its own under the generated rules, the gateway and
+the agent each as its own broker user, signed cards, a user token minted per request and
+verified, the task owner checks on; ``secured_*`` are its figures and ``secured_rps_ratio`` /
+``secured_rtt_ratio`` compare them with the open gateway's 0.3 figures.
+
+Run: ``python bench/gateway.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust] [--secured]``.
 """
 
 from __future__ import annotations
@@ -54,12 +60,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
-from bench.harness import base_arguments, broker_url, child, emit, progress, ratio
+from bench.harness import base_arguments, broker_url, child, emit, progress, ratio, secured_broker
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
 from mesh.gctuning import tune_for_serving
 
 HERE = Path(__file__).resolve().parent
+#: With keys (--trust, --secured) the gateway authenticates callers, as a secured edge does: it
+#: vouches (mints a user token) only for a caller it authenticated, never for an anonymous one.
+BENCH_API_KEY = "bench-api-key-0123456789abcdef"
 VERSIONS = ("0.3", "1.0")
 GATEWAY_PATH = "/a2a/agents/echo"
 
@@ -69,6 +78,7 @@ async def http_side(port: int, path: str, version: str, requests: int, concurren
 
         async def call() -> None:
             body, headers = http_payload("1.0" if version == "rest" else version)
+            headers = {**headers, "X-API-Key": BENCH_API_KEY}  # ignored where no authentication is asked
             if version == "rest":  # HTTP+JSON: the params are the body, the result the answer
                 status, result = await pool.post_json(path, body["params"], headers)
             else:
@@ -92,7 +102,8 @@ async def grpc_side(port: int, requests: int, concurrent_requests: int) -> dict[
         async def call() -> None:
             message_id = uuid.uuid4().hex
             message = pb.Message(role=pb.Role.ROLE_USER, message_id=message_id, parts=[pb.Part(text="hello")])
-            response = await stub.SendMessage(pb.SendMessageRequest(tenant="echo", message=message))
+            request = pb.SendMessageRequest(tenant="echo", message=message)
+            response = await stub.SendMessage(request, metadata=(("x-api-key", BENCH_API_KEY),))
             assert response.task.status.state == pb.TaskState.TASK_STATE_COMPLETED, response
 
         return await measure(call, requests, concurrent_requests)
@@ -123,6 +134,7 @@ def main() -> None:
     parser.add_argument("--keys", help=argparse.SUPPRESS)
     # In memory, as the a2a-sdk side's InMemoryTaskStore (bench/agent.py measures SQLite too).
     parser.add_argument("--task-store", default=":memory:", help="the echo agent's task store")
+    parser.add_argument("--secured", action="store_true", help="also measure the secured default (mesh up's)")
     args = parser.parse_args()
     if args.serve_echo:
         asyncio.run(profiled_echo(args.broker, args.namespace, args.task_store, args.keys, args.profile_echo))
@@ -197,6 +209,7 @@ def main() -> None:
         progress(f"gateway (gRPC): {args.requests} sequential, then {args.concurrent_requests}")
         grpc_figures = asyncio.run(grpc_side(grpc_port, args.requests, args.concurrent_requests))
         progress(f"gateway grpc: {grpc_figures}")
+        secured = secured_side(args, script, bench_keys(keys_dir.name) if args.secured else None)
     if args.profile_gateway:
         report_profile(args.profile_gateway)
     if args.profile_echo:
@@ -225,15 +238,42 @@ def main() -> None:
             "concurrent_requests": args.concurrent_requests,
             "profiled": bool(args.profile_gateway or args.profile_echo),
             "trust": args.trust,
+            **secured,
+            **(
+                {
+                    "secured_rtt_ratio": ratio(float(secured["secured_rtt_us"]), gateway["0.3"]["rtt_us"]),
+                    "secured_rps_ratio": ratio(float(secured["secured_rps"]), gateway["0.3"]["rps"]),
+                }
+                if secured
+                else {}
+            ),
         }
     )
+
+
+def secured_side(args: argparse.Namespace, script: str, keys: str | None) -> dict[str, object]:
+    """The gateway's 0.3 figures under the secured default (``--secured``)."""
+    if keys is None:
+        return {}
+    namespace, port = f"{args.namespace}-secured", free_port()
+    with (
+        secured_broker([("agent", "echo", namespace), ("gateway", "bench", namespace)]) as urls,
+        child([script, "--serve-echo", "--broker", urls["echo"], "--namespace", namespace, "--keys", keys]),
+        child(
+            [script, "--serve-gateway", str(port), "--broker", urls["bench"], "--namespace", namespace, "--keys", keys]
+        ),
+    ):
+        progress(f"secured gateway (0.3): {args.requests} sequential, then {args.concurrent_requests}")
+        figures = asyncio.run(http_side(port, GATEWAY_PATH, "0.3", args.requests, args.concurrent_requests))
+        progress(f"secured gateway: {figures}")
+    return {"secured_rtt_us": figures["rtt_us"], "secured_rps": figures["rps"], "secured_p99_us": figures["p99_us"]}
 
 
 async def serve_gateway(
     url: str, namespace: str, port: int, grpc_port: int | None, profile_file: str | None, keys: str | None
 ) -> None:
     """The gateway child: serves until SIGTERM, then writes its profile if asked to."""
-    from gateways.http.protection import ConcurrencyConfig
+    from gateways.http.protection import AuthConfig, ConcurrencyConfig, Credential
     from gateways.http.server import HttpGateway
     from gateways.http.settings import HttpGatewaySettings
     from mesh.broker import BrokerSettings
@@ -245,6 +285,9 @@ async def serve_gateway(
         grpc_port=grpc_port,
         rate_limit=None,
         concurrency=ConcurrencyConfig(max_requests_per_client=4 * CONCURRENCY),
+        auth=AuthConfig(mode="api_key", keys=[Credential(name="bench-user", secret=BENCH_API_KEY)])
+        if keys
+        else AuthConfig(),
     )
     trust = bench_trust(keys, "bench")
     gateway = HttpGateway(settings, broker=BrokerSettings.from_url(url), namespace=namespace, trust=trust)

@@ -99,3 +99,30 @@ def p99_us(samples_s: Sequence[float]) -> float:
 
 def ratio(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 3) if denominator else float("inf")
+
+
+@contextlib.contextmanager
+def secured_broker(identities: Sequence[tuple[str, str, str]]) -> Iterator[dict[str, str]]:
+    """A Mosquitto of its own under the generated rules of ``identities`` ((kind, name, namespace)),
+    as the secured ``mesh up`` runs it; yields each name's URL with its own user and password."""
+    from urllib.parse import quote
+
+    from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
+    from mesh.brokertools.brokerrules import Identity
+    from mesh.brokertools.localbroker import LocalBroker, default_config_path, free_port
+    from mesh.credentials import read_credentials
+
+    with tempfile.TemporaryDirectory(prefix="mesh-bench-secured-") as directory:
+        files = write_broker_files(Path(directory), [Identity(k, n, ns) for k, n, ns in identities])  # type: ignore[arg-type]
+        extra, copied = local_broker_config(files)
+        broker = LocalBroker(default_config_path(), port=free_port(), extra_config=extra)
+        try:
+            broker.start()
+            progress(f"started Mosquitto under the mesh's rules at {broker.url}")
+            passwords = read_credentials(files.passwords)
+            host = broker.url.removeprefix("mqtt://")
+            yield {name: f"mqtt://{name}:{quote(password, safe='')}@{host}" for name, password in passwords.items()}
+        finally:
+            broker.remove()
+            if copied is not None:
+                shutil.rmtree(copied, ignore_errors=True)

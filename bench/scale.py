@@ -50,8 +50,8 @@ from bench.harness import base_arguments, child, emit, progress, ratio
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
-from mesh.presence import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.transport import InboundMessage, MqttTransport
 from topics import get_discovery_rollcall_topic
 

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SEND_METHODS", "GatewayError", "GatewayRuntime", "TaskRoute"]
 
+#: The user id of a caller the edge did not authenticate (gateways.http.auth.ANONYMOUS).
+ANONYMOUS_USER = "anonymous"
 SEND_METHODS = {"session/prompt", "message/send", "message/stream"}
 
 
@@ -112,7 +114,8 @@ class GatewayRuntime:
         follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
         if trust is not None and trust.signing_key is not None:
             card = _signed(card, trust)
-        self.presence = CardPresence(self.transport, card_topic, card)
+        healed = METRICS.component(self.namespace, self.gateway_id).card_healed
+        self.presence = CardPresence(self.transport, card_topic, card, on_heal=healed)
         self.response_log = response_log
         self.tasks = TaskRoutes(self.calls, self._user_token, max_tasks=max_remembered_tasks)
         self.metrics = METRICS.component(self.namespace, self.gateway_id)
@@ -208,8 +211,11 @@ class GatewayRuntime:
                     yield self._logged(frame)
 
     def _user_token(self, user_id: str | None) -> str | None:
-        """The token the gateway signs for ``user_id`` (when it has a key and a user)."""
-        return self.tokens.mint(user_id) if self.tokens is not None and user_id else None
+        """The token the gateway signs for ``user_id`` (when it has a key and a user). An
+        unauthenticated caller gets none: a verified identity is never vouched for anonymously."""
+        if self.tokens is None or not user_id or user_id == ANONYMOUS_USER:
+            return None
+        return self.tokens.mint(user_id)
 
     def _mesh_call(self, envelope: E2AEnvelope) -> tuple[str, dict[str, Any]]:
         """The mesh method and 0.3 params an envelope stands for."""

@@ -13,12 +13,15 @@ For meshes shared with SAM agents, an optional heartbeat publishes the card, not
 SAM's bare ``.../discovery/agentcards`` topic every interval; registries apply a TTL to those
 cards only.
 
-Retained cards are the fast path, not the only one: some clustered brokers (ejabberd) deliver a
-retained message only to subscribers on the node that received it. So a component also answers
-the **roll call** (``{ns}/a2a/v1/discovery/rollcall``) a registry holds when it starts: it
-publishes its card again after a random delay within :data:`ROLLCALL_WINDOW_S`, so thousands of
-agents do not answer in the same millisecond, and at most once per window however many roll
-calls come (what one roll call can cost the broker is bounded by the number of components).
+Presence heals itself (DESIGN, "Trust"): a component watches its own card topic and, when
+something else replaced or cleared its card (an empty retained message from anyone who may
+publish there, a forged card), publishes its own again at once, at most twice a second so two
+processes claiming one name cannot spin; each heal is counted (``mesh_cards_healed_total``)
+and logged at most once a minute. Replicas, whose shared card each of them publishes, leave
+that to the broker.
+
+A component also answers the discovery roll call (:mod:`mesh.rollcall`): what makes a watcher on
+another node of a cluster, where retained cards may not reach, see it.
 
 A component clears only a card it published itself: one that failed to start leaves the card
 of a live instance of its name alone (see :mod:`mesh.ownership`, which keeps a second instance
@@ -29,38 +32,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import random
+import time
 from collections.abc import Callable
 
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.transport import InboundMessage, Subscription, Transport, Will
-from topics import get_discovery_rollcall_topic
+from mesh.rollcall import RollCallAnswers
+from mesh.transport import InboundMessage, Transport, Will
 
 log = logging.getLogger(__name__)
 
-#: Answers to a roll call are spread at random over this many seconds, unless the roll call asks
-#: for another window (``{"windowMs": N}``), which is kept within [0.05 s, ROLLCALL_MAX_WINDOW_S].
-ROLLCALL_WINDOW_S = 1.0
-ROLLCALL_MAX_WINDOW_S = 5.0
-
-
-def rollcall_payload(window_s: float) -> bytes:
-    """A roll call asking for answers spread over ``window_s``."""
-    return json.dumps({"windowMs": round(window_s * 1000)}).encode()
-
-
-def rollcall_window(payload: bytes) -> float:
-    """The window a roll call asks for, bounded; the default for anything malformed."""
-    try:
-        asked = json.loads(payload).get("windowMs")
-    except (ValueError, AttributeError, RecursionError):
-        return ROLLCALL_WINDOW_S
-    if not isinstance(asked, int | float) or isinstance(asked, bool) or asked != asked:  # NaN
-        return ROLLCALL_WINDOW_S
-    return min(max(asked / 1000, 0.05), ROLLCALL_MAX_WINDOW_S)
+#: A heal waits this long after the previous one: two claimants of a topic cannot spin.
+HEAL_INTERVAL_S = 0.5
+#: One log line per this many seconds, however many heals.
+HEAL_LOG_INTERVAL_S = 60.0
 
 
 def presence_will(card_topic: str) -> Will:
@@ -80,9 +66,13 @@ class CardPresence:
         heartbeat_topic: str | None = None,
         heartbeat_interval_s: float = 10.0,
         extra_topics: tuple[str, ...] = (),
+        heal: bool | None = None,
+        on_heal: Callable[[], None] | None = None,
     ) -> None:
         """``heartbeat_topic`` (SAM's bare card topic) turns the heartbeat on; ``extra_topics``
-        get the same retained card (a replica's instance card)."""
+        get the same retained card (a replica's instance card). ``heal`` (default: unless a
+        replica) republishes the card when anything else replaced or cleared it, calling
+        ``on_heal`` each time (a metric)."""
         self.transport = transport
         self.card_topic = card_topic
         self._topics = (card_topic, *extra_topics)
@@ -92,18 +82,25 @@ class CardPresence:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._published: set[str] = set()
-        self.rollcall_topic = rollcall_topic_of(card_topic)
-        self._rollcall: Subscription | None = None
-        self._answer: asyncio.TimerHandle | asyncio.Task[None] | None = None  # the pending roll-call answer
-        #: Roll calls answered (each by one publish of the card).
-        self.rollcalls_answered = 0
+        self.heal = not extra_topics if heal is None else heal
+        self._on_heal = on_heal
+        self._last_card: bytes | None = None
+        self._healing: asyncio.TimerHandle | None = None
+        self._healed_at = 0.0
+        self._logged_at = -HEAL_LOG_INTERVAL_S
+        self._unlogged = 0
+        self.heals = 0
+        self._republishing: set[asyncio.Task[None]] = set()
+        self.rollcall = RollCallAnswers(transport, card_topic, lambda: self.publish((card_topic,)))
 
     async def start(self) -> None:
-        """Publish the card now (raising if the broker refuses it), then after every reconnect
-        and in answer to roll calls."""
+        """Publish the card now (raising if the broker refuses it), then after every reconnect,
+        when another replaced it and in answer to roll calls."""
         await self.publish()
         self.transport.add_connect_listener(self._on_reconnect)
-        self._rollcall = await self.transport.subscribe(self.rollcall_topic, self._on_rollcall)
+        if self.heal:
+            await self.transport.subscribe(self.card_topic, self._seen)
+        await self.rollcall.start()
         if self.heartbeat_topic is not None:
             self._task = asyncio.get_running_loop().create_task(self._heartbeat(self.heartbeat_topic))
 
@@ -111,6 +108,7 @@ class CardPresence:
         """Publish the card (again): at start, after a reconnect, and when it changed."""
         props = MessageProperties(content_type=JSON_CONTENT_TYPE, payload_format_utf8=True)
         card = self._card()
+        self._last_card = card
         for topic in topics or self._topics:
             self._published.add(topic)  # from the moment it is handed over, the card there may be ours
             await self.transport.publish(topic, card, retain=True, properties=props)
@@ -118,10 +116,9 @@ class CardPresence:
     async def stop(self, *, keep: tuple[str, ...] = ()) -> None:
         """Stop and clear (an empty retained message) the cards we published, but those in ``keep``."""
         self._stopped = True
-        if self._answer is not None:
-            self._answer.cancel()
-        if self._rollcall is not None and self.transport.is_connected:
-            await self.transport.unsubscribe(self._rollcall)
+        if self._healing is not None:
+            self._healing.cancel()
+        await self.rollcall.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -153,29 +150,41 @@ class CardPresence:
         except TransportError as exc:
             log.warning("card republish on %s after reconnect failed: %s", self.card_topic, exc)
 
-    def _on_rollcall(self, message: InboundMessage) -> None:
-        if self._stopped or self._answer is not None:  # one answer per window, however many calls
+    # ------------------------------------------------------------------ healing
+
+    def _seen(self, message: InboundMessage) -> None:
+        """What the broker holds on our card topic: ours, or something to replace at once."""
+        if self._stopped or self._last_card is None or message.payload == self._last_card:
             return
-        delay = random.uniform(0, rollcall_window(message.payload))  # noqa: S311 - jitter, not a secret
-        self._answer = asyncio.get_running_loop().call_later(delay, self._answer_rollcall)
+        if self._healing is not None:
+            return  # a heal is already on its way
+        wait = max(0.0, self._healed_at + HEAL_INTERVAL_S - time.monotonic())
+        self._healing = asyncio.get_running_loop().call_later(wait, self._heal, not message.payload)
 
-    def _answer_rollcall(self) -> None:
-        self._answer = task = asyncio.get_running_loop().create_task(self.publish((self.card_topic,)))
-        task.add_done_callback(self._answered)
-
-    def _answered(self, task: asyncio.Task[None]) -> None:
-        self._answer = None
-        if task.cancelled():
+    def _heal(self, cleared: bool) -> None:
+        self._healing = None
+        if self._stopped:
             return
-        if (exc := task.exception()) is not None:
-            log.warning("card republish on %s for a roll call failed: %s", self.card_topic, exc)
-        else:
-            self.rollcalls_answered += 1
+        self._healed_at = time.monotonic()
+        self.heals += 1
+        if self._on_heal is not None:
+            self._on_heal()
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._logged_at >= HEAL_LOG_INTERVAL_S:
+            log.warning(
+                "the card on %s was %s by another connection; republished it (%d time(s) since the last such line)",
+                self.card_topic,
+                "cleared" if cleared else "replaced",
+                self._unlogged,
+            )
+            self._logged_at, self._unlogged = now, 0
+        task = asyncio.get_running_loop().create_task(self._republish())
+        self._republishing.add(task)
+        task.add_done_callback(self._republishing.discard)
 
-
-def rollcall_topic_of(card_topic: str) -> str:
-    """The roll-call topic of the namespace a card topic (``{ns}/a2a/v1/discovery/...``) lies in."""
-    namespace, found, _ = card_topic.rpartition("/a2a/v1/discovery/")
-    if not found:
-        raise ValueError(f"{card_topic!r} is not a card topic ({{ns}}/a2a/v1/discovery/...)")
-    return get_discovery_rollcall_topic(namespace)
+    async def _republish(self) -> None:
+        try:
+            await self.publish((self.card_topic,))
+        except TransportError as exc:
+            log.warning("card republish on %s failed: %s", self.card_topic, exc)

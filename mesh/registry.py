@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
 from mesh.errors import AgentNotFoundError, SubscribeError, TransportError, TrustError, short_repr
-from mesh.presence import ROLLCALL_WINDOW_S, rollcall_payload
+from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import (
@@ -72,6 +72,11 @@ Kind = Literal["agent", "gateway"]
 EventType = Literal["added", "updated", "removed"]
 # SAM marks gateway cards with this extension (also when they come on the agent topics).
 GATEWAY_ROLE_EXTENSION = "https://solace.com/a2a/extensions/sam/gateway-role"
+
+
+#: A refused card is logged once per name and reason per this many seconds.
+BAD_CARD_LOG_INTERVAL_S = 60.0
+_MAX_REMEMBERED = 10_000
 
 
 @dataclass(slots=True)
@@ -152,7 +157,9 @@ class DiscoveryRegistry:
         self.verifier = verifier
         #: Cards refused (wrong topic, bad name, bad or missing signature), counted.
         self.rejected = 0
-        self._refused_names: set[str] = set()  # logged once each, until accepted again
+        #: The cards refused, by name: (kind, why), the latest; bounded (a flood of made-up names).
+        self.refused: dict[str, tuple[Kind, str]] = {}
+        self._logged: dict[tuple[str, str], float] = {}  # (name or topic, why) -> when last logged
         self._verified: dict[tuple[Kind, str], bytes] = {}  # the last card bytes verified per name
         self._entries: dict[tuple[Kind, str], Entry] = {}
         self._listeners: list[Listener] = []
@@ -343,16 +350,16 @@ class DiscoveryRegistry:
             else:
                 card = AgentCard.model_validate_json(message.payload)
         except ValidationError as exc:
-            log.warning("ignoring a malformed card on %s: %s", message.topic, exc.errors()[0]["msg"])
+            self._refuse(parsed.name, kind, message.topic, f"malformed card: {exc.errors()[0]['msg']}")
             return
         except (ValueError, RecursionError):
-            log.warning("ignoring a malformed card on %s: not a JSON object", message.topic)
+            self._refuse(parsed.name, kind, message.topic, "malformed card: not a JSON object")
             return
         name = parsed.name or card.name
         if (problem := self._problem(parsed.name, card, kind, message.payload, data)) is not None:
-            self._refuse(name, message.topic, problem)
+            self._refuse(name, kind, message.topic, problem)
             return
-        self._refused_names.discard(name)
+        self.refused.pop(name, None)
         if kind == "agent" and is_gateway_card(card):
             kind = "gateway"
         if self.allows(name):
@@ -369,7 +376,9 @@ class DiscoveryRegistry:
             self._remove("agent", name, "offline" if message.payload else "gone")
             return
         if self.verifier is not None:
-            self._refuse(name, message.topic, "with a trust store, unsigned EMQX profile cards are not accepted")
+            self._refuse(
+                name, "agent", message.topic, "with a trust store, unsigned EMQX profile cards are not accepted"
+            )
             return
         from mesh.a2a_v1_results import card_from_v1
 
@@ -380,7 +389,7 @@ class DiscoveryRegistry:
             # Named as the registry names it: delegation and the orchestrator call it by that name.
             card = card_from_v1(data, url=url if isinstance(url, str) else "mqtt://").model_copy(update={"name": name})
         except (ValueError, TypeError, AttributeError, IndexError, RecursionError, ValidationError) as exc:
-            self._refuse(name, message.topic, f"not an A2A 1.0 card ({short_repr(str(exc), 80)})")
+            self._refuse(name, "agent", message.topic, f"not an A2A 1.0 card ({short_repr(str(exc), 80)})")
             return
         if self.allows(name):
             self._upsert("agent", name, card, on_own_topic=True)
@@ -432,14 +441,22 @@ class DiscoveryRegistry:
         self._verified[(kind, card.name)] = payload
         return None
 
-    def _refuse(self, name: str, topic: str, problem: str) -> None:
+    def _refuse(self, name: str | None, kind: Kind, topic: str, problem: str) -> None:
+        """Count a refused card, remember why (what ``mesh agents`` shows), and log it once a
+        minute per name and reason, not per arrival (a fuzzer sends thousands)."""
         self.rejected += 1
-        if name in self._refused_names:
+        if name is not None and (name in self.refused or len(self.refused) < _MAX_REMEMBERED):
+            self.refused[name] = (kind, problem)
+        key, now = (name or topic, problem), time.monotonic()
+        last = self._logged.get(key)
+        if last is not None and now - last < BAD_CARD_LOG_INTERVAL_S:
             log.debug("refused a card on %s again: %s", topic, problem)
             return
-        if len(self._refused_names) < 10_000:  # a flood of made-up names must not grow memory
-            self._refused_names.add(name)
-        log.warning("refused the card of %s on %s: %s", short_repr(name), topic, problem)
+        if len(self._logged) >= _MAX_REMEMBERED:
+            self._logged.clear()
+        self._logged[key] = now
+        shown = short_repr(name) if name is not None else "a card"
+        log.warning("refused the card of %s on %s: %s", shown, topic, problem)
 
     def _upsert(self, kind: Kind, name: str, card: AgentCard, *, on_own_topic: bool) -> None:
         now, monotonic = time.time(), time.monotonic()

@@ -62,13 +62,16 @@ async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
     assert "agent calculator, agent countdown, agent echo, agent orchestrator, client cli, gateway http" in (
         generated.stdout
     )
-    for secret in ("passwords", "dynamic-security.json", "server.key"):
+    credentials = broker_dir / "credentials"
+    assert sorted(p.name for p in credentials.iterdir()) == sorted([*AGENTS, "http", "cli"])  # one file each
+    for secret in ("dynamic-security.json", "server.key", *(f"credentials/{n}" for n in [*AGENTS, "http", "cli"])):
         assert stat.S_IMODE((broker_dir / secret).stat().st_mode) == 0o600, secret
+    assert not (broker_dir / "passwords").exists()  # no file holds every password
     with _deploy_broker(broker_dir) as broker:
         settings = BrokerSettings.from_url(
             f"mqtts://localhost:{broker.port}",
             tls=TlsOptions(ca_file=str(broker_dir / "ca.crt")),
-            password_file=str(broker_dir / "passwords"),
+            password_file=str(broker_dir / "credentials"),
         )
         agents = build_components(load_config(deploy_configs[0]), settings)
         started: list[Component] = []
@@ -129,7 +132,9 @@ def test_deploy_mosquitto_starts_and_restarts_without_a_warning(broker_dir: Path
 def test_a_server_key_the_broker_user_cannot_read_stops_mosquitto(broker_dir: Path, deploy_configs: list[Path]) -> None:
     """Why the README says to chown the key: root's 0600 file, and Mosquitto (user mosquitto) cannot start."""
     _write_deploy_broker_files(broker_dir, deploy_configs)
-    with pytest.raises(BrokerUnavailableError, match="Unable to load server key file"):  # noqa: SIM117
+    # Whichever of the two root-owned 0600 files Mosquitto reports first (the key, or the rules).
+    unreadable = r"Unable to load server key file|Dynamic security plugin config: File is not readable"
+    with pytest.raises(BrokerUnavailableError, match=unreadable):  # noqa: SIM117
         with _deploy_broker(broker_dir, own_secrets=False):
             pass
 
@@ -142,9 +147,10 @@ def test_compose_mounts_what_the_broker_and_the_components_read() -> None:
         assert path in mounted, path
     for service in ("agents", "gateway"):
         environment = compose["services"][service]["environment"]
-        targets = {volume.split(":")[1] for volume in compose["services"][service]["volumes"]}
         assert environment["MESH_BROKER_URL"].startswith("mqtts://")
-        assert {environment["MESH_BROKER_CA_FILE"], environment["MESH_BROKER_PASSWORD_FILE"]} <= targets
+        assert environment["MESH_BROKER_CA_FILE"] == "/run/secrets/ca.crt"
+        assert environment["MESH_BROKER_PASSWORD_FILE"] == environment["MESH_KEYS_DIR"] == "/run/secrets"
+        assert "ca.crt" in compose["services"][service]["secrets"]
 
 
 def test_the_deploy_configs_load_with_signed_cards_and_user_tokens(deploy_configs: list[Path]) -> None:
@@ -156,12 +162,20 @@ def test_the_deploy_configs_load_with_signed_cards_and_user_tokens(deploy_config
     assert [(c.kind, c.name) for c in gateway] == [("gateway", "http")]
 
 
-def test_compose_mounts_each_component_its_own_keys_only() -> None:
+def test_compose_mounts_each_component_its_own_secrets_only() -> None:
+    """A compromised container holds no other component's password or signing key, nor the broker's hashes."""
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    secrets = compose["secrets"]
     for service, names in (("agents", AGENTS), ("gateway", ["http"])):
-        mounted = {volume.split(":")[1] for volume in compose["services"][service]["volumes"]}
-        keys = {path for path in mounted if path.startswith("/config/keys/")}
-        assert keys == {"/config/keys/jwks.json", *(f"/config/keys/{name}.jwk" for name in names)}
+        given = set(compose["services"][service]["secrets"])
+        assert given == {"ca.crt", "jwks.json", *names, *(f"{name}.jwk" for name in names)}, service
+        for name in names:
+            assert secrets[name]["file"] == f"./broker/credentials/{name}"
+            assert secrets[f"{name}.jwk"]["file"] == f"./keys/{name}.jwk"
+        mounted = " ".join(compose["services"][service]["volumes"])
+        assert "broker/" not in mounted and "keys/" not in mounted, mounted  # nothing beside the secrets
+    broker = " ".join(compose["services"]["mosquitto"]["volumes"])
+    assert "credentials" not in broker and "dynamic-security.json" in broker
 
 
 def _wait_for_lines(log: Path, text: str, count: int, timeout: float = 10.0) -> None:

@@ -13,7 +13,10 @@ A block whose info string is ``console illustrative`` is not run: it shows outpu
 or a set-up the test cannot reproduce (the page says why), and GitHub still renders it as a
 console session. Only a block opened by exactly ```` ```console ```` is run.
 
-The commands pass no ``--broker``: they find the broker of ``mesh up`` through its state file.
+``mesh up`` runs as a new user runs it: secured by default (it starts its own Mosquitto under
+the mesh's rules, here on a free port). The commands pass no ``--broker`` and no credentials:
+they find the broker of ``mesh up`` and their credentials through its state file, and ``mesh
+run`` gets broker users for its components from it.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from mesh.brokertools.localbroker import LocalBroker, free_port
+from mesh.brokertools.localbroker import free_port
 from tests.mesh.cli_process import Service, start_mesh
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,10 +79,8 @@ def check_output(step: Step, output: str) -> None:
 
 
 @pytest.fixture
-async def mesh_up(
-    make_broker: Callable[..., LocalBroker], tmp_path: Path
-) -> AsyncIterator[tuple[Service, dict[str, str]]]:
-    broker = make_broker()
+async def mesh_up(tmp_path: Path) -> AsyncIterator[tuple[Service, dict[str, str]]]:
+    broker_url = f"mqtt://localhost:{free_port()}"  # nothing there: mesh up starts its secured broker
     http_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MESH_")},
@@ -88,9 +89,10 @@ async def mesh_up(
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONUNBUFFERED": "1",  # stdout and stderr interleave as on a terminal
     }
-    up = await start_mesh("up", "--broker", broker.url, **{k: env[k] for k in ("MESH_STATE_DIR", "MESH_HTTP_PORT")})
+    up = await start_mesh("up", "--broker", broker_url, **{k: env[k] for k in ("MESH_STATE_DIR", "MESH_HTTP_PORT")})
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout", timeout=60)
+        assert any("under the mesh's rules" in line for line in up.stdout_lines), up.output
         yield up, env
     finally:
         await up.stop()

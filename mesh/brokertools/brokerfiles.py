@@ -4,13 +4,14 @@ From the components of mesh configs (and the CLI clients named), a directory get
 
 ==========================  ====  ==========================================================
 ``dynamic-security.json``   0600  users, password hashes and rules (Mosquitto's dynamic-security plugin)
-``passwords``               0600  ``name:password`` per component, read by the components
+``credentials/<name>``      0600  one file per component: its ``name:password`` (and nothing else)
 ``mosquitto-security.conf``       the lines to append to mosquitto.conf after its ``listener``
 ``ca.crt`` ``server.*``           with TLS host names: a private CA and the broker's certificate
 ==========================  ====  ==========================================================
 
 Passwords already in the directory are kept for the names still there, so running it again
-after adding an agent does not lock the others out.
+after adding an agent does not lock the others out. A ``passwords`` file of an older version
+(every password in one file) is read once, then removed: no component should hold another's.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from pathlib import Path
 
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import Identity, Kind, rules_by_user
-from mesh.brokertools.dynsec import dynsec_config
+from mesh.brokertools.dynsec import ADMIN_USER, dynsec_config
 from mesh.brokertools.tlscerts import Certificates, ensure_certificates
 from mesh.config import MeshConfig
-from mesh.credentials import new_password, read_passwords, write_passwords, write_private_file
+from mesh.credentials import new_password, read_credentials, read_passwords, write_credentials, write_private_file
 from mesh.errors import ConfigError
 from mesh.sections import build_many
 from mesh.statedir import default_state_dir
@@ -50,7 +51,9 @@ DEFAULT_CLIENT = "cli"
 #: Where ``mesh up --secure`` runs its broker unless told otherwise.
 SECURE_BROKER_URL = "mqtts://localhost:8883"
 DYNSEC_FILE = "dynamic-security.json"
-PASSWORD_FILE = "passwords"  # noqa: S105 - a file name, not a password
+CREDENTIALS_DIR = "credentials"
+ADMIN_FILE = "admin"
+_OLD_PASSWORD_FILE = "passwords"  # noqa: S105 - a file name, not a password
 CONF_FILE = "mosquitto-security.conf"
 _PLUGIN = "mosquitto_dynamic_security.so"
 _PLUGIN_DIRS = ("/usr/lib/*", "/usr/lib", "/usr/local/lib", "/opt/homebrew/lib", "/usr/local/opt/mosquitto/lib")
@@ -61,6 +64,7 @@ class BrokerFiles:
     """What :func:`write_broker_files` wrote."""
 
     dynsec: Path
+    #: The credentials directory: ``<name>`` per component (what ``password_file`` names).
     passwords: Path
     conf: Path
     certificates: Certificates | None
@@ -96,25 +100,34 @@ def write_broker_files(
     plugin: str | None = None,
     broker_path: str | None = None,
     tls_hosts: Sequence[str] = (),
+    admin: bool = False,
 ) -> BrokerFiles:
     """Write the rules, passwords and config lines for ``identities`` into ``directory``.
 
     ``broker_path`` is where the broker will find the directory (a container mount; default: the
-    directory itself).
+    directory itself). With ``admin``, an admin user that may add users while the broker runs
+    (``mesh up``), its ``name:password`` in ``admin`` (0600, never mounted to a component).
     """
     try:
         users = rules_by_user(identities)
     except ValueError as exc:
         raise ConfigError(f"{exc} (every component needs a broker user of its own)") from None
     directory.mkdir(parents=True, exist_ok=True)
-    passwords_file = directory / PASSWORD_FILE
-    known = read_passwords(passwords_file) if passwords_file.is_file() else {}
+    old_file = directory / _OLD_PASSWORD_FILE
+    known = read_passwords(old_file) if old_file.is_file() else {}
+    known.update(read_credentials(directory / CREDENTIALS_DIR))
     passwords = {name: known.get(name) or new_password() for name in users}
-    write_passwords(passwords_file, passwords)
+    credentials = write_credentials(directory / CREDENTIALS_DIR, passwords)
+    old_file.unlink(missing_ok=True)
     dynsec = directory / DYNSEC_FILE
-    write_private_file(dynsec, json.dumps(dynsec_config(users, passwords), indent=2) + "\n")
+    admin_password = None
+    if admin:
+        admin_password = new_password()
+        write_private_file(directory / ADMIN_FILE, f"{ADMIN_USER}:{admin_password}\n")
+    config = dynsec_config(users, passwords, admin_password=admin_password)
+    write_private_file(dynsec, json.dumps(config, indent=2) + "\n")
     certificates = ensure_certificates(directory, tls_hosts) if tls_hosts else None
-    files = BrokerFiles(dynsec, passwords_file, directory / CONF_FILE, certificates, plugin or find_dynsec_plugin())
+    files = BrokerFiles(dynsec, credentials, directory / CONF_FILE, certificates, plugin or find_dynsec_plugin())
     files.conf.write_text(_config_lines(files, broker_path or str(directory.resolve())))
     return files
 

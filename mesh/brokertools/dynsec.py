@@ -13,6 +13,11 @@ gets one role holding the allow-rules of :func:`mesh.brokertools.brokerrules.rul
 - a ``clientid`` where the user may connect under one client id only (the EMQX profile's
   ``{org}/{unit}/{agent}``, see :func:`mesh.brokertools.brokerrules.profile_rules`).
 
+With ``admin_password``, a user :data:`ADMIN_USER` may also run the plugin's commands
+(``$CONTROL/dynamic-security/v1``): how ``mesh run`` next to ``mesh up`` adds its components'
+users while the broker runs (:mod:`mesh.brokertools.enroll`). Only ``mesh up``'s state dir holds
+its password.
+
 Passwords are stored as the plugin stores them: PBKDF2-HMAC-SHA512, a 12-byte salt, base64.
 """
 
@@ -26,7 +31,12 @@ from typing import Any
 
 from mesh.brokertools.brokerrules import Rules
 
-__all__ = ["dynsec_config", "hash_password"]
+__all__ = ["ADMIN_USER", "CONTROL_TOPIC", "RESPONSE_TOPIC", "dynsec_config", "hash_password", "role_acls"]
+
+#: The broker user that may change the users and rules while the broker runs.
+ADMIN_USER = "mesh-admin"
+CONTROL_TOPIC = "$CONTROL/dynamic-security/v1"
+RESPONSE_TOPIC = CONTROL_TOPIC + "/response"
 
 # mosquitto_ctrl's own choice; the passwords are 256 random bits, so more rounds buy nothing.
 _ITERATIONS = 101
@@ -43,9 +53,26 @@ def hash_password(password: str, *, salt: bytes | None = None) -> dict[str, Any]
     }
 
 
-def dynsec_config(users: Mapping[str, Rules], passwords: Mapping[str, str]) -> dict[str, Any]:
+def role_acls(rules: Rules) -> list[dict[str, Any]]:
+    """The plugin's ACL entries of one user's ``rules``."""
+    acls = [_acl("subscribePattern", topic) for topic in rules.read]
+    acls += [_acl("publishClientReceive", topic) for topic in rules.read if not topic.startswith("$share/")]
+    acls += [_acl("publishClientSend", topic) for topic in rules.publish]
+    return acls
+
+
+def dynsec_config(
+    users: Mapping[str, Rules], passwords: Mapping[str, str], *, admin_password: str | None = None
+) -> dict[str, Any]:
     """The plugin's JSON document for ``users`` (rules by username) with their ``passwords``."""
-    clients, roles = [], []
+    clients: list[dict[str, Any]] = []
+    roles: list[dict[str, Any]] = []
+    if admin_password is not None:
+        control = "$CONTROL/dynamic-security/#"
+        admin = {"username": ADMIN_USER, "textName": "mesh up", **hash_password(admin_password)}
+        clients.append({**admin, "roles": [{"rolename": "admin"}]})
+        kinds = ("publishClientSend", "publishClientReceive", "subscribePattern")
+        roles.append({"rolename": "admin", "acls": [_acl(kind, control) for kind in kinds]})
     for name, rules in sorted(users.items()):
         role = f"{rules.kind}-{name}"
         client: dict[str, Any] = {
@@ -57,10 +84,7 @@ def dynsec_config(users: Mapping[str, Rules], passwords: Mapping[str, str]) -> d
         if rules.client_id is not None:
             client["clientid"] = rules.client_id
         clients.append(client)
-        acls = [_acl("subscribePattern", topic) for topic in rules.read]
-        acls += [_acl("publishClientReceive", topic) for topic in rules.read if not topic.startswith("$share/")]
-        acls += [_acl("publishClientSend", topic) for topic in rules.publish]
-        roles.append({"rolename": role, "acls": acls})
+        roles.append({"rolename": role, "acls": role_acls(rules)})
     return {
         "defaultACLAccess": {
             "publishClientSend": False,

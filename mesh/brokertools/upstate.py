@@ -36,6 +36,7 @@ __all__ = [
     "UpRecord",
     "running_up",
     "running_up_broker_url",
+    "running_up_of_broker",
     "suggested_http_port",
     "up_files",
 ]
@@ -56,8 +57,16 @@ class UpRecord:
     #: The Mosquitto this ``mesh up`` started (None: it uses a broker that was already running).
     broker_pid: int | None = None
     gateways: list[str] = field(default_factory=list)
-    #: ``mesh up --secure``: its broker takes the TLS and password files that ``--secure`` adds.
+    #: A secured ``mesh up`` (the default; not ``--insecure``): its broker takes only the users of
+    #: ``credentials``, a directory of one password file per component (mesh.credentials).
     secure: bool = False
+    credentials: str | None = None
+    #: The private CA of its TLS broker (``--secure``), None for plain MQTT on loopback.
+    ca_file: str | None = None
+    #: The admin user's password file: ``mesh run`` adds its components' users with it.
+    admin_file: str | None = None
+    #: Where the signing keys of its components are (and ``jwks.json``, the keys cards are checked with).
+    keys: str | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -89,7 +98,7 @@ class UpAlreadyRunningError(ConfigError):
                 f"{record.broker_url or '(being chosen)'}{gateways}"
             )
         super().__init__(
-            f"{message}. Use it (`mesh send echo hi{' --secure' if record and record.secure else ''}` finds its "
+            f"{message}. Use it (`mesh send echo hi` finds its "
             "broker), stop it (Ctrl-C in its terminal, or kill "
             f"{record.pid if record else 'it'}), or run another one beside it on another namespace and HTTP port: "
             + another_up_command(record)
@@ -117,6 +126,11 @@ class UpFiles:
 
     state: Path
     broker_dir: Path
+
+    @property
+    def secure_dir(self) -> Path:
+        """The users, rules, credentials and keys of a secured ``mesh up`` (removed with the broker's files)."""
+        return self.broker_dir / "secure"
 
 
 def up_files(namespace: str, state_dir: Path | None = None) -> UpFiles:
@@ -219,18 +233,37 @@ def running_up_broker_url(namespace: str | None, state_dir: Path | None = None) 
     if namespace:
         record = running_up(namespace, state_dir)
         if record is not None:
-            return record.broker_url if not record.secure else None
+            return record.broker_url
     base = up_files("-", state_dir).state.parent
     try:
         names = [unquote(path.stem) for path in base.glob("*.json")]
     except OSError:
         return None
     urls = {
-        record.broker_url
-        for name in names
-        if (record := running_up(name, state_dir)) is not None and record.broker_url and not record.secure
+        record.broker_url for name in names if (record := running_up(name, state_dir)) is not None and record.broker_url
     }
     return urls.pop() if len(urls) == 1 else None
+
+
+def running_up_of_broker(url: str, namespace: str | None = None, state_dir: Path | None = None) -> UpRecord | None:
+    """The live secured ``mesh up`` whose broker is ``url`` (that of ``namespace`` first), if any:
+    where a command connecting there finds its credentials."""
+    records = [running_up(namespace, state_dir)] if namespace else []
+    base = up_files("-", state_dir).state.parent
+    with contextlib.suppress(OSError):
+        records += [running_up(unquote(path.stem), state_dir) for path in sorted(base.glob("*.json"))]
+    return next(
+        (r for r in records if r is not None and r.secure and r.credentials and _same_url(r.broker_url, url)), None
+    )
+
+
+def _same_url(a: str | None, b: str) -> bool:
+    if a is None:
+        return False
+    local = ("localhost", "127.0.0.1", "[::1]")
+    for name in local:
+        a, b = a.replace(name, "localhost"), b.replace(name, "localhost")
+    return a.split("?")[0].rstrip("/") == b.split("?")[0].rstrip("/")
 
 
 def _read_record(path: Path) -> UpRecord | None:

@@ -16,13 +16,12 @@ from mesh.brokertools.brokerfiles import (
     DEFAULT_CLIENT,
     identities_of,
     local_broker_config,
-    secure_state_dir,
     write_broker_files,
 )
-from mesh.brokertools.localbroker import BrokerUnavailableError, LocalBroker, default_config_path, port_answers
+from mesh.brokertools.localbroker import BrokerUnavailableError, LocalBroker, default_config_path
 from mesh.cli.common import EXIT_OK, configure_logging
 from mesh.config import MeshConfig, load_many
-from mesh.errors import ConfigError, ConnectError
+from mesh.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Give every agent and gateway of the config files (and each --client) a Mosquitto user of its own "
             "name with only the rights it needs (dynamic-security plugin). Writes dynamic-security.json, "
-            "passwords (0600; components read it through MESH_BROKER_PASSWORD_FILE) and mosquitto-security.conf "
+            "credentials/<name> (0600, one per component; it reads its own through "
+            "MESH_BROKER_PASSWORD_FILE=DIR/credentials) and mosquitto-security.conf "
             "(lines to append to mosquitto.conf) to --out. Passwords already there are kept."
         ),
     )
@@ -76,7 +76,7 @@ async def _broker_config(args: argparse.Namespace) -> int:
     )
     users = ", ".join(sorted({f"{i.kind} {i.name}" for i in identities}))
     print(f"broker users: {users}")
-    print(f"wrote {files.dynsec}, {files.passwords} (keep it secret), {files.conf}")
+    print(f"wrote {files.dynsec}, {files.passwords}/<name> (each component's own, keep them secret), {files.conf}")
     if files.certificates is not None:
         print(f"TLS: {files.certificates.server_cert}; components trust {files.certificates.ca_cert}")
     return EXIT_OK
@@ -87,30 +87,29 @@ def secure_broker(
     url: str,
     configs: Sequence[MeshConfig],
     clients: Sequence[str],
+    *,
+    directory: Path,
     started: Callable[[LocalBroker], None] | None = None,
     workdir: Path | None = None,
 ) -> Iterator[BrokerSettings]:
-    """Start ``mesh up --secure``'s Mosquitto at ``url`` (mqtts, this machine) under the rules of ``configs``.
+    """Start ``mesh up``'s Mosquitto at ``url`` (this machine) under the rules of ``configs``.
 
-    Yields the settings the components connect with: TLS trusting the broker's private CA, and
-    each its own user and password (:meth:`BrokerSettings.for_identity`).
+    ``mqtts://``: TLS with a private CA; ``mqtt://``: plain MQTT on the loopback interface.
+    The users, rules, credentials (one file per component) and an admin user's password go to
+    ``directory``. Yields the settings the components connect with, each as its own user
+    (:meth:`BrokerSettings.for_identity`).
     """
     parts = urlsplit(url)
-    if parts.scheme != "mqtts" or parts.hostname not in _LOCAL_HOSTS or parts.username:
+    if parts.scheme not in ("mqtt", "mqtts") or parts.hostname not in _LOCAL_HOSTS or parts.username:
         raise ConfigError(
-            f"mesh up --secure starts its own TLS broker on this machine, not {url!r}; "
-            "pass --broker mqtts://localhost:PORT or leave --broker out"
+            f"mesh up starts its own broker on this machine under the mesh's rules, not {url!r}; pass --broker "
+            "mqtt://localhost:PORT (or mqtts://localhost:PORT with --secure), or --insecure to use that broker as it is"
         )
+    tls = parts.scheme == "mqtts"
     settings = BrokerSettings.from_url(url)
-    if port_answers(settings.host, settings.port):
-        raise ConnectError(
-            f"something already listens on port {settings.port}; mesh up --secure starts its own broker there: "
-            "stop it, or pass --broker mqtts://localhost:PORT with a free port"
-        )
-    directory = secure_state_dir()
-    files = write_broker_files(directory, identities_of(configs, clients), tls_hosts=_LOCAL_HOSTS)
-    if files.certificates is None:
-        raise RuntimeError("the local broker's TLS certificates were not written")
+    files = write_broker_files(
+        directory, identities_of(configs, clients), tls_hosts=_LOCAL_HOSTS if tls else (), admin=True
+    )
     extra_config, rules_copy = local_broker_config(files)
     try:
         # It dies with this process, however it dies (kill -9 included), as mesh up's own broker does.
@@ -122,9 +121,8 @@ def secure_broker(
             check_broker_log(broker, files.dynsec)
             if started is not None:
                 started(broker)
-            yield BrokerSettings.from_url(
-                url, tls=TlsOptions(ca_file=str(files.certificates.ca_cert)), password_file=str(files.passwords)
-            )
+            ca = TlsOptions(ca_file=str(files.certificates.ca_cert)) if files.certificates is not None else None
+            yield BrokerSettings.from_url(url, tls=ca, password_file=str(files.passwords))
         finally:
             broker.remove()
     finally:

@@ -11,13 +11,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mesh.a2a import RpcError
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, check_tls_file, resolve_broker_url
-from mesh.brokertools.brokerfiles import DEFAULT_CLIENT, SECURE_BROKER_URL, secure_state_dir
+from mesh.brokertools.brokerfiles import DEFAULT_CLIENT
 from mesh.brokertools.localbroker import BrokerUnavailableError
+from mesh.brokertools.upstate import running_up_of_broker
 from mesh.credentials import PASSWORD_FILE_ENV
 from mesh.errors import (
     AgentNameTakenError,
@@ -33,10 +35,15 @@ from mesh.errors import (
 from mesh.redaction import redact_url
 from topics import TopicError
 
+if TYPE_CHECKING:
+    from mesh.trust import CardVerifier
+
 NAMESPACE_ENV = "MESH_NAMESPACE"
 DEFAULT_NAMESPACE = "mesh"
 CLIENT_NAME_ENV = "MESH_CLIENT_NAME"
 CA_FILE_ENV = "MESH_BROKER_CA_FILE"
+#: The public keys (a JWKS file) `mesh agents` and `mesh watch` accept cards signed by.
+JWKS_ENV = "MESH_TRUST_JWKS"
 
 # Exit codes, documented in the README.
 EXIT_OK = 0
@@ -52,7 +59,11 @@ Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 def add_connection_options(
-    parser: argparse.ArgumentParser, *, namespace: bool = True, secure_help: str | None = None
+    parser: argparse.ArgumentParser,
+    *,
+    namespace: bool = True,
+    secure_help: str | None = None,
+    tls_insecure: bool = True,
 ) -> None:
     parser.add_argument(
         "--broker",
@@ -64,11 +75,11 @@ def add_connection_options(
         action="store_true",
         help=secure_help
         or (
-            f"use the TLS broker `mesh up --secure` runs here ({SECURE_BROKER_URL} unless --broker), "
-            "with its CA and per-component passwords"
+            "insist on the secured broker of a `mesh up` running here, with its CA and this client's credentials "
+            "(found without the flag too)"
         ),
     )
-    add_tls_options(parser)
+    add_tls_options(parser, insecure=tls_insecure)
     if namespace:
         parser.add_argument(
             "--client",
@@ -86,7 +97,7 @@ def add_connection_options(
         )
 
 
-def add_tls_options(parser: argparse.ArgumentParser) -> None:
+def add_tls_options(parser: argparse.ArgumentParser, *, insecure: bool = True) -> None:
     """``--ca-file``, ``--cert``, ``--key``, ``--insecure``: TLS for an ``mqtts://`` broker."""
     tls = parser.add_argument_group("TLS (mqtts:// brokers; also YAML tls: or URL ?ca_file=&cert=&key=)")
     tls.add_argument(
@@ -97,6 +108,8 @@ def add_tls_options(parser: argparse.ArgumentParser) -> None:
     )
     tls.add_argument("--cert", metavar="FILE", help="client certificate (PEM), for a broker that requires one")
     tls.add_argument("--key", metavar="FILE", help="private key (PEM) of --cert, unless it is in the same file")
+    if not insecure:  # `mesh up --insecure` means the open mesh
+        return
     tls.add_argument(
         "--insecure",
         action="store_true",
@@ -123,24 +136,25 @@ def broker_settings(
     args: argparse.Namespace, configured: str | None = None, configured_tls: TlsOptions | None = None
 ) -> BrokerSettings:
     """The broker of ``--broker`` / ``$MESH_BROKER_URL`` / the config, with the CA and password files of
-    ``$MESH_BROKER_CA_FILE`` and ``$MESH_BROKER_PASSWORD_FILE``; with ``--secure``, those of ``mesh up --secure``.
+    ``$MESH_BROKER_CA_FILE`` and ``$MESH_BROKER_PASSWORD_FILE``, else those of the secured ``mesh up`` of that broker.
 
     TLS options: ``--ca-file``/``--cert``/``--key``/``--insecure`` first, then ``$MESH_BROKER_CA_FILE``, the
     config's ``tls:`` (``configured_tls``) and last the URL's query."""
-    if getattr(args, "secure", False):
-        files = secure_state_dir()
-        url = args.broker or SECURE_BROKER_URL
-        ca_file: str | None = str(files / "ca.crt")
-        password_file: str | None = str(files / "passwords")
-        if not (files / "passwords").is_file():
-            raise ConfigError(
-                f"--secure: no broker files in {files}; start `mesh up --secure` first (with the same "
-                "MESH_STATE_DIR), or connect with --broker and MESH_BROKER_PASSWORD_FILE instead"
-            )
-    else:
-        url = resolve_broker_url(args.broker, configured, namespace=getattr(args, "namespace", None))
-        ca_file = os.environ.get(CA_FILE_ENV) or None
-        password_file = os.environ.get(PASSWORD_FILE_ENV) or None
+    namespace = getattr(args, "namespace", None)
+    url = resolve_broker_url(args.broker, configured, namespace=namespace)
+    ca_file = os.environ.get(CA_FILE_ENV) or None
+    password_file = os.environ.get(PASSWORD_FILE_ENV) or None
+    # The broker of a secured `mesh up` here: its CA and its components' credentials, found as
+    # the broker is (mesh.brokertools.upstate), unless the environment names others.
+    record = running_up_of_broker(url, namespace) if password_file is None else None
+    if record is not None:
+        password_file = record.credentials
+        ca_file = ca_file or record.ca_file
+    elif getattr(args, "secure", False) and password_file is None:
+        raise ConfigError(
+            f"--secure: no secured mesh up runs here with the broker {redact_url(url)}; start `mesh up` first (with "
+            "the same MESH_STATE_DIR), or connect with --broker and MESH_BROKER_PASSWORD_FILE instead"
+        )
     return settings_for_url(args, url, ca_file=ca_file, password_file=password_file, configured_tls=configured_tls)
 
 
@@ -173,6 +187,20 @@ def settings_for_url(
             file=sys.stderr,
         )
     return settings
+
+
+def card_verifier(settings: BrokerSettings, namespace: str | None) -> CardVerifier | None:
+    """What a watching command checks cards with: the keys of ``$MESH_TRUST_JWKS``, else those of
+    the secured ``mesh up`` of the broker (its ``jwks.json``); None: no trust store, every valid card."""
+    jwks = os.environ.get(JWKS_ENV) or None
+    if jwks is None:
+        record = running_up_of_broker(settings.url, namespace)
+        if record is None or not record.keys:
+            return None
+        jwks = os.path.join(record.keys, "jwks.json")
+    from mesh.trust import CardVerifier, load_public_keys  # the JOSE library loads only under trust
+
+    return CardVerifier(load_public_keys(Path(jwks)))
 
 
 def client_settings(args: argparse.Namespace) -> BrokerSettings:

@@ -24,6 +24,7 @@ from mesh.a2a import AgentCard
 from mesh.cli.common import (
     EXIT_OK,
     add_connection_options,
+    card_verifier,
     client_settings,
     configure_logging,
     stopped_by_signals,
@@ -102,8 +103,11 @@ async def _agents(args: argparse.Namespace) -> int:
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
     configure_logging("warning")
+    verifier = card_verifier(settings, namespace)  # under trust (a secured mesh up): signed cards only
     async with MqttTransport(settings) as transport:
-        registry = DiscoveryRegistry(transport, namespace, rollcall_window_s=AGENTS_ROLLCALL_WINDOW_S)
+        registry = DiscoveryRegistry(
+            transport, namespace, verifier=verifier, rollcall_window_s=AGENTS_ROLLCALL_WINDOW_S
+        )
         await registry.start()
         started = time.monotonic()
         try:
@@ -119,17 +123,28 @@ async def _agents(args: argparse.Namespace) -> int:
             await registry.stop()
         waited = time.monotonic() - started
     entries = registry.agents() + (registry.gateways() if args.gateways else [])
+    refused = {
+        name: why
+        for name, (kind, why) in sorted(registry.refused.items())
+        if (kind == "agent" or args.gateways) and registry.get(name) is None
+    }
     if args.names:
         print("\n".join(e.name for e in entries))
         return EXIT_OK
-    if not entries:
+    if not entries and not refused:
         what = "agents or gateways" if args.gateways else "agents"
         print(f"no {what} on namespace {namespace!r} at {settings.url} (waited {waited:.1f} s)", file=sys.stderr)
     replicas = {e.name: len(registry.instances(e.name)) for e in entries if e.kind == "agent"}
     if args.json:
-        print(json.dumps([entry_json(e, replicas.get(e.name)) for e in entries], indent=2, ensure_ascii=False))
-    elif entries:
+        listed = [entry_json(e, replicas.get(e.name)) for e in entries]
+        listed += [{"name": name, "refused": why} for name, why in refused.items()]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if entries:
         print(agents_table(entries, now=time.time(), with_kind=args.gateways, replicas=replicas))
+    if refused:  # cards the trust store refused: shown as such, never as agents
+        print(f"refused (not signed by a trusted key of its name): {len(refused)}")
+        print("\n".join(f"  {name}: {why}" for name, why in refused.items()))
     return EXIT_OK
 
 

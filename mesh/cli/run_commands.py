@@ -15,8 +15,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
-from mesh.brokertools.brokerfiles import SECURE_BROKER_URL, identities_of, secure_state_dir
-from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url
+from mesh.brokertools.brokerfiles import CREDENTIALS_DIR, identities_of
+from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url, running_up_of_broker, up_files
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
@@ -29,9 +29,11 @@ from mesh.cli.common import (
 )
 from mesh.cli.up_assistant import add_model_option, write_assistant_config
 from mesh.cli.up_broker import broker_for_up, check_gateway_ports
+from mesh.cli.up_secure import INSECURE_WARNING, admin_file, secured_url, with_secure_trust
+from mesh.cli.up_secure import clients as up_clients
 from mesh.component import Component
 from mesh.config import LOG_LEVELS, MeshConfig, configured_broker, configured_tls, load_many
-from mesh.errors import ConfigError
+from mesh.errors import ConfigError, ConnectError
 from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
 from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
@@ -69,10 +71,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "up",
         help="start a local Mosquitto if needed, the example agents and the HTTP gateway",
         description=(
-            "Use the broker at --broker / $MESH_BROKER_URL (default mqtt://localhost:1883) if it relays a request "
-            "in a few ms, else start Mosquitto from mosquitto.conf (on the next port when a slow broker holds "
-            "that one), then run the example agents and the HTTP gateway until Ctrl-C. Other mesh commands find "
-            "that broker without flags; one mesh up per namespace."
+            "Start Mosquitto from mosquitto.conf on this machine under the mesh's rules (a broker user, a password "
+            "file and a signing key per component, signed cards, user tokens; on the next free port when a broker "
+            "answers at the default mqtt://localhost:1883), then run the example agents and the HTTP gateway until "
+            "Ctrl-C. Other mesh commands find that broker and the CLI's credentials without flags; one mesh up per "
+            "namespace. --insecure: the open mesh on the broker at --broker / $MESH_BROKER_URL."
         ),
     )
     up.add_argument(
@@ -88,9 +91,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_connection_options(
         up,
         secure_help=(
-            f"start a TLS broker at {SECURE_BROKER_URL} (or --broker mqtts://localhost:PORT) with a broker user per "
-            "component and least-privilege rules; its files go to <state dir>/secure"
+            "also encrypt: a TLS broker (mqtts://localhost:8883, or --broker mqtts://localhost:PORT) with a private CA"
         ),
+        tls_insecure=False,
+    )
+    up.add_argument(
+        "--insecure",
+        dest="open_mesh",  # not the TLS options' --insecure (certificate checks), which `mesh up` has not
+        action="store_true",
+        help="DANGEROUS: the old open mesh: use or start a broker that takes anonymous connections, unsigned cards "
+        "and no user tokens (a warning on every start)",
     )
     up.set_defaults(handler=_up)
 
@@ -110,12 +120,38 @@ async def _run(args: argparse.Namespace) -> int:
     # The broker of a running `mesh up` of the namespace, if the files and $MESH_BROKER_URL name none.
     configured = configured_broker(configs) or running_up_broker_url(configs[0].namespace)
     broker = broker_settings(args, configured, configured_tls(configs))
-    if args.metrics_port is None:
-        return await serve(build_many(configs, broker))
-    from mesh.telemetry.exposition import serve_metrics  # prometheus_client loads only when asked
+    configs = await _joined(configs, broker)
+    try:
+        if args.metrics_port is None:
+            return await serve(build_many(configs, broker))
+        from mesh.telemetry.exposition import serve_metrics  # prometheus_client loads only when asked
 
-    async with serve_metrics(args.metrics_port):
-        return await serve(build_many(configs, broker))
+        async with serve_metrics(args.metrics_port):
+            return await serve(build_many(configs, broker))
+    except ConnectError as exc:
+        if broker.password_file is not None or broker.username is not None or "Not authorized" not in str(exc):
+            raise
+        raise ConnectError(
+            f"the broker at {redact_url(broker.url)} refused the connection (Not authorized): it is secured and "
+            "these components have no credentials. A `mesh up` running here keeps them in "
+            f"{up_files(configs[0].namespace).secure_dir / CREDENTIALS_DIR} (mesh run finds them itself, with the "
+            "same MESH_STATE_DIR); for another broker, point MESH_BROKER_PASSWORD_FILE at the credentials directory "
+            "`mesh broker-config FILE... --out DIR` wrote (DIR/credentials)"
+        ) from None
+
+
+async def _joined(configs: list[MeshConfig], broker: BrokerSettings) -> list[MeshConfig]:
+    """``configs``, their components given users of their own on the secured broker of a ``mesh up``
+    running here (and signing keys), when that is the broker they use (mesh.brokertools.enroll)."""
+    record = running_up_of_broker(broker.url, configs[0].namespace)
+    if record is None or not record.credentials or record.credentials != broker.password_file:
+        return configs
+    if not record.admin_file or not record.keys:
+        return configs
+    from mesh.brokertools.enroll import enroll
+
+    await enroll(broker, Path(record.admin_file), Path(record.credentials), identities_of(configs, up_clients()))
+    return with_secure_trust(configs, Path(record.keys))
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -125,28 +161,15 @@ async def _up(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mesh-up-") as scratch:
         assistant = [write_assistant_config(args.model, Path(scratch))] if args.model else []
         configs = load_many([*examples, *assistant, *args.config], environ=environ)
+    if args.open_mesh:
+        log.warning(INSECURE_WARNING)
     # Before anything starts: a live `mesh up` of the namespace, or a taken gateway port, ends
     # the run here (exit 2), having started, and so cleared, nothing.
     claim = UpClaim.take(args.namespace)
     try:
         check_gateway_ports(configs)
-        if args.secure:
-            configs = with_secure_trust(configs, secure_state_dir() / "keys")
-            started: list[int | None] = []
-            with secure_broker(
-                args.broker or SECURE_BROKER_URL,
-                configs,
-                [args.client],
-                started=lambda broker: started.append(broker.pid),
-                workdir=claim.files.broker_dir,  # what a killed mesh up leaves, the next one cleans
-            ) as settings:
-                record = UpRecord(os.getpid(), args.namespace, settings.url, broker_pid=started[0], secure=True)
-                claim.write(record)
-                components = build_many(configs, settings)
-                how = f"started here with TLS and per-component users, files in {secure_state_dir()}"
-                return await serve(
-                    components, banner=lambda: up_banner(settings, args.namespace, components, how, secure=True)
-                )
+        if not args.open_mesh:
+            return await _up_secured(args, claim, configs, examples)
         settings = settings_for_url(args, resolve_broker_url(args.broker))  # with --ca-file, --cert...
         async with broker_for_up(settings, claim) as broker:
             components, missing = build_up(configs, broker.settings, examples)
@@ -159,6 +182,45 @@ async def _up(args: argparse.Namespace) -> int:
             return await serve(components, banner=ready)
     finally:
         claim.release()
+
+
+async def _up_secured(args: argparse.Namespace, claim: UpClaim, configs: list[MeshConfig], examples: list[Path]) -> int:
+    """Start a broker under the mesh's rules and the components, each as its own user (mesh.cli.up_secure)."""
+    url = secured_url(args.broker, tls=args.secure)
+    directory = claim.files.secure_dir
+    credentials = directory / CREDENTIALS_DIR
+    configs = with_secure_trust(configs, credentials)  # each signing key beside its component's password
+    started: list[int | None] = []
+    with secure_broker(
+        url,
+        configs,
+        up_clients(),
+        directory=directory,
+        started=lambda broker: started.append(broker.pid),
+        workdir=claim.files.broker_dir,  # what a killed mesh up leaves, the next one cleans
+    ) as settings:
+        record = UpRecord(
+            os.getpid(),
+            args.namespace,
+            settings.url,
+            broker_pid=started[0],
+            secure=True,
+            credentials=str(credentials),
+            ca_file=settings.tls.ca_file if settings.tls is not None else None,
+            admin_file=str(admin_file(credentials)),
+            keys=str(credentials),
+        )
+        claim.write(record)
+        components, missing = build_up(configs, settings, examples)
+        how = "started here under the mesh's rules: a broker user per component" + (", TLS" if settings.tls else "")
+        how += f"; credentials in {credentials}"
+
+        def ready() -> str:
+            gateways = [str(getattr(c, "public_url", c.name)) for c in components if c.kind == "gateway"]
+            claim.write(dataclasses.replace(record, gateways=gateways))
+            return up_banner(settings, args.namespace, components, how, missing=missing)
+
+        return await serve(components, banner=ready)
 
 
 def build_up(
@@ -178,21 +240,6 @@ def build_up(
             missing.append(exc.hint)
     check_unique_components(built)
     return [component for _, components in built for component in components], missing
-
-
-def with_secure_trust(configs: list[MeshConfig], keys_dir: Path) -> list[MeshConfig]:
-    """``configs`` with signed cards and user tokens on: a key per component in ``keys_dir``
-    (kept across runs), every card signed and checked, the gateways' user tokens verified.
-
-    A config that has its own ``trust:`` keeps it.
-    """
-    from mesh.trust import generate_keys  # the JOSE library loads only for --secure
-
-    identities = identities_of(configs, ())
-    generate_keys(keys_dir, [identity.name for identity in identities])
-    issuers = sorted({identity.name for identity in identities if identity.kind == "gateway"})
-    trust = {"keys": str(keys_dir), "token_issuers": issuers}
-    return [config if config.trust is not None else dataclasses.replace(config, trust=trust) for config in configs]
 
 
 def up_configs() -> list[Path]:
@@ -254,7 +301,6 @@ def up_banner(
     components: Sequence[Component],
     started_here: str | None,
     *,
-    secure: bool = False,
     missing: Sequence[str] = (),
 ) -> str:
     agents = [c.name for c in components if c.kind == "agent"]
@@ -278,11 +324,7 @@ def up_banner(
         lines.append(f"  dashboard  {', '.join(dashboards)}")
     lines += [f"  not run    {hint}" for hint in missing]
     lines += [f"try:  {mesh_command()} send {first} hi", "Ctrl-C stops everything."]
-    if secure:
-        lines[-2] += " --secure"
-        if settings.port != 8883:
-            lines[-2] += f" --broker {settings.url}"
-    elif os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:
+    if os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:
         # Other commands find this broker in the state file (mesh.brokertools.upstate),
         # unless the variable points elsewhere.
         lines[-2] += f" --broker {settings.url}"

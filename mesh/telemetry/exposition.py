@@ -11,6 +11,7 @@ The families, labelled by ``namespace`` and the component (an agent's or gateway
                                                        ``agent`` and ``method``
 ``mesh_queue_depth``                        gauge      publishes waiting for the broker's PUBACK
 ``mesh_reconnects_total``                   counter    connections to the broker after the first
+``mesh_cards_healed_total``                 counter    card republished: something else replaced or cleared it
 ``mesh_bad_inputs_total``                   counter    requests refused, by ``reason``
 ``mesh_discovery_agents``                   gauge      agents in the component's registry
 =========================================  =========  ==============================================
@@ -64,6 +65,9 @@ class MeshCollector(Collector):
         )
         queue = GaugeMetricFamily("mesh_queue_depth", "Publishes the broker has not acknowledged", labels=_NAMES)
         reconnects = CounterMetricFamily("mesh_reconnects", "Connections to the broker after the first", labels=_NAMES)
+        healed = CounterMetricFamily(
+            "mesh_cards_healed", "Card republished after something else replaced or cleared it", labels=_NAMES
+        )
         refused = CounterMetricFamily(
             "mesh_bad_inputs", "Requests refused, by reason", labels=["namespace", "component", "reason"]
         )
@@ -77,12 +81,13 @@ class MeshCollector(Collector):
             for (agent, method), histogram in list(c.round_trips.items()):
                 _add_histogram(round_trips, [ns, name, agent, method], histogram)
             reconnects.add_metric([ns, name], c.reconnects)
+            healed.add_metric([ns, name], c.cards_healed)
             for reason, count in list(c.refusals.items()):
                 refused.add_metric([ns, name, reason], count)
             _add_gauge(in_flight, [ns, name], c.in_flight)
             _add_gauge(queue, [ns, name], c.queue_depth)
             _add_gauge(discovery, [ns, name], c.discovery_size)
-        yield from (tasks, durations, in_flight, round_trips, queue, reconnects, refused, discovery)
+        yield from (tasks, durations, in_flight, round_trips, queue, reconnects, healed, refused, discovery)
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:

@@ -56,6 +56,7 @@ class ComponentMetrics:
     """The counts of one agent or gateway, and the gauges it reports while it runs."""
 
     __slots__ = (
+        "cards_healed",
         "discovery_size",
         "duration",
         "ended",
@@ -78,6 +79,8 @@ class ComponentMetrics:
         #: Requests refused, by reason (the JSON-RPC error's type).
         self.refusals: dict[str, int] = {}
         self.reconnects = 0
+        #: Its card republished because something else replaced or cleared it (mesh.presence).
+        self.cards_healed = 0
         #: From sending a request to its final answer, by (callee, method).
         self.round_trips: dict[tuple[str, str], Histogram] = {}
         self.in_flight: Gauge | None = None
@@ -87,6 +90,9 @@ class ComponentMetrics:
     def task_ended(self, state: str, seconds: float) -> None:
         self.ended[state] = self.ended.get(state, 0) + 1
         self.duration.observe(seconds)
+
+    def card_healed(self) -> None:
+        self.cards_healed += 1
 
     def refused(self, reason: str) -> None:
         self.refusals[reason] = self.refusals.get(reason, 0) + 1

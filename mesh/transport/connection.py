@@ -311,8 +311,17 @@ class Connection:
         if self.closing or not self._started:
             return
         if was_connected:
+            # Whose connection, and why: a takeover (another connection with this client id, a
+            # second instance or someone holding the component's credentials) must be told apart.
+            code = _code(reason)
             log.warning(
-                "%s: connection to %s lost (%s); reconnecting", self.client_id, self.settings.url, _why_lost(reason)
+                "%s: connection to %s lost (%s, reason code 0x%02X, broker user %s%s); reconnecting",
+                self.client_id,
+                self.settings.url,
+                _why_lost(reason),
+                code,
+                self.settings.username or "anonymous",
+                _TAKEN_OVER if code == SESSION_TAKEN_OVER else _MAYBE_TAKEN_OVER if code == _UNSPECIFIED else "",
             )
             for listener in self._disconnect_listeners:
                 self._callbacks.run(listener, str(reason))
@@ -381,9 +390,27 @@ class Connection:
         return wrapper
 
 
+#: MQTT v5 DISCONNECT reason: another connection used this client id.
+SESSION_TAKEN_OVER = 0x8E
+_TAKEN_OVER = (
+    ": another connection took this client id, a second instance of this component or someone holding its credentials"
+)
+
+
+_UNSPECIFIED = 0x80
+_MAYBE_TAKEN_OVER = (
+    ": the broker closed it; if its log says the client id was already connected, another connection took it"
+)
+
+
+def _code(reason: ReasonCode) -> int:
+    value = getattr(reason, "value", 0)
+    return value if isinstance(value, int) else 0
+
+
 def _why_lost(reason: ReasonCode) -> str:
     """The disconnect reason in words: paho reports a socket closed without DISCONNECT (a broker that
     stopped or restarted, a network drop) as "Unspecified error", which names nothing."""
     if reason.value == 128:
         return "the broker closed the connection: stopped, restarted or unreachable"
-    return f"{reason} (reason code {reason.value})"
+    return str(reason)

@@ -59,3 +59,31 @@ async def test_the_agent_sees_the_user_the_gateway_authenticated_as_verified(
     finally:
         await gateway.stop()
         await agent.stop()
+
+
+async def test_an_anonymous_caller_is_never_vouched_for(
+    broker_settings: BrokerSettings, namespace: str, tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    """Issue 23: a gateway without authentication gave any local caller a verified "anonymous" token."""
+    generate_keys(tmp_path, ["whoami", "http"])
+    settings = TrustSettings(keys=tmp_path, token_issuers=("http",))
+    agent = AgentService(
+        Whoami(), broker=broker_settings, namespace=namespace, trust=resolve(settings, "whoami", tmp_path)
+    )
+    gateway = HttpGateway(
+        HttpGatewaySettings.model_validate({"port": 0, "default_agent": "whoami"}),  # no auth: anonymous callers
+        broker=broker_settings,
+        namespace=namespace,
+        trust=resolve(settings, "http", tmp_path),
+    )
+    await agent.start()
+    await gateway.start()
+    try:
+        await gateway.runtime.registry.wait_for("whoami", 5)
+        response = await call(http, f"{gateway.public_url}/a2a", "message/send", {"message": message()})
+        answer = json.loads(result_of(response)["status"]["message"]["parts"][0]["text"])
+        assert answer["user"] == "anonymous" and answer["verified"] is False, answer
+        assert "no authToken" in answer["why"], answer
+    finally:
+        await gateway.stop()
+        await agent.stop()

@@ -15,7 +15,7 @@ from mesh.brokertools.brokerfiles import identities_of, write_broker_files
 from mesh.brokertools.brokerrules import Identity, rules_for
 from mesh.brokertools.dynsec import hash_password
 from mesh.config import load_config
-from mesh.credentials import password_for, read_passwords
+from mesh.credentials import password_for, read_credentials, read_passwords
 from mesh.errors import ConfigError
 
 
@@ -45,13 +45,21 @@ def test_identities_come_from_the_components_of_the_configs(tmp_path: Path) -> N
 
 
 def test_files_are_private_and_passwords_survive_a_rerun(tmp_path: Path) -> None:
+    (tmp_path / "passwords").write_text("echo:from-an-older-version\n")  # one file for all: read, then removed
     first = write_broker_files(tmp_path, [Identity("agent", "echo", "ns"), Identity("client", "cli", "ns")])
-    for path in (first.passwords, first.dynsec):
+    assert not (tmp_path / "passwords").exists()
+    # One file per component, holding its own password only: what a deployment mounts to it.
+    assert stat.S_IMODE(first.passwords.stat().st_mode) == 0o700
+    assert sorted(p.name for p in first.passwords.iterdir()) == ["cli", "echo"]
+    for path in (first.passwords / "echo", first.passwords / "cli", first.dynsec):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    before = read_passwords(first.passwords)
+    assert read_passwords(first.passwords / "echo") == {"echo": "from-an-older-version"}
+    assert set(read_passwords(first.passwords / "cli")) == {"cli"}
+    before = read_credentials(first.passwords)
     again = write_broker_files(tmp_path, [Identity("agent", "echo", "ns"), Identity("agent", "calc", "ns")])
-    after = read_passwords(again.passwords)
+    after = read_credentials(again.passwords)
     assert after["echo"] == before["echo"] and set(after) == {"echo", "calc"}  # cli is gone
+    assert not (again.passwords / "cli").exists()
     document = json.loads(again.dynsec.read_text())
     assert document["defaultACLAccess"] == {
         "publishClientSend": False,
@@ -104,7 +112,7 @@ def test_a_component_takes_its_own_password_from_the_file(tmp_path: Path) -> Non
     shared = BrokerSettings.from_url("mqtt://svc:pw@127.0.0.1:1883", password_file=str(files.passwords))
     assert shared.for_identity("echo") is shared  # a user in the URL wins
     assert BrokerSettings().for_identity("echo").username is None  # no file: anonymous as before
-    with pytest.raises(ConfigError, match=r"no entry for 'ghost'.*mesh broker-config"):
+    with pytest.raises(ConfigError, match=r"no broker credentials for 'ghost'.*mesh broker-config"):
         settings.for_identity("ghost")
     with pytest.raises(ConfigError, match="not found; generate it with `mesh broker-config"):
         password_for(tmp_path / "missing", "echo")

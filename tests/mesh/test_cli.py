@@ -34,7 +34,9 @@ def agents_file(tmp_path: Path, body: str) -> Path:
 
 async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) -> None:
     http_port = free_port()
-    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(http_port))
+    up = await start_mesh(
+        "up", "--insecure", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(http_port)
+    )
     try:
         banner = await up.wait_for_line("mesh up: ready", stream="stdout")
         assert banner
@@ -59,7 +61,9 @@ async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) 
 async def test_up_starts_mosquitto_when_no_broker_answers(namespace: str) -> None:
     port = free_port()
     url = f"mqtt://localhost:{port}"
-    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()))
+    up = await start_mesh(
+        "up", "--insecure", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port())
+    )
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
         assert any("started here from mosquitto.conf" in line for line in up.stdout_lines)
@@ -124,7 +128,9 @@ async def test_errors_exit_with_their_code_and_a_message(broker_url: str, namesp
 
 
 async def test_task_errors_and_failed_tasks(broker_url: str, namespace: str) -> None:
-    up = await start_mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port()))
+    up = await start_mesh(
+        "up", "--insecure", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port())
+    )
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
         env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
@@ -213,7 +219,14 @@ async def test_a_second_instance_of_an_agent_name_exits_2_and_the_first_keeps_it
             again = await mesh("run", str(config))
             # `mesh up` runs an echo too: it stops the agents it had started, and exits 2 as well,
             # before its gateway "http" ever published a card.
-            up = await mesh("up", "--namespace", namespace, MESH_BROKER_URL=broker_url, MESH_HTTP_PORT=str(free_port()))
+            up = await mesh(
+                "up",
+                "--insecure",
+                "--namespace",
+                namespace,
+                MESH_BROKER_URL=broker_url,
+                MESH_HTTP_PORT=str(free_port()),
+            )
             for second in (again, up):
                 assert second.code == 2, second
                 assert f"mesh: agent 'echo' is already running on namespace '{namespace}'" in second.stderr

@@ -44,6 +44,8 @@ def test_every_command_that_talks_to_the_mesh_takes_a_namespace(monkeypatch: pyt
     talking = {words: p for words, p in commands(build_parser()).items() if "--broker" in options_of(p)}
     assert {("send",), ("task", "list"), ("task", "get"), ("task", "cancel"), ("agents",), ("watch",)} <= set(talking)
     assert {("run",), ("up",), ("acp",)} <= set(talking)
+    # mesh doctor checks the broker itself, on topics of its own: it belongs to no namespace.
+    assert "--namespace" not in options_of(talking.pop(("doctor",)))
     for words, parser in talking.items():
         options = options_of(parser)
         assert "-n" in options and options["-n"] is options.get("--namespace"), words

@@ -1,35 +1,121 @@
-"""``mesh up --secure`` and ``mesh send --secure``: TLS, a broker user per component, generated rules."""
+"""``mesh up`` is secured by default: its own broker under the mesh's rules, a user and a
+credentials file per component, signed cards; the other commands find all of it through the
+state file. ``--secure`` adds TLS; ``--insecure`` is the open mesh, with a warning."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mesh.broker import BrokerSettings, TlsOptions
-from mesh.brokertools.localbroker import free_port, port_answers
+from mesh.brokertools.localbroker import LocalBroker, free_port, port_answers
 from mesh.brokertools.upstate import running_up, up_files
+from mesh.credentials import read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
+from mesh.trust import generate_keys, load_private_key, sign_card
 from tests.mesh.cli_process import mesh, start_mesh
 from tests.mesh.test_cli_up import wait_until_gone
+from tests.mesh.test_trust import card
 from tests.support import Inbox
 from topics import get_agent_discovery_topic
 
 needs_mosquitto = pytest.mark.skipif(
     not (shutil.which("mosquitto") or Path("/usr/sbin/mosquitto").is_file()),
-    reason="mesh up --secure runs the local mosquitto binary",
+    reason="mesh up runs the local mosquitto binary",
 )
 
 
 @needs_mosquitto
-async def test_up_secure_then_send_secure(namespace: str, tmp_path: Path) -> None:
+async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(namespace: str, tmp_path: Path) -> None:
+    port = free_port()
+    url = f"mqtt://localhost:{port}"
+    state = {"MESH_STATE_DIR": str(tmp_path)}
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()), **state)
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        assert any("under the mesh's rules" in line for line in up.stdout_lines), up.output
+        assert any(f"send echo hi --namespace {namespace}" in line for line in up.stdout_lines), up.output
+        record = running_up(namespace, tmp_path)
+        assert record is not None and record.secure and record.credentials is not None
+        secure = up_files(namespace, tmp_path).secure_dir
+        credentials = Path(record.credentials)
+        # One file per component (its password; its signing key beside it), each 0600; the
+        # broker's file holds only hashes; the admin password stays with mesh up.
+        assert stat.S_IMODE(credentials.stat().st_mode) == 0o700
+        names = {"echo", "calculator", "countdown", "orchestrator", "http", "cli"}
+        assert names <= {p.name for p in credentials.iterdir()}
+        for path in [*(credentials / n for n in names), *(credentials / f"{n}.jwk" for n in names - {"cli"})]:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            if not path.name.endswith(".jwk"):
+                assert set(read_passwords(path)) == {path.name}  # its own password only
+        for private in (secure / "dynamic-security.json", secure / "admin"):
+            assert stat.S_IMODE(private.stat().st_mode) == 0o600
+        assert "password" not in (secure / "mosquitto-security.conf").read_text()
+        assert not (secure / "passwords").exists()
+
+        # Cards are signed (the orchestrator's registry takes signed cards only; it still finds its peers).
+        as_cli = BrokerSettings.from_url(url, password_file=str(credentials)).for_identity("cli")
+        async with MqttTransport(as_cli) as watcher:
+            cards = Inbox()
+            await watcher.subscribe(get_agent_discovery_topic(namespace, "echo"), cards)
+            [card] = await cards.wait_for(1)
+        assert json.loads(card.payload)["signatures"][0]["protected"]
+
+        sent = await mesh("send", "echo", "hi", "--namespace", namespace, **state)
+        assert (sent.code, sent.stdout) == (0, "hi\n"), sent.stderr
+        calc = await mesh("send", "orchestrator", "what is 6*7", "-n", namespace, **state)
+        assert calc.code == 0 and "42" in calc.stdout, calc.stderr
+        listed = await mesh("agents", "-n", namespace, **state)
+        assert listed.code == 0 and "echo" in listed.stdout, listed.stderr
+
+        # Without the state file: refused, by the CLI (exit 3, one line) and by the transport.
+        anonymous = await mesh(
+            "send", "echo", "hi", "--broker", url, "-n", namespace, MESH_STATE_DIR=str(tmp_path / "x")
+        )
+        assert anonymous.code == 3 and "Not authorized" in anonymous.stderr and "Traceback" not in anonymous.stderr
+        with pytest.raises(ConnectError, match="Not authorized"):
+            await MqttTransport(BrokerSettings.from_url(url)).connect()
+        # The CLI's own credentials have client rights only: no card in an agent's name.
+        async with MqttTransport(as_cli) as forger:
+            with pytest.raises(Exception, match=r"(?i)not authori[sz]ed|refused"):
+                await forger.publish(get_agent_discovery_topic(namespace, "echo"), b"{}", retain=True, timeout=5)
+    finally:
+        assert await up.stop() == 0, up.output
+    assert not port_answers("127.0.0.1", port)
+    assert not up_files(namespace, tmp_path).secure_dir.exists()  # the credentials go with the broker
+    assert "Traceback" not in up.output
+
+
+@needs_mosquitto
+async def test_mesh_run_without_credentials_is_told_where_they_are(namespace: str, tmp_path: Path) -> None:
+    url = f"mqtt://localhost:{free_port()}"
+    state = {"MESH_STATE_DIR": str(tmp_path)}
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()), **state)
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        config = tmp_path / "agents.yaml"
+        config.write_text(
+            f"namespace: {namespace}\nagents:\n  - class: agents.builtin.echo:EchoAgent\n    name: parrot\n"
+        )
+        # Another state dir: this mesh run does not see the mesh up, so it has no credentials.
+        run = await mesh("run", str(config), "--broker", url, MESH_STATE_DIR=str(tmp_path / "elsewhere"))
+        assert run.code == 3 and "Traceback" not in run.stderr, run.stderr
+        assert "no credentials" in run.stderr and "MESH_BROKER_PASSWORD_FILE" in run.stderr
+        assert str(up_files(namespace, tmp_path / "elsewhere").secure_dir / "credentials") in run.stderr
+    finally:
+        assert await up.stop() == 0, up.output
+
+
+@needs_mosquitto
+async def test_mesh_up_secure_adds_tls(namespace: str, tmp_path: Path) -> None:
     port = free_port()
     url = f"mqtts://localhost:{port}"
     state = {"MESH_STATE_DIR": str(tmp_path)}
@@ -38,59 +124,56 @@ async def test_up_secure_then_send_secure(namespace: str, tmp_path: Path) -> Non
     )
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout")
-        assert any("with TLS and per-component users" in line for line in up.stdout_lines)
-        assert any(f" send echo hi --secure --broker {url}" in line for line in up.stdout_lines)
-        files = tmp_path / "secure"
-        for secret in ("passwords", "dynamic-security.json", "server.key"):
-            assert stat.S_IMODE((files / secret).stat().st_mode) == 0o600, secret
-
-        # Signed cards and user tokens are on: a key per component, every card signed, and the
-        # orchestrator (whose registry now takes signed cards only) still finds its peers below.
-        keys = files / "keys"
-        assert {"echo.jwk", "calculator.jwk", "orchestrator.jwk", "jwks.json"} <= {p.name for p in keys.iterdir()}
-        as_cli = BrokerSettings.from_url(url, tls=TlsOptions(ca_file=str(files / "ca.crt")))
-        as_cli = dataclasses.replace(as_cli, password_file=str(files / "passwords")).for_identity("cli")
-        async with MqttTransport(as_cli) as watcher:
-            cards = Inbox()
-            await watcher.subscribe(get_agent_discovery_topic(namespace, "echo"), cards)
-            [card] = await cards.wait_for(1)
-        assert json.loads(card.payload)["signatures"][0]["protected"]
-
-        sent = await mesh("send", "echo", "hi", "--secure", "--broker", url, "--namespace", namespace, **state)
+        record = running_up(namespace, tmp_path)
+        assert record is not None and record.ca_file is not None and record.broker_url == url
+        assert stat.S_IMODE((up_files(namespace, tmp_path).secure_dir / "server.key").stat().st_mode) == 0o600
+        sent = await mesh("send", "echo", "hi", "-n", namespace, **state)  # CA and credentials found
         assert (sent.code, sent.stdout) == (0, "hi\n"), sent.stderr
-        calc = await mesh("send", "orchestrator", "what is 6*7", "--secure", "--broker", url, "-n", namespace, **state)
-        assert calc.code == 0 and "42" in calc.stdout, calc.stderr
-
-        # The broker's CA but no user: refused, by the CLI (exit 3, one line) and by the transport.
-        anonymous = await mesh(
-            "send", "echo", "hi", "--broker", url, "-n", namespace, MESH_BROKER_CA_FILE=str(files / "ca.crt"), **state
-        )
-        assert anonymous.code == 3 and "Not authorized" in anonymous.stderr and "Traceback" not in anonymous.stderr
-        tls = TlsOptions(ca_file=str(files / "ca.crt"))
+        tls = TlsOptions(ca_file=record.ca_file)
         with pytest.raises(ConnectError, match="Not authorized"):
             await MqttTransport(BrokerSettings.from_url(url, tls=tls)).connect()
         with pytest.raises(ConnectError):  # plain MQTT on the TLS port
             await MqttTransport(BrokerSettings.from_url(f"mqtt://localhost:{port}", connect_timeout_s=2)).connect()
     finally:
         assert await up.stop() == 0, up.output
-    assert not port_answers("127.0.0.1", port)
-    assert "Traceback" not in up.output
 
 
-async def test_up_secure_refuses_a_plain_or_remote_broker_url(tmp_path: Path) -> None:
-    for url in ("mqtt://localhost:1883", "mqtts://broker.example:8883"):
-        result = await mesh("up", "--secure", "--broker", url, MESH_STATE_DIR=str(tmp_path))
-        assert result.code == 2 and "mqtts://localhost:PORT" in result.stderr, result.stderr
+async def test_mesh_up_refuses_a_remote_url_or_a_broker_it_cannot_secure(
+    make_broker: Callable[..., LocalBroker], tmp_path: Path
+) -> None:
+    for url in ("mqtts://broker.example:8883", "mqtt://user:pw@localhost:1999"):
+        result = await mesh("up", "--broker", url, MESH_STATE_DIR=str(tmp_path))
+        assert result.code == 2 and "--insecure" in result.stderr, result.stderr
+    open_broker = make_broker()
+    result = await mesh("up", "--broker", open_broker.url, MESH_STATE_DIR=str(tmp_path))
+    assert result.code == 3 and "already answers" in result.stderr and "--insecure" in result.stderr, result.stderr
+
+
+async def test_mesh_up_insecure_is_the_open_mesh_with_a_warning(
+    make_broker: Callable[..., LocalBroker], namespace: str, tmp_path: Path
+) -> None:
+    broker = make_broker()
+    env = {"MESH_STATE_DIR": str(tmp_path), "MESH_HTTP_PORT": str(free_port())}
+    up = await start_mesh("up", "--insecure", "--broker", broker.url, "-n", namespace, **env)
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        assert any("mesh up --insecure: the broker takes anonymous connections" in line for line in up.stderr_lines)
+        sent = await mesh("send", "echo", "hi", "-n", namespace, MESH_STATE_DIR=str(tmp_path))
+        assert (sent.code, sent.stdout) == (0, "hi\n"), sent.stderr
+        async with MqttTransport(BrokerSettings.from_url(broker.url)):
+            pass  # anonymous: accepted
+    finally:
+        assert await up.stop() == 0, up.output
 
 
 @needs_mosquitto
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
-async def test_a_killed_up_secure_leaves_no_broker_and_the_next_start_cleans_its_files(
+async def test_a_killed_mesh_up_leaves_no_broker_and_the_next_start_cleans_its_files(
     namespace: str, tmp_path: Path
 ) -> None:
     port = free_port()
     env = {"MESH_STATE_DIR": str(tmp_path), "MESH_HTTP_PORT": str(free_port())}
-    args = ("up", "--secure", "--broker", f"mqtts://localhost:{port}", "--namespace", namespace)
+    args = ("up", "--broker", f"mqtt://localhost:{port}", "--namespace", namespace)
     killed = await start_mesh(*args, **env)
     await killed.wait_for_line("mesh up: ready", stream="stdout")
     files = up_files(namespace, tmp_path)
@@ -98,7 +181,7 @@ async def test_a_killed_up_secure_leaves_no_broker_and_the_next_start_cleans_its
     assert record is not None and record.secure and record.broker_pid is not None
     assert await killed.stop(signal.SIGKILL) == -signal.SIGKILL
     await wait_until_gone(record.broker_pid)  # the kernel stopped it with its parent
-    assert not port_answers("127.0.0.1", port) and files.broker_dir.exists()
+    assert not port_answers("127.0.0.1", port) and files.secure_dir.exists()
 
     again = await start_mesh(*args, **env)
     try:
@@ -107,3 +190,40 @@ async def test_a_killed_up_secure_leaves_no_broker_and_the_next_start_cleans_its
     finally:
         assert await again.stop(signal.SIGTERM) == 0, again.output
     assert not files.state.exists() and not files.broker_dir.exists()
+
+
+async def test_mesh_agents_under_trust_shows_forged_cards_as_refused(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    generate_keys(keys, ["good", "evil"])
+    (keys / "evil.jwk").unlink()
+    generate_keys(keys, [])  # the trust store: good's key only (evil's is gone)
+    other = tmp_path / "other"
+    generate_keys(other, ["evil", "echo"])
+    cards = {
+        "good": sign_card(card("good"), load_private_key(keys / "good.jwk")),
+        "forged": card("forged"),  # unsigned
+        "evil": sign_card(card("evil"), load_private_key(other / "evil.jwk")),  # by an untrusted key
+        "echo": sign_card(card("echo"), load_private_key(other / "echo.jwk")),  # by an impostor's key of that name
+    }
+    async with MqttTransport(BrokerSettings.from_url(broker_url)) as publisher:
+        for name, forged in cards.items():
+            topic = get_agent_discovery_topic(namespace, name)
+            await publisher.publish(topic, forged.to_json_bytes(), retain=True)
+        try:
+            env = {"MESH_TRUST_JWKS": str(keys / "jwks.json"), "MESH_STATE_DIR": str(tmp_path)}
+            listed = await mesh("agents", "--broker", broker_url, "-n", namespace, "--wait", "0.5", **env)
+            assert listed.code == 0, listed.stderr
+            table, _, refused = listed.stdout.partition("refused (not signed by a trusted key of its name): 3")
+            assert "good" in table and not any(name in table for name in ("forged", "evil", "echo")), listed.stdout
+            assert {line.split(":")[0].strip() for line in refused.strip().splitlines()} == {"forged", "evil", "echo"}
+            as_json = await mesh("agents", "--json", "--broker", broker_url, "-n", namespace, "--wait", "0.5", **env)
+            entries = json.loads(as_json.stdout)
+            assert [e["name"] for e in entries if "card" in e] == ["good"]
+            assert sorted(e["name"] for e in entries if "refused" in e) == ["echo", "evil", "forged"]
+            names = await mesh("agents", "--names", "--broker", broker_url, "-n", namespace, "--wait", "0.5", **env)
+            assert names.stdout.split() == ["good"]
+        finally:
+            for name in cards:
+                await publisher.publish(get_agent_discovery_topic(namespace, name), b"", retain=True)

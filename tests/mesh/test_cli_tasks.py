@@ -212,7 +212,7 @@ def ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, name
 async def test_the_cli_works_under_per_user_rules_with_only_a_broker_url(
     ruled_broker: LocalBroker, broker_dir: Path, namespace: str
 ) -> None:
-    passwords = str(broker_dir / "passwords")
+    passwords = str(broker_dir / "credentials")
     agent_settings = BrokerSettings.from_url(ruled_broker.url, password_file=passwords).for_identity("echo")
     service = AgentService(EchoAgent(), broker=agent_settings, namespace=namespace)
     await service.start()

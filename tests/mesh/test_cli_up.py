@@ -30,6 +30,7 @@ from mesh.brokertools.upstate import (
     UpRecord,
     running_up,
     running_up_broker_url,
+    running_up_of_broker,
     up_files,
 )
 from mesh.client import MeshClient
@@ -101,7 +102,7 @@ async def best_echo_round_trip_ms(broker_url: str, namespace: str, tries: int = 
 
 
 async def up_ready(*args: str, **env: str) -> Service:
-    up = await start_mesh("up", *args, **env)
+    up = await start_mesh("up", "--insecure", *args, **env)
     await up.wait_for_line("mesh up: ready", stream="stdout")
     return up
 
@@ -178,14 +179,14 @@ async def test_a_second_up_exits_2_says_what_runs_and_clears_nothing(
             for topic in (*cards, sentinel):
                 await watcher.subscribe(topic, inbox)
             await inbox.wait_for(len(cards))  # the retained cards
-            second = await mesh("up", "-n", namespace, MESH_HTTP_PORT=http_port, **env)
+            second = await mesh("up", "--insecure", "-n", namespace, MESH_HTTP_PORT=http_port, **env)
             assert second.code == 2, second
             assert f"mesh up is already running on namespace '{namespace}' (pid {first.proc.pid})" in second.stderr
             assert f"broker {broker_url}" in second.stderr and f"http://127.0.0.1:{http_port}" in second.stderr
             assert f"--namespace {namespace}-2" in second.stderr and "MESH_HTTP_PORT=" in second.stderr
             # Another state directory hides the first's state; its gateway's port still stops it first.
             elsewhere = {**env, "MESH_STATE_DIR": str(tmp_path / "other-state")}
-            other = await mesh("up", "-n", namespace, MESH_HTTP_PORT=http_port, **elsewhere)
+            other = await mesh("up", "--insecure", "-n", namespace, MESH_HTTP_PORT=http_port, **elsewhere)
             assert other.code == 2 and f"port {http_port} on 127.0.0.1 is already in use" in other.stderr, other
             for refused in (second, other):
                 assert "Traceback" not in refused.stderr and "started" not in refused.stderr, refused
@@ -313,8 +314,13 @@ def test_the_state_file_names_the_broker_while_its_owner_holds_it(namespace: str
             second.release()
         with pytest.raises(UpAlreadyRunningError, match=rf"pid {os.getpid()}\): broker mqtt://127.0.0.1:1884"):
             UpClaim.take(namespace, state)  # a lock of another open file, as another process's would be
-        claim.write(UpRecord(os.getpid(), namespace, "mqtts://localhost:8883", secure=True))
-        assert running_up_broker_url(namespace, state) is None  # a --secure broker needs --secure's files
+        credentials = str(state / "credentials")
+        claim.write(UpRecord(os.getpid(), namespace, "mqtts://localhost:8883", secure=True, credentials=credentials))
+        # A secured broker is found too, with where its credentials are.
+        assert running_up_broker_url(namespace, state) == "mqtts://localhost:8883"
+        found = running_up_of_broker("mqtts://127.0.0.1:8883", None, state)
+        assert found is not None and found.credentials == credentials
+        assert running_up_of_broker("mqtts://localhost:9999", namespace, state) is None
     finally:
         claim.release()
     assert running_up_broker_url(namespace, state) is None and not up_files(namespace, state).state.exists()

@@ -100,7 +100,7 @@ async def test_an_idle_mesh_sends_nothing_on_the_discovery_topics(
     await serve_agent(Watching(name="watching"), settings)
     # Starting, the watching agent's registry held a roll call: the echoes answered it once each.
     async with asyncio.timeout(10):
-        while any(e.presence.rollcalls_answered < 1 for e in echoes):
+        while any(e.presence.rollcall.answered < 1 for e in echoes):
             await asyncio.sleep(0.05)
     watcher = await make_transport()
     inbox = Inbox()
@@ -110,7 +110,7 @@ async def test_an_idle_mesh_sends_nothing_on_the_discovery_topics(
     # Measuring a quiet window, not waiting for a race: anything in it is steady-state traffic.
     await asyncio.sleep(3)
     assert len(inbox.messages) == 4, [m.topic for m in inbox.messages[4:]]
-    assert [e.presence.rollcalls_answered for e in echoes] == [1, 1, 1]
+    assert [e.presence.rollcall.answered for e in echoes] == [1, 1, 1]
 
 
 async def test_a_frozen_agent_process_leaves_within_one_and_a_half_keepalives(namespace: str) -> None:

@@ -135,7 +135,8 @@ async def test_malformed_cards_are_ignored_with_a_warning(
         await owner.publish(f"{namespace}/a2a/v1/discovery/agentcards/good", card("good"))
         await watch.next("added", "good", 2)
     assert watch.registry.get("bad") is None
-    assert "ignoring a malformed card" in caplog.text and "agentcards/bad" in caplog.text
+    assert "refused the card of 'bad'" in caplog.text and "malformed card" in caplog.text
+    assert "agentcards/bad" in caplog.text and watch.registry.refused["bad"][1].startswith("malformed card")
 
 
 async def test_wait_for_an_absent_agent_lists_the_present_ones(

@@ -1,0 +1,112 @@
+"""The discovery roll call (DESIGN, "Discovery and presence").
+
+Retained cards are the fast path, not the only one: some clustered brokers (ejabberd) deliver a
+retained message only to subscribers on the node that received it. So a registry that starts
+(or reconnects) publishes ``{ns}/a2a/v1/discovery/rollcall`` with the window it wants answers in
+(``{"windowMs": N}``, bounded), and every live component answers by publishing its card again on
+its own card topic (:class:`RollCallAnswers`), after a random delay within the window so
+thousands of agents do not answer in the same millisecond, and at most once per window however
+many roll calls come: what roll calls can cost the broker is bounded by the number of components.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from mesh.errors import TransportError
+from mesh.transport import InboundMessage, Subscription, Transport
+from topics import get_discovery_rollcall_topic
+
+__all__ = [
+    "ROLLCALL_MAX_WINDOW_S",
+    "ROLLCALL_WINDOW_S",
+    "RollCallAnswers",
+    "rollcall_payload",
+    "rollcall_topic_of",
+    "rollcall_window",
+]
+
+log = logging.getLogger(__name__)
+
+#: Answers to a roll call are spread at random over this many seconds, unless the roll call asks
+#: for another window, which is kept within [0.05 s, ROLLCALL_MAX_WINDOW_S].
+ROLLCALL_WINDOW_S = 1.0
+ROLLCALL_MAX_WINDOW_S = 5.0
+
+
+def rollcall_payload(window_s: float) -> bytes:
+    """A roll call asking for answers spread over ``window_s``."""
+    return json.dumps({"windowMs": round(window_s * 1000)}).encode()
+
+
+def rollcall_window(payload: bytes) -> float:
+    """The window a roll call asks for, bounded; the default for anything malformed."""
+    try:
+        asked = json.loads(payload).get("windowMs")
+    except (ValueError, AttributeError, RecursionError):
+        return ROLLCALL_WINDOW_S
+    if not isinstance(asked, int | float) or isinstance(asked, bool) or asked != asked:  # NaN
+        return ROLLCALL_WINDOW_S
+    return float(min(max(asked / 1000, 0.05), ROLLCALL_MAX_WINDOW_S))
+
+
+def rollcall_topic_of(card_topic: str) -> str:
+    """The roll-call topic of the namespace a card topic (``{ns}/a2a/v1/discovery/...``) lies in."""
+    namespace, found, _ = card_topic.rpartition("/a2a/v1/discovery/")
+    if not found:
+        raise ValueError(f"{card_topic!r} is not a card topic ({{ns}}/a2a/v1/discovery/...)")
+    return get_discovery_rollcall_topic(namespace)
+
+
+class RollCallAnswers:
+    """Answers the roll calls of one namespace by calling ``republish`` (the card, again)."""
+
+    def __init__(
+        self, transport: Transport, card_topic: str, republish: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
+        self.transport = transport
+        self.topic = rollcall_topic_of(card_topic)
+        self.card_topic = card_topic
+        self._republish = republish
+        self._subscription: Subscription | None = None
+        self._answer: asyncio.TimerHandle | asyncio.Task[None] | None = None  # the pending answer
+        self._stopped = False
+        #: Roll calls answered (each by one publish of the card).
+        self.answered = 0
+
+    async def start(self) -> None:
+        self._subscription = await self.transport.subscribe(self.topic, self._on_rollcall)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._answer is not None:
+            self._answer.cancel()
+        if self._subscription is not None and self.transport.is_connected:
+            await self.transport.unsubscribe(self._subscription)
+
+    def _on_rollcall(self, message: InboundMessage) -> None:
+        if self._stopped or self._answer is not None:  # one answer per window, however many calls
+            return
+        delay = random.uniform(0, rollcall_window(message.payload))  # noqa: S311 - jitter, not a secret
+        self._answer = asyncio.get_running_loop().call_later(delay, self._answer_now)
+
+    def _answer_now(self) -> None:
+        self._answer = task = asyncio.get_running_loop().create_task(self._republish())
+        task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self._answer = None
+        if task.cancelled():
+            return
+        if (exc := task.exception()) is not None:
+            if isinstance(exc, TransportError):
+                log.warning("card republish on %s for a roll call failed: %s", self.card_topic, exc)
+            else:
+                log.error("card republish on %s for a roll call failed", self.card_topic, exc_info=exc)
+        else:
+            self.answered += 1

@@ -1,0 +1,120 @@
+"""Tasks belong to their users (DESIGN, "Trust"), on a real Mosquitto under the generated rules.
+
+The insider attack of issue 23: a compromised agent (``calculator``, connected with its own
+credentials, which may not read echo's requests) asked echo for ``tasks/list`` and got other
+users' messages, and cancelled an HTTP user's running task. Now each task records its owner (the
+verified user of its token, else the calling component) and only the owner, or an operator of
+the agent, gets an answer; anyone else is told "task not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents import Agent
+from agents.service import AgentService
+from agents.settings import AgentSettings
+from mesh.a2a import TaskNotFound, TaskState
+from mesh.calls import CallPath
+from mesh.client import MeshClient
+from mesh.trust import TokenMinter, generate_keys
+from mesh.trust.config import TrustSettings, resolve
+from mesh.trust.keys import load_private_key, private_key_path
+from tests.test_broker_rules import RuledBroker, ruled_broker  # noqa: F401  (the fixture)
+
+
+class Waiter(Agent):
+    """Works until cancelled: a task that is still running when the attacker comes."""
+
+    name = "echo"
+    description = "waits"
+
+    async def handle(self, message, ctx):  # type: ignore[no-untyped-def]
+        await asyncio.Event().wait()
+
+
+@pytest.fixture
+async def echo(ruled_broker: RuledBroker, tmp_path: Path) -> AsyncIterator[AgentService]:  # noqa: F811
+    keys = tmp_path / "keys"
+    generate_keys(keys, ["echo", "http"])
+    trust = resolve(TrustSettings(keys=keys, token_issuers=("http",)), "echo", tmp_path)
+    settings = AgentSettings(task_store=":memory:", operators=("user:root",))
+    service = AgentService(
+        Waiter(), namespace=ruled_broker.namespace, broker=ruled_broker.settings("echo"), settings=settings, trust=trust
+    )
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop()
+
+
+def _minter(tmp_path: Path, namespace: str) -> TokenMinter:
+    """What the gateway ``http`` signs user tokens with."""
+    return TokenMinter(load_private_key(private_key_path(tmp_path / "keys", "http")), issuer="http", audience=namespace)
+
+
+async def test_a_foreign_caller_gets_task_not_found(
+    ruled_broker: RuledBroker,  # noqa: F811
+    echo: AgentService,
+    tmp_path: Path,
+) -> None:
+    ns = ruled_broker.namespace
+    minter = _minter(tmp_path, ns)
+    cli = ruled_broker.settings("cli")
+    async with (
+        MeshClient.connect(cli, ns, user_id="alice", auth_token=minter.mint("alice")) as alice,
+        MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
+        MeshClient.connect(cli, ns, user_id="root", auth_token=minter.mint("root")) as root,
+        MeshClient.connect(cli, ns) as anonymous_cli,  # no token: owned by the component, client:cli
+        MeshClient.connect(ruled_broker.settings("calculator"), ns) as calculator,
+    ):
+        # The compromised agent talks as what it is: an agent, reading its own answer topics.
+        calculator.calls = CallPath(calculator.transport, ns, "calculator", role="agent")
+        task = await alice.send("echo", "alice's secret", blocking=False)
+        assert task.status.state in (TaskState.submitted, TaskState.working)
+        mine = await anonymous_cli.send("echo", "the cli's own", blocking=False)
+
+        for intruder in (calculator, bob, anonymous_cli):
+            listed = await intruder.list_tasks("echo")
+            assert task.id not in {t.id for t in listed.tasks}
+            with pytest.raises(TaskNotFound, match=f"has no task '{task.id}'"):
+                await intruder.get_task("echo", task.id)
+            with pytest.raises(TaskNotFound, match=f"has no task '{task.id}'"):
+                await intruder.cancel_task("echo", task.id)
+            # Not even a hint: the same answer as for a task that never existed.
+            with pytest.raises(TaskNotFound, match="has no task 'f00'"):
+                await intruder.get_task("echo", "f00")
+        assert [t.id for t in (await calculator.list_tasks("echo")).tasks] == []
+        assert [t.id for t in (await anonymous_cli.list_tasks("echo")).tasks] == [mine.id]  # its own only
+
+        # The owner sees and cancels its own; the operator sees everyone's.
+        assert (await alice.get_task("echo", task.id)).status.state is TaskState.working
+        assert [t.id for t in (await alice.list_tasks("echo")).tasks] == [task.id]
+        assert {task.id, mine.id} <= {t.id for t in (await root.list_tasks("echo")).tasks}
+        assert (await alice.cancel_task("echo", task.id)).status.state is TaskState.canceled
+        assert (await root.cancel_task("echo", mine.id)).status.state is TaskState.canceled
+
+
+async def test_a_message_continuing_anothers_task_is_refused(
+    ruled_broker: RuledBroker,  # noqa: F811
+    echo: AgentService,
+    tmp_path: Path,
+) -> None:
+    ns = ruled_broker.namespace
+    minter = _minter(tmp_path, ns)
+    cli = ruled_broker.settings("cli")
+    async with (
+        MeshClient.connect(cli, ns, user_id="alice", auth_token=minter.mint("alice")) as alice,
+        MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
+    ):
+        task = await alice.send("echo", "hi", blocking=False)
+        with pytest.raises(TaskNotFound):
+            await bob.send("echo", "let me in", task_id=task.id)
+        with pytest.raises(TaskNotFound):
+            await bob.resubscribe("echo", task.id).__anext__()
+        await alice.cancel_task("echo", task.id)
