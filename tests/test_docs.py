@@ -108,3 +108,8 @@ def test_the_configuration_reference_names_every_setting() -> None:
         if f"`{name}" not in page and f".{name}`" not in page
     ]
     assert not missing, f"docs/configuration.md lacks {missing}; add them to its tables"
+
+
+def test_the_readme_stays_short() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"README.md has {lines} lines; move the details into a docs/ page and link it"
