@@ -491,6 +491,8 @@ async def test_the_response_log_has_one_line_per_frame_and_no_secret(
         http, f"{gateway.public_url}/a2a/agents/streamer", "message/stream", {"message": message("b")}, headers=headers
     )
 
+    # The log's writer thread may still hold the last frames: the client can have its answer first.
+    assert gateway.runtime.response_log is not None and gateway.runtime.response_log.flush(timeout=10)
     text = log.read_text()
     assert token not in text
     lines = [json.loads(line) for line in text.splitlines()]

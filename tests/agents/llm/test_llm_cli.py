@@ -99,8 +99,9 @@ async def test_mesh_up_with_a_model_adds_an_assistant_with_every_agent_as_a_tool
 ) -> None:
     script = [Turn(tool_calls=[("calculator", {"message": "6 * 7"})]), Turn(text="It is 42.")]
     async with FakeOpenAI(script) as server:
+        # The secured default: mesh up starts its own broker, the assistant gets an identity of its
+        # own like every agent, and mesh send finds the broker and the CLI's credentials in the state dir.
         env = {
-            "MESH_BROKER_URL": broker_url,
             "MESH_STATE_DIR": str(tmp_path / "state"),
             "MESH_HTTP_PORT": str(free_port()),
             "MESH_MODEL": "openai-chat:fake-model",
@@ -111,9 +112,7 @@ async def test_mesh_up_with_a_model_adds_an_assistant_with_every_agent_as_a_tool
         up = await start_mesh("up", "-n", namespace, **env)
         try:
             await up.wait_for_line("mesh up: ready", stream="stdout", timeout=SLOW_START_S)
-            sent = await mesh(
-                "send", "assistant", "What is 6 * 7?", "-n", namespace, timeout=SLOW_START_S, MESH_BROKER_URL=broker_url
-            )
+            sent = await mesh("send", "assistant", "What is 6 * 7?", "-n", namespace, timeout=SLOW_START_S, **env)
             assert (sent.code, sent.stdout) == (0, "It is 42.\n"), sent
         finally:
             assert await up.stop() == 0, up.output
