@@ -38,6 +38,7 @@ from mesh.artifacts.store import (
     Meter,
     Source,
     guess_mime_type,
+    purge_due,
     retention_horizon,
     source_chunks,
 )
@@ -64,7 +65,6 @@ _INSERT = f"INSERT INTO artifacts ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"  # no
 _WRITE_BATCH = 4 * CHUNK_BYTES
 # A temporary file this old belongs to a save that died with its process.
 _STALE_TMP_S = 3600.0
-_PURGE_EVERY_S = 3600.0
 
 
 class FileStore:
@@ -279,7 +279,7 @@ class FileStore:
         return await self._run(lambda db: self._delete_where(db, "created < ?", [horizon]))
 
     async def _maybe_purge(self) -> None:
-        if time.monotonic() - self._purged_at > _PURGE_EVERY_S or not self._purged_at:
+        if purge_due(self._purged_at):
             removed = await self.purge()
             if removed:
                 log.info("artifacts: %d versions past the retention were deleted in %r", removed, self.namespace)

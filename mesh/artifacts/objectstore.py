@@ -32,6 +32,7 @@ from mesh.artifacts.store import (
     Meter,
     Source,
     guess_mime_type,
+    purge_due,
     retention_horizon,
     source_chunks,
 )
@@ -105,7 +106,7 @@ class ObjectStore:
         owner_user: str | None = None,
     ) -> ArtifactInfo:
         ref = ArtifactRef(context_id, name)
-        if time.monotonic() - self._purged_at > 3600 or not self._purged_at:
+        if purge_due(self._purged_at):
             await self.purge()
         meter = Meter(self.limits, await self.usage(), self.namespace)
         folder = self._folder(ref.context_id, ref.name)

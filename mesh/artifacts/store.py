@@ -37,6 +37,7 @@ __all__ = [
     "ArtifactStore",
     "Meter",
     "Source",
+    "purge_due",
     "read_all",
     "source_chunks",
 ]
@@ -227,3 +228,12 @@ async def source_chunks(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Async
 
 def retention_horizon(limits: ArtifactLimits) -> float:
     return time.time() - limits.retention_days * 86400
+
+
+#: How often a store deletes what is past its retention, on the next save.
+PURGE_EVERY_S = 3600.0
+
+
+def purge_due(purged_at: float) -> bool:
+    """Whether a store that last purged at ``purged_at`` (monotonic; 0: never) should purge now."""
+    return not purged_at or time.monotonic() - purged_at > PURGE_EVERY_S
