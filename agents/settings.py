@@ -49,7 +49,7 @@ class AgentSettings(_Settings):
     task_retention_s: float = Field(3600.0, gt=0, description="keep finished tasks this long for tasks/get")
     max_retained_tasks: int = Field(10_000, gt=0, description="finished tasks kept at most")
     max_retained_bytes: int = Field(
-        256_000_000, gt=0, description="JSON bytes of the finished tasks kept at most (oldest go first)"
+        64_000_000, gt=0, description="JSON bytes of the finished tasks kept at most (oldest go first)"
     )
     max_unacked_requests: int = Field(
         64,

@@ -1,6 +1,7 @@
 """An echo agent's resident memory under rounds of 1,000 message/send requests of 0.9 MB each.
 
-The agent runs in a process of its own with ``max_retained_bytes`` (default 50 MB); this
+The agent runs in a process of its own with ``max_retained_bytes`` (default 64 MB, the agents'
+own default) and the GC and allocator settings ``mesh run`` applies (mesh.gctuning); this
 process sends the requests (8 in flight) and reads the agent's RSS from ``/proc/<pid>/status``
 (Linux) before the first request and after each round. With retention bounded by bytes the RSS
 settles at the bound plus a fixed overhead (the interpreter, the runtime, the allocator's
@@ -61,7 +62,9 @@ def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000, help="requests of 0.9 MB per round")
     parser.add_argument("--rounds", type=int, default=2, help="rounds, RSS read after each")
-    parser.add_argument("--max-retained-bytes", type=int, default=50 * MB, help="the agent's byte bound")
+    parser.add_argument(
+        "--max-retained-bytes", type=int, default=64 * MB, help="the agent's byte bound (default: the agents' default)"
+    )
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=f"bench/{uuid.uuid4().hex[:8]}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -101,10 +104,12 @@ async def serve_echo(url: str, namespace: str, max_retained_bytes: int) -> None:
     from agents.builtin.echo import EchoAgent
     from agents.service import AgentService
     from mesh.broker import BrokerSettings
+    from mesh.gctuning import tune_for_serving
 
     settings = AgentSettings(max_retained_bytes=max_retained_bytes)
     service = AgentService(EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings)
     await service.start()
+    tune_for_serving()  # as `mesh run` does once its components are started (GC and allocator)
     print("ready", flush=True)
     await asyncio.Event().wait()
 

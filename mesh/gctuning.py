@@ -11,13 +11,26 @@ generation (``gc.freeze``: never scanned again) and lets the youngest generation
 
 It is process-wide, so library code never calls it; the commands that own the process do.
 Reference cycles are still collected, only less often.
+
+It also fixes glibc's mmap threshold (:data:`MMAP_THRESHOLD`). By default glibc raises that
+threshold each time a large block it had mapped is freed (up to 32 MB), so after the first
+0.9 MB message every later one comes from the heap, whose free pages stay with the process:
+an agent fed 0.9 MB requests sat ~150 MB above what it held live (bench/retention.py). A fixed
+threshold keeps large payloads in their own mappings, given back to the system when freed.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
+import sys
 
-__all__ = ["SERVING_THRESHOLDS", "tune_for_serving"]
+__all__ = ["MMAP_THRESHOLD", "SERVING_THRESHOLDS", "tune_for_serving"]
+
+#: Blocks of this size or more get a mapping of their own (glibc's initial default, kept fixed).
+MMAP_THRESHOLD = 128 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
 
 #: Youngest generation 20,000 allocations (CPython: 700); the older ones as CPython's.
 SERVING_THRESHOLDS = (20_000, 10, 10)
@@ -28,3 +41,16 @@ def tune_for_serving() -> None:
     gc.collect()  # what startup left as garbage is not frozen for ever
     gc.freeze()
     gc.set_threshold(*SERVING_THRESHOLDS)
+    _fix_mmap_threshold()
+
+
+def _fix_mmap_threshold() -> None:
+    """glibc only (Linux): musl and macOS allocators return large blocks on their own."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
