@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from gateways.dashboard.service import Dashboard, FollowerTooSlow
+from gateways.http.sessions import SESSION_COOKIE
 from mesh.errors import MeshError
 from topics import validate_identifier
 
@@ -66,8 +67,11 @@ def _load_assets() -> dict[str, bytes]:
     }
 
 
-def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
-    """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show."""
+def dashboard_routes(
+    middleware: Sequence[Middleware] = (), page_middleware: Sequence[Middleware] | None = None
+) -> list[Route]:
+    """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show
+    (``page_middleware``: the page's own, else ``middleware``)."""
     assets = _load_assets()
     page = assets.get("index.html", b"").decode("utf-8")
 
@@ -83,7 +87,9 @@ def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
 
     return [
         Route("/favicon.ico", favicon_route, methods=["GET"]),
-        Route(PREFIX, page_route, methods=["GET"], middleware=middleware),
+        Route(
+            PREFIX, page_route, methods=["GET"], middleware=middleware if page_middleware is None else page_middleware
+        ),
         Route(PREFIX + "/static/{name}", asset_route, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/events", _events, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/send", _send, methods=["POST"], middleware=middleware),
@@ -98,6 +104,9 @@ def _dashboard(request: Request) -> Dashboard:
 def _page(request: Request, html: str) -> Response:
     base = request.scope.get("root_path", "") + PREFIX + "/"
     html = html.replace("{{BASE}}", base).replace("{{NAMESPACE}}", _html_escape(_dashboard(request).namespace))
+    sessions = getattr(request.app.state, "sessions", None)  # the gateway's sign-in, not mesh dashboard's
+    session = sessions.get(request.cookies.get(SESSION_COOKIE)) if sessions is not None else None
+    html = html.replace("{{CSRF}}", _html_escape(session.csrf) if session is not None else "")
     return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
 
 
