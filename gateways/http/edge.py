@@ -124,7 +124,7 @@ class CallerBackend(AuthenticationBackend):
             if principal is None:
                 principal = self.authenticator.authenticate(conn.headers)
         except EdgeError as refusal:
-            return AuthCredentials(), RefusedCaller(refusal)
+            return AuthCredentials(), RefusedCaller(_for_browser(conn, refusal))
         return AuthCredentials(["authenticated"]), Caller(principal)
 
     def _session_principal(self, conn: HTTPConnection) -> Principal | None:
@@ -143,6 +143,28 @@ class CallerBackend(AuthenticationBackend):
         ):
             raise csrf_refused()
         return session.principal
+
+
+def _for_browser(conn: HTTPConnection, refusal: EdgeError) -> EdgeError:
+    """A browser's request that sent no credential header is pointed at the sign-in page rather
+    than challenged with Basic, which would pop up the browser's own password dialog (browsers
+    send ``Sec-Fetch-Mode`` on every request; HTTP clients don't, and keep their challenge)."""
+    headers = conn.headers
+    if (
+        "sec-fetch-mode" not in headers
+        or "authorization" in headers
+        or "www-authenticate" not in {k.lower() for k in refusal.headers}
+    ):
+        return refusal
+    realm = conn.app.state.authenticator.config.realm if hasattr(conn.app.state, "authenticator") else "a2a"
+    return EdgeError(
+        str(refusal.error.message),
+        code=refusal.code,
+        error_type=refusal.error_type_name,
+        http_status=refusal.http_status,
+        details={k: v for k, v in (refusal.data or {}).items() if k != "errorType"},
+        headers={"WWW-Authenticate": f'Session realm="{realm}", signin="/signin"'},
+    )
 
 
 def caller_of(request: HTTPConnection) -> Principal:

@@ -88,6 +88,7 @@ class Answer {
     this.streamed = "";
     this.finalText = null;
     this.steps = new Map();
+    this.shown = new Set(); // artifact parts already drawn (a final Task repeats them)
     this.node = el("li", "turn agent");
     this.node.dataset.seq = seq;
     const head = el("div", "turn-head");
@@ -204,6 +205,9 @@ class Answer {
   }
 
   artifact(artifact) {
+    const key = JSON.stringify([artifact.artifactId, artifact.name, artifact.parts]);
+    if (this.shown.has(key)) return;
+    this.shown.add(key);
     for (const part of artifact.parts || []) {
       if (part.kind === "file" && part.file?.uri) {
         const file = part.file;
@@ -216,7 +220,7 @@ class Answer {
           img.loading = "lazy";
           box.append(img);
         }
-        const a = link(file.uri, `⬇ ${name}`);
+        const a = link(file.uri, `Download ${name}`);
         a.target = "_self";
         a.setAttribute("download", name);
         a.className = "download";
@@ -281,7 +285,7 @@ function userTurn(text, files) {
   if (files?.length) {
     const list = el("div", "artifacts");
     for (const file of files) {
-      const a = link(file.url, `📎 ${file.name}`);
+      const a = link(file.url, `Attached: ${file.name}`);
       a.target = "_self";
       a.className = "download";
       list.append(a);
