@@ -76,6 +76,7 @@ class ChatStore:
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash of the process loses nothing
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)
             self._db = db

@@ -27,6 +27,7 @@ owned by the user, and sent as file parts by URI.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -388,6 +389,31 @@ class _ChatBinding:
         self.task_id: str | None = None
         self.state: str | None = None
         self.failure: str | None = None
+        self._dirty = asyncio.Event()
+        self._done = False
+        self._writer: asyncio.Task[None] | None = None
+
+    def _changed(self) -> None:
+        """Write the turn down soon, off the stream's path: the next event goes out meanwhile."""
+        self._dirty.set()
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        while not self._done:
+            await self._dirty.wait()
+            self._dirty.clear()
+            await self.save()
+
+    async def _finish(self) -> None:
+        """The last write, after any the writer has under way (so the last state wins)."""
+        if self._done:
+            return
+        self._done = True
+        if self._writer is not None:
+            self._dirty.set()
+            await self._writer
+        await self.save()
 
     async def save(self, state: str | None = None) -> None:
         if state is not None:
@@ -438,21 +464,23 @@ class _ChatBinding:
                 if frame.response_kind == "e2a.error":
                     error = error_of(frame)
                     self.failure = error.error.message
+                    self.state = "failed"
+                    await self._finish()
                     yield _sse("error", {"message": error.error.message})
-                    await self.save("failed")
                     return
                 item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
                 item = _unsigned(item)
                 yield _sse("item", item)  # first out, then written down
                 self._record(item)
                 if not _is_text_chunk(item) or time.monotonic() - saved_at > SAVE_EVERY_S:
-                    await self.save()
+                    self._changed()
                     saved_at = time.monotonic()
                 if frame.is_final:
                     break
+            await self._finish()  # written down before the page hears the end
             yield _sse("end", {"state": self.state})
         finally:
-            await self.save()  # also when the page left: what came is kept
+            await self._finish()  # the page left (or an error): what came is kept
             await frames.aclose()  # type: ignore[attr-defined]
 
 

@@ -347,9 +347,12 @@ _FETCH_STATUS = "return fetch(arguments[0], {credentials: 'same-origin'}).then(r
 class _Site:
     server: asyncio.Server
     url: str
+    writers: list[asyncio.StreamWriter]
 
     async def close(self) -> None:
         self.server.close()
+        for writer in self.writers:  # the browser may hold a connection open (3.11 leaves it)
+            writer.close()
         await self.server.wait_closed()
 
 
@@ -360,14 +363,20 @@ async def _attacker_site(target: str) -> _Site:
         '<input name=\'{"agent":"assistant","x":"\' value=\'"}\'></form>'
         "<script>document.getElementById('f').submit()</script>"
     ).encode()
+    writers: list[asyncio.StreamWriter] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        head = f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len(page)}\r\nConnection: close\r\n\r\n"
-        writer.write(head.encode() + page)
-        await writer.drain()
-        writer.close()
+        writers.append(writer)
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len(page)}\r\n"
+            writer.write(head.encode() + b"Connection: close\r\n\r\n" + page)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    return _Site(server, f"http://localhost:{port}/")
+    return _Site(server, f"http://localhost:{port}/", writers)

@@ -157,7 +157,7 @@ class Answer {
       step.summaryText.textContent = `Progress: ${textOf(message).slice(0, 80)}`;
     } else if (message && stateName === "input-required") {
       this.question = textOf(message);
-    } else if (message && stateName !== "working") {
+    } else if (message && stateName !== "working" && stateName !== "canceled") {
       this.finalText = textOf(message) || this.finalText;
     }
     this.setState(stateName);
@@ -239,7 +239,7 @@ class Answer {
   draw() {
     const text = this.finalText ?? this.streamed;
     this.text.replaceChildren(renderMarkdown(text));
-    if (!text && this.state === "canceled") this.text.replaceChildren(el("p", "muted", "Canceled."));
+    if (this.state === "canceled") this.text.append(el("p", "muted", "Canceled."));
     this.extra.replaceChildren();
     if (this.question && (this.state === "input-required" || this.state === "answered")) {
       const question = el("div", "question");
@@ -435,6 +435,9 @@ async function stream(answer, path, body) {
     await readEvents(response, (name, data) => {
       if (name === "item") answer.add(data);
       else if (name === "error") answer.fail(data.message);
+      // The turn is over at its last item: the next message may go while the stream closes.
+      const over = TERMINAL.has(answer.state) || answer.state === "input-required";
+      if (over && state.running?.answer === answer) setRunning(null);
       scrollDown();
     });
   } catch (error) {
