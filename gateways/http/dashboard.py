@@ -7,7 +7,10 @@
 ``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``task``,
                                 ``taskGone``, ``rates`` (see :mod:`gateways.dashboard.model`)
 ``POST /ui/api/send``           ``{"agent": ..., "text": ...}``: ``message/stream`` to the
-                                agent; SSE of its events (``item``), then ``end`` or ``error``
+                                agent; SSE of its events (``item``), then ``end`` or ``error``;
+                                on the HTTP gateway, sent as the signed-in caller through the
+                                gateway's A2A path (their identity and user token), on
+                                ``mesh dashboard`` as the dashboard's own client
 ==============================  ==============================================================
 
 The HTTP gateway serves these routes behind its authentication (:func:`dashboard_routes` with
@@ -22,6 +25,7 @@ import contextlib
 import json
 import logging
 import socket
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from importlib import resources
 from typing import Any
@@ -35,7 +39,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from gateways.dashboard.service import Dashboard, FollowerTooSlow
+from gateways.http.rpc import RpcCall, error_of, parse_call, result_of
+from gateways.http.serving import serve_call
 from gateways.http.sessions import SESSION_COOKIE
+from mesh.a2a import RpcError
+from mesh.e2a import E2AResponse
 from mesh.errors import MeshError
 from topics import validate_identifier
 
@@ -146,8 +154,60 @@ async def _send(request: Request) -> Response:
     problem = _send_problem(body)
     if problem is not None:
         return JSONResponse({"error": problem}, status_code=400)
+    if getattr(request.app.state, "gateway", None) is not None:
+        return await _send_as_caller(request, body["agent"], body["text"])
     dashboard = _dashboard(request)
     return _sse(_stream(dashboard, body["agent"], body["text"]))
+
+
+async def _send_as_caller(request: Request, agent: str, text: str) -> Response:
+    """The message sent through the gateway as the caller (as an HTTP client's would be)."""
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message": message}})
+    return await serve_call(request, lambda: parse_call(body.encode(), None), _AS_CALLER, agent_name=agent)
+
+
+class _DashboardBinding:
+    """The gateway's answer in the dashboard's stream format (``item``, ``end``, ``error``)."""
+
+    def result(self, call: RpcCall, result: Any) -> Response:  # pragma: no cover - message/stream only
+        return JSONResponse(result)
+
+    def error(self, version: str, call: RpcCall | None, error: RpcError) -> Response:
+        status = 404 if error.code == -32000 else 400
+        return JSONResponse({"error": str(error.error.message)}, status_code=status)
+
+    def unary(self, call: RpcCall, frame: E2AResponse) -> Response:  # pragma: no cover - streams only
+        return JSONResponse(result_of(frame))
+
+    def stream(self, call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for frame in frames:
+                    if frame.response_kind == "e2a.error":
+                        yield _event("error", {"reason": str(error_of(frame).error.message)})
+                        return
+                    item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
+                    yield _event("item", item)
+                    if frame.is_final:
+                        break
+                yield _event("end", {})
+            finally:
+                await frames.aclose()  # type: ignore[attr-defined]
+
+        return chunks()
+
+
+_AS_CALLER = _DashboardBinding()
+
+
+def _event(kind: str, data: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def _send_problem(body: object) -> str | None:

@@ -9,6 +9,7 @@ import pytest
 
 from agents.builtin import EchoAgent
 from tests.conftest import ServeAgent
+from tests.gateways.chat_agents import Reader
 from tests.gateways.conftest import StartGateway
 
 USERS = {"ada": "ada-password", "bob": "bob-password"}
@@ -128,3 +129,19 @@ async def test_with_authentication_off_nobody_signs_in_but_posts_still_need_the_
 
 def _message(text: str) -> dict[str, object]:
     return {"kind": "message", "role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": text}]}
+
+
+async def test_the_dashboard_sends_as_the_signed_in_user(serve_agent: ServeAgent, start_gateway: StartGateway) -> None:
+    reader = Reader()
+    await serve_agent(reader)
+    gateway = await start_gateway(wait_for=("reader",), auth={"mode": "basic", "users": USERS})
+    client = await sign_in(gateway.public_url, {"user": "bob", "password": USERS["bob"]}, next_path="/ui")
+    page = await client.get("/ui")
+    assert page.status_code == 200
+    body = {"agent": "reader", "text": "hello"}
+    assert (await client.post("/ui/api/send", json=body)).status_code == 403  # no CSRF token
+    async with client.stream("POST", "/ui/api/send", json=body, headers={"X-CSRF-Token": csrf_of(page)}) as sent:
+        lines = [line async for line in sent.aiter_lines() if line.startswith("event:")]
+    assert lines[-1] == "event: end" and "event: item" in lines
+    assert reader.users == ["bob"]  # the agent saw the user, not the dashboard's own client
+    await client.aclose()
