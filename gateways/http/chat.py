@@ -38,6 +38,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+import anyio
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -480,7 +481,8 @@ class _ChatBinding:
             await self._finish()  # written down before the page hears the end
             yield _sse("end", {"state": self.state})
         finally:
-            await self._finish()  # the page left (or an error): what came is kept
+            with anyio.CancelScope(shield=True):  # the page left (its request canceled): keep what came
+                await self._finish()
             await frames.aclose()  # type: ignore[attr-defined]
 
 

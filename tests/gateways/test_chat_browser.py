@@ -187,8 +187,16 @@ async def test_answers_stream_keep_context_and_come_back_after_a_reload(chat: Ch
     print(f"first answer token shown {latency_ms:.1f} ms after the model produced it")
     assert 0 <= latency_ms < 2000  # a generous bound; the figure is reported, not asserted tightly
     await chat.shot("streaming")
+    # A reload mid-answer: the page shows what came and follows the rest (tasks/resubscribe).
+    await asyncio.to_thread(chat.browser.refresh)
+    await chat.ready()
+    resumed = await chat.answer(lambda a: a["state"] == "working" and "First words" in a["text"], "the answer so far")
+    assert resumed["text"].strip() == "First words"
+    await until(lambda: chat.run("return !document.getElementById('stop').hidden"), 5, "the answer followed again")
+    await chat.shot("streaming-after-reload")
     chat.gate.open.set()
-    await chat.answer(lambda a: a["state"] == "completed" and "First words and the rest." in a["text"], "the end")
+    answer = await chat.answer(lambda a: a["state"] == "completed", "the end")
+    assert answer["text"].strip() == "First words and the rest."
 
     # Shift+Enter is a new line, not a send; Enter sends.
     def two_lines() -> str:

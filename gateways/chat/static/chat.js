@@ -113,9 +113,18 @@ class Answer {
   add(item) {
     if (!item || typeof item !== "object") return;
     if (item.kind === "task") {
+      // A snapshot (a stream's first item, a resubscription's, a final Task): its status message
+      // repeats the last event, so only a finished task's answer or question is taken from it.
       this.taskId = item.id;
-      if (item.status?.state) this.status(item.status, true);
+      const status = item.status || {};
+      const message = status.message;
+      if (message && !message.metadata?.llmEvent) {
+        if (status.state === "input-required") this.question = textOf(message);
+        else if (TERMINAL.has(status.state) && status.state !== "canceled") this.finalText = textOf(message) || this.finalText;
+      }
+      if (status.state) this.setState(status.state);
       for (const artifact of item.artifacts || []) this.artifact(artifact);
+      this.draw();
       return;
     }
     if (item.taskId) this.taskId = item.taskId;
