@@ -19,7 +19,9 @@ import httpx
 import pytest
 
 from agents.builtin import CountdownAgent
+from agents.workflow import WorkflowAgent, load_workflow
 from gateways.http.server import HttpGateway
+from tests.agents.workflow_agents import Upper
 from tests.conftest import ServeAgent
 from tests.gateways.chat_agents import Gate, Reader, assistant
 from tests.gateways.conftest import StartGateway
@@ -388,3 +390,30 @@ async def _attacker_site(target: str) -> _Site:
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     return _Site(server, f"http://localhost:{port}/", writers)
+
+
+async def test_a_workflows_nodes_show_as_steps_of_the_answer(
+    chat: Chat, serve_agent: ServeAgent, browser: WebDriver
+) -> None:
+    await serve_agent(Upper())
+    graph = load_workflow(
+        """
+        nodes:
+          - {id: shout, agent: upper, input: "{{ input.text }}"}
+          - {id: again, agent: upper, input: "{{ shout.output.text }} twice"}
+        """,
+        name="flow",
+    )
+    await serve_agent(WorkflowAgent(name="flow", graph=graph))
+    await chat.gateway.runtime.registry.wait_for("flow", 5)
+    await chat.sign_in("ada")
+    await chat.new_conversation("flow")
+    await chat.type("hello")
+    await chat.answer(lambda a: a["state"] == "completed", "the workflow's answer")
+    steps = chat.run(
+        "return [...document.querySelectorAll('.turn.agent details.step')].map(d => [d.dataset.step, d.dataset.state])"
+    )
+    assert steps == [["node:shout", "completed"], ["node:again", "completed"]]
+    assert "HELLO TWICE" in chat.answers()[-1]["text"]
+    await asyncio.to_thread(browser.find_element(By.CSS_SELECTOR, '[data-step="node:again"] summary').click)
+    await chat.shot("workflow-steps")
