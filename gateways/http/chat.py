@@ -68,6 +68,14 @@ MAX_FILES = 5  # per message
 SAVE_EVERY_S = 1.0  # a running answer is written down at least this often
 _MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}
 _ASSETS = resources.files("gateways.chat") / "static"
+#: The page runs only its own scripts and styles, talks only to this gateway, is framed by nobody.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 _TERMINAL = frozenset({"completed", "failed", "canceled", "rejected", "input-required", "auth-required"})
 
 
@@ -177,7 +185,7 @@ def _page(request: Request, html: str) -> Response:
     }
     for key, value in values.items():
         html = html.replace(key, html_escape(value))
-    response = Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
+    response = Response(html, media_type="text/html", headers=PAGE_HEADERS)
     if new_session_id is not None:
         set_session_cookie(response.headers, request, new_session_id, request.app.state.sessions.ttl_s)
     return response

@@ -42,6 +42,13 @@ DEFAULT_NEXT = "/chat"
 MAX_FORM_BYTES = 16_384
 _PAGE = (resources.files("gateways.chat") / "static" / "signin.html").read_text(encoding="utf-8")
 
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
 _FIELDS = {
     "api_key": '<label for="key">API key</label>'
     '<input id="key" name="key" type="password" autocomplete="current-password" required autofocus>',
@@ -122,7 +129,7 @@ def _form_page(request: Request, next_path: str, error: str = "", status: int = 
         .replace("{{ERROR}}", f'<p class="error" role="alert">{html_escape(error)}</p>' if error else "")
         .replace("{{STATIC}}", html_escape(root + "/chat/static/"))
     )
-    response = Response(html, status_code=status, media_type="text/html", headers={"Cache-Control": "no-store"})
+    response = Response(html, status_code=status, media_type="text/html", headers=_PAGE_HEADERS)
     secure = "; Secure" if _secure(request) else ""
     response.headers.append(
         "Set-Cookie", f"{SIGNIN_COOKIE}={token}; Path={root or '/'}; Max-Age=3600; HttpOnly; SameSite=Strict{secure}"

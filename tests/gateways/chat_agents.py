@@ -16,6 +16,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCalls, FunctionModel
 from agents import Agent, TaskContext
 from agents.llm.agent import LlmAgent
 from agents.testing import llm_agent
+from agents.updates import PartsArtifact
 from mesh.a2a import FilePart, FileWithUri, Message, get_text_from_message
 from tests.agents.llm.scripts import call, tool_returns, user_texts
 
@@ -100,4 +101,8 @@ class Reader(Agent):
                 lines.append(f"- got `{part.file.name}`: {len(data)} bytes, first line: {first}")
         await ctx.save_artifact("report.txt", "\n".join(lines).encode(), "text/plain")
         await ctx.save_artifact("picture.png", png(), "image/png")
+        if ctx.emit is not None:  # what a hostile agent might send: shown, never run
+            evil = FilePart(file=FileWithUri(uri="javascript:alert(1)", name="evil.html"))
+            ctx.emit(PartsArtifact("evil", [evil]))
+        lines.append("Markup: <b>bold?</b> <img src=x onerror=alert(1)> [click](javascript:alert(1))")
         return "\n".join(lines)

@@ -290,7 +290,15 @@ async def test_a_file_reaches_the_agent_and_stays_with_its_owner(chat: Chat, tmp
         5,
         "the download links",
     )
-    assert len(links) == 3  # the upload, the report, the picture
+    assert len(links) == 3  # the upload, the report, the picture (not the hostile javascript: one)
+    # Nothing an agent writes becomes markup or a script link.
+    answer_text = chat.run("return document.querySelector('.turn.agent:last-child .text').innerText")
+    assert answer_text.endswith("<b>bold?</b> <img src=x onerror=alert(1)> click")
+    assert chat.run("return document.querySelectorAll('.turn.agent .text b, .turn.agent .text img').length") == 0
+    assert chat.run("return document.querySelectorAll('a[href^=\"javascript\"]').length") == 0
+    assert "evil.html: javascript:alert(1)" in chat.run(
+        "return document.querySelector('.turn.agent:last-child').innerText"
+    )
     assert await asyncio.to_thread(chat.run, _FETCH_STATUS, links[0]) == 200
     await chat.shot("files")
     ada_cookie = {c["name"]: c["value"] for c in chat.browser.get_cookies()}["mesh_session"]
@@ -307,7 +315,9 @@ async def test_a_file_reaches_the_agent_and_stays_with_its_owner(chat: Chat, tmp
     await chat.ready()
     assert chat.answers() == []  # not his
     for link in links:
-        assert await asyncio.to_thread(chat.run, _FETCH_STATUS, link) == 404
+        status = await asyncio.to_thread(chat.run, _FETCH_STATUS, link)
+        who = chat.run("return document.body.dataset.user + ' ' + location.href")
+        assert status == 404, (link, who, chat.browser.get_cookies())
     await chat.shot("second-user")
     bob_cookie = {c["name"]: c["value"] for c in chat.browser.get_cookies()}["mesh_session"]
 

@@ -74,6 +74,11 @@ function textOf(message) {
   return (message?.parts || []).filter((p) => p.kind === "text").map((p) => p.text).join("");
 }
 
+// A link an agent gave that may be followed: this gateway's paths, http and https.
+function safeUrl(uri) {
+  return /^(https?:\/\/|\/(?!\/))/i.test(String(uri));
+}
+
 function pretty(value) {
   const text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
   return text.length > 4000 ? text.slice(0, 4000) + "…" : text;
@@ -220,9 +225,13 @@ class Answer {
     for (const part of artifact.parts || []) {
       if (part.kind === "file" && part.file?.uri) {
         const file = part.file;
+        if (!safeUrl(file.uri)) { // an agent's javascript: or data: URI is shown, never opened
+          this.files.append(el("div", "artifact", `${file.name || "file"}: ${file.uri.slice(0, 200)}`));
+          continue;
+        }
         const name = file.name || artifact.name || "file";
         const box = el("div", "artifact");
-        if ((file.mimeType || "").startsWith("image/")) {
+        if ((file.mimeType || "").startsWith("image/") && file.uri.startsWith("/")) { // our own downloads only
           const img = el("img", "artifact-image");
           img.src = file.uri;
           img.alt = name;

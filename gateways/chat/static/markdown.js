@@ -80,7 +80,7 @@ function el(tag, className) {
 // Inline spans, left to right: the earliest match of any rule wins.
 const RULES = [
   ["code", /`([^`]+)`/],
-  ["link", /\[([^\]]+)\]\(([^)\s]+)\)/],
+  ["link", /\[([^\]]+)\]\(((?:[^()\s]|\([^()\s]*\))+)\)/], // one level of (parens) in the URL
   ["bold", /\*\*([^*]+)\*\*|__([^_]+)__/],
   ["italic", /\*([^*\s][^*]*)\*|\b_([^_\s][^_]*)_\b/],
   ["url", /\bhttps?:\/\/[^\s<>()]+[^\s<>().,;:!?'"]/],
