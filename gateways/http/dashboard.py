@@ -115,6 +115,10 @@ def _page(request: Request, html: str) -> Response:
     sessions = getattr(request.app.state, "sessions", None)  # the gateway's sign-in, not mesh dashboard's
     session = sessions.get(request.cookies.get(SESSION_COOKIE)) if sessions is not None else None
     html = html.replace("{{CSRF}}", _html_escape(session.csrf) if session is not None else "")
+    gateway = getattr(request.app.state, "gateway", None)
+    chat = gateway is not None and gateway.settings.chat  # the gateway's chat, beside its dashboard
+    link = f'<a class="chat-link" href="{request.scope.get("root_path", "")}/chat">Chat</a>' if chat else ""
+    html = html.replace("{{CHAT_LINK}}", link)
     return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
 
 

@@ -223,6 +223,12 @@ async def test_answers_stream_keep_context_and_come_back_after_a_reload(chat: Ch
     assert titles == ["slow"]
     await chat.shot("restored-after-reload")
     await chat.shot("restored-phone", PHONE)
+    # At 375 px the conversations are behind the menu button.
+    assert not chat.browser.find_element(By.ID, "sidebar").is_displayed()
+    await asyncio.to_thread(chat.browser.find_element(By.ID, "menu").click)
+    await until(lambda: chat.browser.find_element(By.ID, "sidebar").is_displayed(), 5, "the sidebar on a phone")
+    assert chat.browser.find_element(By.ID, "menu").get_attribute("aria-expanded") == "true"
+    await chat.shot("sidebar-phone", PHONE)
 
 
 async def test_a_question_is_answered_inline_and_tool_steps_show(chat: Chat) -> None:

@@ -137,7 +137,7 @@ async def test_the_dashboard_sends_as_the_signed_in_user(serve_agent: ServeAgent
     gateway = await start_gateway(wait_for=("reader",), auth={"mode": "basic", "users": USERS})
     client = await sign_in(gateway.public_url, {"user": "bob", "password": USERS["bob"]}, next_path="/ui")
     page = await client.get("/ui")
-    assert page.status_code == 200
+    assert page.status_code == 200 and '<a class="chat-link" href="/chat">' in page.text
     body = {"agent": "reader", "text": "hello"}
     assert (await client.post("/ui/api/send", json=body)).status_code == 403  # no CSRF token
     async with client.stream("POST", "/ui/api/send", json=body, headers={"X-CSRF-Token": csrf_of(page)}) as sent:
