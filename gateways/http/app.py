@@ -14,6 +14,9 @@
                                             (``org/unit/agent`` in ``mesh agents``)
 ``/ui``                                    the live dashboard (:mod:`gateways.http.dashboard`),
                                             behind the authentication
+``/chat``                                   the chat for people (:mod:`gateways.http.chat`)
+``/signin``, ``/signout``                   browser sign-in: a session cookie
+                                            (:mod:`gateways.http.signin`)
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
@@ -49,6 +52,7 @@ from gateways.http.artifacts import artifact_routes
 from gateways.http.auth import Authenticator
 from gateways.http.card_responses import CardResponses
 from gateways.http.cards import http_card
+from gateways.http.chat import RequirePageCaller, chat_routes
 from gateways.http.dashboard import dashboard_routes
 from gateways.http.edge import (
     EXCEPTION_HANDLERS,
@@ -64,6 +68,8 @@ from gateways.http.protection import agent_not_found
 from gateways.http.rest import rest_routes
 from gateways.http.rpc import parse_call
 from gateways.http.serving import JSON_RPC, read_body, serve_call
+from gateways.http.sessions import SessionStore
+from gateways.http.signin import signin_routes
 from gateways.http.streams import OpenStreams
 from mesh.registry import Entry
 from mesh.telemetry import tracing
@@ -94,10 +100,16 @@ def build_app(gateway: HttpGateway) -> Starlette:
         for base in ("/a2a/agents/{name}/rest", "/a2a/rest"):
             routes += rest_routes(base, with_body=private, without_body=no_body)
     if settings.dashboard:
-        routes += dashboard_routes([Middleware(RequireCaller)])
+        routes += dashboard_routes([Middleware(RequireCaller)], page_middleware=[Middleware(RequirePageCaller)])
+    if settings.chat:
+        routes += chat_routes(private)
+    if settings.dashboard or settings.chat:
+        routes += signin_routes()
     routes += artifact_routes()
     routes.append(Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private))  # last: never on a hot path
-    middleware = app_middleware(settings, Authenticator(settings.auth))
+    authenticator = Authenticator(settings.auth)
+    sessions = SessionStore(settings.session_ttl_s)
+    middleware = app_middleware(settings, authenticator, sessions)
     if tracing.enabled:  # when off, not even a layer to pass through
         middleware.insert(0, Middleware(TracingMiddleware))
     app = Starlette(
@@ -111,6 +123,8 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.streams = OpenStreams()
     app.state.cards = CardResponses(settings.card_max_age_s)
     app.state.dashboard = gateway.dashboard
+    app.state.authenticator = authenticator
+    app.state.sessions = sessions
     return app
 
 

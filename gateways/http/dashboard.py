@@ -7,7 +7,10 @@
 ``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``task``,
                                 ``taskGone``, ``rates`` (see :mod:`gateways.dashboard.model`)
 ``POST /ui/api/send``           ``{"agent": ..., "text": ...}``: ``message/stream`` to the
-                                agent; SSE of its events (``item``), then ``end`` or ``error``
+                                agent; SSE of its events (``item``), then ``end`` or ``error``;
+                                on the HTTP gateway, sent as the signed-in caller through the
+                                gateway's A2A path (their identity and user token), on
+                                ``mesh dashboard`` as the dashboard's own client
 ==============================  ==============================================================
 
 The HTTP gateway serves these routes behind its authentication (:func:`dashboard_routes` with
@@ -22,6 +25,7 @@ import contextlib
 import json
 import logging
 import socket
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from importlib import resources
 from typing import Any
@@ -35,6 +39,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from gateways.dashboard.service import Dashboard, FollowerTooSlow
+from gateways.http.rpc import RpcCall, error_of, parse_call, result_of
+from gateways.http.serving import serve_call
+from gateways.http.sessions import SESSION_COOKIE
+from mesh.a2a import RpcError
+from mesh.e2a import E2AResponse
 from mesh.errors import MeshError
 from topics import validate_identifier
 
@@ -66,8 +75,11 @@ def _load_assets() -> dict[str, bytes]:
     }
 
 
-def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
-    """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show."""
+def dashboard_routes(
+    middleware: Sequence[Middleware] = (), page_middleware: Sequence[Middleware] | None = None
+) -> list[Route]:
+    """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show
+    (``page_middleware``: the page's own, else ``middleware``)."""
     assets = _load_assets()
     page = assets.get("index.html", b"").decode("utf-8")
 
@@ -83,7 +95,9 @@ def dashboard_routes(middleware: Sequence[Middleware] = ()) -> list[Route]:
 
     return [
         Route("/favicon.ico", favicon_route, methods=["GET"]),
-        Route(PREFIX, page_route, methods=["GET"], middleware=middleware),
+        Route(
+            PREFIX, page_route, methods=["GET"], middleware=middleware if page_middleware is None else page_middleware
+        ),
         Route(PREFIX + "/static/{name}", asset_route, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/events", _events, methods=["GET"], middleware=middleware),
         Route(PREFIX + "/api/send", _send, methods=["POST"], middleware=middleware),
@@ -98,6 +112,13 @@ def _dashboard(request: Request) -> Dashboard:
 def _page(request: Request, html: str) -> Response:
     base = request.scope.get("root_path", "") + PREFIX + "/"
     html = html.replace("{{BASE}}", base).replace("{{NAMESPACE}}", _html_escape(_dashboard(request).namespace))
+    sessions = getattr(request.app.state, "sessions", None)  # the gateway's sign-in, not mesh dashboard's
+    session = sessions.get(request.cookies.get(SESSION_COOKIE)) if sessions is not None else None
+    html = html.replace("{{CSRF}}", _html_escape(session.csrf) if session is not None else "")
+    gateway = getattr(request.app.state, "gateway", None)
+    chat = gateway is not None and gateway.settings.chat  # the gateway's chat, beside its dashboard
+    link = f'<a class="chat-link" href="{request.scope.get("root_path", "")}/chat">Chat</a>' if chat else ""
+    html = html.replace("{{CHAT_LINK}}", link)
     return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
 
 
@@ -137,8 +158,60 @@ async def _send(request: Request) -> Response:
     problem = _send_problem(body)
     if problem is not None:
         return JSONResponse({"error": problem}, status_code=400)
+    if getattr(request.app.state, "gateway", None) is not None:
+        return await _send_as_caller(request, body["agent"], body["text"])
     dashboard = _dashboard(request)
     return _sse(_stream(dashboard, body["agent"], body["text"]))
+
+
+async def _send_as_caller(request: Request, agent: str, text: str) -> Response:
+    """The message sent through the gateway as the caller (as an HTTP client's would be)."""
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message": message}})
+    return await serve_call(request, lambda: parse_call(body.encode(), None), _AS_CALLER, agent_name=agent)
+
+
+class _DashboardBinding:
+    """The gateway's answer in the dashboard's stream format (``item``, ``end``, ``error``)."""
+
+    def result(self, call: RpcCall, result: Any) -> Response:  # pragma: no cover - message/stream only
+        return JSONResponse(result)
+
+    def error(self, version: str, call: RpcCall | None, error: RpcError) -> Response:
+        status = 404 if error.code == -32000 else 400
+        return JSONResponse({"error": str(error.error.message)}, status_code=status)
+
+    def unary(self, call: RpcCall, frame: E2AResponse) -> Response:  # pragma: no cover - streams only
+        return JSONResponse(result_of(frame))
+
+    def stream(self, call: RpcCall, frames: AsyncIterator[E2AResponse]) -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for frame in frames:
+                    if frame.response_kind == "e2a.error":
+                        yield _event("error", {"reason": str(error_of(frame).error.message)})
+                        return
+                    item = frame.body["payload"] if frame.response_kind == "a2a.stream_event" else result_of(frame)
+                    yield _event("item", item)
+                    if frame.is_final:
+                        break
+                yield _event("end", {})
+            finally:
+                await frames.aclose()  # type: ignore[attr-defined]
+
+        return chunks()
+
+
+_AS_CALLER = _DashboardBinding()
+
+
+def _event(kind: str, data: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def _send_problem(body: object) -> str | None:

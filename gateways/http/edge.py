@@ -44,6 +44,7 @@ from gateways.http.observability import count_refusal
 from gateways.http.protection import JSON_MEDIA_TYPES, EdgeConfig, EdgeError, get_header, unsupported_media_type
 from gateways.http.rest_errors import is_rest_path, rest_error
 from gateways.http.rpc import Version, error_response
+from gateways.http.sessions import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, SessionStore, csrf_refused, same_token
 
 __all__ = [
     "EXCEPTION_HANDLERS",
@@ -97,10 +98,13 @@ class RefusedCaller(UnauthenticatedUser):
 
 
 class CallerBackend(AuthenticationBackend):
-    """Starlette's authentication backend over :class:`~gateways.http.auth.Authenticator`."""
+    """Starlette's authentication backend over :class:`~gateways.http.auth.Authenticator`, and
+    over the browser sessions of :mod:`gateways.http.sessions` for a request that sends no
+    credential header but a session cookie (a state-changing one then needs its CSRF token)."""
 
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(self, authenticator: Authenticator, sessions: SessionStore | None = None) -> None:
         self.authenticator = authenticator
+        self.sessions = sessions
         # Authentication off: every caller is the same, no header needs reading.
         self._anonymous = (AuthCredentials(["authenticated"]), Caller(ANONYMOUS))
         self._off = authenticator.config.mode == "none"
@@ -116,10 +120,51 @@ class CallerBackend(AuthenticationBackend):
         if self._off:
             return self._anonymous
         try:
-            principal = self.authenticator.authenticate(conn.headers)
+            principal = self._session_principal(conn)
+            if principal is None:
+                principal = self.authenticator.authenticate(conn.headers)
         except EdgeError as refusal:
-            return AuthCredentials(), RefusedCaller(refusal)
+            return AuthCredentials(), RefusedCaller(_for_browser(conn, refusal))
         return AuthCredentials(["authenticated"]), Caller(principal)
+
+    def _session_principal(self, conn: HTTPConnection) -> Principal | None:
+        """The principal of the request's session cookie, when it sends no credential header
+        (a header always wins); :func:`csrf_refused` for a state-changing one without its token."""
+        if self.sessions is None or SESSION_COOKIE not in conn.cookies:
+            return None
+        headers = conn.headers
+        if "authorization" in headers or "x-api-key" in headers:
+            return None
+        session = self.sessions.get(conn.cookies[SESSION_COOKIE])
+        if session is None:
+            return None
+        if conn.scope.get("method", "GET") not in SAFE_METHODS and not same_token(
+            headers.get(CSRF_HEADER), session.csrf
+        ):
+            raise csrf_refused()
+        return session.principal
+
+
+def _for_browser(conn: HTTPConnection, refusal: EdgeError) -> EdgeError:
+    """A browser's request that sent no credential header is pointed at the sign-in page rather
+    than challenged with Basic, which would pop up the browser's own password dialog (browsers
+    send ``Sec-Fetch-Mode`` on every request; HTTP clients don't, and keep their challenge)."""
+    headers = conn.headers
+    if (
+        "sec-fetch-mode" not in headers
+        or "authorization" in headers
+        or "www-authenticate" not in {k.lower() for k in refusal.headers}
+    ):
+        return refusal
+    realm = conn.app.state.authenticator.config.realm if hasattr(conn.app.state, "authenticator") else "a2a"
+    return EdgeError(
+        str(refusal.error.message),
+        code=refusal.code,
+        error_type=refusal.error_type_name,
+        http_status=refusal.http_status,
+        details={k: v for k, v in (refusal.data or {}).items() if k != "errorType"},
+        headers={"WWW-Authenticate": f'Session realm="{realm}", signin="/signin"'},
+    )
 
 
 def caller_of(request: HTTPConnection) -> Principal:
@@ -230,7 +275,9 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
-def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Middleware]:
+def app_middleware(
+    config: EdgeConfig, authenticator: Authenticator, sessions: SessionStore | None = None
+) -> list[Middleware]:
     """CORS (when configured), path normalization with authentication, and rate limiting,
     outermost first (CORS ignores the path, so normalizing it inside CORS changes nothing)."""
     middleware = []
@@ -240,7 +287,7 @@ def app_middleware(config: EdgeConfig, authenticator: Authenticator) -> list[Mid
         if not {VERSION_HEADER.lower(), "*"} & {h.lower() for h in options["allow_headers"]}:
             options["allow_headers"].append(VERSION_HEADER)
         middleware.append(Middleware(CORSMiddleware, **options))
-    middleware.append(Middleware(EdgeEntry, backend=CallerBackend(authenticator)))
+    middleware.append(Middleware(EdgeEntry, backend=CallerBackend(authenticator, sessions)))
     if config.rate_limit is not None:
         middleware.append(Middleware(RateLimitMiddleware, limiter=RateLimiter(config.rate_limit)))
     return middleware

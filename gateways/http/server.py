@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from gateways.chat.store import ChatStore, default_chat_path
 from gateways.dashboard import Dashboard
 from gateways.http.app import build_app
 from gateways.http.artifacts import ArtifactEdge
@@ -63,6 +64,10 @@ class HttpGateway:
         )
         #: Uploads stored, downloads served (/a2a/artifacts); the store opens on first use.
         self.artifacts = ArtifactEdge(artifacts, namespace)
+        #: The chat's conversations (/chat); the SQLite file opens on first use.
+        self.chat = ChatStore(
+            Path(settings.chat_store) if settings.chat_store else default_chat_path(namespace, settings.id)
+        )
         self.app = build_app(self)
         config = uvicorn.Config(
             self.app,
@@ -130,6 +135,7 @@ class HttpGateway:
             self._socket.close()
         await self.runtime.stop()
         await self.artifacts.store.close()
+        self.chat.close()
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -87,8 +87,11 @@ def _gateway(request: Request) -> HttpGateway:
     return gateway
 
 
-async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding: Binding) -> Response:
-    """Serve one call of a private route: read it, check it, forward it, answer it."""
+async def serve_call(
+    request: Request, read_call: Callable[[], RpcCall], binding: Binding, *, agent_name: str | None = None
+) -> Response:
+    """Serve one call of a private route: read it, check it, forward it, answer it (to
+    ``agent_name``, else the agent the route's path names)."""
     gateway = _gateway(request)
     concurrency: ConcurrencyLimits = request.app.state.concurrency
     principal = caller_of(request)
@@ -96,7 +99,11 @@ async def serve_call(request: Request, read_call: Callable[[], RpcCall], binding
     try:
         call = read_call()
         check_version_served(call, gateway.settings.a2a_versions)
-        agent = _target(gateway, request, call, principal)
+        agent = (
+            target_agent(gateway, call, principal, agent_name)
+            if agent_name is not None
+            else _target(gateway, request, call, principal)
+        )
         if call.mesh_method is None:
             return binding.result(call, await local_result(gateway, call, principal))
         message = call.params.get("message")

@@ -19,6 +19,9 @@ gateways:
     keep_alive_s: 5              # an idle keep-alive connection is closed after this
     sse_keep_alive_s: 15         # a quiet SSE stream gets a comment line this often
     dashboard: true              # the live dashboard at /ui (behind auth)
+    chat: true                   # the chat for people at /chat (sign-in at /signin)
+    chat_store: null             # its SQLite file (default: in the state dir)
+    session_ttl_s: 28800         # a browser's sign-in lasts this long
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
     a2a_versions: ["1.0", "0.3"] # the A2A versions served (cards and requests)
     card_max_age_s: 300          # Cache-Control max-age of the cards
@@ -58,6 +61,12 @@ class HttpGatewaySettings(EdgeConfig):
     keep_alive_s: int = Field(5, ge=1, description="close a keep-alive connection idle this many seconds")
     sse_keep_alive_s: float = Field(15.0, gt=0, description="send an SSE comment on a stream quiet this long")
     dashboard: bool = Field(True, description="serve the live dashboard at /ui, behind the gateway's authentication")
+    chat: bool = Field(True, description="serve the chat at /chat, with browser sign-in at /signin")
+    chat_store: str | None = Field(
+        None,
+        description="SQLite file of the chat's conversations (default: <state dir>/<namespace>/gateway-<id>-chat.sqlite)",  # noqa: E501
+    )
+    session_ttl_s: float = Field(8 * 3600.0, gt=0, description="a browser's sign-in (session cookie) lasts this long")
     health_details: bool = Field(
         False, description="/a2a/health shows the broker, namespace and agents to unauthenticated callers too"
     )

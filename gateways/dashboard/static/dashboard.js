@@ -149,7 +149,8 @@ async function send(event) {
     const response = await fetch("api/send", {
       method: "POST",
       credentials: "same-origin",
-      headers: { "content-type": "application/json" },
+      // The session's CSRF token when signed in through /signin (the page's <meta>).
+      headers: { "content-type": "application/json", "x-csrf-token": document.querySelector('meta[name="csrf-token"]')?.content || "" },
       body: JSON.stringify({ agent, text }),
     });
     if (!response.ok) {
