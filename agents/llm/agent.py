@@ -29,9 +29,10 @@ from agents.context import TaskContext
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
-from agents.llm.tools import RunDeps, build_toolsets, errors_to_model
+from agents.llm.tools import RunDeps, build_toolsets, errors_to_model, traced
 from agents.updates import InputRequired, TaskFailed, Update
 from mesh.a2a import Message
+from mesh.telemetry import METRICS, ComponentMetrics
 
 __all__ = ["LlmAgent"]
 
@@ -81,7 +82,7 @@ class LlmAgent(Agent):
             instructions=llm.instructions or None,
             deps_type=RunDeps,
             output_type=output,
-            toolsets=toolsets,
+            toolsets=[traced(t) for t in toolsets],
             name=self.name,
             retries=2,  # a malformed tool call or answer is sent back to the model twice
         )
@@ -115,8 +116,13 @@ class LlmAgent(Agent):
         if client is not None:
             await client.close()
 
+    def _metrics(self, ctx: TaskContext) -> ComponentMetrics | None:
+        """The agent's metrics in the namespace it serves (where its delegator is)."""
+        delegator = ctx.delegator
+        return METRICS.component(delegator.namespace, ctx.agent_name) if delegator is not None else None
+
     async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
-        run = LlmRun(self.engine, self.llm, message, ctx)
+        run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx))
         run.start()
         try:
             while True:

@@ -33,11 +33,20 @@ from mesh.a2a import AgentCard, DataPart, FilePart, Task, TextPart
 from mesh.config_errors import config_error
 from mesh.errors import ConfigError
 from mesh.registry import name_allowed
+from mesh.telemetry import tracing
 
 if TYPE_CHECKING:
     from agents.context import TaskContext
 
-__all__ = ["PeerToolset", "RunDeps", "build_toolsets", "errors_to_model", "load_python_tool", "peer_output"]
+__all__ = [
+    "PeerToolset",
+    "RunDeps",
+    "build_toolsets",
+    "errors_to_model",
+    "load_python_tool",
+    "peer_output",
+    "traced",
+]
 
 _PEER_ARGS = SchemaValidator(
     core_schema.typed_dict_schema(
@@ -162,6 +171,33 @@ class _ErrorsToModel(WrapperToolset[RunDeps]):
 def errors_to_model(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
     """``toolset`` whose tools' exceptions are failed tool results the model sees."""
     return _ErrorsToModel(toolset)
+
+
+class _Traced(WrapperToolset[Any]):
+    """Each tool call a span in the task's trace (while tracing is on), current while the tool
+    runs: a peer tool's delegation is its child, and the peer's task the child of that."""
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if not tracing.enabled:
+            return await super().call_tool(name, tool_args, ctx, tool)
+        attributes = {"gen_ai.tool.name": name, "gen_ai.tool.call.id": ctx.tool_call_id or ""}
+        span = tracing.start_span(f"tool {name}", "internal", attributes=attributes)
+        error: BaseException | None = None
+        try:
+            with tracing.activated(span):
+                return await super().call_tool(name, tool_args, ctx, tool)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            tracing.end_span(span, error)
+
+
+def traced(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+    """``toolset`` whose tool calls are spans of the task's trace."""
+    return _Traced(toolset)
 
 
 def load_python_tool(spec: str, source: Path | None) -> Callable[..., Any]:
