@@ -30,6 +30,8 @@ from pydantic_core import SchemaValidator, core_schema
 from agents.errors import DelegationError
 from agents.llm.config import LlmConfig, McpServer
 from mesh.a2a import AgentCard, DataPart, FilePart, Task, TextPart
+from mesh.artifacts import ArtifactError, ArtifactInfo
+from mesh.artifacts import tools as artifact_tools
 from mesh.config_errors import config_error
 from mesh.errors import ConfigError
 from mesh.registry import name_allowed
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PeerToolset",
     "RunDeps",
+    "artifact_toolset",
     "build_toolsets",
     "errors_to_model",
     "load_python_tool",
@@ -115,6 +118,55 @@ class PeerToolset(AbstractToolset[RunDeps]):
         except DelegationError as exc:
             raise pa_errors.ToolFailed(f"agent {name!r} did not answer: {exc}") from None
         return peer_output(name, answer)
+
+
+async def list_artifacts(ctx: RunContext[RunDeps]) -> list[dict[str, Any]]:
+    """List the files (artifacts) of this conversation: the latest version of each, with the
+    artifact:// URI that load_artifact takes."""
+    task = ctx.deps.task
+    if task.artifacts is None:  # (the tool is offered only with a store)
+        return [{"error": "no artifact store here"}]
+    return await artifact_tools.list_artifacts(task.artifacts, task.context_id, visible=_visible(task))
+
+
+async def load_artifact(ctx: RunContext[RunDeps], uri: str) -> dict[str, Any]:
+    """Read a file (artifact) of this conversation by its artifact:// URI: text for text files,
+    else base64; large files are cut (the answer says so)."""
+    task = ctx.deps.task
+    if task.artifacts is None:
+        return {"error": "no artifact store here"}
+    return await artifact_tools.load_artifact(task.artifacts, uri, visible=_visible(task))
+
+
+async def save_artifact(
+    ctx: RunContext[RunDeps], name: str, content: str, mime_type: str = "text/plain"
+) -> dict[str, Any]:
+    """Save text as a file (artifact) of this conversation, a new version if the name exists; the
+    user receives it. Returns its artifact:// URI and version."""
+    task = ctx.deps.task
+    try:
+        uri = await task.save_artifact(name, content.encode("utf-8"), mime_type)
+    except ArtifactError as exc:
+        return {"error": str(exc)}
+    info = await task.artifact_info(uri)
+    return {"uri": info.uri, "name": info.name, "version": info.version, "size": info.size}
+
+
+def _visible(task: TaskContext) -> Callable[[ArtifactInfo], bool]:
+    """The artifacts a run may read: its own context's, saved by its user or by none (a model
+    talked into loading another conversation's file gets "no such artifact")."""
+    return lambda info: info.context_id == task.context_id and info.owner_user in (None, task.user_id)
+
+
+def _has_store(ctx: RunContext[RunDeps], tool: ToolDefinition) -> bool:
+    return ctx.deps.task.artifacts is not None
+
+
+def artifact_toolset() -> AbstractToolset[RunDeps]:
+    """``list_artifacts``, ``load_artifact`` and ``save_artifact``, offered when the task has an
+    artifact store (an agent served by AgentService has one)."""
+    tools: FunctionToolset[RunDeps] = FunctionToolset([list_artifacts, load_artifact, save_artifact])
+    return errors_to_model(tools.filtered(_has_store))
 
 
 def describe(card: AgentCard) -> str:
@@ -252,7 +304,7 @@ def mcp_toolset(server: McpServer, index: int) -> AbstractToolset[Any]:
 def build_toolsets(
     config: LlmConfig, *, agent_name: str, source: Path | None, where: str = "llm.tools"
 ) -> list[AbstractToolset[Any]]:
-    """Every toolset of the agent: its Python functions, its MCP servers, then its peers."""
+    """Every toolset of the agent: its Python functions, its MCP servers, the artifact tools, then its peers."""
     toolsets: list[AbstractToolset[Any]] = []
     functions = [load_python_tool(spec, source) for spec in config.python_tools]
     if functions:
@@ -261,6 +313,8 @@ def build_toolsets(
         except pa_errors.UserError as exc:
             raise config_error(source or "", where, exc.message, "fix the function's signature") from None
     toolsets.extend(mcp_toolset(server, i) for i, server in enumerate(config.mcp_servers))
+    if config.artifact_tools:
+        toolsets.append(artifact_toolset())
     if config.peers:
         toolsets.append(PeerToolset(config.peers, self_name=agent_name, timeout_s=config.peer_timeout_s))
     return toolsets

@@ -20,6 +20,8 @@ from agents.testing import AgentHarness, llm_agent
 from mesh.a2a import DataPart, Message, Task, TaskState, TaskStatusUpdateEvent, get_text_from_message
 from tests.agents.llm.scripts import call, scripted, tool_returns, user_texts
 
+ARTIFACT_TOOLS = ["list_artifacts", "load_artifact", "save_artifact"]
+
 
 def statuses(items: list[Any]) -> list[Message]:
     return [i.status.message for i in items if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None]
@@ -80,7 +82,7 @@ async def test_a_peer_not_allowed_is_no_tool() -> None:
     agent = llm_agent({"model": "test", "peers": ["calc*"]}, FunctionModel(stream_function=stream))
     async with AgentHarness(agent, peers=[EchoAgent()]) as mesh:
         await mesh.send("hi")
-    assert seen_tools == [["ask_user"]]
+    assert seen_tools == [["ask_user", *ARTIFACT_TOOLS]]
 
 
 async def test_python_tools_and_a_tool_that_raises_tells_the_model() -> None:
