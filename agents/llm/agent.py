@@ -68,7 +68,8 @@ class LlmAgent(Agent):
         toolsets: list[AbstractToolset[Any]] = [FunctionToolset([ask_user])]
         if tools:
             toolsets.append(errors_to_model(FunctionToolset(list(tools))))
-        toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source))
+        reserved = [getattr(t, "__name__", "") for t in tools]
+        toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source, reserved=reserved))
         base = model if model is not None else build_model(llm)
         # The client build_model made for a base_url is the agent's to close (with the agent).
         self._own_client: Any = getattr(base, "client", None) if model is None and llm.base_url else None

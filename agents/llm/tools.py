@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -34,13 +35,14 @@ from mesh.artifacts import ArtifactError, ArtifactInfo
 from mesh.artifacts import tools as artifact_tools
 from mesh.config_errors import config_error
 from mesh.errors import ConfigError
-from mesh.registry import name_allowed
+from mesh.registry import DiscoveryRegistry, Entry, name_allowed
 from mesh.telemetry import tracing
 
 if TYPE_CHECKING:
     from agents.context import TaskContext
 
 __all__ = [
+    "BUILTIN_TOOLS",
     "PeerToolset",
     "RunDeps",
     "artifact_toolset",
@@ -48,6 +50,7 @@ __all__ = [
     "errors_to_model",
     "load_python_tool",
     "peer_output",
+    "peer_tool_name",
     "traced",
 ]
 
@@ -62,6 +65,9 @@ _PEER_SCHEMA = {
     "required": ["message"],
     "additionalProperties": False,
 }
+_NOT_IN_TOOL_NAMES = re.compile(r"[^A-Za-z0-9_-]")
+#: The built-in tools' names: no peer tool takes one.
+BUILTIN_TOOLS = ("ask_user", "list_artifacts", "load_artifact", "save_artifact")
 _PASS_THROUGH = (pa_errors.ModelRetry, pa_errors.ToolFailed, pa_errors.CallDeferred, pa_errors.ApprovalRequired)
 
 
@@ -76,12 +82,30 @@ class RunDeps:
 
 
 class PeerToolset(AbstractToolset[RunDeps]):
-    """One tool per allowed agent in the registry; calling it delegates to that agent."""
+    """One tool per allowed agent in the registry; calling it delegates to that agent.
 
-    def __init__(self, patterns: Sequence[str], *, self_name: str, timeout_s: float | None = None) -> None:
+    Agents of the EMQX profile (``org/unit/agent``, dialect ``emqx``) are peers as well: the
+    delegation reaches them through the profile's requester. A tool is named after its agent,
+    as a model API accepts a name (``[A-Za-z0-9_-]``, at most 64 characters: ``acme/ai/weather``
+    is the tool ``acme_ai_weather``); the description names the agent as it is.
+    """
+
+    def __init__(
+        self,
+        patterns: Sequence[str],
+        *,
+        self_name: str,
+        timeout_s: float | None = None,
+        reserved: Iterable[str] = (),
+    ) -> None:
         self.patterns = tuple(patterns)
         self.self_name = self_name
         self.timeout_s = timeout_s
+        #: Names of the agent's other tools: a peer named so would make every run fail.
+        self.reserved = frozenset(reserved)
+        # The tools as of the registry's last change (rebuilt on the next change, not per request).
+        self._tools: dict[str, ToolsetTool[RunDeps]] | None = None
+        self._watched: DiscoveryRegistry | None = None
 
     @property
     def id(self) -> str | None:
@@ -91,33 +115,70 @@ class PeerToolset(AbstractToolset[RunDeps]):
         return name != self.self_name and any(fnmatchcase(name, p) for p in self.patterns)
 
     async def get_tools(self, ctx: RunContext[RunDeps]) -> dict[str, ToolsetTool[RunDeps]]:
-        task = ctx.deps.task
-        delegator = task.delegator
+        delegator = ctx.deps.task.delegator
         if delegator is None or not self.patterns:
             return {}
         registry = await delegator.registry.get()
-        settings = delegator.settings
+        if registry is not self._watched:
+            if self._watched is not None:
+                self._watched.remove_listener(self._changed)
+            registry.add_listener(self._changed)
+            self._watched, self._tools = registry, None
+        if self._tools is None:
+            self._tools = self._build(registry.agents(), delegator.settings.allow, delegator.settings.deny)
+        return self._tools
+
+    def _changed(self, _event: object) -> None:
+        self._tools = None
+
+    def _build(
+        self, entries: Sequence[Entry], allow: Sequence[str], deny: Sequence[str]
+    ) -> dict[str, ToolsetTool[RunDeps]]:
+        mesh_agents = {
+            e.name: e
+            for e in entries
+            if e.dialect == "sam" and self.allowed(e.name) and name_allowed(e.name, allow, deny)
+        }
         tools: dict[str, ToolsetTool[RunDeps]] = {}
-        for entry in registry.agents():
+        # Mesh agents first: a clash of tool names keeps the one reached over the mesh's own topics.
+        for entry in sorted(entries, key=lambda e: (e.dialect != "sam", e.name)):
             name = entry.name
-            if not self.allowed(name) or not name_allowed(name, settings.allow, settings.deny):
+            if not self.allowed(name) or not name_allowed(name, allow, deny):
+                continue
+            if entry.dialect == "emqx" and _same_agent(entry, mesh_agents.get(name.rsplit("/", 1)[-1])):
+                continue  # a mesh agent serving the profile too: one tool, over the mesh
+            tool_name = peer_tool_name(name)
+            if tool_name in tools or tool_name in self.reserved:
                 continue
             definition = ToolDefinition(
-                name=name, description=describe(entry.card), parameters_json_schema=_PEER_SCHEMA
+                name=tool_name,
+                description=describe(entry.card),
+                parameters_json_schema=_PEER_SCHEMA,
+                metadata={"agent": name},
             )
-            tools[name] = ToolsetTool(toolset=self, tool_def=definition, max_retries=1, args_validator=_PEER_ARGS)
+            tools[tool_name] = ToolsetTool(toolset=self, tool_def=definition, max_retries=1, args_validator=_PEER_ARGS)
         return tools
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[RunDeps], tool: ToolsetTool[RunDeps]
     ) -> Any:
         task = ctx.deps.task
-        ctx.deps.peer_calls.append(name)
+        agent = str((tool.tool_def.metadata or {}).get("agent", name))
+        ctx.deps.peer_calls.append(agent)
         try:
-            answer = await task.delegate(name, str(tool_args["message"]), timeout=self.timeout_s)
+            answer = await task.delegate(agent, str(tool_args["message"]), timeout=self.timeout_s)
         except DelegationError as exc:
-            raise pa_errors.ToolFailed(f"agent {name!r} did not answer: {exc}") from None
-        return peer_output(name, answer)
+            raise pa_errors.ToolFailed(f"agent {agent!r} did not answer: {exc}") from None
+        return peer_output(agent, answer)
+
+
+def peer_tool_name(agent: str) -> str:
+    """The tool name of a peer: its name with what model APIs refuse as ``_``, at most 64 characters."""
+    return _NOT_IN_TOOL_NAMES.sub("_", agent)[:64]
+
+
+def _same_agent(profile: Entry, mesh: Entry | None) -> bool:
+    return mesh is not None and mesh.card.description == profile.card.description
 
 
 async def list_artifacts(ctx: RunContext[RunDeps]) -> list[dict[str, Any]]:
@@ -302,7 +363,12 @@ def mcp_toolset(server: McpServer, index: int) -> AbstractToolset[Any]:
 
 
 def build_toolsets(
-    config: LlmConfig, *, agent_name: str, source: Path | None, where: str = "llm.tools"
+    config: LlmConfig,
+    *,
+    agent_name: str,
+    source: Path | None,
+    where: str = "llm.tools",
+    reserved: Iterable[str] = (),
 ) -> list[AbstractToolset[Any]]:
     """Every toolset of the agent: its Python functions, its MCP servers, the artifact tools, then its peers."""
     toolsets: list[AbstractToolset[Any]] = []
@@ -316,5 +382,8 @@ def build_toolsets(
     if config.artifact_tools:
         toolsets.append(artifact_toolset())
     if config.peers:
-        toolsets.append(PeerToolset(config.peers, self_name=agent_name, timeout_s=config.peer_timeout_s))
+        taken = {*BUILTIN_TOOLS, *reserved, *(f.__name__ for f in functions)}
+        toolsets.append(
+            PeerToolset(config.peers, self_name=agent_name, timeout_s=config.peer_timeout_s, reserved=taken)
+        )
     return toolsets
