@@ -62,6 +62,7 @@ from mesh.a2a import (
 )
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.gctuning import tune_for_serving
 
 TEXT = "What is the weather in Paris?"
 TOKENS = 2000
@@ -175,6 +176,7 @@ async def main() -> None:
         services = [AgentService(a, broker=settings, namespace=namespace) for a in agents]
         for service in services:
             await service.start()
+        tune_for_serving()  # as `mesh run` does once its components are started
         try:
             async with MeshClient.connect(settings, namespace) as client:
                 progress("warming up")

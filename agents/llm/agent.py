@@ -22,14 +22,14 @@ from pydantic_ai import Agent as Engine
 from pydantic_ai import StructuredDict
 from pydantic_ai.models import Model
 from pydantic_ai.tools import RunContext
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.toolsets import AbstractToolset
 
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
-from agents.llm.tools import RunDeps, build_toolsets, errors_to_model, traced
+from agents.llm.tools import MAX_RETRIES, RunDeps, StaticTools, build_toolsets, traced
 from agents.updates import InputRequired, TaskFailed, Update
 from mesh.a2a import Message
 from mesh.telemetry import METRICS, ComponentMetrics
@@ -65,9 +65,9 @@ class LlmAgent(Agent):
             self.description = f"An LLM agent ({llm.model})"
         # Peers are found in the registry: start discovery with the agent.
         self.uses_discovery = bool(llm.peers)  # type: ignore[misc]
-        toolsets: list[AbstractToolset[Any]] = [FunctionToolset([ask_user])]
+        toolsets: list[AbstractToolset[Any]] = [StaticTools([ask_user])]
         if tools:
-            toolsets.append(errors_to_model(FunctionToolset(list(tools))))
+            toolsets.append(StaticTools(tools, errors_to_model=True))
         reserved = [getattr(t, "__name__", "") for t in tools]
         toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source, reserved=reserved))
         base = model if model is not None else build_model(llm)
@@ -85,7 +85,7 @@ class LlmAgent(Agent):
             output_type=output,
             toolsets=[traced(t) for t in toolsets],
             name=self.name,
-            retries=2,  # a malformed tool call or answer is sent back to the model twice
+            retries=MAX_RETRIES,  # a malformed tool call or answer is sent back to the model twice
         )
 
     async def setup(self) -> None:

@@ -43,8 +43,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "MAX_RETRIES",
     "PeerToolset",
     "RunDeps",
+    "StaticTools",
     "artifact_toolset",
     "build_toolsets",
     "errors_to_model",
@@ -68,6 +70,8 @@ _PEER_SCHEMA = {
 _NOT_IN_TOOL_NAMES = re.compile(r"[^A-Za-z0-9_-]")
 #: The built-in tools' names: no peer tool takes one.
 BUILTIN_TOOLS = ("ask_user", "list_artifacts", "load_artifact", "save_artifact")
+#: Retries of a malformed tool call (the engine's ``retries``, for the tools it lists once).
+MAX_RETRIES = 2
 _PASS_THROUGH = (pa_errors.ModelRetry, pa_errors.ToolFailed, pa_errors.CallDeferred, pa_errors.ApprovalRequired)
 
 
@@ -219,15 +223,14 @@ def _visible(task: TaskContext) -> Callable[[ArtifactInfo], bool]:
     return lambda info: info.context_id == task.context_id and info.owner_user in (None, task.user_id)
 
 
-def _has_store(ctx: RunContext[RunDeps], tool: ToolDefinition) -> bool:
-    return ctx.deps.task.artifacts is not None
+def _has_store(ctx: RunContext[Any]) -> bool:
+    return bool(ctx.deps.task.artifacts is not None)
 
 
 def artifact_toolset() -> AbstractToolset[RunDeps]:
     """``list_artifacts``, ``load_artifact`` and ``save_artifact``, offered when the task has an
     artifact store (an agent served by AgentService has one)."""
-    tools: FunctionToolset[RunDeps] = FunctionToolset([list_artifacts, load_artifact, save_artifact])
-    return errors_to_model(tools.filtered(_has_store))
+    return StaticTools([list_artifacts, load_artifact, save_artifact], offered=_has_store, errors_to_model=True)
 
 
 def describe(card: AgentCard) -> str:
@@ -284,6 +287,45 @@ class _ErrorsToModel(WrapperToolset[RunDeps]):
 def errors_to_model(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
     """``toolset`` whose tools' exceptions are failed tool results the model sees."""
     return _ErrorsToModel(toolset)
+
+
+class StaticTools(FunctionToolset[Any]):
+    """Functions as tools, listed once: they have no ``prepare``, so their definitions never
+    change (pydantic-ai's ``FunctionToolset`` prepares each afresh for every model request).
+    ``offered(ctx)`` decides per request whether they are offered at all; with
+    ``errors_to_model`` an exception is a failed tool result the model sees."""
+
+    def __init__(
+        self,
+        functions: Sequence[Callable[..., Any]],
+        *,
+        offered: Callable[[RunContext[Any]], bool] | None = None,
+        errors_to_model: bool = False,
+        max_retries: int = MAX_RETRIES,
+    ) -> None:
+        super().__init__(list(functions), max_retries=max_retries)
+        self.offered = offered
+        self.errors_to_model = errors_to_model
+        self._listed: dict[str, ToolsetTool[Any]] | None = None
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        if self.offered is not None and not self.offered(ctx):
+            return {}
+        if self._listed is None:
+            self._listed = await super().get_tools(ctx)
+        return dict(self._listed)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if not self.errors_to_model:
+            return await super().call_tool(name, tool_args, ctx, tool)
+        try:
+            return await super().call_tool(name, tool_args, ctx, tool)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            raise pa_errors.ToolFailed(f"the tool {name!r} failed: {type(exc).__name__}: {exc}") from None
 
 
 class _Traced(WrapperToolset[Any]):
@@ -375,7 +417,7 @@ def build_toolsets(
     functions = [load_python_tool(spec, source) for spec in config.python_tools]
     if functions:
         try:
-            toolsets.append(errors_to_model(FunctionToolset(functions)))
+            toolsets.append(StaticTools(functions, errors_to_model=True))
         except pa_errors.UserError as exc:
             raise config_error(source or "", where, exc.message, "fix the function's signature") from None
     toolsets.extend(mcp_toolset(server, i) for i, server in enumerate(config.mcp_servers))
