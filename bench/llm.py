@@ -24,9 +24,9 @@ Last line on stdout::
 
     {"inprocess_us": ..., "rtt_us": ..., "overhead_us": ..., "peer_rtt_us": ..., ...}
 
-``--memory-journal`` keeps the agents' tasks in memory instead of their SQLite journals: the
-journal's writer thread commits the accepted task while the handler computes (an LLM run is
-long enough for that to overlap; an echo is not), and this shows what that costs.
+``--memory-journal`` keeps the agents' tasks in memory instead of their SQLite journals, to show
+the journal's share: its writer thread commits the accepted task while a handler computes (an LLM
+run is long enough for that to overlap, an echo is not).
 
 Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS] [--memory-journal]``.
 """
