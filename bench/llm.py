@@ -1,13 +1,19 @@
 """LLM agents: what the mesh adds to a pydantic-ai run, to a peer tool call, and to streaming.
 
-With an instant scripted model (pydantic-ai ``FunctionModel``), so only the mesh is measured:
+With an instant scripted model (pydantic-ai ``FunctionModel``), so only the mesh is measured,
+each figure against the same work done in-process (the agent's own engine, with the same tools
+offered: its artifact tools and its peer tools, and the same empty history):
 
 - ``rtt_us``: the LLM agent's ``message/send`` round trip through the broker, against
   ``inprocess_us``, the same pydantic-ai agent run in this process; ``overhead_us`` is the
   difference (the issue's bound: at most 1,000 us).
-- ``peer_call_added_us``: what one peer tool call adds to the round trip (a second, instant,
-  model request included), against ``peer_rtt_us``, the peer's own round trip from a client;
-  ``peer_call_over_peer_us`` is the difference (bound: at most 1,500 us).
+- ``peer_call_added_us``: what one peer tool call adds to the mesh's overhead: the calling
+  agent's round trip less the same agent run in-process with the peer answering at once
+  (``caller_inprocess_us``: same tool, same answer), less ``overhead_us``. The engine's own
+  work for the tool call and the second model request (``engine_tool_step_us``, in-process) is
+  thus on both sides and left out. ``peer_call_over_peer_us`` is that less ``peer_rtt_us``, the
+  peer's own round trip from a client (bound: at most 1,500 us). ``peer_call_naive_added_us``
+  is the plain difference of the two agents' round trips (engine work included), as before.
 - ``stream_latency_p99_ms``: a 2,000-token answer streamed at ``--token-ms`` per token; for each
   token, the time from the model yielding it to the streaming client seeing it (bound: 50 ms).
   Text is coalesced to ~20 events a second, so this is mostly the coalescing window.
@@ -18,7 +24,11 @@ Last line on stdout::
 
     {"inprocess_us": ..., "rtt_us": ..., "overhead_us": ..., "peer_rtt_us": ..., ...}
 
-Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS]``.
+``--memory-journal`` keeps the agents' tasks in memory instead of their SQLite journals, to show
+the journal's share: its writer thread commits the accepted task while a handler computes (an LLM
+run is long enough for that to overlap, an echo is not).
+
+Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS] [--memory-journal]``.
 """
 
 from __future__ import annotations
@@ -38,15 +48,26 @@ from pydantic_ai import Agent as Engine
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from agents import AgentSettings
 from agents.builtin.echo import EchoAgent
 from agents.context import TaskContext
 from agents.llm import LlmAgent, LlmConfig
 from agents.llm.tools import RunDeps
 from agents.service import AgentService
 from bench.harness import base_arguments, broker_url, emit, median_us, p99_us, progress
-from mesh.a2a import Task, TaskStatusUpdateEvent, get_text_from_message
+from mesh.a2a import (
+    Message,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    TextPart,
+    get_text_from_message,
+)
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.gctuning import tune_for_serving
 
 TEXT = "What is the weather in Paris?"
 TOKENS = 2000
@@ -95,14 +116,31 @@ async def round_trips(client: MeshClient, agent: str, n: int) -> list[float]:
     return samples
 
 
-async def in_process(agent: LlmAgent, n: int) -> list[float]:
+class InstantPeers:
+    """The in-process stand-in of a delegator: the same registry (so the same peer tools), and
+    each peer answers at once, as the echo agent does."""
+
+    def __init__(self, service: AgentService) -> None:
+        self.registry = service.delegator.registry
+        self.settings = service.delegator.settings
+
+    async def delegate(self, ctx: TaskContext, agent: str, message: str | Message, **_options: Any) -> Task:
+        text = message if isinstance(message, str) else get_text_from_message(message)
+        reply = Message(message_id=uuid.uuid4().hex, role=Role.agent, parts=[TextPart(text=text)])
+        status = TaskStatus(state=TaskState.completed, message=reply)
+        return Task(id=uuid.uuid4().hex, context_id=ctx.context_id, status=status)
+
+
+async def in_process(agent: LlmAgent, n: int, service: AgentService) -> list[float]:
     """The agent's own pydantic-ai run (same model, tools and streaming), with no mesh around it."""
     engine = agent.engine
-    deps = RunDeps(task=TaskContext(task_id="t", context_id="c", agent_name=agent.name))
     samples = []
     for _ in range(n):
+        # As the mesh gives each task: a context of its own (with the store and the peers).
+        task = TaskContext(task_id=uuid.uuid4().hex, context_id=uuid.uuid4().hex, agent_name=agent.name)
+        task.artifacts, task.delegator = service.artifacts, InstantPeers(service)  # type: ignore[assignment]
         start = time.perf_counter()
-        async with engine.iter(TEXT, deps=deps) as run:
+        async with engine.iter(TEXT, deps=RunDeps(task=task), message_history=[]) as run:
             async for node in run:
                 if Engine.is_model_request_node(node) or Engine.is_call_tools_node(node):
                     async with node.stream(run.ctx) as events:
@@ -128,6 +166,11 @@ async def main() -> None:
     parser = base_arguments(__doc__ or "")
     parser.add_argument("--requests", type=int, default=300, help="round trips per figure (default 300)")
     parser.add_argument("--token-ms", type=float, default=2.0, help="ms between streamed tokens (default 2)")
+    parser.add_argument(
+        "--memory-journal",
+        action="store_true",
+        help="keep the agents' tasks in memory, not in their SQLite journals (to see the journal's share)",
+    )
     args = parser.parse_args()
     n = args.requests
     with broker_url(args.broker) as url:
@@ -140,19 +183,23 @@ async def main() -> None:
             llm("caller", FunctionModel(stream_function=ask_echo), peers=("echo",)),
             llm("streamer", FunctionModel(stream_function=streamer)),
         ]
-        services = [AgentService(a, broker=settings, namespace=namespace) for a in agents]
+        journal = AgentSettings(task_store=":memory:") if args.memory_journal else None
+        services = [AgentService(a, broker=settings, namespace=namespace, settings=journal) for a in agents]
         for service in services:
             await service.start()
+        tune_for_serving()  # as `mesh run` does once its components are started
         try:
             async with MeshClient.connect(settings, namespace) as client:
                 progress("warming up")
-                await in_process(agents[1], 50)
+                await in_process(agents[1], 50, services[1])
+                await in_process(agents[2], 50, services[2])
                 for agent in ("echo", "plain", "caller"):
                     await round_trips(client, agent, 50)
-                figures: dict[str, list[float]] = {"inprocess": [], "plain": [], "echo": [], "caller": []}
+                figures: dict[str, list[float]] = {k: [] for k in ("inprocess", "plain", "echo", "caller", "caller_ip")}
                 progress(f"{n} round trips of each, interleaved")
                 for _ in range(max(1, n // 50)):  # in turns, so the machine's load weighs on all alike
-                    figures["inprocess"] += await in_process(agents[1], 50)
+                    figures["inprocess"] += await in_process(agents[1], 50, services[1])
+                    figures["caller_ip"] += await in_process(agents[2], 50, services[2])
                     for agent in ("plain", "echo", "caller"):
                         figures[agent] += await round_trips(client, agent, 50)
                 progress(f"streaming {TOKENS} tokens, one every {args.token_ms:g} ms")
@@ -162,21 +209,27 @@ async def main() -> None:
                 await service.stop()
     inprocess, plain = median_us(figures["inprocess"]), median_us(figures["plain"])
     echo, caller = median_us(figures["echo"]), median_us(figures["caller"])
-    added = caller - plain
+    caller_ip = median_us(figures["caller_ip"])
+    overhead = plain - inprocess
+    added = (caller - caller_ip) - overhead  # the mesh's overhead for the caller, beyond the plain agent's
     emit(
         {
             "inprocess_us": round(inprocess),
             "rtt_us": round(plain),
-            "overhead_us": round(plain - inprocess),
+            "overhead_us": round(overhead),
             "rtt_p99_us": round(p99_us(figures["plain"])),
             "peer_rtt_us": round(echo),
             "peer_call_rtt_us": round(caller),
+            "caller_inprocess_us": round(caller_ip),
+            "engine_tool_step_us": round(caller_ip - inprocess),
             "peer_call_added_us": round(added),
             "peer_call_over_peer_us": round(added - echo),
+            "peer_call_naive_added_us": round(caller - plain),
             "stream_tokens": len(latencies),
             "stream_latency_median_ms": round(median_us(latencies) / 1000, 1),
             "stream_latency_p99_ms": round(p99_us(latencies) / 1000, 1),
             "requests": n,
+            "journal": "memory" if args.memory_journal else "sqlite",
         }
     )
 

@@ -22,16 +22,17 @@ from pydantic_ai import Agent as Engine
 from pydantic_ai import StructuredDict
 from pydantic_ai.models import Model
 from pydantic_ai.tools import RunContext
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.toolsets import AbstractToolset
 
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
-from agents.llm.tools import RunDeps, build_toolsets, errors_to_model
+from agents.llm.tools import MAX_RETRIES, RunDeps, StaticTools, build_toolsets, traced
 from agents.updates import InputRequired, TaskFailed, Update
 from mesh.a2a import Message
+from mesh.telemetry import METRICS, ComponentMetrics
 
 __all__ = ["LlmAgent"]
 
@@ -64,10 +65,11 @@ class LlmAgent(Agent):
             self.description = f"An LLM agent ({llm.model})"
         # Peers are found in the registry: start discovery with the agent.
         self.uses_discovery = bool(llm.peers)  # type: ignore[misc]
-        toolsets: list[AbstractToolset[Any]] = [FunctionToolset([ask_user])]
+        toolsets: list[AbstractToolset[Any]] = [StaticTools([ask_user])]
         if tools:
-            toolsets.append(errors_to_model(FunctionToolset(list(tools))))
-        toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source))
+            toolsets.append(StaticTools(tools, errors_to_model=True))
+        reserved = [getattr(t, "__name__", "") for t in tools]
+        toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source, reserved=reserved))
         base = model if model is not None else build_model(llm)
         # The client build_model made for a base_url is the agent's to close (with the agent).
         self._own_client: Any = getattr(base, "client", None) if model is None and llm.base_url else None
@@ -81,9 +83,9 @@ class LlmAgent(Agent):
             instructions=llm.instructions or None,
             deps_type=RunDeps,
             output_type=output,
-            toolsets=toolsets,
+            toolsets=[traced(t) for t in toolsets],
             name=self.name,
-            retries=2,  # a malformed tool call or answer is sent back to the model twice
+            retries=MAX_RETRIES,  # a malformed tool call or answer is sent back to the model twice
         )
 
     async def setup(self) -> None:
@@ -115,8 +117,13 @@ class LlmAgent(Agent):
         if client is not None:
             await client.close()
 
+    def _metrics(self, ctx: TaskContext) -> ComponentMetrics | None:
+        """The agent's metrics in the namespace it serves (where its delegator is)."""
+        delegator = ctx.delegator
+        return METRICS.component(delegator.namespace, ctx.agent_name) if delegator is not None else None
+
     async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
-        run = LlmRun(self.engine, self.llm, message, ctx)
+        run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx))
         run.start()
         try:
             while True:

@@ -75,6 +75,9 @@ class LlmConfig(_Strict):
     max_tool_calls: int = Field(20, ge=0, description="tool calls per task")
     stream: bool = Field(True, description="stream the model's answers (false: for servers that cannot stream)")
     retries: int = Field(3, ge=0, le=10, description="retries of a model request answered 429 or 5xx")
+    artifact_tools: bool = Field(
+        True, description="offer list_artifacts, load_artifact and save_artifact (the conversation's files)"
+    )
     peer_timeout_s: float | None = Field(None, gt=0, description="idle timeout of a peer call (delegation.timeout_s)")
 
 

@@ -27,10 +27,12 @@ from agents.llm.model import explain
 from agents.llm.tools import RunDeps
 from agents.updates import InputRequired, Reply, Status, TaskFailed, Update
 from mesh.a2a import DataPart, Message, Role, TextPart, get_text_from_message
-from mesh.telemetry import tracing
 
 if TYPE_CHECKING:
+    from pydantic_ai.run import AgentRun
+
     from agents.context import TaskContext
+    from mesh.telemetry import ComponentMetrics
 
 __all__ = ["COALESCE_S", "LlmRun", "model_history"]
 
@@ -44,15 +46,22 @@ _EVENT_KEY = "llmEvent"
 class LlmRun:
     """The run of one task; :meth:`next` gives the handler what to yield next."""
 
-    def __init__(self, engine: Engine[RunDeps, Any], config: LlmConfig, message: Message, ctx: TaskContext) -> None:
+    def __init__(
+        self,
+        engine: Engine[RunDeps, Any],
+        config: LlmConfig,
+        message: Message,
+        ctx: TaskContext,
+        metrics: ComponentMetrics | None = None,
+    ) -> None:
         self.engine = engine
         self.config = config
         self.ctx = ctx
+        self.metrics = metrics
         self.prompt = get_text_from_message(message) or json.dumps([p.model_dump(mode="json") for p in message.parts])
         self.outbox: asyncio.Queue[Update | TaskFailed] = asyncio.Queue()
         self.answers: asyncio.Queue[str] = asyncio.Queue()
         self.text = _Coalescer(self._emit)
-        self.spans: dict[str, Any] = {}
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -72,9 +81,6 @@ class LlmRun:
             task.cancel()
             await asyncio.wait({task}, timeout=5.0)
         self.text.close()
-        for span in self.spans.values():
-            tracing.end_span(span)
-        self.spans.clear()
 
     # ------------------------------------------------------------------ the run
 
@@ -82,6 +88,7 @@ class LlmRun:
         config = self.config
         deps = RunDeps(task=self.ctx, ask=self._ask)
         limits = UsageLimits(request_limit=config.max_model_calls, tool_calls_limit=config.max_tool_calls)
+        counted: AgentRun[RunDeps, Any] | None = None
         try:
             async with self.engine.iter(
                 self.prompt,
@@ -90,6 +97,7 @@ class LlmRun:
                 usage_limits=limits,
                 model_settings=dict(config.settings) or None,  # type: ignore[arg-type]
             ) as run:
+                counted = run  # its usage is counted however the run ends (the tokens were spent)
                 async for node in run:
                     # Streaming a model request shows its text as it comes; without streaming the
                     # request is one plain call (for servers that do not stream).
@@ -108,6 +116,16 @@ class LlmRun:
             self.text.flush()
             self.outbox.put_nowait(TaskFailed(explain(exc, config)))
             return
+        finally:
+            if counted is not None and self.metrics is not None:
+                usage = counted.usage
+                self.metrics.llm_used(
+                    config.model,
+                    model_calls=usage.requests,
+                    tool_calls=usage.tool_calls,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                )
         self.text.flush()
         usage = result.usage
         meta = {
@@ -153,10 +171,6 @@ class LlmRun:
             arguments = {"raw": str(part.args)[:_SHOWN_BYTES]}
         data = {"type": "tool_call", "function_name": part.tool_name, "arguments": _bounded(arguments)}
         self._emit_part(data, part.tool_call_id, "tool_call")
-        if tracing.enabled:
-            self.spans[part.tool_call_id] = tracing.start_span(
-                f"tool {part.tool_name}", "internal", attributes={"gen_ai.tool.name": part.tool_name}
-            )
 
     def _tool_result(self, event: pm.FunctionToolResultEvent) -> None:
         result = event.part
@@ -170,9 +184,6 @@ class LlmRun:
         if failed:
             data["is_error"] = True
         self._emit_part(data, call_id, "tool_result")
-        span = self.spans.pop(call_id, None)
-        if span is not None:
-            tracing.end_span(span, None, **{"gen_ai.tool.failed": failed})
 
     def _emit_part(self, data: dict[str, Any], call_id: str, kind: str) -> None:
         part = DataPart(data=data, metadata={"tool_call_id": call_id})

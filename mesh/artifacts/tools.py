@@ -14,10 +14,11 @@ also emit the artifact-update event; an LLM toolset should call those when it ha
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
-from mesh.artifacts.errors import ArtifactError
-from mesh.artifacts.store import ArtifactStore
+from mesh.artifacts.errors import ArtifactError, ArtifactNotFound
+from mesh.artifacts.store import ArtifactInfo, ArtifactStore
 from mesh.artifacts.uris import ArtifactRef
 
 __all__ = ["MAX_TOOL_LOAD_BYTES", "list_artifacts", "load_artifact", "save_artifact"]
@@ -27,12 +28,18 @@ MAX_TOOL_LOAD_BYTES = 256_000
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/yaml", "application/x-yaml")
 
 
-async def list_artifacts(store: ArtifactStore, context_id: str) -> list[dict[str, Any]]:
-    """The latest version of each artifact of the context."""
+Visible = Callable[[ArtifactInfo], bool]
+
+
+async def list_artifacts(
+    store: ArtifactStore, context_id: str, *, visible: Visible | None = None
+) -> list[dict[str, Any]]:
+    """The latest version of each artifact of the context (of those ``visible`` lets through)."""
     try:
         latest: dict[str, dict[str, Any]] = {}
         for info in await store.list(context_id):
-            latest[info.name] = {k: v for k, v in info.to_dict().items() if k in _LISTED}
+            if visible is None or visible(info):
+                latest[info.name] = {k: v for k, v in info.to_dict().items() if k in _LISTED}
         return list(latest.values())
     except ArtifactError as exc:
         return [{"error": str(exc)}]
@@ -41,11 +48,21 @@ async def list_artifacts(store: ArtifactStore, context_id: str) -> list[dict[str
 _LISTED = ("uri", "name", "version", "mimeType", "size", "created")
 
 
-async def load_artifact(store: ArtifactStore, uri: str, *, max_bytes: int = MAX_TOOL_LOAD_BYTES) -> dict[str, Any]:
-    """An artifact's content: ``text`` for text types, else ``base64``; at most ``max_bytes``."""
+async def load_artifact(
+    store: ArtifactStore, uri: str, *, max_bytes: int = MAX_TOOL_LOAD_BYTES, visible: Visible | None = None
+) -> dict[str, Any]:
+    """An artifact's content: ``text`` for text types, else ``base64``; at most ``max_bytes``.
+    One ``visible`` refuses is answered as unknown (its existence is not told)."""
     try:
-        info = await store.info(ArtifactRef.parse(uri))
+        ref = ArtifactRef.parse(uri)
+        info = await store.info(ref)
+        if visible is not None and not visible(info):
+            raise ArtifactNotFound(f"no artifact {ref.uri}")
         content = b"".join([chunk async for chunk in store.open(info, 0, max_bytes)])
+    except ArtifactNotFound as exc:
+        if visible is not None:  # the same answer whether it does not exist or may not be seen
+            return {"error": f"no artifact {ref.uri} here; list_artifacts shows the ones you can load"}
+        return {"error": str(exc)}
     except ArtifactError as exc:
         return {"error": str(exc)}
     answer: dict[str, Any] = {"uri": info.uri, "name": info.name, "mimeType": info.mime_type, "size": info.size}

@@ -14,6 +14,9 @@ The families, labelled by ``namespace`` and the component (an agent's or gateway
 ``mesh_cards_healed_total``                 counter    card republished: something else replaced or cleared it
 ``mesh_bad_inputs_total``                   counter    requests refused, by ``reason``
 ``mesh_discovery_agents``                   gauge      agents in the component's registry
+``mesh_llm_model_calls_total``              counter    an LLM agent's model requests, by ``model``
+``mesh_llm_tool_calls_total``               counter    the tool calls its models made, by ``model``
+``mesh_llm_tokens_total``                   counter    tokens, by ``model`` and ``kind`` (input, output)
 =========================================  =========  ==============================================
 
 :func:`render` gives the text for the gateway's ``/metrics``; :func:`serve_metrics` serves it
@@ -72,6 +75,14 @@ class MeshCollector(Collector):
             "mesh_bad_inputs", "Requests refused, by reason", labels=["namespace", "component", "reason"]
         )
         discovery = GaugeMetricFamily("mesh_discovery_agents", "Agents in the component's registry", labels=_NAMES)
+        llm_labels = ["namespace", "agent", "model"]
+        model_calls = CounterMetricFamily("mesh_llm_model_calls", "An LLM agent's model requests", labels=llm_labels)
+        tool_calls = CounterMetricFamily(
+            "mesh_llm_tool_calls", "Tool calls an LLM agent's model made", labels=llm_labels
+        )
+        tokens = CounterMetricFamily(
+            "mesh_llm_tokens", "Tokens of an LLM agent's model requests", labels=[*llm_labels, "kind"]
+        )
         for c in self.metrics.components():
             ns, name = c.namespace, c.name
             for state, count in list(c.ended.items()):
@@ -87,7 +98,13 @@ class MeshCollector(Collector):
             _add_gauge(in_flight, [ns, name], c.in_flight)
             _add_gauge(queue, [ns, name], c.queue_depth)
             _add_gauge(discovery, [ns, name], c.discovery_size)
+            for model, usage in list(c.llm.items()):
+                model_calls.add_metric([ns, name, model], usage.model_calls)
+                tool_calls.add_metric([ns, name, model], usage.tool_calls)
+                tokens.add_metric([ns, name, model, "input"], usage.input_tokens)
+                tokens.add_metric([ns, name, model, "output"], usage.output_tokens)
         yield from (tasks, durations, in_flight, round_trips, queue, reconnects, healed, refused, discovery)
+        yield from (model_calls, tool_calls, tokens)
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:

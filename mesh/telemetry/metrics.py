@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mesh.transport import Transport
 
-__all__ = ["DURATION_BUCKETS", "METRICS", "ComponentMetrics", "Histogram", "MeshMetrics"]
+__all__ = ["DURATION_BUCKETS", "LLM_MODELS_KEPT", "METRICS", "ComponentMetrics", "Histogram", "LlmUsage", "MeshMetrics"]
 
 #: Upper bounds (seconds) of the task duration and round-trip histograms.
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+#: Models an agent's LLM counts are kept for, by name; later ones count as ``other`` (labels stay few).
+LLM_MODELS_KEPT = 8
 
 Gauge = Callable[[], float]
 
@@ -52,6 +55,18 @@ class Histogram:
             yield bound, running
 
 
+class LlmUsage:
+    """What an LLM agent's runs of one model used: model requests, tool calls and tokens."""
+
+    __slots__ = ("input_tokens", "model_calls", "output_tokens", "tool_calls")
+
+    def __init__(self) -> None:
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+
 class ComponentMetrics:
     """The counts of one agent or gateway, and the gauges it reports while it runs."""
 
@@ -61,6 +76,7 @@ class ComponentMetrics:
         "duration",
         "ended",
         "in_flight",
+        "llm",
         "name",
         "namespace",
         "queue_depth",
@@ -83,6 +99,8 @@ class ComponentMetrics:
         self.cards_healed = 0
         #: From sending a request to its final answer, by (callee, method).
         self.round_trips: dict[tuple[str, str], Histogram] = {}
+        #: An LLM agent's usage, by model (at most :data:`LLM_MODELS_KEPT`, then ``other``).
+        self.llm: dict[str, LlmUsage] = {}
         self.in_flight: Gauge | None = None
         self.queue_depth: Gauge | None = None
         self.discovery_size: Gauge | None = None
@@ -96,6 +114,18 @@ class ComponentMetrics:
 
     def refused(self, reason: str) -> None:
         self.refusals[reason] = self.refusals.get(reason, 0) + 1
+
+    def llm_used(self, model: str, *, model_calls: int, tool_calls: int, input_tokens: int, output_tokens: int) -> None:
+        """Count what one LLM run used (its model requests, tool calls and tokens)."""
+        usage = self.llm.get(model)
+        if usage is None:
+            if len(self.llm) >= LLM_MODELS_KEPT:
+                model = "other"
+            usage = self.llm.setdefault(model, LlmUsage())
+        usage.model_calls += model_calls
+        usage.tool_calls += tool_calls
+        usage.input_tokens += input_tokens
+        usage.output_tokens += output_tokens
 
     def round_trip(self, agent: str, method: str, seconds: float) -> None:
         histogram = self.round_trips.get((agent, method))

@@ -20,6 +20,8 @@ from agents.testing import AgentHarness, llm_agent
 from mesh.a2a import DataPart, Message, Task, TaskState, TaskStatusUpdateEvent, get_text_from_message
 from tests.agents.llm.scripts import call, scripted, tool_returns, user_texts
 
+ARTIFACT_TOOLS = ["list_artifacts", "load_artifact", "save_artifact"]
+
 
 def statuses(items: list[Any]) -> list[Message]:
     return [i.status.message for i in items if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None]
@@ -80,7 +82,7 @@ async def test_a_peer_not_allowed_is_no_tool() -> None:
     agent = llm_agent({"model": "test", "peers": ["calc*"]}, FunctionModel(stream_function=stream))
     async with AgentHarness(agent, peers=[EchoAgent()]) as mesh:
         await mesh.send("hi")
-    assert seen_tools == [["ask_user"]]
+    assert seen_tools == [["ask_user", *ARTIFACT_TOOLS]]
 
 
 async def test_python_tools_and_a_tool_that_raises_tells_the_model() -> None:
@@ -289,3 +291,18 @@ async def test_a_peer_call_is_a_delegation_with_its_depth_limit() -> None:
         task = await mesh.send("go")
     assert task.status.state is TaskState.completed
     assert "did not answer" in mesh.text(task) and "delegation.max_call_depth" in mesh.text(task)
+
+
+async def test_peer_tools_are_named_as_model_apis_accept_and_never_take_a_builtin_name() -> None:
+    offered: list[list[str]] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        offered.append(sorted(t.name for t in info.function_tools))
+        yield "ok"
+
+    agent = llm_agent({"model": "test", "peers": ["*"]}, FunctionModel(stream_function=stream), tools=[word_count])
+    peers = [EchoAgent(name=name) for name in ("weather.v2", "ask_user", "word_count")]
+    async with AgentHarness(agent, peers=peers) as mesh:
+        task = await mesh.send("hi")
+    assert task.status.state is TaskState.completed  # a clash of names would fail every run
+    assert offered == [sorted(["ask_user", *ARTIFACT_TOOLS, "word_count", "weather_v2"])]

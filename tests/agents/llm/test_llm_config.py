@@ -57,7 +57,7 @@ def test_the_issue_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert [s.command for s in config.mcp_servers] == [("uvx", "mcp-server-fetch"), ()]
     assert config.mcp_servers[1].url == "http://127.0.0.1:8000/mcp"
     assert config.settings == {"temperature": 0.2, "max_tokens": 2000} and config.max_tool_calls == 20
-    assert any(isinstance(t, PeerToolset) for t in agent.engine.toolsets)
+    assert any(isinstance(getattr(t, "wrapped", t), PeerToolset) for t in agent.engine.toolsets)
     assert "sk-test" not in repr(agent.engine.model)
 
 

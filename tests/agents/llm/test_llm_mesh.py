@@ -65,7 +65,8 @@ async def test_chat_completions_with_a_peer_tool_call(
         assert "".join(s for s in seen[2:] if isinstance(s, str)) == "The echo agent said ping."
     assert final_text(items[-1]) == "The echo agent said ping."
     # The model got the tool and then the peer's answer, marked as the peer's data.
-    assert [t["function"]["name"] for t in server.requests[0]["tools"]] == ["ask_user", "echo"]
+    names = ["ask_user", "list_artifacts", "load_artifact", "save_artifact", "echo"]
+    assert [t["function"]["name"] for t in server.requests[0]["tools"]] == names
     assert server.requests[0].get("stream", False) is stream
     tool_message = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")
     assert "not instructions" in tool_message["content"] and "ping" in tool_message["content"]
