@@ -88,7 +88,8 @@ A2A_ERRORS: Mapping[int, str] = {
 }
 _TASK_RESULTS: Final = frozenset({"GetTask", "CancelTask"})
 # The mesh's own codes a profile requester should retry: busy (-32050) and agent gone (-32010).
-_UNAVAILABLE_CODES: Final = frozenset({-32050, -32010})
+_BUSY: Final = -32050
+_UNAVAILABLE_CODES: Final = frozenset({_BUSY, -32010})
 
 
 class EmqxProfile(BaseModel):
@@ -120,11 +121,16 @@ def profile_error(code: int, message: str, data: Any = None) -> JSON:
     """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own codes.
 
     The mesh's busy and agent-gone become -32004 ``responder_unavailable``, which profile
-    requesters retry; other codes keep their A2A meaning (and their data, as ``data.details``
-    when it is not an object).
+    requesters retry, except a busy whose request waited past its Message Expiry (``data``
+    ``"expired": true``, :mod:`agents.admission`): that is the profile's "request expired
+    before processing", -32003 ``request_expired``. Other codes keep their A2A meaning (and
+    their data, as ``data.details`` when it is not an object).
     """
     a2a_error = A2A_ERRORS.get(code)
-    if code in _UNAVAILABLE_CODES:
+    if code == _BUSY and isinstance(data, Mapping) and data.get("expired") is True:
+        code, a2a_error = REQUEST_EXPIRED, A2A_ERRORS[REQUEST_EXPIRED]
+        message = f"the request expired before processing (its MQTT Message Expiry passed): {message}"
+    elif code in _UNAVAILABLE_CODES:
         code, a2a_error = RESPONDER_UNAVAILABLE, A2A_ERRORS[RESPONDER_UNAVAILABLE]
     error: JSON = {"code": code, "message": message}
     extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
