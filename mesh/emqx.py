@@ -32,9 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from mesh.a2a import (
     AgentCard,
     InvalidRequest,
+    Message,
     Method,
     MethodNotFound,
     RpcError,
+    Task,
     decode_json,
 )
 from mesh.a2a.validation import short_repr
@@ -253,7 +255,17 @@ class ProfileAnswer:
             err = doc["error"] if isinstance(doc["error"], dict) else {}
             error = profile_error(int(err.get("code", -32603)), str(err.get("message", "")), err.get("data"))
             return [_dump({"jsonrpc": "2.0", "id": request_id, "error": error})]
-        result = doc.get("result")
+        return self._results(request_id, doc.get("result"))
+
+    def encode_result(self, request_id: str | int | None, result: Task | Message) -> list[bytes]:
+        """As :meth:`encode` for a success response whose result the agent still holds as a model:
+        translated at once, without writing the 0.3 JSON and reading it back (the answer of
+        every ``SendMessage``). Raises ``ValueError`` for text no JSON can carry."""
+        if self.method is None:
+            raise ValueError("the request was not read: no method to answer")
+        return self._results(request_id, result)
+
+    def _results(self, request_id: Any, result: Any) -> list[bytes]:
         try:
             if self.stream is not None:
                 items = self.stream.feed(result)
