@@ -385,18 +385,25 @@ class Painter(Agent):
 PICTURE = bytes(range(256)) * 40
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize(("transport", "store_from"), [("stdio", "env"), ("http", "config")])
 async def test_artifacts_come_back_as_resource_links_the_client_reads_through_the_server(
     serve_agent: ServeAgent,
     broker_url: str,
     namespace: str,
     tmp_path: Path,
     transport: str,
+    store_from: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("MESH_ARTIFACTS", str(tmp_path / "artifacts"))  # the agent's store and mesh mcp's
+    monkeypatch.setenv("MESH_ARTIFACTS", str(tmp_path / "artifacts"))  # the agent's store (and mesh mcp's)
     await serve_agent(Painter())
-    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport) as client:
+    extra: tuple[str, ...] = ()
+    if store_from == "config":  # the artifacts: of --config wins over MESH_ARTIFACTS
+        config = tmp_path / "mesh.yaml"
+        config.write_text(f"artifacts:\n  path: {tmp_path / 'artifacts'}\n")
+        monkeypatch.setenv("MESH_ARTIFACTS", str(tmp_path / "elsewhere"))
+        extra = ("--config", str(config))
+    async with mesh_mcp(broker_url, namespace, tmp_path, *extra, transport=transport) as client:
         await client.wait_for_tools("painter")
         result = await client.session.call_tool("painter", {"message": "go"})
         assert not result.is_error, _text(result)
