@@ -12,7 +12,9 @@ usual); reading resumes below the bound. While paused, reading resumes briefly e
 
 "Busy" (-32050) is answered only to a request that cannot wait:
 
-- its Message Expiry (the caller's timeout) runs out while it is held;
+- its Message Expiry (the caller's timeout) runs out while it is held (the error's data says
+  ``"expired": true``: a profile requester gets the EMQX profile's -32003 ``request_expired``,
+  :func:`mesh.emqx.profile_error`);
 - twice the bound is held already (what one read brought in beyond it);
 - the agent delegates (calls of its own are open) and the bound is held: its reading is not
   paused then, since the answers to its calls come on the same connection and are what frees
@@ -138,7 +140,7 @@ class Admission:
             while self._held and not self._at_capacity():
                 message, deadline = self._held.popleft()
                 if deadline is not None and time.monotonic() >= deadline:
-                    self._busy(message, "held it until its Message Expiry")
+                    self._busy(message, "held it until its Message Expiry", expired=True)
                     continue
                 if self._dispatch(message):
                     self._held.appendleft((message, deadline))
@@ -178,7 +180,7 @@ class Admission:
         kept: deque[tuple[InboundMessage, float | None]] = deque()
         for message, deadline in self._held:
             if deadline is not None and now >= deadline:
-                self._busy(message, "held it until its Message Expiry")
+                self._busy(message, "held it until its Message Expiry", expired=True)
             else:
                 kept.append((message, deadline))
         self._held = kept
@@ -188,13 +190,16 @@ class Admission:
         if kept:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_INTERVAL_S, self._tick)
 
-    def _busy(self, message: InboundMessage, why: str) -> None:
+    def _busy(self, message: InboundMessage, why: str, *, expired: bool = False) -> None:
         self.refused_total += 1
         limit = self.max_concurrent
+        data: dict[str, object] = {"maxConcurrentTasks": limit}
+        if expired:
+            data["expired"] = True
         error = AgentBusy(
             f"agent {self.agent_name!r} runs {limit} tasks, its maximum (max_concurrent_tasks), and {why}; "
             "send the request again later",
-            data={"maxConcurrentTasks": limit},
+            data=data,
         )
         self._refuse(message, error)
         self._acknowledge(message)

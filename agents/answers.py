@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from mesh.a2a import InternalFailure, Method, RpcError, success_response_bytes
+from mesh.a2a import InternalFailure, Message, Method, RpcError, Task, success_response_bytes
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import Transport
@@ -38,6 +38,13 @@ class AnswerDialect(Protocol):
 
     def publish(self, topic: str, payload: bytes, correlation: bytes | None) -> list[asyncio.Future[None]]:
         """Translate one 0.3 JSON-RPC response and hand what it becomes to the transport, in order."""
+        ...
+
+    def publish_result(
+        self, topic: str, request_id: str | int | None, result: Task | Message, correlation: bytes | None
+    ) -> list[asyncio.Future[None]]:
+        """As :meth:`publish` for a success response whose result is still a model (no JSON round
+        trip); ``ValueError`` if it cannot be written (then the JSON path answers)."""
         ...
 
 
@@ -161,8 +168,28 @@ class Answers:
         """Answer with a success response around an already serialized ``result``."""
         self.send(route, success_response_bytes(route.request_id, result_json))
 
+    def _dialect_result(self, route: Route, result: Task | Message) -> bool:
+        """Answer a request of another dialect with a model result, translated without a JSON
+        round trip; False if it must take the JSON path (text no JSON can carry: an error)."""
+        dialect, topic = route.dialect, route.topic
+        if dialect is None or topic is None:
+            return False
+        try:
+            acks = dialect.publish_result(topic, route.request_id, result, route.correlation)
+        except TransportError as exc:
+            log.warning("%s: could not answer request %r on %r: %s", self.agent_name, route.request_id, topic, exc)
+            return True
+        except ValueError:
+            return False
+        for ack in acks:
+            self._in_flight.add(ack)
+            ack.add_done_callback(self._in_flight.discard)
+        return True
+
     def task(self, route: Route, record: TaskRecord, history_length: int | None = None) -> None:
         """Answer with the task as it is now (an internal error if it cannot be serialized)."""
+        if route.dialect is not None and self._dialect_result(route, record.snapshot(history_length)):
+            return
         try:
             result_json = record.snapshot(history_length).to_json_bytes()
         except ValueError as exc:  # a handler's text no JSON can carry (a lone surrogate)
@@ -175,6 +202,8 @@ class Answers:
         """Answer a request that waited for the task to settle: the handler's bare Message if it
         answered with one (:class:`~agents.updates.MessageOnly`), else the Task."""
         if record.message_answer is not None:
+            if route.dialect is not None and self._dialect_result(route, record.message_answer):
+                return
             self.result(route, record.message_answer.to_json_bytes())
         else:
             self.task(route, record, history_length)

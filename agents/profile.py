@@ -41,7 +41,7 @@ import zlib
 from collections.abc import Callable
 
 from agents.answers import Answers, Route
-from mesh.a2a import Method, RpcError
+from mesh.a2a import Message, Method, RpcError, Task
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import profile_user
 from mesh.credentials import password_for
@@ -96,9 +96,17 @@ class _ProfileReply:
         self.answer = ProfileAnswer(method)
 
     def publish(self, topic: str, payload: bytes, correlation: bytes | None) -> list[asyncio.Future[None]]:
+        return self._send(topic, self.answer.encode(payload), correlation)
+
+    def publish_result(
+        self, topic: str, request_id: str | int | None, result: Task | Message, correlation: bytes | None
+    ) -> list[asyncio.Future[None]]:
+        return self._send(topic, self.answer.encode_result(request_id, result), correlation)
+
+    def _send(self, topic: str, items: list[bytes], correlation: bytes | None) -> list[asyncio.Future[None]]:
         props = self.replies.properties(correlation)
         transport = self.replies.transport
-        return [transport.publish_nowait(topic, item, properties=props) for item in self.answer.encode(payload)]
+        return [transport.publish_nowait(topic, item, properties=props) for item in items]
 
 
 class ProfileReplies:

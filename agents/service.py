@@ -31,6 +31,7 @@ import logging
 from agents.admission import Admission
 from agents.agent import Agent
 from agents.answers import Answers
+from agents.artifact_retention import ArtifactReaper
 from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
 from agents.guard import CallGuard
@@ -164,6 +165,8 @@ class AgentService:
             max_bytes=self.settings.max_retained_bytes,
             journal=self.journal,
         )
+        self.artifact_reaper = ArtifactReaper(self.artifacts, self.name)
+        self.tasks.on_forgotten = lambda record: self.artifact_reaper.forgotten(record.context_id, record.id)
         self.contexts = ContextHistory(per_context=self.settings.context_history_limit)
         self.push_configs = PushConfigStore(journal=self.journal)
         self.notifier = PushNotifier(
@@ -452,6 +455,7 @@ class AgentService:
         await self.transport.close()
         self.metrics.unwatch()
         await self.agent.teardown()
+        await self.artifact_reaper.idle()
         await self.artifacts.close()
         log.info("agent %s stopped (%d running task(s) canceled)", self.name, len(active))
 

@@ -198,6 +198,8 @@ class TaskStore:
         self._by_request: dict[str, TaskRecord] = {}
         self._finished: OrderedDict[str, tuple[float, int]] = OrderedDict()
         self._per_context: Counter[str] = Counter()
+        #: Told of each task forgotten past its retention (the agent deletes its artifacts).
+        self.on_forgotten: Callable[[TaskRecord], None] | None = None
 
     def __contains__(self, task_id: str) -> bool:
         return task_id in self._tasks
@@ -252,8 +254,7 @@ class TaskStore:
             else:
                 record.orphaned = True
                 orphans.append(record)
-        for dropped in self._enforce_bounds(now):
-            self.journal.forgotten(dropped.id)
+        self._forgotten(self._enforce_bounds(now))
         return orphans
 
     def _forget(self, record: TaskRecord) -> None:
@@ -293,9 +294,14 @@ class TaskStore:
         self.retained_bytes += size
         self.journal.changed(record, task_json)  # its final state, serialized once for both
         dropped = self._enforce_bounds(now)
+        self._forgotten(dropped)
+        return dropped
+
+    def _forgotten(self, dropped: list[TaskRecord]) -> None:
         for gone in dropped:
             self.journal.forgotten(gone.id)
-        return dropped
+            if self.on_forgotten is not None:
+                self.on_forgotten(gone)
 
     def _enforce_bounds(self, now: float) -> list[TaskRecord]:
         dropped = []

@@ -16,8 +16,9 @@ Two requesters, each measured against both:
   and Correlation Data and matches replies by correlation (what a long-lived profile requester
   does): the responder's own cost shows here.
 
-Median sequential round trip and requests/s with 16 in flight. Numbers are noisy on a shared
-machine. Last line on stdout::
+Median sequential round trip and requests/s with 16 in flight. The responders take turns in
+rounds (``--rounds``, the first of each round rotating) and each figure is the median over
+the rounds, so that the load of a shared machine drifting during the run favours none of them. Last line on stdout::
 
     {"mesh_sdk_rtt_us": ..., "sdk_sdk_rtt_us": ..., "sdk_rtt_ratio": ..., "mesh_sdk_rps": ..., ...}
 
@@ -31,6 +32,7 @@ import asyncio
 import json
 import logging
 import socket
+import statistics
 import sys
 import textwrap
 import time
@@ -143,15 +145,22 @@ class RawRequester:
         await asyncio.wait_for(future, 30)
 
 
-async def measure(call: Callable[[], Awaitable[None]], requests: int) -> dict[str, float]:
-    for _ in range(20):  # warm-up
+async def warm(call: Callable[[], Awaitable[None]]) -> None:
+    for _ in range(20):
         await call()
+
+
+async def sequential(call: Callable[[], Awaitable[None]], requests: int) -> list[float]:
     samples = []
     for _ in range(requests):
         started = time.perf_counter()
         await call()
         samples.append(time.perf_counter() - started)
-    total = requests * 2
+    return samples
+
+
+async def in_flight(call: Callable[[], Awaitable[None]], total: int) -> float:
+    """Requests/s of ``total`` requests with :data:`CONCURRENCY` in flight."""
     queue = iter(range(total))
 
     async def worker() -> None:
@@ -160,10 +169,10 @@ async def measure(call: Callable[[], Awaitable[None]], requests: int) -> dict[st
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return {"rtt_us": median_us(samples), "rps": round(total / (time.perf_counter() - started), 1)}
+    return total / (time.perf_counter() - started)
 
 
-async def bench(url: str, requests: int) -> dict[str, float]:
+async def bench(url: str, requests: int, rounds: int) -> dict[str, float]:
     settings = BrokerSettings.from_url(url)
     mqtt = MqttConfig(host=settings.host, port=settings.port)
     sdk = Requester(mqtt, SPACE, requester_id="bench")
@@ -181,13 +190,30 @@ async def bench(url: str, requests: int) -> dict[str, float]:
     running = asyncio.create_task(raw.run(ready, stop))
     await ready.wait()
     result: dict[str, float] = {}
+    responders = [("mesh", "mesh-echo"), ("mesh_memory", "mesh-echo-mem"), ("sdk", "sdk-echo")]
+    calls = {
+        (who, requester): call
+        for who, agent in responders
+        for requester, call in (("sdk", sdk_call(agent)), ("raw", lambda agent=agent: raw.call(agent)))
+    }
+    # The machine's load drifts: the responders take turns, round after round (the first one of
+    # a round changing each time), and each figure is the median over the rounds.
+    rtts: dict[tuple[str, str], list[float]] = {key: [] for key in calls}
+    rates: dict[tuple[str, str], list[float]] = {key: [] for key in calls}
+    per_round = max(1, requests // rounds)
     try:
-        for who, agent in (("mesh", "mesh-echo"), ("mesh_memory", "mesh-echo-mem"), ("sdk", "sdk-echo")):
-            for requester, call in (("sdk", sdk_call(agent)), ("raw", lambda agent=agent: raw.call(agent))):
-                progress(f"{requester} requester -> {who}: {requests} sequential, then {CONCURRENCY} in flight")
-                figures = await measure(call, requests)
-                result[f"{who}_{requester}_rtt_us"] = figures["rtt_us"]
-                result[f"{who}_{requester}_rps"] = figures["rps"]
+        for call in calls.values():
+            await warm(call)
+        for round_number in range(rounds):
+            progress(f"round {round_number + 1}/{rounds}: {per_round} sequential, then {CONCURRENCY} in flight, each")
+            turn = responders[round_number % 3 :] + responders[: round_number % 3]
+            for requester in ("sdk", "raw"):
+                for who, _agent in turn:
+                    rtts[who, requester] += await sequential(calls[who, requester], per_round)
+                    rates[who, requester].append(await in_flight(calls[who, requester], 2 * per_round))
+        for (who, requester), samples in rtts.items():
+            result[f"{who}_{requester}_rtt_us"] = median_us(samples)
+            result[f"{who}_{requester}_rps"] = round(statistics.median(rates[who, requester]), 1)
     finally:
         stop.set()
         await running
@@ -206,6 +232,7 @@ async def bench(url: str, requests: int) -> dict[str, float]:
 def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300, help="sequential requests per pair (default 300)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds the responders take turns in (default 3)")
     args = parser.parse_args()
     logging.getLogger("mqtt").setLevel(logging.ERROR)  # aiomqtt's "pending publish calls" at 16 in flight
     with broker_url(args.broker) as url:
@@ -214,7 +241,7 @@ def main() -> None:
         sdk_script = textwrap.dedent(SDK_RESPONDER).format(host=settings.host, port=settings.port)
         with child(["-c", mesh_script]), child(["-c", sdk_script]):
             progress("mesh agent and SDK responder ready")
-            result = asyncio.run(bench(url, args.requests))
+            result = asyncio.run(bench(url, args.requests, args.rounds))
     emit(result)
 
 

@@ -32,9 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from mesh.a2a import (
     AgentCard,
     InvalidRequest,
+    Message,
     Method,
     MethodNotFound,
     RpcError,
+    Task,
     decode_json,
 )
 from mesh.a2a.validation import short_repr
@@ -88,7 +90,8 @@ A2A_ERRORS: Mapping[int, str] = {
 }
 _TASK_RESULTS: Final = frozenset({"GetTask", "CancelTask"})
 # The mesh's own codes a profile requester should retry: busy (-32050) and agent gone (-32010).
-_UNAVAILABLE_CODES: Final = frozenset({-32050, -32010})
+_BUSY: Final = -32050
+_UNAVAILABLE_CODES: Final = frozenset({_BUSY, -32010})
 
 
 class EmqxProfile(BaseModel):
@@ -120,11 +123,16 @@ def profile_error(code: int, message: str, data: Any = None) -> JSON:
     """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own codes.
 
     The mesh's busy and agent-gone become -32004 ``responder_unavailable``, which profile
-    requesters retry; other codes keep their A2A meaning (and their data, as ``data.details``
-    when it is not an object).
+    requesters retry, except a busy whose request waited past its Message Expiry (``data``
+    ``"expired": true``, :mod:`agents.admission`): that is the profile's "request expired
+    before processing", -32003 ``request_expired``. Other codes keep their A2A meaning (and
+    their data, as ``data.details`` when it is not an object).
     """
     a2a_error = A2A_ERRORS.get(code)
-    if code in _UNAVAILABLE_CODES:
+    if code == _BUSY and isinstance(data, Mapping) and data.get("expired") is True:
+        code, a2a_error = REQUEST_EXPIRED, A2A_ERRORS[REQUEST_EXPIRED]
+        message = f"the request expired before processing (its MQTT Message Expiry passed): {message}"
+    elif code in _UNAVAILABLE_CODES:
         code, a2a_error = RESPONDER_UNAVAILABLE, A2A_ERRORS[RESPONDER_UNAVAILABLE]
     error: JSON = {"code": code, "message": message}
     extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
@@ -247,7 +255,17 @@ class ProfileAnswer:
             err = doc["error"] if isinstance(doc["error"], dict) else {}
             error = profile_error(int(err.get("code", -32603)), str(err.get("message", "")), err.get("data"))
             return [_dump({"jsonrpc": "2.0", "id": request_id, "error": error})]
-        result = doc.get("result")
+        return self._results(request_id, doc.get("result"))
+
+    def encode_result(self, request_id: str | int | None, result: Task | Message) -> list[bytes]:
+        """As :meth:`encode` for a success response whose result the agent still holds as a model:
+        translated at once, without writing the 0.3 JSON and reading it back (the answer of
+        every ``SendMessage``). Raises ``ValueError`` for text no JSON can carry."""
+        if self.method is None:
+            raise ValueError("the request was not read: no method to answer")
+        return self._results(request_id, result)
+
+    def _results(self, request_id: Any, result: Any) -> list[bytes]:
         try:
             if self.stream is not None:
                 items = self.stream.feed(result)

@@ -5,11 +5,13 @@ One gRPC server per gateway (``grpc_port``); a request's ``tenant`` names the ag
 agent's card lists the gRPC interface with its name as tenant), an empty tenant the default
 agent. Requests are read as the ProtoJSON of their message into the same
 :class:`~gateways.http.rpc.RpcCall` as JSON-RPC and REST; answers are the 1.0 JSON read back
-into the response message. Credentials come in the metadata (``authorization``,
-``x-api-key``), as HTTP headers do. Errors abort the call with the gRPC code of the A2A error
-and a ``google.rpc.Status`` holding its ``ErrorInfo`` in ``grpc-status-details-bin``, which
-a2a-sdk's client maps back to its error types. The HTTP edge's rate and concurrency limits are
-not applied to gRPC (yet).
+into the response message. As on the other bindings, an inline file above the threshold is
+stored and sent on as its ``artifact://`` URI, and every ``artifact://`` URI of an answer
+becomes the caller's signed download link (:mod:`gateways.http.artifacts`). Credentials come
+in the metadata (``authorization``, ``x-api-key``), as HTTP headers do. Errors abort the call
+with the gRPC code of the A2A error and a ``google.rpc.Status`` holding its ``ErrorInfo`` in
+``grpc-status-details-bin``, which a2a-sdk's client maps back to its error types. The HTTP
+edge's rate and concurrency limits are not applied to gRPC (yet).
 """
 
 from __future__ import annotations
@@ -113,14 +115,13 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
             await _abort(context, exc)
 
     async def _forward(self, call: RpcCall, agent: str, principal: Principal) -> Any:
-        settings = self.gateway.settings
-        message = call.params.get("message")
-        if message is not None:
-            check_message_limits(message, settings.limits)
+        gateway = self.gateway
+        await self._check_message(call, principal)
         envelope = envelope_for(call, user_id=principal.name, channel="grpc")
-        frames = self.gateway.runtime.forward(
-            envelope, agent, deadline_s=settings.timeouts.default_s, owner=principal.name
+        frames = gateway.runtime.forward(
+            envelope, agent, deadline_s=gateway.settings.timeouts.default_s, owner=principal.name
         )
+        frames = gateway.artifacts.rewrite(frames, gateway.public_url, principal.name)
         try:
             async for frame in frames:
                 if frame.is_final:
@@ -129,19 +130,26 @@ class _Service(a2a_pb2_grpc.A2AServiceServicer):
             await frames.aclose()  # type: ignore[attr-defined]
         raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
 
+    async def _check_message(self, call: RpcCall, principal: Principal) -> None:
+        """The message's limits; its inline files above the threshold stored (by URI from here)."""
+        message = call.params.get("message")
+        if message is not None:
+            check_message_limits(message, self.gateway.settings.limits)
+            await self.gateway.artifacts.store_uploads(message, principal.name, call.task_id)
+
     async def _stream(self, method: str, request: Proto, context: Any) -> AsyncIterator[pb.StreamResponse]:
         try:
             principal = self._principal(context)
             call, tenant = self._read(method, request, context)
             agent = target_agent(self.gateway, call, principal, tenant or None)
-            message = call.params.get("message")
-            if message is not None:
-                check_message_limits(message, self.gateway.settings.limits)
+            await self._check_message(call, principal)
         except RpcError as exc:
             await _abort(context, exc)
+        gateway = self.gateway
         envelope = envelope_for(call, user_id=principal.name, channel="grpc")
-        deadline = self.gateway.settings.timeouts.streaming_s
-        frames = self.gateway.runtime.forward(envelope, agent, deadline_s=deadline, owner=principal.name)
+        deadline = gateway.settings.timeouts.streaming_s
+        frames = gateway.runtime.forward(envelope, agent, deadline_s=deadline, owner=principal.name)
+        frames = gateway.artifacts.rewrite(frames, gateway.public_url, principal.name)
         v1 = StreamToV1(until_terminal=method == "SubscribeToTask")
         try:
             async for frame in frames:

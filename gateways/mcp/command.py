@@ -24,6 +24,8 @@ from mesh.trust.config import resolve
 from topics import validate_identifier
 
 if TYPE_CHECKING:
+    from mesh.artifacts import ArtifactSettings
+
     from .server import McpGateway
 
 __all__ = ["register", "run_mcp"]
@@ -91,6 +93,7 @@ async def _mcp(args: argparse.Namespace) -> int:
         raise ConfigError(f"--http {args.http}: not a TCP port; give a number from 1 to 65535 (0: any free port)")
     gateway_id = validate_identifier(args.id, "gateway id") if args.id else f"mcp-{uuid.uuid4().hex[:8]}"
     auth, trust = _settings(args, gateway_id)
+    artifacts = load_config(args.config).artifacts if args.config else None
     broker = client_settings(args)  # --broker, --secure, TLS, --client as for the other client commands
     await run_mcp(
         broker,
@@ -102,6 +105,7 @@ async def _mcp(args: argparse.Namespace) -> int:
         http_port=args.http,
         host=args.host,
         auth=auth,
+        artifacts=artifacts,
     )
     return EXIT_OK
 
@@ -147,9 +151,16 @@ async def run_mcp(
     http_port: int | None = None,
     host: str = "127.0.0.1",
     auth: object | None = None,
+    artifacts: ArtifactSettings | None = None,
 ) -> None:
-    """Serve MCP on stdio until stdin closes, or on HTTP until stopped."""
+    """Serve MCP on stdio until stdin closes, or on HTTP until stopped.
+
+    ``artifacts``: the store tool results' artifact links are read from (``resources/read``);
+    by default ``MESH_ARTIFACTS`` or the embedded store, as the agents use."""
+    from mesh.artifacts import open_store, resolve_settings
+
     from .bridge import MeshBridge
+    from .resources import ArtifactResources
     from .server import McpGateway
 
     bridge = MeshBridge(
@@ -160,7 +171,7 @@ async def run_mcp(
         trust=trust,
         idle_timeout_s=idle_timeout_s,
     )
-    gateway = McpGateway(bridge)
+    gateway = McpGateway(bridge, ArtifactResources(open_store(resolve_settings(artifacts), namespace)))
     gateway.bind_loop()
     await bridge.start()
     tune_for_serving()  # as `mesh run` does once its components are started
@@ -172,6 +183,8 @@ async def run_mcp(
     finally:
         await gateway.close()
         await bridge.stop()
+        if gateway.resources is not None:
+            await gateway.resources.close()
 
 
 async def _serve_stdio(gateway: McpGateway) -> None:

@@ -5,6 +5,8 @@
   (:class:`~gateways.mcp.bridge.MeshBridge`); its frames become progress notifications (when the
   client gave a progress token) and the result (:class:`~gateways.mcp.results.TaskAnswer`). A
   client's ``notifications/cancelled`` cancels the handler, which cancels the task on the mesh;
+- ``resources/read`` and ``resources/list``: the ``artifact://`` links of tool results
+  (:mod:`gateways.mcp.resources`);
 - the tool set changing sends ``notifications/tools/list_changed``: on each handshake-era
   connection that listed the tools (its standalone channel: stdio, or the HTTP GET stream), and
   on every 2026-era ``subscriptions/listen`` stream (the SDK's :class:`ListenHandler`).
@@ -33,6 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mesh.version import __version__
 
 from .bridge import MeshBridge, call_envelope
+from .resources import ArtifactResources
 from .results import TaskAnswer
 from .tools import AgentTool
 
@@ -51,8 +54,9 @@ _ARGUMENTS = {"message", "context_id", "task_id", "skill"}
 class McpGateway:
     """The MCP side of ``mesh mcp``: ``server`` serves any number of connections over one bridge."""
 
-    def __init__(self, bridge: MeshBridge) -> None:
+    def __init__(self, bridge: MeshBridge, resources: ArtifactResources | None = None) -> None:
         self.bridge = bridge
+        self.resources = resources
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus, max_subscriptions=MAX_TRACKED_CONNECTIONS)
         self.server: Server[Any] = Server(
@@ -66,6 +70,8 @@ class McpGateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self.listen,
+            on_list_resources=self._list_resources if resources is not None else None,
+            on_read_resource=self._read_resource if resources is not None else None,
         )
         # Handshake-era connections, by identity: their standalone channel carries list_changed.
         self._connections: OrderedDict[int, ServerSession] = OrderedDict()
@@ -120,9 +126,27 @@ class McpGateway:
             return types.CallToolResult(content=[types.TextContent(text=busy)], is_error=True)
         self._in_flight += 1
         try:
-            return await self._call(ctx, tool, arguments)
+            result = await self._call(ctx, tool, arguments)
         finally:
             self._in_flight -= 1
+        return result if self.resources is None else self.resources.offered(_principal(ctx), result)
+
+    # ------------------------------------------------------------------ resources (artifact links)
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return await self._artifact_resources().list(_principal(ctx))
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self._artifact_resources().read(_principal(ctx), params.uri)
+
+    def _artifact_resources(self) -> ArtifactResources:
+        if self.resources is None:  # pragma: no cover - the handlers are registered only with resources
+            raise MCPError(types.METHOD_NOT_FOUND, "this server has no resources")
+        return self.resources
 
     async def _call(
         self, ctx: ServerRequestContext[Any], tool: AgentTool, arguments: dict[str, Any]

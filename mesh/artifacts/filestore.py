@@ -26,7 +26,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,12 +57,15 @@ CREATE TABLE IF NOT EXISTS artifacts (
     PRIMARY KEY (context_id, name, version)
 )
 """
+_INDEX = "CREATE INDEX IF NOT EXISTS artifacts_owner ON artifacts (owner_task)"
 _COLUMNS = "context_id, name, version, mime_type, size, sha256, created, owner_task, owner_user"
 # Fixed clauses only: every value is bound.
 _SELECT = f"SELECT {_COLUMNS} FROM artifacts"  # noqa: S608
 _INSERT = f"INSERT INTO artifacts ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"  # noqa: S608
 # Writes are gathered to this size before each trip to the writing thread.
 _WRITE_BATCH = 4 * CHUNK_BYTES
+# Owners per DELETE statement (SQLite binds at most 32766 values).
+_OWNERS_PER_STATEMENT = 500
 # A temporary file this old belongs to a save that died with its process.
 _STALE_TMP_S = 3600.0
 
@@ -89,6 +92,7 @@ class FileStore:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA busy_timeout=10000")
                 db.execute(_SCHEMA)
+                db.execute(_INDEX)
             except (OSError, sqlite3.Error) as exc:
                 raise ArtifactStoreUnavailable(
                     f"cannot open the artifact store at {self.root}: {exc}; check the directory's permissions "
@@ -277,6 +281,24 @@ class FileStore:
         horizon = retention_horizon(self.limits) if older_than is None else older_than
         self._purged_at = time.monotonic()
         return await self._run(lambda db: self._delete_where(db, "created < ?", [horizon]))
+
+    async def delete_owned(self, owners: Iterable[tuple[str, str]]) -> int:
+        pairs = list(dict.fromkeys(owners))
+        if not pairs or (self._db is None and not (self.root / "catalog.sqlite3").exists()):
+            return 0  # nothing was ever saved here: no folder is made for nothing
+
+        def remove(db: sqlite3.Connection) -> int:
+            removed = 0
+            for start in range(0, len(pairs), _OWNERS_PER_STATEMENT):
+                batch = pairs[start : start + _OWNERS_PER_STATEMENT]
+                where = " OR ".join(["(owner_task=? AND context_id=?)"] * len(batch))
+                args = [value for ctx, task in batch for value in (task, ctx)]
+                # Most forgotten tasks saved nothing: a read finds that without the write lock.
+                if db.execute(f"SELECT 1 FROM artifacts WHERE {where} LIMIT 1", args).fetchone():  # noqa: S608
+                    removed += self._delete_where(db, where, args)
+            return removed
+
+        return await self._run(remove)
 
     async def _maybe_purge(self) -> None:
         if purge_due(self._purged_at):

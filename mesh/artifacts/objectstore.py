@@ -21,7 +21,7 @@ import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from mesh.artifacts.errors import ArtifactNotFound, ArtifactStoreUnavailable
@@ -233,6 +233,27 @@ class ObjectStore:
             if _version_of(item["path"]) is not None and item["last_modified"].timestamp() < horizon
         ]
         return await self._delete_versions(keys)
+
+    async def delete_owned(self, owners: Iterable[tuple[str, str]]) -> int:
+        tasks_of: dict[str, set[str]] = {}
+        for context_id, task_id in owners:
+            tasks_of.setdefault(context_id, set()).add(task_id)
+        limit = asyncio.Semaphore(16)
+
+        async def owned(key: str, tasks: set[str]) -> bool:
+            async with limit:
+                try:
+                    return (await self._meta(key)).get("ownerTask") in tasks
+                except self._not_found:
+                    return False  # deleted meanwhile
+
+        deleted = 0
+        for context_id, tasks in tasks_of.items():  # one listing per context: most have no artifacts
+            prefix = f"{self._root}/{encode_segment(context_id)}/"
+            keys = [item["path"] for item in await self._listing(prefix) if _version_of(item["path"]) is not None]
+            marks = await asyncio.gather(*(owned(key, tasks) for key in keys))
+            deleted += await self._delete_versions([key for key, mine in zip(keys, marks, strict=True) if mine])
+        return deleted
 
     async def _delete_versions(self, meta_keys: builtins.list[str]) -> int:
         deleted = 0

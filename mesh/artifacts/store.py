@@ -20,7 +20,7 @@ import builtins
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -151,6 +151,11 @@ class ArtifactStore(Protocol):
 
     async def purge(self, older_than: float | None = None) -> int:
         """Delete versions created before ``older_than`` (epoch seconds; default: past the retention)."""
+        ...
+
+    async def delete_owned(self, owners: Iterable[tuple[str, str]]) -> int:
+        """Delete the versions saved by each ``(context id, task id)`` of ``owners`` (tasks past
+        their retention); how many were deleted."""
         ...
 
     async def usage(self) -> int:

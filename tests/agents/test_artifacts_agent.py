@@ -8,11 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, AgentService, FileArtifact, TaskContext, Update
-from mesh.a2a import FilePart, FileWithBytes, FileWithUri, Message, TaskState
+import pytest
+
+from agents import Agent, AgentService, AgentSettings, FileArtifact, Status, TaskContext, Update
+from mesh.a2a import FilePart, FileWithBytes, FileWithUri, Message, TaskState, TextPart
 from mesh.artifacts import ArtifactRef, ArtifactSettings, open_store, read_all
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from tests.artifact_stores import store_settings
 from tests.mesh.cli_process import mesh
 
 BIG = os.urandom(2_000_000)
@@ -75,3 +78,60 @@ async def test_artifacts_of_an_agent_travel_by_uri_and_the_cli_saves_them(
         assert not list(out.rglob("*.part"))
     finally:
         await service.stop()
+
+
+class Reporter(Agent):
+    """Saves one artifact per task, named after the message."""
+
+    name = "reporter"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
+        text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+        await ctx.save_artifact(f"{text}.txt", text.encode(), "text/plain")
+        yield Status("saved")
+
+
+async def test_artifacts_leave_with_their_task_past_its_retention(
+    broker_settings: BrokerSettings,
+    namespace: str,
+    tmp_path: Path,
+    store_kind: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    settings = store_settings(store_kind, tmp_path, request)
+    store = open_store(settings, namespace)
+    # Past retention at once: each finished task is forgotten when the next one finishes, and
+    # at a restart every finished task the journal holds is.
+    agent_settings = AgentSettings(task_retention_s=1e-9, task_store=str(tmp_path / "tasks.sqlite3"))
+
+    async def owners() -> list[tuple[str, str | None]]:
+        return [(i.name, i.owner_task) for i in await store.list()]
+
+    service = AgentService(
+        Reporter(), broker=broker_settings, namespace=namespace, settings=agent_settings, artifacts=settings
+    )
+    await service.start()
+    try:
+        async with MeshClient.connect(broker_settings, namespace) as client:
+            await client.wait_for_agent("reporter", timeout=5)
+            first = await client.send("reporter", "first", timeout=30)
+            await store.save(first.context_id, "by-hand.txt", b"not a task's")  # no owner: stays
+            assert sorted(await owners()) == [("by-hand.txt", None), ("first.txt", first.id)]
+            second = await client.send("reporter", "second", timeout=30)
+            await service.artifact_reaper.idle()
+            assert sorted(await owners()) == [("by-hand.txt", None), ("second.txt", second.id)]
+            assert service.artifact_reaper.deleted == 1
+    finally:
+        await service.stop()
+    # The restart finds the second task past its retention in the journal: its artifact goes too.
+    service = AgentService(
+        Reporter(), broker=broker_settings, namespace=namespace, settings=agent_settings, artifacts=settings
+    )
+    await service.start()
+    try:
+        await service.artifact_reaper.idle()
+        assert await owners() == [("by-hand.txt", None)]
+        assert service.artifact_reaper.deleted == 1
+    finally:
+        await service.stop()
+        await store.close()

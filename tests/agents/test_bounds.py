@@ -117,7 +117,7 @@ async def test_a_held_request_whose_expiry_runs_out_is_answered_busy(
     )
     assert busy["id"] == "x-2" and busy["error"]["code"] == -32050
     assert "max_concurrent_tasks" in busy["error"]["message"] and "Message Expiry" in busy["error"]["message"]
-    assert busy["error"]["data"] == {"maxConcurrentTasks": 1}
+    assert busy["error"]["data"] == {"maxConcurrentTasks": 1, "expired": True}  # for a profile requester: -32003
     assert service.tasks.get("x-2") is None and service.admission.held == 0
 
 

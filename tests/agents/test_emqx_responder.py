@@ -9,6 +9,7 @@ the Task.id across retries and yields ``(kind, text)`` per reply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 import aiomqtt
 import pytest
-from a2a_over_mqtt import A2ARequest, MqttConfig, Requester, TopicSpace
+from a2a_over_mqtt import A2ARequest, MqttConfig, Requester, TopicSpace, make_properties
 
 from agents import AgentSettings
 from agents.service import AgentService
@@ -273,3 +274,45 @@ async def test_bearer_token_reaches_the_handler(
     payload = v1_request("SendMessage", {"message": message("who", str(uuid.uuid4()))})
     reply = await one_reply(sdk_mqtt, space, "whoami", payload, **{"a2a-authorization": "Bearer not-a-jwt"})
     assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_request_held_past_its_message_expiry_is_answered_request_expired(
+    serve_profile: ServeProfile,
+    requester: Requester,
+    sdk_mqtt: MqttConfig,
+    space: TopicSpace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The profile: "Request expired before processing" is -32003 ``request_expired``. The
+    agent runs one task at a time; a second request waits (held, unacknowledged) for a place,
+    and its MQTT Message Expiry, which the profile lets requesters set, passes meanwhile."""
+    from a2a_over_mqtt import requester as sdk_requester
+
+    def with_expiry(response_topic: str | None = None, correlation_data: str | None = None) -> Any:
+        properties = make_properties(response_topic, correlation_data)
+        properties.MessageExpiryInterval = 1
+        return properties
+
+    agent = Blocker()
+    await serve_profile(agent, max_concurrent_tasks=1)
+    first = asyncio.create_task(collect(requester, "blocker", A2ARequest(text="first", request_id="r-first").to_json()))
+    await asyncio.wait_for(agent.started.wait(), 10)
+    monkeypatch.setattr(sdk_requester, "make_properties", with_expiry)  # the SDK's requester, with an expiry
+    async with aiomqtt.Client(**sdk_mqtt.client_kwargs(identifier=f"{space.org}/ai/watcher")) as watcher:
+        await watcher.subscribe(space.reply("tester", "+"), qos=1)
+        expired = await asyncio.wait_for(
+            collect(requester, "blocker", A2ARequest(text="second", request_id="r-second").to_json()), 10
+        )
+        assert [kind for kind, _ in expired] == ["error"]
+        assert "expired before processing" in expired[0][1]
+        async with asyncio.timeout(10):
+            async for msg in watcher.messages:
+                reply = json.loads(msg.payload)
+                if "error" in reply:
+                    break
+    assert reply["error"]["code"] == -32003
+    assert reply["error"]["data"]["a2a_error"] == "request_expired"
+    assert not first.done()  # the running task was left alone; the expired one never ran
+    first.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await first

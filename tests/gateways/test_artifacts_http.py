@@ -12,8 +12,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from a2a.client import ClientCallContext, ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
+from a2a.client.client import Client
+from a2a.types import GetTaskRequest, Part, Role, SendMessageRequest, TaskState
+from a2a.types import Message as SdkMessage
+from a2a.types import Task as SdkTask
 
 from agents import Agent, AgentService, TaskContext
 from gateways.http.server import HttpGateway
@@ -79,13 +86,20 @@ async def mesh_with_store(
     """``await start(agent, limits=...)``: the agent and a gateway (basic auth) sharing one store."""
     running: list[Any] = []
 
-    async def start(agent: Agent, limits: ArtifactLimits | None = None) -> tuple[HttpGateway, Agent]:
+    async def start(
+        agent: Agent, limits: ArtifactLimits | None = None, *, grpc: bool = False
+    ) -> tuple[HttpGateway, Agent]:
         settings = store_settings(store_kind, tmp_path, request, limits)
         service = AgentService(agent, broker=broker_settings, namespace=namespace, artifacts=settings)
         await service.start()
         running.append(service)
         gateway_settings = HttpGatewaySettings.model_validate(
-            {"port": 0, "auth": {"mode": "basic", "users": USERS}, "limits": {"max_message_bytes": 8_000_000}}
+            {
+                "port": 0,
+                "auth": {"mode": "basic", "users": USERS},
+                "limits": {"max_message_bytes": 8_000_000},
+                "grpc_port": 0 if grpc else None,
+            }
         )
         gateway = HttpGateway(gateway_settings, broker=broker_settings, namespace=namespace, artifacts=settings)
         await gateway.start()
@@ -244,3 +258,65 @@ async def test_hostile_names_and_a_full_store_fail_the_task_cleanly(
     assert [i.name for i in await store.list()] == ["ok.bin"]
     assert await store.usage() == 2 * MB  # nothing partial of the refused one
     await store.close()
+
+
+async def _grpc_client(http: httpx.AsyncClient, gateway: HttpGateway, agent: str, streaming: bool) -> Client:
+    """The a2a-sdk client on the gRPC interface of the card the gateway serves."""
+    card = (await http.get(f"{gateway.public_url}/a2a/agents/{agent}/card")).json()
+    card["supportedInterfaces"] = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+    config = ClientConfig(
+        streaming=streaming, supported_protocol_bindings=["GRPC"], grpc_channel_factory=grpc.aio.insecure_channel
+    )
+    return await create_client(parse_agent_card(card), client_config=config)
+
+
+def _as(user: tuple[str, str]) -> ClientCallContext:
+    token = base64.b64encode(f"{user[0]}:{user[1]}".encode()).decode()
+    return ClientCallContext(service_parameters={"authorization": f"Basic {token}"})
+
+
+def _sdk_request(*parts: Part) -> SendMessageRequest:
+    return SendMessageRequest(message=SdkMessage(role=Role.ROLE_USER, message_id=os.urandom(8).hex(), parts=parts))
+
+
+async def _final_task(client: Client, request: SendMessageRequest, user: tuple[str, str]) -> SdkTask:
+    events = [event async for event in client.send_message(request, context=_as(user))]
+    tasks = [event.task for event in events if event.HasField("task")]
+    if tasks and tasks[-1].status.state == TaskState.TASK_STATE_COMPLETED:
+        return tasks[-1]
+    got = await client.get_task(GetTaskRequest(id=tasks[0].id), context=_as(user))
+    return got
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_grpc_answers_carry_the_callers_download_links(mesh_with_store: Start, streaming: bool) -> None:
+    """The a2a-sdk gRPC client: artifact:// URIs come back as signed links, as on JSON-RPC and REST."""
+    gateway, producer = await mesh_with_store(Producer(), grpc=True)
+    async with httpx.AsyncClient(timeout=60) as http:
+        async with await _grpc_client(http, gateway, "producer", streaming) as client:
+            task = await _final_task(client, _sdk_request(Part(text="make 1 g.bin")), ALICE)
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        [part] = [part for artifact in task.artifacts for part in artifact.parts]
+        assert part.url.startswith(f"{gateway.public_url}/a2a/artifacts/{task.context_id}/g.bin?version=1&user=alice")
+        downloaded = await http.get(part.url)  # the signed link stands in for credentials
+        assert downloaded.status_code == 200 and downloaded.headers["content-type"] == "application/x-test"
+        uri = f"artifact://{task.context_id}/g.bin?version=1"
+        assert hashlib.sha256(downloaded.content).hexdigest() == producer.digests[uri]  # type: ignore[attr-defined]
+        assert (await http.get(part.url.replace("user=alice", "user=bob"))).status_code == 401
+
+
+async def test_a_grpc_upload_above_the_threshold_reaches_the_agent_as_a_uri(mesh_with_store: Start) -> None:
+    gateway, _ = await mesh_with_store(Consumer(), grpc=True)
+    data = os.urandom(1_500_000)  # above the 1 MB threshold, within gRPC's 4 MB message
+    upload = Part(raw=data, filename="in.bin", media_type="application/pdf")
+    async with httpx.AsyncClient(timeout=60) as http:
+        async with await _grpc_client(http, gateway, "consumer", False) as client:
+            task = await _final_task(client, _sdk_request(upload, Part(text="and a note")), ALICE)
+        [line] = "".join(p.text for p in task.status.message.parts).splitlines()
+        uri, size, digest = line.split()
+        assert uri == f"artifact://{task.context_id}/in.bin?version=1"
+        assert (int(size), digest) == (len(data), hashlib.sha256(data).hexdigest())
+        path = f"{gateway.public_url}/a2a/artifacts/{task.context_id}/in.bin"
+        mine = await http.get(path, auth=ALICE)  # the uploader owns it
+        assert mine.content == data and mine.headers["content-type"] == "application/pdf"
+        assert (await http.get(path, auth=BOB)).status_code == 404

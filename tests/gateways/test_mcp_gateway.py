@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from agents import Agent, InputRequired, Reply
 from agents.builtin.calculator import CalculatorAgent
@@ -365,3 +367,67 @@ async def _modern_session(client: Client, serve_agent: ServeAgent) -> None:
     done = await client.call_tool("countdown", {"message": "2"}, progress_callback=on_progress)
     assert "Liftoff! Counted down from 2." in _text(done)
     assert [m for m in progress if m and m.endswith("...")] == ["2...", "1..."]
+
+
+class Painter(Agent):
+    """Saves a binary picture and a text note as artifacts (by URI, not inline)."""
+
+    name = "painter"
+    description = "Paints a picture and writes a note."
+
+    async def handle(self, message, ctx):  # type: ignore[no-untyped-def]
+        await ctx.save_artifact("art/picture.png", PICTURE, "image/png")
+        await ctx.save_artifact("note.md", "# Note\n\nçà va\n".encode(), "text/markdown")
+        await ctx.save_artifact("secret.txt", b"saved, never linked", "text/plain", emit=False)
+        return Reply("painted")
+
+
+PICTURE = bytes(range(256)) * 40
+
+
+@pytest.mark.parametrize(("transport", "store_from"), [("stdio", "env"), ("http", "config")])
+async def test_artifacts_come_back_as_resource_links_the_client_reads_through_the_server(
+    serve_agent: ServeAgent,
+    broker_url: str,
+    namespace: str,
+    tmp_path: Path,
+    transport: str,
+    store_from: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MESH_ARTIFACTS", str(tmp_path / "artifacts"))  # the agent's store (and mesh mcp's)
+    await serve_agent(Painter())
+    extra: tuple[str, ...] = ()
+    if store_from == "config":  # the artifacts: of --config wins over MESH_ARTIFACTS
+        config = tmp_path / "mesh.yaml"
+        config.write_text(f"artifacts:\n  path: {tmp_path / 'artifacts'}\n")
+        monkeypatch.setenv("MESH_ARTIFACTS", str(tmp_path / "elsewhere"))
+        extra = ("--config", str(config))
+    async with mesh_mcp(broker_url, namespace, tmp_path, *extra, transport=transport) as client:
+        await client.wait_for_tools("painter")
+        result = await client.session.call_tool("painter", {"message": "go"})
+        assert not result.is_error, _text(result)
+        links = {b.name: b for b in result.content if isinstance(b, types.ResourceLink)}
+        assert set(links) == {"art/picture.png", "note.md"}
+        context_id = result.meta["mesh/contextId"] if result.meta else None
+        assert links["art/picture.png"].uri == f"artifact://{context_id}/art/picture.png?version=1"
+        assert links["art/picture.png"].mime_type == "image/png"
+
+        picture = (await client.session.read_resource(links["art/picture.png"].uri)).contents
+        assert len(picture) == 1 and isinstance(picture[0], types.BlobResourceContents)
+        assert base64.b64decode(picture[0].blob) == PICTURE and picture[0].mime_type == "image/png"
+        note = (await client.session.read_resource(links["note.md"].uri)).contents
+        assert isinstance(note[0], types.TextResourceContents) and note[0].text == "# Note\n\nçà va\n"
+
+        listed = (await client.session.list_resources()).resources
+        assert sorted(r.uri for r in listed) == sorted(link.uri for link in links.values())
+        # In the store but never handed to this client, or not there at all: not found alike.
+        for uri in (
+            f"artifact://{context_id}/secret.txt",
+            f"artifact://{context_id}/nothing.txt",
+            "file:///etc/passwd",
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.session.read_resource(uri)
+            assert refused.value.error.code == -32002 and "resource not found" in refused.value.error.message
+    assert "Traceback" not in client.stderr_text()

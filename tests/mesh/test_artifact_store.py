@@ -136,3 +136,21 @@ async def test_namespaces_never_share_a_folder(tmp_path: Path, request: pytest.F
     assert len({p.name for p in (tmp_path / "artifacts").iterdir()}) == 2
     await one.close()
     await two.close()
+
+
+async def test_delete_owned_takes_only_the_versions_of_that_task_in_its_context(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = _open(store_kind, tmp_path, request)
+    assert await store.delete_owned([("ctx", "t1")]) == 0  # nothing saved yet: nothing to do
+    await store.save("ctx", "a.txt", b"1", owner_task="t1")
+    await store.save("ctx", "a.txt", b"2", owner_task="t2")  # version 2 of the same name, another task
+    await store.save("ctx", "b.txt", b"3", owner_task="t1")
+    await store.save("other", "a.txt", b"4", owner_task="t1")  # same task id, another context
+    await store.save("ctx", "c.txt", b"5")  # no owner task
+    assert await store.delete_owned([("ctx", "t1"), ("ctx", "t1"), ("ctx", "gone")]) == 2
+    left = [(i.context_id, i.name, i.version, i.owner_task) for i in await store.list()]
+    assert left == [("ctx", "a.txt", 2, "t2"), ("ctx", "c.txt", 1, None), ("other", "a.txt", 1, "t1")]
+    assert await read_all(store, ArtifactRef("ctx", "a.txt")) == b"2"
+    assert await store.usage() == 3
+    await store.close()
