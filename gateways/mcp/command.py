@@ -1,7 +1,7 @@
 """The ``mesh mcp`` command (registered through the ``mesh.commands`` entry points).
 
-The MCP SDK is imported when the command runs, not when ``mesh`` registers its commands: every
-other command would otherwise pay for loading it.
+The MCP SDK (and the config loader, the JOSE library) are imported when the command runs, not
+when ``mesh`` registers its commands: every other command would otherwise pay for loading them.
 """
 
 from __future__ import annotations
@@ -14,16 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
-from mesh.config import load_config
 from mesh.errors import ConfigError
-from mesh.gctuning import tune_for_serving
-from mesh.trust import Trust, TrustSettings, load_trust
-from mesh.trust.config import resolve
 from topics import validate_identifier
 
 if TYPE_CHECKING:
+    from mesh.broker import BrokerSettings
+    from mesh.trust import Trust
+
     from .server import McpGateway
 
 __all__ = ["register", "run_mcp"]
@@ -108,6 +106,10 @@ async def _mcp(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace, gateway_id: str) -> tuple[object | None, Trust | None]:
     """The auth (an HTTP gateway's ``auth:``) and the trust of ``--config`` / ``--keys``."""
+    from mesh.config import load_config
+    from mesh.trust import TrustSettings, load_trust  # the JOSE library: when the command runs
+    from mesh.trust.config import resolve
+
     auth: object | None = None
     trust: Trust | None = None
     if args.config:
@@ -149,6 +151,8 @@ async def run_mcp(
     auth: object | None = None,
 ) -> None:
     """Serve MCP on stdio until stdin closes, or on HTTP until stopped."""
+    from mesh.gctuning import tune_for_serving
+
     from .bridge import MeshBridge
     from .server import McpGateway
 
