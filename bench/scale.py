@@ -62,7 +62,7 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
 from mesh.registry import DiscoveryRegistry, RegistryEvent
-from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
+from mesh.rollcall import ROLLCALL_MAX_WINDOW_S, ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.transport import InboundMessage, MqttTransport
 from topics import get_agent_discovery_topic, get_discovery_rollcall_topic
 
@@ -193,12 +193,16 @@ async def idle_traffic(broker: BrokerSettings, namespace: str, n: int, window_s:
 
 
 async def rollcall_cost(broker: BrokerSettings, namespace: str, n: int) -> tuple[float, float]:
+    """Seconds from a roll call until this watcher has every agent's card again as a live message,
+    and the peak rate of those cards (every one, repeats included) over 100 ms buckets."""
     transport = MqttTransport(broker)
     await transport.connect()
     answers: dict[str, float] = {}
+    arrivals: list[float] = []
     retained = asyncio.Event()
     everyone = asyncio.Event()
     seen_retained = 0
+    listening = False
 
     def on_message(message: InboundMessage) -> None:
         nonlocal seen_retained
@@ -206,21 +210,25 @@ async def rollcall_cost(broker: BrokerSettings, namespace: str, n: int) -> tuple
             seen_retained += 1
             if seen_retained >= n:
                 retained.set()
-        elif "/agentcards/" in message.topic and message.payload:
-            answers.setdefault(message.topic, time.perf_counter())
+        elif listening and "/agentcards/" in message.topic and message.payload:
+            now = time.perf_counter()
+            arrivals.append(now)
+            answers.setdefault(message.topic, now)
             if len(answers) >= n:
                 everyone.set()
 
     await transport.subscribe(f"{namespace}/a2a/v1/discovery/#", on_message)
     await asyncio.wait_for(retained.wait(), 120)
-    await asyncio.sleep(ROLLCALL_WINDOW_S + 0.5)  # the answers to earlier watchers' roll calls are over
-    answers.clear()
+    # The answers to the earlier watchers' roll calls (one each at its start) are over by then.
+    await asyncio.sleep(ROLLCALL_MAX_WINDOW_S + 0.5)
+    listening = True
     started = time.perf_counter()
     await transport.publish(get_discovery_rollcall_topic(namespace), rollcall_payload(ROLLCALL_WINDOW_S))
     await asyncio.wait_for(everyone.wait(), 60)
     elapsed = time.perf_counter() - started
+    await asyncio.sleep(ROLLCALL_WINDOW_S)  # late repeats count for the rate too
     buckets: dict[int, int] = {}
-    for at in answers.values():
+    for at in arrivals:
         bucket = int((at - started) * 10)
         buckets[bucket] = buckets.get(bucket, 0) + 1
     await transport.close()
