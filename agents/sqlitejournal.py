@@ -349,9 +349,13 @@ def _create_empty(path: Path) -> bool:
     """
     if path.exists():
         return False
+    try:
+        empty = _empty_file()
+    except (OSError, sqlite3.Error):  # no scratch directory: SQLite creates the file itself
+        return False
     partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
     try:
-        partial.write_bytes(_empty_file())
+        partial.write_bytes(empty)
         os.link(partial, path)
     except FileExistsError:
         return False

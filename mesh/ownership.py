@@ -214,14 +214,17 @@ async def _check_batch(key: _BatchKey, batch: dict[str, list[asyncio.Future[None
         carded = set(batch) if len(batch) == 1 else await _names_with_cards(key, batch)
         checks = {agent: one(agent) for agent in carded}
         results = dict(zip(checks, await asyncio.gather(*checks.values(), return_exceptions=True), strict=True))
-    except BaseException as exc:  # the probe could not connect: each check fails as its own would
+    except Exception as exc:  # the probe could not connect: each check fails as its own would
         for waiters in batch.values():
             for done in waiters:
                 if not done.done():
                     done.set_exception(exc)
-        if not isinstance(exc, Exception):
-            raise
         return
+    except BaseException:  # canceled (the loop is closing): so are the starts waiting on it
+        for waiters in batch.values():
+            for done in waiters:
+                done.cancel()
+        raise
     for agent, waiters in batch.items():
         result = results.get(agent)
         for done in waiters:
@@ -234,8 +237,8 @@ async def _check_batch(key: _BatchKey, batch: dict[str, list[asyncio.Future[None
 
 
 async def _names_with_cards(key: _BatchKey, names: Collection[str]) -> set[str]:
-    """Step 1 for many names on one probe: those whose card the broker holds (all of them when
-    the marker does not come back: each name's own probe then says why, or starts anyway)."""
+    """Step 1 for many names on one probe: those whose card the broker holds (none when the marker
+    does not come back: the check cannot tell, and the names start anyway, warned about)."""
     namespace = key.namespace
     topics = {get_agent_discovery_topic(namespace, name): name for name in names}
     private = get_agent_response_topic(namespace, next(iter(names)), f"probe-{uuid.uuid4().hex}")
@@ -260,7 +263,7 @@ async def _names_with_cards(key: _BatchKey, names: Collection[str]) -> set[str]:
         except SubscribeError:
             await asyncio.gather(*(probe.subscribe(topic, on_card) for topic in topics))
         if not await _marker_back(probe, private, marker, key.timeout_s, ", ".join(sorted(names)[:3]) + ", ..."):
-            return set(names)
+            return set()  # unknown: each starts anyway, as its own probe would have let it
     finally:
         await probe.close()
     log.debug("checked %d agent names on one probe; %d have a card", len(topics), len(carded))
