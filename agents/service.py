@@ -338,6 +338,7 @@ class AgentService:
                 await self.profile.start(self._on_request, self.metrics)
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
+            await self.presence.rollcall.stop()  # no longer hears roll calls (mesh.rollcall)
             if self.profile is not None:
                 await self.profile.transport.close()
             await self.discovery.close()
