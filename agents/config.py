@@ -28,6 +28,7 @@ import inspect
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -62,7 +63,11 @@ class AgentSpec:
 
 def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
     """The ``mesh.sections`` factory for ``agents:``: one :class:`AgentService` per entry."""
-    specs = [parse_agent_entry(entry, ctx, index) for index, entry in enumerate(entries)]
+    token = _BUILD_MODULES.set({})
+    try:
+        specs = [parse_agent_entry(entry, ctx, index) for index, entry in enumerate(entries)]
+    finally:
+        _BUILD_MODULES.reset(token)
     _check_unique_names(specs, ctx)
     # Imported here: the service pulls in the transport, which parsing does not need.
     from agents.service import AgentService
@@ -149,8 +154,23 @@ def _agent_class(spec: Any, ctx: BuildContext, here: tuple[KeyPart, ...]) -> typ
 _OWN_PACKAGES = ("topics", "mesh", "agents", "gateways")
 
 
+#: The modules of ``class:`` entries found by the :func:`build_agents` running: a file of 1,000
+#: entries of one class looks for it (and for a shadowing file beside the config) once.
+_BUILD_MODULES: ContextVar[dict[tuple[str, Path], ModuleType] | None] = ContextVar("_BUILD_MODULES", default=None)
+
+
 def _user_module(module_name: str, source: Path, where: tuple[KeyPart, ...]) -> ModuleType:
     """The module of a ``class:`` entry, every failure of its import a :class:`ConfigError`."""
+    found = _BUILD_MODULES.get()
+    if found is None:
+        return _find_user_module(module_name, source, where)
+    module = found.get((module_name, source))
+    if module is None:
+        module = found[module_name, source] = _find_user_module(module_name, source, where)
+    return module
+
+
+def _find_user_module(module_name: str, source: Path, where: tuple[KeyPart, ...]) -> ModuleType:
     try:
         if module_name.endswith(".py"):
             path = source.resolve().parent / module_name

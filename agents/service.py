@@ -53,7 +53,7 @@ from mesh.brokertools.brokerrules import ProfileScope
 from mesh.credentials import private_client_id
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError
-from mesh.ownership import ensure_agent_name_free
+from mesh.ownership import check_agent_name
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
 from mesh.telemetry import METRICS
@@ -312,9 +312,7 @@ class AgentService:
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s
         if self._name_check_broker is not None and timeout_s is not None and not self.settings.shared_subscription:
-            await ensure_agent_name_free(
-                MqttTransport(self._name_check_broker), self.namespace, self.name, timeout_s=timeout_s
-            )
+            await check_agent_name(self._name_check_broker, self.namespace, self.name, timeout_s=timeout_s)
         await self._load_tasks()
         await self.agent.setup()
         filters = [self.request_topic]
@@ -335,12 +333,15 @@ class AgentService:
                 await self.siblings.start()
             if self.agent.uses_discovery:
                 await self.discovery.get()
-            await self.delegator.start()
+            # The delegator subscribes to the agent's answer topics at its first sub-task (the call
+            # path starts itself): most agents never delegate, and at a start of 1,000 agents the
+            # two SUBSCRIBEs each were a third of the start's packets.
             await self.presence.start()
             if self.profile is not None:
                 await self.profile.start(self._on_request, self.metrics)
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
+            await self.presence.rollcall.stop()  # no longer hears roll calls (mesh.rollcall)
             if self.profile is not None:
                 await self.profile.transport.close()
             await self.discovery.close()

@@ -27,10 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
 import sqlite3
+import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,6 +124,8 @@ class SqliteJournal:
     def load(self) -> LoadedTasks:
         """Open (or create) the file and read its tasks; blocking, run it off the loop."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if _create_empty(self.path):
+            return LoadedTasks()  # a new file has nothing to read
         db = self._connect()
         try:
             db.execute("PRAGMA journal_mode=WAL")  # kept in the file: later connections have it
@@ -318,6 +324,44 @@ class SqliteJournal:
                 exc,
             )
         self._failing = True
+
+
+@functools.cache
+def _empty_file() -> bytes:
+    """The bytes of a new journal (WAL mode, the schema), made once per process: creating each
+    file through SQLite costs ~1.5 ms of CPU (1.5 s at a start of 1,000 agents), copying ~0.1."""
+    with tempfile.TemporaryDirectory(prefix="mesh-journal-") as scratch:
+        path = Path(scratch) / "empty.sqlite3"
+        db = sqlite3.connect(path, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
+            db.executescript(_SCHEMA)
+        finally:
+            db.close()  # checkpoints: the file alone holds it all
+        return path.read_bytes()
+
+
+def _create_empty(path: Path) -> bool:
+    """Create ``path`` as a new, empty journal unless it exists; whether it was created here.
+
+    Written beside it and linked into place: ``path`` is never a partial file, and a file
+    someone else created meanwhile is kept (then read as any existing one).
+    """
+    if path.exists():
+        return False
+    try:
+        empty = _empty_file()
+    except (OSError, sqlite3.Error):  # no scratch directory: SQLite creates the file itself
+        return False
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
+    try:
+        partial.write_bytes(empty)
+        os.link(partial, path)
+    except FileExistsError:
+        return False
+    finally:
+        partial.unlink(missing_ok=True)
+    return True
 
 
 def _read(db: sqlite3.Connection) -> LoadedTasks:

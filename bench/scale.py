@@ -24,7 +24,13 @@ memory (``task_store: ":memory:"``). Then, from this process:
   cluster that keeps retained messages per node would; ``rollcall_peak_msgs_per_s``, the highest
   rate of those messages over 100 ms buckets (the broker's load during it);
 - with ``--startup``: ``startup_first_card_s`` and ``startup_last_card_s``, from starting one
-  process serving all N agents (as one ``mesh run``) to a watcher seeing its first and last card.
+  ``mesh run`` of a config file of N echo agents (its defaults: name checks, a SQLite journal
+  each) to the first card any of ``--watchers`` connections on the card topics sees, and to the
+  moment every watcher has every card; ``startup_cpu_s``, the CPU the process used until then
+  (steadier than the wall time on a loaded machine).
+
+``--only`` skips the steady-state figures (spread, round trips, RSS, idle traffic): with
+``--rollcall`` or ``--startup``, it measures those alone (5,000 agents in minutes, not tens).
 
 Last line on stdout: ``{"runs": [{per N}, ...]}``.
 Run: ``python bench/scale.py [--agents 100 1000 5000] [--per-process 250] [--memory] [--rollcall] [--startup]``.
@@ -34,11 +40,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -46,14 +57,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import AgentSettings
 from agents.builtin.echo import EchoAgent
 from agents.service import AgentService
-from bench.harness import base_arguments, child, emit, progress, ratio
+from bench.harness import ROOT, base_arguments, child, emit, progress, ratio
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
 from mesh.registry import DiscoveryRegistry, RegistryEvent
-from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
+from mesh.rollcall import ROLLCALL_MAX_WINDOW_S, ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.transport import InboundMessage, MqttTransport
-from topics import get_discovery_rollcall_topic
+from topics import get_agent_discovery_topic, get_discovery_rollcall_topic
 
 SETTINGS = AgentSettings(task_store=":memory:", name_check_timeout_s=None)
 SQLITE_SETTINGS = AgentSettings(name_check_timeout_s=None)
@@ -182,12 +193,16 @@ async def idle_traffic(broker: BrokerSettings, namespace: str, n: int, window_s:
 
 
 async def rollcall_cost(broker: BrokerSettings, namespace: str, n: int) -> tuple[float, float]:
+    """Seconds from a roll call until this watcher has every agent's card again as a live message,
+    and the peak rate of those cards (every one, repeats included) over 100 ms buckets."""
     transport = MqttTransport(broker)
     await transport.connect()
     answers: dict[str, float] = {}
+    arrivals: list[float] = []
     retained = asyncio.Event()
     everyone = asyncio.Event()
     seen_retained = 0
+    listening = False
 
     def on_message(message: InboundMessage) -> None:
         nonlocal seen_retained
@@ -195,56 +210,224 @@ async def rollcall_cost(broker: BrokerSettings, namespace: str, n: int) -> tuple
             seen_retained += 1
             if seen_retained >= n:
                 retained.set()
-        elif "/agentcards/" in message.topic and message.payload:
-            answers.setdefault(message.topic, time.perf_counter())
+        elif listening and "/agentcards/" in message.topic and message.payload:
+            now = time.perf_counter()
+            arrivals.append(now)
+            answers.setdefault(message.topic, now)
             if len(answers) >= n:
                 everyone.set()
 
     await transport.subscribe(f"{namespace}/a2a/v1/discovery/#", on_message)
     await asyncio.wait_for(retained.wait(), 120)
-    await asyncio.sleep(ROLLCALL_WINDOW_S + 0.5)  # the answers to earlier watchers' roll calls are over
-    answers.clear()
+    # The answers to the earlier watchers' roll calls (one each at its start) are over by then.
+    await asyncio.sleep(ROLLCALL_MAX_WINDOW_S + 0.5)
+    listening = True
     started = time.perf_counter()
     await transport.publish(get_discovery_rollcall_topic(namespace), rollcall_payload(ROLLCALL_WINDOW_S))
     await asyncio.wait_for(everyone.wait(), 60)
     elapsed = time.perf_counter() - started
+    await asyncio.sleep(ROLLCALL_WINDOW_S)  # late repeats count for the rate too
     buckets: dict[int, int] = {}
-    for at in answers.values():
+    for at in arrivals:
         bucket = int((at - started) * 10)
         buckets[bucket] = buckets.get(bucket, 0) + 1
     await transport.close()
     return elapsed, max(buckets.values()) * 10.0
 
 
-async def startup(url: str, namespace: str, n: int, store: str) -> tuple[float, float]:
-    """One process serving ``n`` agents: seconds from its start to the first and the last card."""
+def mesh_command() -> list[str]:
+    """The ``mesh`` console script of this interpreter's environment, else ``python -m mesh.cli``."""
+    script = Path(sys.executable).parent / "mesh"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "mesh.cli"]
+
+
+async def watch_topic(
+    broker: BrokerSettings, topic_filter: str, on_publish: Callable[[bytes, bool], None]
+) -> tuple[asyncio.Task[None], asyncio.StreamWriter]:
+    """A watcher of the start-up: a plain MQTT 3.1.1 subscriber (QoS 0) that calls ``on_publish(topic,
+    has_payload)`` per message, a few microseconds each. paho's ~50 us per message would make 100
+    watchers of 1,000 cards (100,000 messages) this process's start-up, not the one measured."""
+    reader, writer = await asyncio.open_connection(broker.host, broker.port)
+    client_id = f"watch-{uuid.uuid4().hex[:12]}".encode()
+    connect = b"\x00\x04MQTT\x04\x02\x00\x00" + len(client_id).to_bytes(2, "big") + client_id  # clean, no keepalive
+    writer.write(b"\x10" + _vbi(len(connect)) + connect)
+    wanted = topic_filter.encode()
+    subscribe = b"\x00\x01" + len(wanted).to_bytes(2, "big") + wanted + b"\x00"
+    writer.write(b"\x82" + _vbi(len(subscribe)) + subscribe)
+    buffer = bytearray()
+
+    def handle(kind: int, body: memoryview) -> bool:
+        """Whether the packet is the SUBACK (the broker has the subscription)."""
+        if kind & 0xF0 == 0x30:  # PUBLISH, QoS 0: topic length, topic, payload
+            length = int.from_bytes(body[:2], "big")
+            on_publish(bytes(body[2 : 2 + length]), len(body) > 2 + length)
+        elif kind == 0x20 and body[1] != 0:
+            raise RuntimeError(f"the broker refused the watcher: CONNACK {body[1]}")
+        return kind == 0x90
+
+    subscribed = False
+    while not subscribed:
+        chunk = await reader.read(65536)
+        if not chunk:
+            raise RuntimeError("the broker closed the watcher's connection")
+        buffer += chunk
+        for kind, body in _packets(buffer):
+            subscribed = handle(kind, body) or subscribed
+
+    async def read() -> None:
+        while chunk := await reader.read(1 << 20):
+            buffer.extend(chunk)
+            for kind, body in _packets(buffer):
+                handle(kind, body)
+
+    return asyncio.get_running_loop().create_task(read()), writer
+
+
+def _vbi(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        value, digit = divmod(value, 128)
+        out.append(digit | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _packets(buffer: bytearray) -> list[tuple[int, memoryview]]:
+    """The whole packets at the start of ``buffer`` (removed from it): (first byte, body)."""
+    found: list[tuple[int, memoryview]] = []
+    pos = 0
+    data = bytes(buffer)
+    while pos + 2 <= len(data):
+        length = shift = 0
+        cursor = pos + 1
+        while cursor < len(data):
+            byte = data[cursor]
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            cursor += 1
+            if not byte & 0x80:
+                break
+        else:
+            break
+        if cursor + length > len(data):
+            break
+        found.append((data[pos], memoryview(data)[cursor : cursor + length]))
+        pos = cursor + length
+    del buffer[:pos]
+    return found
+
+
+def cpu_s(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def startup(url: str, namespace: str, n: int, store: str, watchers: int) -> dict[str, object]:
+    """One ``mesh run`` of a config file of ``n`` echo agents (its defaults: name checks, a SQLite
+    journal per agent unless ``--memory``), with ``watchers`` connections subscribed to the card
+    topics: seconds from starting the process to the first card any watcher sees, and to the last
+    card of the last watcher (every watcher has every card); the CPU the process used until then."""
     broker = BrokerSettings.from_url(url)
-    transport = MqttTransport(broker)
-    await transport.connect()
-    cards: list[float] = []
+    first: list[float] = []
+    complete: list[float] = []
     everyone = asyncio.Event()
 
-    def on_card(message: InboundMessage) -> None:
-        if message.payload and "/agentcards/" in message.topic:
-            cards.append(time.perf_counter())
-            if len(cards) >= n:
-                everyone.set()
+    def watcher() -> Callable[[bytes, bool], None]:
+        seen: set[bytes] = set()
 
-    await transport.subscribe(f"{namespace}/a2a/v1/discovery/agentcards/+", on_card)
-    started = time.perf_counter()
-    with child(["bench/scale.py", "--child", url, namespace, "0", str(n), store], timeout=600):
-        await asyncio.wait_for(everyone.wait(), 300)
-    await transport.close()
-    return cards[0] - started, cards[-1] - started
+        def on_card(topic: bytes, has_payload: bool) -> None:
+            if not has_payload or topic in seen:
+                return
+            seen.add(topic)
+            if not first:
+                first.append(time.perf_counter())
+            if len(seen) == n:
+                complete.append(time.perf_counter())
+                if len(complete) == watchers:
+                    everyone.set()
+
+        return on_card
+
+    cards = f"{get_agent_discovery_topic(namespace)}/+"
+    sockets = await asyncio.gather(*(watch_topic(broker, cards, watcher()) for _ in range(watchers)))
+    with tempfile.TemporaryDirectory(prefix="mesh-bench-startup-") as scratch:
+        config = Path(scratch) / "agents.yaml"
+        entry = "  - class: agents.builtin.echo:EchoAgent\n    name: a{}\n" + (
+            '    task_store: ":memory:"\n' if store == "memory" else ""
+        )
+        config.write_text(f"namespace: {namespace}\nagents:\n" + "".join(entry.format(i) for i in range(n)))
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        command = [*mesh_command(), "run", str(config), "--broker", url, "--log-level", "warning"]
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(*command, env=env, stdin=subprocess.DEVNULL)
+        try:
+            await asyncio.wait_for(everyone.wait(), 300)
+            used_s = cpu_s(proc.pid)
+        finally:
+            proc.terminate()  # its agents clear their cards and disconnect
+            try:
+                await asyncio.wait_for(proc.wait(), 120)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+    for reading, writer in sockets:
+        reading.cancel()
+        writer.close()
+    return {
+        "startup_first_card_s": round(first[0] - started, 3),
+        "startup_last_card_s": round(max(complete) - started, 3),
+        "startup_cpu_s": round(used_s, 2),
+        "startup_watchers": watchers,
+    }
+
+
+async def steady_state(
+    broker: BrokerSettings,
+    namespace: str,
+    n: int,
+    procs: list[subprocess.Popen[str]],
+    baseline_kb: int,
+    broker_pid: int,
+    args: argparse.Namespace,
+) -> dict[str, object]:
+    """The figures of N agents at work and at rest (all but the roll call's and the start's)."""
+    spread_ms = await new_agent_spread(broker, namespace, args.watchers, n)
+    progress(f"N={n}: new agent seen by {args.watchers} watchers, first to last {spread_ms:.1f} ms")
+    async with MeshClient.connect(broker, namespace) as client:
+        single_s, random_s, answered = await round_trips(client, n, args.requests)
+    progress(f"N={n}: rtt {single_s * 1e6:.0f} us, random {random_s * 1e6:.0f} us, {answered}/{n} answered")
+    idle = await idle_traffic(broker, namespace, n, args.idle_s)
+    agents_kb = sum(rss_kb(p.pid) for p in procs) - baseline_kb * len(procs)
+    return {
+        "new_agent_spread_ms": round(spread_ms, 1),
+        "rtt_us": round(single_s * 1e6, 1),
+        "random_rtt_us": round(random_s * 1e6, 1),
+        "random_rtt_ratio": ratio(random_s, single_s),
+        "answered": answered,
+        "rss_per_agent_kb": round(agents_kb / n, 1),
+        "broker_rss_mb": round(rss_kb(broker_pid) / 1024, 1),
+        "idle_discovery_msgs_per_s": round(idle, 3),
+    }
 
 
 async def measure(url: str, broker_pid: int, n: int, per_process: int, args: argparse.Namespace) -> dict[str, object]:
     namespace = f"bench/{uuid.uuid4().hex[:8]}"
     broker = BrokerSettings.from_url(url)
+    store = "memory" if args.memory else "sqlite"
+    extra: dict[str, object] = {"agents": n}
+    if args.startup:  # first, on the fresh broker: nothing else runs meanwhile
+        figures = await startup(url, f"bench/{uuid.uuid4().hex[:8]}", n, store, args.watchers)
+        progress(
+            f"N={n}: one mesh run of {n} agents: first card {figures['startup_first_card_s']} s, last "
+            f"{figures['startup_last_card_s']} s ({args.watchers} watchers), {figures['startup_cpu_s']} s of CPU"
+        )
+        extra |= figures
+        if args.only and not args.rollcall:
+            return extra
     progress(f"N={n}: starting {n} agents in {(n + per_process - 1) // per_process} process(es)")
     children = []
     started = time.perf_counter()
-    store = "memory" if args.memory else "sqlite"
     with child(["bench/scale.py", "--child", url, namespace, "0", "0", store], timeout=60) as empty:
         baseline_kb = rss_kb(empty.pid)
     try:
@@ -256,35 +439,19 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
         progress(f"N={n}: agents up in {time.perf_counter() - started:.1f} s")
         all_cards_s = await watchers_see_all(broker, namespace, n)
         progress(f"N={n}: one watcher has all cards in {all_cards_s:.2f} s")
-        spread_ms = await new_agent_spread(broker, namespace, args.watchers, n)
-        progress(f"N={n}: new agent seen by {args.watchers} watchers, first to last {spread_ms:.1f} ms")
-        async with MeshClient.connect(broker, namespace) as client:
-            single_s, random_s, answered = await round_trips(client, n, args.requests)
-        progress(f"N={n}: rtt {single_s * 1e6:.0f} us, random {random_s * 1e6:.0f} us, {answered}/{n} answered")
-        idle = await idle_traffic(broker, namespace, n, args.idle_s)
-        agents_kb = sum(rss_kb(p.pid) for p in procs) - baseline_kb * len(procs)
-        extra: dict[str, object] = {}
+        steady: dict[str, object] = {}
+        if not args.only:
+            steady = await steady_state(broker, namespace, n, procs, baseline_kb, broker_pid, args)
         if args.rollcall:
             rollcall_s, peak = await rollcall_cost(broker, namespace, n)
             progress(f"N={n}: roll call answered by all in {rollcall_s:.2f} s, peak {peak:.0f} msgs/s")
             extra |= {"rollcall_all_cards_s": round(rollcall_s, 3), "rollcall_peak_msgs_per_s": round(peak)}
-        if args.startup:
-            first_s, last_s = await startup(url, f"bench/{uuid.uuid4().hex[:8]}", n, store)
-            progress(f"N={n}: one process of {n} agents: first card {first_s:.2f} s, last {last_s:.2f} s")
-            extra |= {"startup_first_card_s": round(first_s, 3), "startup_last_card_s": round(last_s, 3)}
         return {
             "agents": n,
             "processes": len(procs),
             "task_store": store,
             "all_cards_s": round(all_cards_s, 3),
-            "new_agent_spread_ms": round(spread_ms, 1),
-            "rtt_us": round(single_s * 1e6, 1),
-            "random_rtt_us": round(random_s * 1e6, 1),
-            "random_rtt_ratio": ratio(random_s, single_s),
-            "answered": answered,
-            "rss_per_agent_kb": round(agents_kb / n, 1),
-            "broker_rss_mb": round(rss_kb(broker_pid) / 1024, 1),
-            "idle_discovery_msgs_per_s": round(idle, 3),
+            **steady,
             **extra,
         }
     finally:
@@ -292,7 +459,20 @@ async def measure(url: str, broker_pid: int, n: int, per_process: int, args: arg
             ctx.__exit__(None, None, None)
 
 
+def raise_open_files_limit(needed: int) -> None:
+    """Let this process, and the broker and agents it starts, hold ``needed`` sockets: each agent has
+    a connection, and Mosquitto a descriptor per connection (the soft limit is often 1,024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        if raised < needed:
+            progress(f"open files limited to {raised} (hard limit): raise it (ulimit -Hn) for {needed}")
+
+
 async def main(args: argparse.Namespace) -> None:
+    # Agents, the watchers and the client here, and as many descriptors again in the broker.
+    raise_open_files_limit(2 * max(args.agents) + args.watchers + 1000)
     runs = []
     for n in args.agents:
         broker = LocalBroker(default_config_path())  # a fresh broker per N: its RSS is this N's
@@ -319,5 +499,6 @@ if __name__ == "__main__":
     parser.add_argument("--idle-s", type=float, default=8.0)
     parser.add_argument("--memory", action="store_true", help="agents keep tasks in memory (default: SQLite files)")
     parser.add_argument("--rollcall", action="store_true", help="measure a roll call: time to every card, peak rate")
-    parser.add_argument("--startup", action="store_true", help="measure one process serving all N: first, last card")
+    parser.add_argument("--startup", action="store_true", help="measure one mesh run of N agents: first, last card")
+    parser.add_argument("--only", action="store_true", help="skip the steady-state figures (with --rollcall/--startup)")
     asyncio.run(main(parser.parse_args()))

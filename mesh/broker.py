@@ -23,7 +23,6 @@ import os
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from mesh.brokertools.upstate import running_up_broker_url
 from mesh.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
@@ -224,6 +223,13 @@ def resolve_broker_url(
         explicit
         or os.environ.get(BROKER_URL_ENV)
         or configured
-        or running_up_broker_url(namespace)
+        or _running_up_broker_url(namespace)
         or DEFAULT_BROKER_URL
     )
+
+
+def _running_up_broker_url(namespace: str | None) -> str | None:
+    # Imported here: the state files' module loads subprocess and sockets, which `import mesh` need not.
+    from mesh.brokertools.upstate import running_up_broker_url
+
+    return running_up_broker_url(namespace)

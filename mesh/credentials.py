@@ -21,6 +21,7 @@ from pathlib import Path
 from mesh.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_CLIENT",
     "PASSWORD_FILE_ENV",
     "new_password",
     "password_for",
@@ -34,6 +35,8 @@ __all__ = [
 
 #: Where ``mesh run`` / ``mesh send`` find the password file when no option names one.
 PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"  # noqa: S105 - a variable's name
+#: The broker user of ``mesh send`` and the other client commands when none is named.
+DEFAULT_CLIENT = "cli"
 
 
 def new_password() -> str:

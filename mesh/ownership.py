@@ -29,22 +29,34 @@ probe-...``), which the generated broker rules let the agent's user read and wri
 Replicas (``shared_subscription: true``) serve one name together and skip the check. The check
 is no lock: two instances starting in the same instant, or one starting between a live
 instance's subscription and its first card, can both find the name free.
+
+A process that starts many agents at once (``mesh run`` of 1,000) checks them together:
+:func:`check_agent_name` gathers the checks asked for in one pass of the event loop that share a
+broker identity (the same :class:`~mesh.broker.BrokerSettings`: one account) and runs step 1
+for all their names on one probe connection (the namespace's card filter ``.../agentcards/+``, or
+a subscription per name on a broker without wildcards); only a name whose card is there gets a
+probe of its own for step 3. The answer per name is the same as its own probe's; what it saves
+is a connection, two subscriptions and a round trip per agent. Components with identities of
+their own (per-component broker users) are checked one by one, each as its own user.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import uuid
+from collections.abc import Collection
 
 from mesh.a2a import request_bytes
-from mesh.errors import AgentNameTakenError, NoSubscribersError
+from mesh.broker import BrokerSettings
+from mesh.errors import AgentNameTakenError, NoSubscribersError, SubscribeError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.transport import InboundMessage, Transport
+from mesh.transport import InboundMessage, MqttTransport, Transport
 from topics import get_agent_discovery_topic, get_agent_request_topic, get_agent_response_topic
 
-__all__ = ["DEFAULT_NAME_CHECK_TIMEOUT_S", "ensure_agent_name_free"]
+__all__ = ["DEFAULT_NAME_CHECK_TIMEOUT_S", "check_agent_name", "ensure_agent_name_free"]
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +95,7 @@ async def ensure_agent_name_free(
     try:
         await probe.subscribe(private, on_private)
         await probe.subscribe(get_agent_discovery_topic(namespace, agent), on_card)
-        await probe.publish(private, _MARKER, properties=MessageProperties(correlation_data=_MARKER))
-        try:
-            async with asyncio.timeout(timeout_s):
-                await marker
-        except TimeoutError:
-            # The broker did not hand our own message back (an ACL that hides the agent's answer
-            # topics from it): we cannot tell, and refusing to start on a guess would be worse.
-            log.warning(
-                "agent %s: could not check whether another instance serves the name (%s did not come back "
-                "within %g s; may this user read it?); starting anyway",
-                agent,
-                private,
-                timeout_s,
-            )
+        if not await _marker_back(probe, private, marker, timeout_s, agent):
             return
         if cards and await _owner_answers(probe, namespace, agent, key, private, answer, timeout_s):
             raise AgentNameTakenError(agent, namespace=namespace, broker_url=probe.url)
@@ -104,6 +103,28 @@ async def ensure_agent_name_free(
             log.info("agent %s: the card on the broker is stale (its owner does not answer); taking the name", agent)
     finally:
         await probe.close()
+
+
+async def _marker_back(
+    probe: Transport, private: str, marker: asyncio.Future[None], timeout_s: float, agents: str
+) -> bool:
+    """Publish the marker and wait for it: then every retained card subscribed to has arrived."""
+    await probe.publish(private, _MARKER, properties=MessageProperties(correlation_data=_MARKER))
+    try:
+        async with asyncio.timeout(timeout_s):
+            await marker
+    except TimeoutError:
+        # The broker did not hand our own message back (an ACL that hides the agent's answer
+        # topics from it): we cannot tell, and refusing to start on a guess would be worse.
+        log.warning(
+            "agent %s: could not check whether another instance serves the name (%s did not come back "
+            "within %g s; may this user read it?); starting anyway",
+            agents,
+            private,
+            timeout_s,
+        )
+        return False
+    return True
 
 
 async def _owner_answers(
@@ -142,3 +163,108 @@ async def _owner_answers(
             ack.cancel()
         return False
     return True
+
+
+# ---------------------------------------------------------------------- checks started together
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _BatchKey:
+    loop: asyncio.AbstractEventLoop
+    broker: BrokerSettings  # one account: its probe may read what each of the names may
+    namespace: str
+    timeout_s: float
+
+
+_batches: dict[_BatchKey, dict[str, list[asyncio.Future[None]]]] = {}
+
+
+async def check_agent_name(
+    broker: BrokerSettings, namespace: str, agent: str, *, timeout_s: float = DEFAULT_NAME_CHECK_TIMEOUT_S
+) -> None:
+    """:func:`ensure_agent_name_free` through a probe to ``broker``, shared with the other checks
+    on the same broker identity and namespace asked for in this pass of the event loop."""
+    loop = asyncio.get_running_loop()
+    key = _BatchKey(loop, broker, namespace, timeout_s)
+    batch = _batches.get(key)
+    if batch is None:
+        batch = _batches[key] = {}
+        # After every task of this loop pass has asked: `mesh run` starts its agents in one gather.
+        loop.call_soon(_run_batch, key)
+    done: asyncio.Future[None] = loop.create_future()
+    batch.setdefault(agent, []).append(done)
+    await done
+
+
+def _run_batch(key: _BatchKey) -> None:
+    batch = _batches.pop(key)
+    task = key.loop.create_task(_check_batch(key, batch))
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+
+
+_running: set[asyncio.Task[None]] = set()  # the batches' tasks, referenced until they end
+
+
+async def _check_batch(key: _BatchKey, batch: dict[str, list[asyncio.Future[None]]]) -> None:
+    async def one(agent: str) -> None:
+        await ensure_agent_name_free(MqttTransport(key.broker), key.namespace, agent, timeout_s=key.timeout_s)
+
+    try:
+        carded = set(batch) if len(batch) == 1 else await _names_with_cards(key, batch)
+        checks = {agent: one(agent) for agent in carded}
+        results = dict(zip(checks, await asyncio.gather(*checks.values(), return_exceptions=True), strict=True))
+    except Exception as exc:  # the probe could not connect: each check fails as its own would
+        for waiters in batch.values():
+            for done in waiters:
+                if not done.done():
+                    done.set_exception(exc)
+        return
+    except BaseException:  # canceled (the loop is closing): so are the starts waiting on it
+        for waiters in batch.values():
+            for done in waiters:
+                done.cancel()
+        raise
+    for agent, waiters in batch.items():
+        result = results.get(agent)
+        for done in waiters:
+            if done.done():
+                continue
+            if isinstance(result, BaseException):
+                done.set_exception(result)
+            else:
+                done.set_result(None)
+
+
+async def _names_with_cards(key: _BatchKey, names: Collection[str]) -> set[str]:
+    """Step 1 for many names on one probe: those whose card the broker holds (none when the marker
+    does not come back: the check cannot tell, and the names start anyway, warned about)."""
+    namespace = key.namespace
+    topics = {get_agent_discovery_topic(namespace, name): name for name in names}
+    private = get_agent_response_topic(namespace, next(iter(names)), f"probe-{uuid.uuid4().hex}")
+    marker: asyncio.Future[None] = key.loop.create_future()
+    carded: set[str] = set()
+
+    def on_card(message: InboundMessage) -> None:
+        name = topics.get(message.topic)
+        if name is not None and message.payload:
+            carded.add(name)
+
+    def on_private(message: InboundMessage) -> None:
+        if message.properties.correlation_data == _MARKER and not marker.done():
+            marker.set_result(None)
+
+    probe = MqttTransport(key.broker)
+    await probe.connect()
+    try:
+        await probe.subscribe(private, on_private)
+        try:  # one subscription for the namespace's cards, where the broker and the rules allow it
+            await probe.subscribe(get_agent_discovery_topic(namespace) + "/+", on_card)
+        except SubscribeError:
+            await asyncio.gather(*(probe.subscribe(topic, on_card) for topic in topics))
+        if not await _marker_back(probe, private, marker, key.timeout_s, ", ".join(sorted(names)[:3]) + ", ..."):
+            return set()  # unknown: each starts anyway, as its own probe would have let it
+    finally:
+        await probe.close()
+    log.debug("checked %d agent names on one probe; %d have a card", len(topics), len(carded))
+    return carded

@@ -10,7 +10,24 @@ The web routes live with the web framework in :mod:`gateways.http.dashboard`: th
 serves them at ``/ui`` behind its authentication, ``mesh dashboard`` on a server of its own.
 """
 
-from gateways.dashboard.model import Bounds, MeshView
-from gateways.dashboard.service import Dashboard
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mesh.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from gateways.dashboard.model import Bounds, MeshView
+    from gateways.dashboard.service import Dashboard
 
 __all__ = ["Bounds", "Dashboard", "MeshView"]
+
+# Loaded on first use: `mesh` imports gateways.dashboard.command to build its parser.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Bounds": "gateways.dashboard.model",
+        "MeshView": "gateways.dashboard.model",
+        "Dashboard": "gateways.dashboard.service",
+    },
+)

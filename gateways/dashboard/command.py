@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
-from gateways.dashboard.service import Dashboard
 from mesh.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -43,7 +41,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _dashboard(args: argparse.Namespace) -> int:
-    from gateways.http.dashboard import DashboardServer  # the http extra, only when run
+    # Loaded when the command runs, not when `mesh` builds its parser (the http extra too).
+    import asyncio
+
+    from gateways.dashboard.service import Dashboard
+    from gateways.http.dashboard import DashboardServer
 
     configure_logging(args.log_level)
     namespace = validate_namespace(args.namespace)

@@ -1,7 +1,7 @@
 """The ``mesh mcp`` command (registered through the ``mesh.commands`` entry points).
 
-The MCP SDK is imported when the command runs, not when ``mesh`` registers its commands: every
-other command would otherwise pay for loading it.
+The MCP SDK (and the config loader, the JOSE library) are imported when the command runs, not
+when ``mesh`` registers its commands: every other command would otherwise pay for loading them.
 """
 
 from __future__ import annotations
@@ -14,17 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
-from mesh.config import load_config
 from mesh.errors import ConfigError
-from mesh.gctuning import tune_for_serving
-from mesh.trust import Trust, TrustSettings, load_trust
-from mesh.trust.config import resolve
 from topics import validate_identifier
 
 if TYPE_CHECKING:
     from mesh.artifacts import ArtifactSettings
+    from mesh.broker import BrokerSettings
+    from mesh.trust import Trust
 
     from .server import McpGateway
 
@@ -93,7 +90,12 @@ async def _mcp(args: argparse.Namespace) -> int:
         raise ConfigError(f"--http {args.http}: not a TCP port; give a number from 1 to 65535 (0: any free port)")
     gateway_id = validate_identifier(args.id, "gateway id") if args.id else f"mcp-{uuid.uuid4().hex[:8]}"
     auth, trust = _settings(args, gateway_id)
-    artifacts = load_config(args.config).artifacts if args.config else None
+    if args.config:
+        from mesh.config import load_config
+
+        artifacts = load_config(args.config).artifacts
+    else:
+        artifacts = None
     broker = client_settings(args)  # --broker, --secure, TLS, --client as for the other client commands
     await run_mcp(
         broker,
@@ -112,6 +114,10 @@ async def _mcp(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace, gateway_id: str) -> tuple[object | None, Trust | None]:
     """The auth (an HTTP gateway's ``auth:``) and the trust of ``--config`` / ``--keys``."""
+    from mesh.config import load_config
+    from mesh.trust import TrustSettings, load_trust  # the JOSE library: when the command runs
+    from mesh.trust.config import resolve
+
     auth: object | None = None
     trust: Trust | None = None
     if args.config:
@@ -158,6 +164,7 @@ async def run_mcp(
     ``artifacts``: the store tool results' artifact links are read from (``resources/read``);
     by default ``MESH_ARTIFACTS`` or the embedded store, as the agents use."""
     from mesh.artifacts import open_store, resolve_settings
+    from mesh.gctuning import tune_for_serving
 
     from .bridge import MeshBridge
     from .resources import ArtifactResources

@@ -30,7 +30,14 @@ from mesh.brokertools.brokerrules import Identity, Kind, rules_by_user
 from mesh.brokertools.dynsec import ADMIN_USER, dynsec_config
 from mesh.brokertools.tlscerts import Certificates, ensure_certificates
 from mesh.config import MeshConfig
-from mesh.credentials import new_password, read_credentials, read_passwords, write_credentials, write_private_file
+from mesh.credentials import (
+    DEFAULT_CLIENT,
+    new_password,
+    read_credentials,
+    read_passwords,
+    write_credentials,
+    write_private_file,
+)
 from mesh.errors import ConfigError
 from mesh.sections import build_many
 from mesh.statedir import default_state_dir
@@ -46,8 +53,6 @@ __all__ = [
     "write_broker_files",
 ]
 
-#: The broker user of ``mesh send`` and the other client commands when none is named.
-DEFAULT_CLIENT = "cli"
 #: Where ``mesh up --secure`` runs its broker unless told otherwise.
 SECURE_BROKER_URL = "mqtts://localhost:8883"
 DYNSEC_FILE = "dynamic-security.json"

@@ -9,7 +9,6 @@ unreachable; 4 unknown agent; 5 timeout; 6 the agent answered with a JSON-RPC er
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import re
@@ -28,12 +27,16 @@ from mesh.cli import (
     run_commands,
 )
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
-from mesh.config_errors import suggest
 from mesh.version import __version__
 
 __all__ = ["COMMANDS_GROUP", "build_parser", "main"]
 
 COMMANDS_GROUP = "mesh.commands"  # entry points adding commands from other packages (e.g. ``mesh acp``)
+
+# Building the parser imports every command's module (and the ``mesh.commands`` entry points'):
+# they register their arguments without importing what the command needs to run (pydantic,
+# paho, the agents runtime, starlette), so that ``mesh --help`` and ``mesh --version`` answer at
+# once; tests/mesh/test_cli_startup.py keeps it so.
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
@@ -45,6 +48,8 @@ class MeshArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         found = _INVALID_CHOICE.search(message)
         if found is not None:
+            from mesh.config_errors import suggest
+
             choices = re.findall(r"'([^']*)'", found["choices"])
             close = suggest(found["word"], choices)
             if close is not None:
@@ -77,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help and --version end here, before asyncio loads
+    import asyncio
+
     handler: Command = args.handler
     try:
         return asyncio.run(handler(args))

@@ -9,19 +9,17 @@ import re
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from mesh.broker import BrokerSettings, TlsOptions
-from mesh.brokertools.brokerfiles import (
-    DEFAULT_CLIENT,
-    identities_of,
-    local_broker_config,
-    write_broker_files,
-)
-from mesh.brokertools.localbroker import BrokerUnavailableError, LocalBroker, default_config_path
 from mesh.cli.common import EXIT_OK, configure_logging
-from mesh.config import MeshConfig, load_many
+from mesh.credentials import DEFAULT_CLIENT
 from mesh.errors import ConfigError
+
+if TYPE_CHECKING:  # loaded when a command runs, not to build mesh's parser
+    from mesh.brokertools.localbroker import LocalBroker
+    from mesh.config import MeshConfig
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _broker_config(args: argparse.Namespace) -> int:
+    from mesh.brokertools.brokerfiles import identities_of, write_broker_files
+    from mesh.config import load_many
+
     configure_logging("warning")
     configs = load_many(args.files)
     identities = identities_of(configs, args.client or [DEFAULT_CLIENT])
@@ -99,6 +100,9 @@ def secure_broker(
     ``directory``. Yields the settings the components connect with, each as its own user
     (:meth:`BrokerSettings.for_identity`).
     """
+    from mesh.brokertools.brokerfiles import identities_of, local_broker_config, write_broker_files
+    from mesh.brokertools.localbroker import LocalBroker, default_config_path
+
     parts = urlsplit(url)
     if parts.scheme not in ("mqtt", "mqtts") or parts.hostname not in _LOCAL_HOSTS or parts.username:
         raise ConfigError(
@@ -132,6 +136,8 @@ def secure_broker(
 
 def check_broker_log(broker: LocalBroker, rules: Path) -> None:
     """Raise if Mosquitto logged an error or a warning starting with the generated files."""
+    from mesh.brokertools.localbroker import BrokerUnavailableError
+
     # The plugin reports an unreadable rules file in the log and the broker runs on, refusing everyone.
     problems = [
         line

@@ -4,23 +4,17 @@ stopping on a signal."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from mesh.a2a import RpcError
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, check_tls_file, resolve_broker_url
-from mesh.brokertools.brokerfiles import DEFAULT_CLIENT
-from mesh.brokertools.localbroker import BrokerUnavailableError
-from mesh.brokertools.upstate import running_up_of_broker
-from mesh.credentials import PASSWORD_FILE_ENV
+from mesh.credentials import DEFAULT_CLIENT, PASSWORD_FILE_ENV
 from mesh.errors import (
     AgentNameTakenError,
     AgentNotFoundError,
@@ -36,7 +30,12 @@ from mesh.redaction import redact_url
 from topics import TopicError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from mesh.trust import CardVerifier
+
+# Every command's parser is built from this module at each start of `mesh` (`mesh --help` too), so
+# it imports no pydantic, paho or broker tooling: what a command needs loads when it runs.
 
 NAMESPACE_ENV = "MESH_NAMESPACE"
 DEFAULT_NAMESPACE = "mesh"
@@ -146,6 +145,8 @@ def broker_settings(
     password_file = os.environ.get(PASSWORD_FILE_ENV) or None
     # The broker of a secured `mesh up` here: its CA and its components' credentials, found as
     # the broker is (mesh.brokertools.upstate), unless the environment names others.
+    from mesh.brokertools.upstate import running_up_of_broker
+
     record = running_up_of_broker(url, namespace) if password_file is None else None
     if record is not None:
         password_file = record.credentials
@@ -192,6 +193,8 @@ def settings_for_url(
 def card_verifier(settings: BrokerSettings, namespace: str | None) -> CardVerifier | None:
     """What a watching command checks cards with: the keys of ``$MESH_TRUST_JWKS``, else those of
     the secured ``mesh up`` of the broker (its ``jwks.json``); None: no trust store, every valid card."""
+    from mesh.brokertools.upstate import running_up_of_broker
+
     jwks = os.environ.get(JWKS_ENV) or None
     if jwks is None:
         record = running_up_of_broker(settings.url, namespace)
@@ -223,6 +226,9 @@ def fail(message: str) -> None:
 
 def exit_code_for(exc: BaseException) -> int | None:
     """The exit code of an error the CLI reports in one line (None: a bug, show the traceback)."""
+    from mesh.a2a import RpcError
+    from mesh.brokertools.localbroker import BrokerUnavailableError
+
     if isinstance(exc, ConnectError | NotConnectedError | BrokerUnavailableError):
         return EXIT_BROKER
     if isinstance(exc, AgentNotFoundError | AgentUnavailableError):
@@ -239,6 +245,8 @@ def exit_code_for(exc: BaseException) -> int | None:
 
 
 def describe(exc: BaseException) -> str:
+    from mesh.a2a import RpcError
+
     if isinstance(exc, RpcError):
         return f"the agent answered with error {exc.code}: {exc.error.message}"
     return str(exc)
@@ -247,6 +255,9 @@ def describe(exc: BaseException) -> str:
 @contextlib.contextmanager
 def stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
     """Set ``stop`` on SIGINT / SIGTERM / SIGHUP inside the block; a second Ctrl-C after it interrupts."""
+    import asyncio
+    import signal
+
     loop = asyncio.get_running_loop()
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
     for sig in stopping:

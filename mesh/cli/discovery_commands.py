@@ -8,7 +8,6 @@ plain transport of their own. Output goes to stdout, one flushed line at a time 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -16,11 +15,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from mesh.a2a import AgentCard
 from mesh.cli.common import (
     EXIT_OK,
     add_connection_options,
@@ -29,10 +25,14 @@ from mesh.cli.common import (
     configure_logging,
     stopped_by_signals,
 )
-from mesh.registry import DiscoveryRegistry, Entry, RegistryEvent
 from mesh.timestamps import utc_iso
-from mesh.transport import InboundMessage, MqttTransport
 from topics import validate_namespace
+
+# asyncio, the A2A models and the MQTT client load when a command runs, not to build mesh's parser.
+if TYPE_CHECKING:
+    from mesh.a2a import AgentCard
+    from mesh.registry import DiscoveryRegistry, Entry, RegistryEvent
+    from mesh.transport import InboundMessage
 
 DESCRIPTION_WIDTH = 50
 SKILLS_WIDTH = 40
@@ -86,6 +86,8 @@ AGENTS_ROLLCALL_WINDOW_S = 0.5
 
 
 async def _first_card(registry: DiscoveryRegistry) -> None:
+    import asyncio
+
     arrived = asyncio.Event()
 
     def on_event(event: RegistryEvent) -> None:
@@ -100,6 +102,11 @@ async def _first_card(registry: DiscoveryRegistry) -> None:
 
 
 async def _agents(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from mesh.registry import DiscoveryRegistry
+    from mesh.transport import MqttTransport
+
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
     configure_logging("warning")
@@ -217,6 +224,11 @@ def age(seconds: float) -> str:
 
 
 async def _watch(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from mesh.registry import DiscoveryRegistry
+    from mesh.transport import MqttTransport
+
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
     configure_logging("warning")
@@ -312,6 +324,10 @@ def raw_line(message: InboundMessage, at: float) -> str:
 
 
 def parse_card(payload: bytes) -> AgentCard | None:
+    from pydantic import ValidationError
+
+    from mesh.a2a import AgentCard
+
     if not payload:
         return None
     try:

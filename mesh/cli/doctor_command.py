@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from mesh.broker import BrokerSettings
-from mesh.brokertools.doctor import diagnose
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
 
 #: Exit code when the mesh runs, but without some of what it would use.
@@ -28,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _doctor(args: argparse.Namespace) -> int:
+    from mesh.brokertools.doctor import diagnose  # the MQTT client loads when the command runs
+
     args.client = "doctor"
     configure_logging("error")
     settings = client_settings(args)

@@ -28,6 +28,7 @@ from mesh.errors import ConnectError, NotConnectedError, TransportError
 from mesh.transport.backoff import Backoff
 from mesh.transport.base import ConnectListener, DisconnectListener
 from mesh.transport.callbacks import CallbackRunner
+from mesh.transport.codec import new_properties
 from mesh.transport.driver import SocketDriver
 from mesh.transport.tls import explain_connect_failure
 
@@ -135,7 +136,7 @@ class Connection:
             # A component leaving on purpose ends its session now rather than after the expiry.
             disconnect_props = None
             if self.settings.session_expiry_s:
-                disconnect_props = Properties(PacketTypes.DISCONNECT)  # type: ignore[no-untyped-call]
+                disconnect_props = new_properties(PacketTypes.DISCONNECT)
                 disconnect_props.SessionExpiryInterval = 0
             self._disconnecting = True
             try:
@@ -238,7 +239,7 @@ class Connection:
     async def _open(self, *, first: bool) -> None:
         loop = self.require_loop()
         self._connack = connack = loop.create_future()
-        connect_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        connect_props = new_properties(PacketTypes.CONNECT)
         if self.settings.session_expiry_s:
             connect_props.SessionExpiryInterval = self.settings.session_expiry_s
         if self.receive_maximum is not None:

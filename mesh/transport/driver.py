@@ -27,6 +27,9 @@ class SocketDriver:
         self._client = client
         self._loop = loop
         self.sock: Any = None
+        # The loop watches the socket's descriptor, not the object: asyncio formats the repr of an
+        # object it has not seen yet (two syscalls), for every connection a start of 1,000 opens.
+        self._fd = -1
         self._writer_registered = False
         self._corked = False
         # Inside loop_read: what paho's callbacks publish stays queued (paho writes nothing
@@ -39,16 +42,17 @@ class SocketDriver:
     def attach(self, sock: Any) -> None:
         """Start driving ``sock`` (paho's socket of a new connection)."""
         self.sock = sock
+        self._fd = sock.fileno()
         if not self._paused_for:
-            self._loop.add_reader(sock, self._on_readable)
+            self._loop.add_reader(self._fd, self._on_readable)
         self.sync_writer()
         self._misc_timer = self._loop.call_later(1.0, self._on_misc)
 
     def detach(self) -> None:
         """Stop watching the socket (closed, or about to be)."""
         if self.sock is not None:
-            self._loop.remove_reader(self.sock)
-            self._loop.remove_writer(self.sock)
+            self._loop.remove_reader(self._fd)
+            self._loop.remove_writer(self._fd)
             self.sock = None
         self._writer_registered = False
         if self._misc_timer is not None:
@@ -61,7 +65,7 @@ class SocketDriver:
             self._paused_for.add(reason)
             self._set_read_paused(True)
             if self.sock is not None:
-                self._loop.remove_reader(self.sock)
+                self._loop.remove_reader(self._fd)
         self._paused_for.add(reason)
 
     def resume_reading(self, reason: str) -> None:
@@ -71,7 +75,7 @@ class SocketDriver:
             if not self._paused_for:
                 self._set_read_paused(False)
                 if self.sock is not None:
-                    self._loop.add_reader(self.sock, self._on_readable)
+                    self._loop.add_reader(self._fd, self._on_readable)
                     # A read stopped midway may have left packets in paho's or TLS's buffers.
                     self._loop.call_soon(self._read_if_attached)
 
@@ -105,10 +109,10 @@ class SocketDriver:
             return
         wants = self._client.want_write()
         if wants and not self._writer_registered and not self._reading:
-            self._loop.add_writer(sock, self._on_writable)
+            self._loop.add_writer(self._fd, self._on_writable)
             self._writer_registered = True
         elif not wants and self._writer_registered:
-            self._loop.remove_writer(sock)
+            self._loop.remove_writer(self._fd)
             self._writer_registered = False
 
     def _uncork(self, sock: Any) -> None:

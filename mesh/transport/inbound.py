@@ -22,7 +22,7 @@ from mesh.errors import SubscribeError
 from mesh.transport.base import InboundMessage, MessageHandler, Subscription
 from mesh.transport.callbacks import CallbackRunner
 from mesh.transport.capabilities import BrokerCapabilities
-from mesh.transport.codec import from_paho
+from mesh.transport.codec import from_paho, new_properties
 from mesh.transport.connection import Connection
 from mesh.transport.subscriptions import BrokerSubscription, SubscriptionTable
 
@@ -123,7 +123,7 @@ class Inbound:
             return None
         props: Properties | None = None
         if self.subscription_ids_available:
-            props = Properties(PacketTypes.SUBSCRIBE)  # type: ignore[no-untyped-call]
+            props = new_properties(PacketTypes.SUBSCRIBE)
             props.SubscriptionIdentifier = entry.identifier
         options = SubscribeOptions(qos=entry.qos, noLocal=entry.no_local)
         _rc, mid = self._client.subscribe(entry.topic_filter, options=options, properties=props)

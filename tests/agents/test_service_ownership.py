@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from agents import AgentSettings
 from agents.service import AgentService
+from mesh import ownership
 from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
@@ -104,3 +108,38 @@ async def test_a_card_presence_that_never_published_clears_nothing(
     presence = CardPresence(await make_transport(), card_topic, lambda: b"{}")
     await presence.stop()  # never started: not its card to clear
     assert await heard_on(watcher, cards, card_topic) == [card.payload]
+
+
+async def test_agents_started_together_share_one_probe_and_get_each_its_own_answer(
+    serve_agent: ServeAgent,
+    make_transport: TransportFactory,
+    broker_settings: BrokerSettings,
+    namespace: str,
+    client: MeshClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As ``mesh run`` starts them: in one gather, on one broker identity."""
+    await serve_agent(Echo())  # "echo" is live
+    await publish_stale_card(await make_transport(), namespace, "stale")  # nobody serves "stale"
+    probes: list[MqttTransport] = []
+
+    class CountedTransport(MqttTransport):  # the real transport, counted
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            probes.append(self)
+
+    monkeypatch.setattr(ownership, "MqttTransport", CountedTransport)
+    names = ["echo", "stale", *(f"fresh-{i}" for i in range(6))]
+    services = [AgentService(Echo(name=name), broker=broker_settings, namespace=namespace) for name in names]
+    results = await asyncio.gather(*(s.start() for s in services), return_exceptions=True)
+    try:
+        assert isinstance(results[0], AgentNameTakenError) and not services[0].transport.is_connected
+        assert results[1:] == [None] * 7
+        # One probe for the eight names, then one of its own for each name that has a card.
+        assert len(probes) == 3 and not any(p.is_connected for p in probes)
+        for name in names[1:]:
+            task = await client.send(name, f"hello {name}")
+            assert isinstance(task, Task) and task.status.state is TaskState.completed
+        await assert_answers(client, "the live one still answers")
+    finally:
+        await asyncio.gather(*(s.stop() for s in services))

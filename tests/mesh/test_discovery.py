@@ -11,16 +11,20 @@ from typing import Any
 import pytest
 
 from agents import AgentSettings
+from agents.service import AgentService
+from mesh import rollcall
 from mesh.a2a import Task
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
 from mesh.discovery import lease_registry, shared_registry_count
 from mesh.registry import DiscoveryRegistry, RegistryEvent
+from mesh.rollcall import rollcall_payload
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay
 from tests.conftest import ServeAgent, TransportFactory
 from tests.support import Inbox, precise_keepalive_mosquitto, start_agent_process, wait_until
+from topics import get_discovery_rollcall_topic
 
 #: The whole second of Mosquitto's keepalive clock, its loop's 100 ms tick and the will's delivery.
 BROKER_CLOCK_SLACK_S = 1.5
@@ -65,6 +69,50 @@ async def test_fifty_agents_share_one_registry_with_one_subscription(
     assert shared_registry_count() == 1  # the last one still holds it
     await services[49].stop()
     assert shared_registry_count() == 0
+
+
+async def test_agents_of_one_process_hear_roll_calls_on_one_subscription(
+    broker_settings: BrokerSettings,
+    namespace: str,
+    make_transport: TransportFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One roll-call delivery per process, not per agent; each agent still answers on its own
+    connection, also once the agent that started first has stopped (mesh.rollcall)."""
+    topic = get_discovery_rollcall_topic(namespace)
+    subscribed: list[str] = []
+    original = MqttTransport.subscribe
+
+    async def subscribe(self: MqttTransport, topic_filter: str, *args: Any, **kwargs: Any) -> Any:
+        if topic_filter == topic:
+            subscribed.append(self.client_id)
+        return await original(self, topic_filter, *args, **kwargs)
+
+    monkeypatch.setattr(MqttTransport, "subscribe", subscribe)
+    settings = AgentSettings(task_store=":memory:")
+    echoes = [
+        AgentService(Echo(name=f"e{i}"), broker=broker_settings, namespace=namespace, settings=settings)
+        for i in range(4)
+    ]
+    await asyncio.gather(*(e.start() for e in echoes))
+    caller = await make_transport()
+    try:
+        assert len(subscribed) == 1 and subscribed[0] not in {e.transport.client_id for e in echoes}
+
+        async def roll_call(expected: list[AgentService]) -> None:
+            before = [e.presence.rollcall.answered for e in expected]
+            await caller.publish(topic, rollcall_payload(0.05))
+            async with asyncio.timeout(10):
+                while [e.presence.rollcall.answered for e in expected] != [n + 1 for n in before]:
+                    await asyncio.sleep(0.02)
+
+        await roll_call(echoes)
+        await echoes[0].stop()  # the first to start leaves: the others still hear roll calls
+        await roll_call(echoes[1:])
+        assert len(subscribed) == 1
+    finally:
+        await asyncio.gather(*(e.stop() for e in echoes))
+    assert not rollcall._hearings  # the last one out closed the hearing's connection
 
 
 async def test_an_agent_that_never_delegates_runs_no_registry(

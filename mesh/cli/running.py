@@ -1,0 +1,259 @@
+"""What ``mesh run FILE...`` and ``mesh up`` do: start components and serve until Ctrl-C / SIGTERM
+(their arguments: :mod:`mesh.cli.run_commands`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
+from mesh.brokertools.brokerfiles import CREDENTIALS_DIR, identities_of
+from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url, running_up_of_broker, up_files
+from mesh.cli.broker_commands import secure_broker
+from mesh.cli.common import (
+    EXIT_OK,
+    NAMESPACE_ENV,
+    broker_settings,
+    configure_logging,
+    settings_for_url,
+    stopped_by_signals,
+)
+from mesh.cli.run_commands import mesh_command
+from mesh.cli.up_assistant import write_assistant_config
+from mesh.cli.up_broker import broker_for_up, check_gateway_ports
+from mesh.cli.up_secure import INSECURE_WARNING, admin_file, secured_url, with_secure_trust
+from mesh.cli.up_secure import clients as up_clients
+from mesh.component import Component
+from mesh.config import MeshConfig, configured_broker, configured_tls, load_many
+from mesh.errors import ConfigError, ConnectError
+from mesh.gctuning import tune_for_serving, tune_for_starting
+from mesh.redaction import redact_url
+from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
+from mesh.telemetry import tracing
+from topics import validate_namespace
+
+log = logging.getLogger(__name__)
+
+UP_GROUP = "mesh.up"  # entry points naming the config files `mesh up` runs
+
+
+async def run(args: argparse.Namespace) -> int:
+    tune_for_starting()  # mesh.gctuning
+    configs = load_many(args.files)
+    if args.namespace is not None:
+        try:
+            namespace = validate_namespace(args.namespace)
+        except ValueError as exc:
+            raise ConfigError(f"--namespace / ${NAMESPACE_ENV}: {exc}") from exc
+        configs = [dataclasses.replace(config, namespace=namespace) for config in configs]
+    if not any(entries for config in configs for entries in config.sections.values()):
+        names = ", ".join(str(f) for f in args.files)
+        raise ConfigError(f"{names}: nothing to run; add an 'agents:' or 'gateways:' section")
+    configure_logging(args.log_level or configs[0].log_level)
+    # The broker of a running `mesh up` of the namespace, if the files and $MESH_BROKER_URL name none.
+    configured = configured_broker(configs) or running_up_broker_url(configs[0].namespace)
+    broker = broker_settings(args, configured, configured_tls(configs))
+    configs = await _joined(configs, broker)
+    try:
+        if args.metrics_port is None:
+            return await serve(build_many(configs, broker))
+        from mesh.telemetry.exposition import serve_metrics  # prometheus_client loads only when asked
+
+        async with serve_metrics(args.metrics_port):
+            return await serve(build_many(configs, broker))
+    except ConnectError as exc:
+        if broker.password_file is not None or broker.username is not None or "Not authorized" not in str(exc):
+            raise
+        raise ConnectError(
+            f"the broker at {redact_url(broker.url)} refused the connection (Not authorized): it is secured and "
+            "these components have no credentials. A `mesh up` running here keeps them in "
+            f"{up_files(configs[0].namespace).secure_dir / CREDENTIALS_DIR} (mesh run finds them itself, with the "
+            "same MESH_STATE_DIR); for another broker, point MESH_BROKER_PASSWORD_FILE at the credentials directory "
+            "`mesh broker-config FILE... --out DIR` wrote (DIR/credentials)"
+        ) from None
+
+
+async def _joined(configs: list[MeshConfig], broker: BrokerSettings) -> list[MeshConfig]:
+    """``configs``, their components given users of their own on the secured broker of a ``mesh up``
+    running here (and signing keys), when that is the broker they use (mesh.brokertools.enroll)."""
+    record = running_up_of_broker(broker.url, configs[0].namespace)
+    if record is None or not record.credentials or record.credentials != broker.password_file:
+        return configs
+    if not record.admin_file or not record.keys:
+        return configs
+    from mesh.brokertools.enroll import enroll
+
+    await enroll(broker, Path(record.admin_file), Path(record.credentials), identities_of(configs, up_clients()))
+    return with_secure_trust(configs, Path(record.keys))
+
+
+async def up(args: argparse.Namespace) -> int:
+    tune_for_starting()
+    configure_logging(args.log_level)
+    environ = {**os.environ, NAMESPACE_ENV: args.namespace}
+    examples = up_configs()
+    with tempfile.TemporaryDirectory(prefix="mesh-up-") as scratch:
+        assistant = [write_assistant_config(args.model, Path(scratch))] if args.model else []
+        configs = load_many([*examples, *assistant, *args.config], environ=environ)
+    if args.open_mesh:
+        log.warning(INSECURE_WARNING)
+    # Before anything starts: a live `mesh up` of the namespace, or a taken gateway port, ends
+    # the run here (exit 2), having started, and so cleared, nothing.
+    claim = UpClaim.take(args.namespace)
+    try:
+        check_gateway_ports(configs)
+        if not args.open_mesh:
+            return await _up_secured(args, claim, configs, examples)
+        settings = settings_for_url(args, resolve_broker_url(args.broker))  # with --ca-file, --cert...
+        async with broker_for_up(settings, claim) as broker:
+            components, missing = build_up(configs, broker.settings, examples)
+
+            def ready() -> str:
+                gateways = [str(getattr(c, "public_url", c.name)) for c in components if c.kind == "gateway"]
+                claim.write(broker.record(args.namespace, gateways))
+                return up_banner(broker.settings, args.namespace, components, broker.how, missing=missing)
+
+            return await serve(components, banner=ready)
+    finally:
+        claim.release()
+
+
+async def _up_secured(args: argparse.Namespace, claim: UpClaim, configs: list[MeshConfig], examples: list[Path]) -> int:
+    """Start a broker under the mesh's rules and the components, each as its own user (mesh.cli.up_secure)."""
+    url = secured_url(args.broker, tls=args.secure)
+    directory = claim.files.secure_dir
+    credentials = directory / CREDENTIALS_DIR
+    configs = with_secure_trust(configs, credentials)  # each signing key beside its component's password
+    started: list[int | None] = []
+    with secure_broker(
+        url,
+        configs,
+        up_clients(),
+        directory=directory,
+        started=lambda broker: started.append(broker.pid),
+        workdir=claim.files.broker_dir,  # what a killed mesh up leaves, the next one cleans
+    ) as settings:
+        record = UpRecord(
+            os.getpid(),
+            args.namespace,
+            settings.url,
+            broker_pid=started[0],
+            secure=True,
+            credentials=str(credentials),
+            ca_file=settings.tls.ca_file if settings.tls is not None else None,
+            admin_file=str(admin_file(credentials)),
+            keys=str(credentials),
+        )
+        claim.write(record)
+        components, missing = build_up(configs, settings, examples)
+        how = "started here under the mesh's rules: a broker user per component" + (", TLS" if settings.tls else "")
+        how += f"; credentials in {credentials}"
+
+        def ready() -> str:
+            gateways = [str(getattr(c, "public_url", c.name)) for c in components if c.kind == "gateway"]
+            claim.write(dataclasses.replace(record, gateways=gateways))
+            return up_banner(settings, args.namespace, components, how, missing=missing)
+
+        return await serve(components, banner=ready)
+
+
+def build_up(
+    configs: Sequence[MeshConfig], settings: BrokerSettings, examples: Sequence[Path]
+) -> tuple[list[Component], list[str]]:
+    """Build the components, leaving out an example whose extra is not installed (e.g. the HTTP
+    gateway without ``http``); also returns how to install what was left out."""
+    built: list[tuple[MeshConfig, list[Component]]] = []
+    missing: list[str] = []
+    for config in configs:
+        try:
+            built.append((config, build_components(config, settings)))
+        except MissingDependencyError as exc:
+            if config.source not in examples:
+                raise  # a file the user asked for runs whole, or not at all
+            log.warning("not running %s: %s", config.source.name, exc.hint)
+            missing.append(exc.hint)
+    check_unique_components(built)
+    return [component for _, components in built for component in components], missing
+
+
+def up_configs() -> list[Path]:
+    """The config files registered under the ``mesh.up`` entry-point group."""
+    paths = [Path(ep.load()) for ep in sorted(entry_points(group=UP_GROUP), key=lambda ep: ep.name)]
+    if not paths:
+        raise ConfigError("no example configs are registered (mesh.up entry points); reinstall the package")
+    return paths
+
+
+async def serve(components: Sequence[Component], *, banner: Callable[[], str] | None = None) -> int:
+    """Start every component, wait for SIGINT/SIGTERM, then stop them all cleanly."""
+    tracing.enable_from_environment()  # OTEL_EXPORTER_OTLP_*ENDPOINT set: spans (mesh.telemetry.otel)
+    stop = asyncio.Event()
+    started: list[Component] = []
+    try:
+        # Leaving the block restores the default handlers: a second Ctrl-C interrupts a stuck shutdown.
+        with stopped_by_signals(stop):
+            # Agents first: when one is refused (a live instance owns its name: a second `mesh up`),
+            # the run ends before its gateways publish, and on their way out clear, cards of their own.
+            agents = [c for c in components if c.kind == "agent"]
+            for phase in (agents, [c for c in components if c.kind != "agent"]):
+                results = await asyncio.gather(*(c.start() for c in phase), return_exceptions=True)
+                started += [c for c, r in zip(phase, results, strict=True) if not isinstance(r, BaseException)]
+                failures = [(c, r) for c, r in zip(phase, results, strict=True) if isinstance(r, BaseException)]
+                for component, error in failures[1:]:  # the first one is the command's error message
+                    log.error("%s %s did not start: %s", component.kind, component.name, error)
+                if failures:
+                    raise failures[0][1]
+            tune_for_serving()  # this process serves from now on (mesh.gctuning)
+            log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
+            if banner is not None:
+                print(banner(), flush=True)
+            await stop.wait()
+            log.info("stopping")
+    finally:
+        await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)
+    return EXIT_OK
+
+
+def up_banner(
+    settings: BrokerSettings,
+    namespace: str,
+    components: Sequence[Component],
+    started_here: str | None,
+    *,
+    missing: Sequence[str] = (),
+) -> str:
+    agents = [c.name for c in components if c.kind == "agent"]
+    gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
+    first = agents[0] if agents else "echo"
+    broker_line = redact_url(settings.url) + (f" ({started_here})" if started_here else "")
+    lines = [
+        "mesh up: ready",
+        f"  broker     {broker_line}",
+        f"  namespace  {namespace}",
+        f"  agents     {', '.join(agents) or 'none'}",
+    ]
+    if gateways:
+        lines.append(f"  gateways   {', '.join(gateways)}")
+    dashboards = [
+        f"{getattr(c, 'public_url', '')}/ui"
+        for c in components
+        if c.kind == "gateway" and getattr(c, "serves_dashboard", False)
+    ]
+    if dashboards:
+        lines.append(f"  dashboard  {', '.join(dashboards)}")
+    lines += [f"  not run    {hint}" for hint in missing]
+    lines += [f"try:  {mesh_command()} send {first} hi", "Ctrl-C stops everything."]
+    if os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:
+        # Other commands find this broker in the state file (mesh.brokertools.upstate),
+        # unless the variable points elsewhere.
+        lines[-2] += f" --broker {settings.url}"
+    if namespace != "mesh":
+        lines[-2] += f" --namespace {namespace}"
+    return "\n".join(lines)
