@@ -47,8 +47,8 @@ __all__ = ["CHECKPOINT_EVERY", "NodeRecord", "RunRecord", "WorkflowStore"]
 
 log = logging.getLogger(__name__)
 
-#: Commits between two checkpoints (each a few pages: the WAL stays small).
-CHECKPOINT_EVERY = 256
+#: Commits between two checkpoints: the WAL file stays at what they write, ~4 pages each (~1.5 MB).
+CHECKPOINT_EVERY = 100
 #: How long a write on the loop waits for another process's lock on the file (none expected:
 #: the file is this agent's; a second process serving the same agent is a configuration error).
 LOOP_BUSY_TIMEOUT_S = 1.0
@@ -88,8 +88,9 @@ class NodeRecord:
 class WorkflowStore:
     """The runs and node rows of one workflow agent (see the module docstring)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, checkpoint_every: int = CHECKPOINT_EVERY) -> None:
         self.path = path
+        self.checkpoint_every = checkpoint_every
         self._db: sqlite3.Connection | None = None  # the loop's: every write
         self._checkpointer: sqlite3.Connection | None = None  # the thread's
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -217,7 +218,7 @@ class WorkflowStore:
 
     def _committed(self) -> None:
         self._commits += 1
-        if self._commits % CHECKPOINT_EVERY == 0 and (self._checkpoint is None or self._checkpoint.done()):
+        if self._commits % self.checkpoint_every == 0 and (self._checkpoint is None or self._checkpoint.done()):
             self._checkpoint = asyncio.ensure_future(self._run(self._checkpoint_now))
 
     def _checkpoint_now(self) -> None:
