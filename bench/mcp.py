@@ -11,8 +11,10 @@ What an MCP client sees (Claude Desktop, Cursor...) next to what ``mesh send`` s
 - mcp: ``tools/call echo {"message": "hello"}`` -> stdio -> mesh mcp -> Mosquitto -> echo -> back;
 - mesh_send: ``MeshClient.send("echo", "hello")`` -> Mosquitto -> echo -> back;
 - mcp_floor (context): the same tool call to a bare MCP server (the SDK's low-level ``Server``
-  answering at once, on mesh mcp's stdio transport): what MCP itself costs (two SDK sides, a
-  pipe each way), with no mesh behind it.
+  as it ships, answering at once, on mesh mcp's stdio transport, :mod:`gateways.mcp.stdio`):
+  what MCP itself costs (two SDK sides, a pipe each way), with no mesh behind it. It shares
+  mesh mcp's transport, so a faster transport lowers both; it keeps the SDK's OpenTelemetry
+  middleware, which mesh mcp skips while no tracer provider is installed.
 
 Both sequential (one call in flight), 200 warm-up calls, then ``--requests`` measured. The goal:
 the MCP call costs at most 1 ms more (median) than the direct one. Last line on stdout::

@@ -51,8 +51,14 @@ def load_workflow(text: str, *, name: str, source: str = "<workflow>") -> Graph:
 
 
 def workflow_store_path(entry: Mapping[str, Any], namespace: str, name: str) -> Path | None:
-    """Where the workflow keeps its runs: the agent's task-store file (None: in memory)."""
+    """Where the workflow keeps its runs: a file beside the agent's task store (None: in memory).
+
+    ``<agent>.sqlite3`` -> ``<agent>.workflow.sqlite3``. Not the task store itself: two writers
+    of one SQLite file take turns through its busy handler, which sleeps a millisecond or more
+    each time they meet, and the task journal writes at every node's start and end.
+    """
     task_store = entry.get("task_store") or ""
     if entry.get("shared_subscription") and not task_store:
         task_store = MEMORY  # as the service does for replicas
-    return journal_path(str(task_store), namespace, name)
+    tasks = journal_path(str(task_store), namespace, name)
+    return None if tasks is None else tasks.with_name(f"{tasks.stem}.workflow{tasks.suffix or '.sqlite3'}")

@@ -75,32 +75,44 @@ class WorkflowRun:
         # Map items and loop iterations a previous process finished, by "node[i]" / "node#i".
         self.parts: dict[str, Any] = {k: r.output for k, r in finished.items() if k not in graph.nodes}
         self._parallel = asyncio.Semaphore(graph.spec.max_parallel)
+        self._pending = [n for n in graph.nodes.values() if n.id not in self.results]
+        self._running: dict[asyncio.Task[NodeRecord], Node] = {}
+        self._failing = False  # a node failed (or the run ended): start nothing more
 
     # ------------------------------------------------------------------ the graph
 
     async def execute(self) -> Any:
-        running: dict[asyncio.Task[NodeRecord], Node] = {}
-        pending = [n for n in self.graph.nodes.values() if n.id not in self.results]
+        running = self._running
         try:
-            while True:
-                for node in [n for n in pending if n.deps.issubset(self.results)]:
-                    pending.remove(node)
-                    if self._skipped(node):
-                        await self._finish(node, NodeRecord(SKIPPED, None))
-                        continue
-                    running[asyncio.get_running_loop().create_task(self._node(node))] = node
-                if not running:
-                    if pending and any(n.deps.issubset(self.results) for n in pending):
-                        continue  # skips made more nodes ready
-                    break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            await self._start_ready()
+            while running:
+                done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    node = running.pop(task)
-                    record = task.result()  # a NodeFailed ends the run (finally: the rest are canceled)
-                    self.results[node.id] = record
+                    running.pop(task)
+                    task.result()  # a NodeFailed ends the run (finally: the rest are canceled)
         finally:
+            self._failing = True  # no node starts after this
             await _cancel_all(running)
         return self._output()
+
+    async def _start_ready(self) -> None:
+        """Start every node whose dependencies have finished (skip those a switch did not choose).
+
+        A finishing node calls it itself, before its task ends: its dependents start in the
+        same pass of the loop (and their start is journaled with its end, in one write).
+        """
+        ready = True
+        while ready and not self._failing:
+            ready = False
+            for node in [n for n in self._pending if n.deps.issubset(self.results)]:
+                if node not in self._pending:
+                    continue  # another finishing node started it meanwhile
+                ready = True  # a skip may make more nodes ready
+                self._pending.remove(node)
+                if self._skipped(node):
+                    await self._finish(node, NodeRecord(SKIPPED, None))
+                    continue
+                self._running[asyncio.get_running_loop().create_task(self._node(node))] = node
 
     def _skipped(self, node: Node) -> bool:
         # A branch a switch did not choose ends where it joins another: a node is skipped when
@@ -139,17 +151,20 @@ class WorkflowRun:
             except NodeFailed as failure:
                 error = failure
                 if node.spec.on_error != "continue":
+                    self._failing = True
                     self._status(node.id, FAILED, str(failure))
                     raise
                 record = NodeRecord(FAILED, {"error": failure.reason, "text": "", "data": None})
             except BaseException as exc:
                 error = exc
+                self._failing = True
                 raise
             finally:
                 if span is not None:
                     tracing.end_span(span, error, **{"workflow.node.state": FAILED if error else COMPLETED})
             await self._finish(node, record)
-            return record
+        await self._start_ready()  # its dependents, now (outside the parallel bound it held)
+        return record
 
     async def _finish(self, node: Node, record: NodeRecord) -> None:
         self.results[node.id] = record

@@ -23,7 +23,8 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import Server
-from mcp.server.context import ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
@@ -31,6 +32,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace
 
 from mesh.version import __version__
 
@@ -73,6 +75,9 @@ class McpGateway:
             on_list_resources=self._list_resources if resources is not None else None,
             on_read_resource=self._read_resource if resources is not None else None,
         )
+        self.server.middleware = [
+            _OtelWhenInstalled(m) if isinstance(m, OpenTelemetryMiddleware) else m for m in self.server.middleware
+        ]
         # Handshake-era connections, by identity: their standalone channel carries list_changed.
         self._connections: OrderedDict[int, ServerSession] = OrderedDict()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -206,6 +211,22 @@ class McpGateway:
             self._notifying.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._notifying
+
+
+class _OtelWhenInstalled:
+    """The SDK's OpenTelemetry middleware, run only once a global tracer provider is installed.
+
+    Without one its span is a no-op, but building it (attributes, context extraction, the
+    span's context manager) is a good part of what serving a tool call costs (bench/mcp.py).
+    """
+
+    def __init__(self, inner: OpenTelemetryMiddleware) -> None:
+        self._inner = inner
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            return await call_next(ctx)
+        return await self._inner(ctx, call_next)
 
 
 def _checked(tool: AgentTool, arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def test_a_good_entry_builds_a_workflow_agent_with_its_store_beside_the_task_sto
     assert list(graph.nodes) == ["research", "check", "per_source", "ask", "write"]
     assert graph.nodes["per_source"].deps == {"research"}  # read by its templates
     assert graph.nodes["ask"].deps == {"check"} and graph.nodes["ask"].gate == "check"
-    assert agent.store.path is not None and agent.store.path.name == "report.sqlite3"
+    assert agent.store.path is not None and agent.store.path.name == "report.workflow.sqlite3"
     memory = parse_agent_entry(entry("nodes: [{id: a, agent: b}]", task_store=":memory:"), ctx, 0).agent
     assert isinstance(memory, WorkflowAgent) and memory.store.path is None
 

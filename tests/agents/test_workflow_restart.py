@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from agents import AgentSettings
-from agents.journal import journal_path
+from agents.workflow import workflow_store_path
 from mesh.a2a import DataPart, Task, TaskState
 from mesh.client import MeshClient
 from tests.agents.test_durable_tasks import until
@@ -66,7 +66,7 @@ async def test_a_killed_workflow_resumes_from_its_finished_nodes(
         await wait_until(lambda: sorted(holder.started) == started, holder.changed, 10, lambda: f"{holder.started}")
         assert upper.calls == ["one"]
         # The map item's row is written after its answer came: wait for it (another process's file).
-        store = journal_path("", namespace, "durable")
+        store = workflow_store_path({}, namespace, "durable")
         assert store is not None
         await until(lambda: stored_node(store, submitted.id, "each[0]"))
         run.proc.kill()  # SIGKILL: no cleanup of any kind

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from opentelemetry import trace
 
 from gateways.mcp import server as mcp_server
 from gateways.mcp.bridge import MeshBridge
@@ -44,3 +47,25 @@ async def test_calls_over_the_in_flight_limit_are_refused_with_is_error(
     finally:
         await gateway.close()
         await bridge.stop()
+
+
+async def test_the_sdks_tracing_middleware_runs_only_once_a_tracer_provider_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bridge = MeshBridge("mcp-tracing", broker=BrokerSettings(), namespace="mesh")  # never started
+    middleware = [m for m in McpGateway(bridge).server.middleware if isinstance(m, mcp_server._OtelWhenInstalled)]
+    assert len(middleware) == 1, "the SDK's OpenTelemetry middleware is wrapped, not dropped"
+    spans: list[str] = []
+
+    async def inner(ctx: object, call_next: object) -> dict[str, str]:
+        spans.append("span")
+        return {"via": "otel"}
+
+    async def handler(ctx: object) -> dict[str, str]:
+        return {"via": "handler"}
+
+    monkeypatch.setattr(middleware[0], "_inner", inner)
+    ctx = cast(Any, object())  # the wrapper only hands it on
+    assert await middleware[0](ctx, handler) == {"via": "handler"} and spans == []  # no provider: no span
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)  # one installed, not the proxy
+    assert await middleware[0](ctx, handler) == {"via": "otel"} and spans == ["span"]
