@@ -75,7 +75,9 @@ async def test_a_foreign_caller_gets_task_not_found(
         MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
         MeshClient.connect(cli, ns, user_id="root", auth_token=minter.mint("root")) as root,
         MeshClient.connect(cli, ns) as anonymous_cli,  # no token: owned by the component, client:cli
-        MeshClient.connect(ruled_broker.settings("calculator"), ns) as calculator,
+        MeshClient.connect(
+            ruled_broker.settings("calculator"), ns, client_id=ruled_broker.client_id("calculator"), name="calculator"
+        ) as calculator,
     ):
         # The compromised agent talks as what it is: an agent, reading its own answer topics.
         calculator.calls = CallPath(calculator.transport, ns, "calculator", role="agent")
