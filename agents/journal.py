@@ -52,6 +52,8 @@ class StoredTask:
     request_key: str | None
     # Seconds since it last changed (wall clock at load minus at write): what retention ages.
     age_s: float
+    #: Who may act on it (agents.owners); None for a task stored before owners were kept.
+    owner: str | None = None
 
 
 @dataclass(slots=True)

@@ -5,8 +5,9 @@ whose answer topic the request named (``agent:<name>``, ``gateway:<id>``, ``clie
 under the broker's rules only that component reads those answers, so a caller naming another's
 topic learns nothing. ``tasks/get``, ``tasks/list``, ``tasks/cancel``, ``tasks/resubscribe``,
 the push-config methods and a message continuing a task act only for its owner or one of the
-agent's ``operators``; anyone else is told the task does not exist. A task with no recorded
-owner (one loaded from the journal) is its operators' only.
+agent's ``operators``; anyone else is told the task does not exist. Owners are journaled with
+their tasks, so they survive a restart; a task with no recorded owner (journaled by a version
+that kept none) is its operators' only.
 
 The checks are on when the agent verifies user tokens (it has ``trust.token_issuers``, as under
 ``mesh up``) or ``task_owner_checks: true``; an open mesh, where anyone reads every topic anyway,

@@ -50,10 +50,10 @@ from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, Tas
 from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
-from mesh.credentials import private_client_id
+from mesh.credentials import PROBE_SUFFIX, private_client_id, probe_client_id
 from mesh.discovery import LazyRegistry
-from mesh.errors import ConfigError
-from mesh.ownership import check_agent_name
+from mesh.errors import ConfigError, ConnectError
+from mesh.ownership import check_agent_name, ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
 from mesh.telemetry import METRICS
@@ -73,6 +73,8 @@ log = logging.getLogger(__name__)
 
 # How long a stopping agent waits for the answers to its canceled tasks to go out.
 _STOP_GRACE_S = 10.0
+#: CONNACK reasons of a user the broker does not know: bad user name or password, not authorized.
+_REFUSED_USER = frozenset({0x86, 0x87})
 #: After a restart, how long the requests of unfinished tasks may take to come back (the broker
 #: redelivers right after the session resumes) before those tasks fail as "agent restarted".
 REDELIVERY_WINDOW_S = 2.0
@@ -193,10 +195,13 @@ class AgentService:
         # The process's shared registry, leased on first need (a delegation, or at start for an
         # agent that uses discovery); an injected transport gets a registry of its own.
         verifier = trust.card_verifier() if trust is not None else None
+        # With a user bound to this connection's client id (a secured mesh: a password), a second
+        # connection of its own would be refused: the registry then runs on this one.
+        shared = self._name_check_broker
         self.discovery = LazyRegistry(
             self.namespace,
             owner=instance,
-            broker=self._name_check_broker,
+            broker=shared if shared is not None and not shared.password else None,
             transport=self.transport,
             ttl_s=self.settings.discovery_ttl_s,
             verifier=verifier,
@@ -303,6 +308,27 @@ class AgentService:
             self._signed_card = (unsigned, self.trust.sign(card).to_json_bytes())
         return self._signed_card[1]
 
+    async def _check_name(self, broker: BrokerSettings, timeout_s: float) -> None:
+        """The name check, as the agent's ``{name}@probe`` user where its own user may connect
+        under its own client id only (mesh.brokertools.brokerrules); as its own user under a
+        client id of its own where the broker knows no such user (rules of an older version,
+        another broker)."""
+        if broker.username and broker.password:
+            probe = MqttTransport(
+                dataclasses.replace(broker, username=broker.username + PROBE_SUFFIX, session_expiry_s=0),
+                client_id=probe_client_id(self.transport.client_id),
+            )
+            try:
+                await ensure_agent_name_free(probe, self.namespace, self.name, timeout_s=timeout_s)
+                return
+            except ConnectError as exc:
+                if exc.reason_code not in _REFUSED_USER:
+                    raise
+                log.debug("agent %s: no name-check user on the broker (%s); checking as itself", self.name, exc)
+        # A broker identity shared by the agents (or none): one probe for all the agents of
+        # this process that start together (mesh.ownership).
+        await check_agent_name(broker, self.namespace, self.name, timeout_s=timeout_s)
+
     async def start(self) -> None:
         """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`
         otherwise; replicas skip it), load the stored tasks, connect, subscribe to the request
@@ -312,7 +338,7 @@ class AgentService:
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s
         if self._name_check_broker is not None and timeout_s is not None and not self.settings.shared_subscription:
-            await check_agent_name(self._name_check_broker, self.namespace, self.name, timeout_s=timeout_s)
+            await self._check_name(self._name_check_broker, timeout_s)
         await self._load_tasks()
         await self.agent.setup()
         filters = [self.request_topic]

@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     request_key TEXT,
     terminal INTEGER NOT NULL,
     changed_at REAL NOT NULL,
-    task BLOB NOT NULL
+    task BLOB NOT NULL,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS push_configs (
     task_id TEXT NOT NULL,
@@ -68,9 +69,9 @@ CREATE TABLE IF NOT EXISTS push_configs (
 );
 """
 _UPSERT = (
-    "INSERT INTO tasks (id, request_key, terminal, changed_at, task) VALUES (?, ?, ?, ?, ?) "
+    "INSERT INTO tasks (id, request_key, terminal, changed_at, task, owner) VALUES (?, ?, ?, ?, ?, ?) "
     "ON CONFLICT(id) DO UPDATE SET terminal = excluded.terminal, changed_at = excluded.changed_at, "
-    "task = excluded.task"
+    "task = excluded.task, owner = excluded.owner"
 )
 
 
@@ -79,7 +80,7 @@ class _Batch:
     """What one pass of the loop changed, numbered in the order it was handed to the writer."""
 
     number: int
-    rows: list[tuple[str, str | None, int, float, bytes]] = field(default_factory=list)
+    rows: list[tuple[str, str | None, int, float, bytes, str | None]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     push_configs: dict[str, list[bytes]] = field(default_factory=dict)
 
@@ -130,6 +131,7 @@ class SqliteJournal:
         try:
             db.execute("PRAGMA journal_mode=WAL")  # kept in the file: later connections have it
             db.executescript(_SCHEMA)
+            _migrate(db)
             return _read(db)
         finally:
             db.close()  # the writer opens it when there is something to write
@@ -216,7 +218,7 @@ class SqliteJournal:
             except ValueError as exc:  # text no JSON can carry (a lone surrogate from a handler)
                 log.warning("%s: task %s is not stored: %s", self.agent_name, record.id, exc)
                 continue
-            batch.rows.append((record.id, record.request_key, int(record.is_terminal), now, task_json))
+            batch.rows.append((record.id, record.request_key, int(record.is_terminal), now, task_json, record.owner))
         self._dirty, self._deleted, self._push = {}, [], {}
         size = sum(len(row[4]) for row in batch.rows) + sum(
             map(len, (c for cs in batch.push_configs.values() for c in cs))
@@ -364,12 +366,20 @@ def _create_empty(path: Path) -> bool:
     return True
 
 
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a journal written by an older version up to the schema: tasks' ``owner`` column
+    (its tasks get none, so only the agent's operators see them, as before the restart)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+    if "owner" not in columns:
+        db.execute("ALTER TABLE tasks ADD COLUMN owner TEXT")
+
+
 def _read(db: sqlite3.Connection) -> LoadedTasks:
     loaded = LoadedTasks()
     now = time.time()
     bad = 0
-    for task_id, request_key, changed_at, task_json in db.execute(
-        "SELECT id, request_key, changed_at, task FROM tasks ORDER BY changed_at"
+    for task_id, request_key, changed_at, task_json, owner in db.execute(
+        "SELECT id, request_key, changed_at, task, owner FROM tasks ORDER BY changed_at"
     ):
         try:
             task = Task.model_validate_json(task_json)
@@ -377,7 +387,7 @@ def _read(db: sqlite3.Connection) -> LoadedTasks:
             bad += 1
             db.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
             continue
-        loaded.tasks.append(StoredTask(task, request_key, max(0.0, now - changed_at)))
+        loaded.tasks.append(StoredTask(task, request_key, max(0.0, now - changed_at), owner))
     if bad:
         log.warning("dropped %d stored task(s) that no longer parse as A2A tasks", bad)
     for task_id, config in db.execute("SELECT task_id, config FROM push_configs ORDER BY task_id, position"):

@@ -239,7 +239,7 @@ class TaskStore:
         orphans = []
         now = time.monotonic()
         for stored in loaded.tasks:
-            record = TaskRecord(task=stored.task, request_key=stored.request_key)
+            record = TaskRecord(task=stored.task, request_key=stored.request_key, owner=stored.owner)
             self._tasks[record.id] = record
             self._per_context[record.context_id] += 1
             if record.request_key is not None:

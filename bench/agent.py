@@ -25,8 +25,9 @@ tokens required; the client sends a token minted as a gateway would, which the a
 ``--secured`` also measures, in the same run, the mesh as ``mesh up`` now runs it by default
 (issue 23): a broker of its own under the generated rules, the agent and the client each as its
 own broker user, signed cards, a verified user token on every request and the task owner checks
-on; ``secured_*`` are its figures (tasks in memory), ``secured_rps_ratio`` and
-``secured_rtt_ratio`` compare them with the open mesh's (``mesh_memory_*``).
+on; ``secured_*`` are its figures (tasks in memory), ``secured_open_*`` the open mesh's (tasks in
+memory) measured in turns with them (three rounds each, medians: both sides see the same load),
+and ``secured_rps_ratio`` / ``secured_rtt_ratio`` compare the two.
 
 Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust] [--secured]``.
 """
@@ -50,6 +51,7 @@ from bench.harness import (
     broker_url,
     child,
     emit,
+    interleaved,
     median_us,
     p99_us,
     progress,
@@ -238,7 +240,7 @@ def main() -> None:
         keys = bench_keys(keys_dir) if args.trust else None
         trust = ["--keys", keys] if keys else []
         mesh, memory, results = run_sides(args, url, state_dir, trust, keys, port, script, memory_namespace)
-        secured = secured_side(args, script, bench_keys(keys_dir) if args.secured else None)
+        secured = secured_side(args, script, bench_keys(keys_dir) if args.secured else None, url, trust, keys)
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
@@ -261,29 +263,42 @@ def main() -> None:
             "concurrent_requests": args.concurrent_requests,
             "trust": args.trust,
             **secured,
-            **(
-                {
-                    "secured_rtt_ratio": ratio(float(secured["secured_rtt_us"]), memory["rtt_us"]),
-                    "secured_rps_ratio": ratio(float(secured["secured_rps"]), memory["rps"]),
-                }
-                if secured
-                else {}
-            ),
         }
     )
 
 
-def secured_side(args: argparse.Namespace, script: str, keys: str | None) -> dict[str, object]:
-    """The figures of the secured default (``--secured``): rules, own users, trust, owner checks."""
+def secured_side(
+    args: argparse.Namespace, script: str, keys: str | None, url: str, trust: list[str], open_keys: str | None
+) -> dict[str, object]:
+    """The figures of the secured default (``--secured``): rules, own users, trust, owner checks;
+    measured in turns with the open mesh's (tasks in memory, on the open broker at ``url``), so
+    both see the same machine: medians of the rounds."""
     if keys is None:
         return {}
-    namespace = f"{args.namespace}-secured"
+    namespace, open_namespace = f"{args.namespace}-secured", f"{args.namespace}-open"
     identities = [("agent", "echo", namespace), ("client", "cli", namespace)]
-    with secured_broker(identities) as urls, child([*_echo(script, urls["echo"], namespace), "--keys", keys]):
-        progress(f"secured mesh: {args.requests} sequential, then {args.concurrent_requests} in flight")
-        secured = asyncio.run(mesh_side(urls["cli"], namespace, args.requests, args.concurrent_requests, keys))
-        progress(f"secured mesh, tasks in memory: {secured}")
-    return {"secured_rtt_us": secured["rtt_us"], "secured_rps": secured["rps"], "secured_p99_us": secured["p99_us"]}
+    with (
+        secured_broker(identities) as urls,
+        child([*_echo(script, urls["echo"], namespace), "--keys", keys]),
+        child([*_echo(script, url, open_namespace), *trust]),
+    ):
+        progress(f"secured vs open mesh: {args.requests} sequential, then {args.concurrent_requests}, in turns")
+        opened, secured = interleaved(
+            lambda n, c: asyncio.run(mesh_side(url, open_namespace, n, c, open_keys)),
+            lambda n, c: asyncio.run(mesh_side(urls["cli"], namespace, n, c, keys)),
+            args.requests,
+            args.concurrent_requests,
+        )
+        progress(f"secured mesh, tasks in memory: {secured}; open, in the same turns: {opened}")
+    return {
+        "secured_rtt_us": secured["rtt_us"],
+        "secured_rps": secured["rps"],
+        "secured_p99_us": secured["p99_us"],
+        "secured_open_rtt_us": opened["rtt_us"],
+        "secured_open_rps": opened["rps"],
+        "secured_rtt_ratio": ratio(secured["rtt_us"], opened["rtt_us"]),
+        "secured_rps_ratio": ratio(secured["rps"], opened["rps"]),
+    }
 
 
 async def serve_echo(url: str, namespace: str, task_store: str, keys: str | None = None) -> None:

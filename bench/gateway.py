@@ -39,8 +39,10 @@ user token minted by the gateway per request and verified by the agent, which re
 ``--secured`` also measures, in the same run, the gateway (A2A 0.3) as the secured default of
 ``mesh up`` runs it (issue 23): a broker of its own under the generated rules, the gateway and
 the agent each as its own broker user, signed cards, a user token minted per request and
-verified, the task owner checks on; ``secured_*`` are its figures and ``secured_rps_ratio`` /
-``secured_rtt_ratio`` compare them with the open gateway's 0.3 figures.
+verified, the task owner checks on, an API key asked of every caller; ``secured_*`` are its
+figures, ``secured_open_*`` the open gateway's 0.3 figures measured in turns with them (three
+rounds each, medians: both sides see the same load), and ``secured_rps_ratio`` /
+``secured_rtt_ratio`` compare the two.
 
 Run: ``python bench/gateway.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust] [--secured]``.
 """
@@ -60,7 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
-from bench.harness import base_arguments, broker_url, child, emit, progress, ratio, secured_broker
+from bench.harness import base_arguments, broker_url, child, emit, interleaved, progress, ratio, secured_broker
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
 from mesh.gctuning import tune_for_serving
@@ -209,7 +211,7 @@ def main() -> None:
         progress(f"gateway (gRPC): {args.requests} sequential, then {args.concurrent_requests}")
         grpc_figures = asyncio.run(grpc_side(grpc_port, args.requests, args.concurrent_requests))
         progress(f"gateway grpc: {grpc_figures}")
-        secured = secured_side(args, script, bench_keys(keys_dir.name) if args.secured else None)
+        secured = secured_side(args, script, bench_keys(keys_dir.name) if args.secured else None, gateway_port)
     if args.profile_gateway:
         report_profile(args.profile_gateway)
     if args.profile_echo:
@@ -239,20 +241,13 @@ def main() -> None:
             "profiled": bool(args.profile_gateway or args.profile_echo),
             "trust": args.trust,
             **secured,
-            **(
-                {
-                    "secured_rtt_ratio": ratio(float(secured["secured_rtt_us"]), gateway["0.3"]["rtt_us"]),
-                    "secured_rps_ratio": ratio(float(secured["secured_rps"]), gateway["0.3"]["rps"]),
-                }
-                if secured
-                else {}
-            ),
         }
     )
 
 
-def secured_side(args: argparse.Namespace, script: str, keys: str | None) -> dict[str, object]:
-    """The gateway's 0.3 figures under the secured default (``--secured``)."""
+def secured_side(args: argparse.Namespace, script: str, keys: str | None, open_port: int) -> dict[str, object]:
+    """The gateway's 0.3 figures under the secured default (``--secured``), measured in turns with
+    the open gateway's (at ``open_port``), so both see the same machine: medians of the rounds."""
     if keys is None:
         return {}
     namespace, port = f"{args.namespace}-secured", free_port()
@@ -263,10 +258,25 @@ def secured_side(args: argparse.Namespace, script: str, keys: str | None) -> dic
             [script, "--serve-gateway", str(port), "--broker", urls["bench"], "--namespace", namespace, "--keys", keys]
         ),
     ):
-        progress(f"secured gateway (0.3): {args.requests} sequential, then {args.concurrent_requests}")
-        figures = asyncio.run(http_side(port, GATEWAY_PATH, "0.3", args.requests, args.concurrent_requests))
-        progress(f"secured gateway: {figures}")
-    return {"secured_rtt_us": figures["rtt_us"], "secured_rps": figures["rps"], "secured_p99_us": figures["p99_us"]}
+        progress(
+            f"secured vs open gateway (0.3): {args.requests} sequential, then {args.concurrent_requests}, in turns"
+        )
+        opened, figures = interleaved(
+            lambda n, c: asyncio.run(http_side(open_port, GATEWAY_PATH, "0.3", n, c)),
+            lambda n, c: asyncio.run(http_side(port, GATEWAY_PATH, "0.3", n, c)),
+            args.requests,
+            args.concurrent_requests,
+        )
+        progress(f"secured gateway: {figures}; open, in the same turns: {opened}")
+    return {
+        "secured_rtt_us": figures["rtt_us"],
+        "secured_rps": figures["rps"],
+        "secured_p99_us": figures["p99_us"],
+        "secured_open_rtt_us": opened["rtt_us"],
+        "secured_open_rps": opened["rps"],
+        "secured_rtt_ratio": ratio(figures["rtt_us"], opened["rtt_us"]),
+        "secured_rps_ratio": ratio(figures["rps"], opened["rps"]),
+    }
 
 
 async def serve_gateway(

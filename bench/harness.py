@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from mesh.brokertools.localbroker import running_broker
@@ -126,3 +126,28 @@ def secured_broker(identities: Sequence[tuple[str, str, str]]) -> Iterator[dict[
             broker.remove()
             if copied is not None:
                 shutil.rmtree(copied, ignore_errors=True)
+
+
+#: Rounds of the secured/open comparison: each side measured in turn (A, B, A, B, ...), so a
+#: machine whose load changes during the run weighs on both alike.
+SECURED_ROUNDS = 3
+
+
+def interleaved(
+    open_side: Callable[[int, int], dict[str, float]],
+    secured_side: Callable[[int, int], dict[str, float]],
+    requests: int,
+    concurrent_requests: int,
+    rounds: int = SECURED_ROUNDS,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each side's median figures over ``rounds`` alternating rounds of ``requests / rounds``
+    sequential and ``concurrent_requests / rounds`` concurrent requests: (open, secured)."""
+    per, per_concurrent = max(1, requests // rounds), max(1, concurrent_requests // rounds)
+    measured: dict[str, list[dict[str, float]]] = {"open": [], "secured": []}
+    for number in range(1, rounds + 1):
+        for name, side in (("open", open_side), ("secured", secured_side)):
+            figures = side(per, per_concurrent)
+            progress(f"round {number}/{rounds}, {name}: {figures}")
+            measured[name].append(figures)
+    opened, secured = ({key: statistics.median(f[key] for f in runs) for key in runs[0]} for runs in measured.values())
+    return opened, secured

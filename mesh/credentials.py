@@ -23,9 +23,11 @@ from mesh.errors import ConfigError
 __all__ = [
     "DEFAULT_CLIENT",
     "PASSWORD_FILE_ENV",
+    "PROBE_SUFFIX",
     "new_password",
     "password_for",
     "private_client_id",
+    "probe_client_id",
     "read_credentials",
     "read_passwords",
     "write_credentials",
@@ -56,6 +58,16 @@ def private_client_id(base: str, password: str | None) -> str:
         return base
     digest = hmac.new(password.encode(), base.encode(), hashlib.sha256).hexdigest()[:16]
     return f"{base}-{digest}"
+
+
+#: The second broker user of an agent whose user is bound to its client id: ``{name}@probe``,
+#: its name check's (no mesh name has an ``@``; see mesh.brokertools.brokerrules).
+PROBE_SUFFIX = "@probe"
+
+
+def probe_client_id(client_id: str) -> str:
+    """The client id of a bound agent's name check (its ``{name}@probe`` user)."""
+    return client_id + PROBE_SUFFIX
 
 
 def read_passwords(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mesh.broker import BrokerSettings
-from mesh.registry import DiscoveryRegistry, InstanceListener, Listener
+from mesh.registry import DiscoveryRegistry, InstanceListener, Listener, RefusalListener
 from mesh.transport import MqttTransport, Transport
 
 if TYPE_CHECKING:
@@ -75,6 +75,12 @@ class RegistryLease:
         self.registry = shared.registry
         self._listeners: list[Listener] = []
         self._instance_listeners: list[InstanceListener] = []
+        self._refusal_listeners: list[RefusalListener] = []
+
+    def add_refusal_listener(self, listener: RefusalListener) -> None:
+        """Follow the cards the registry refuses until the lease is released."""
+        self._refusal_listeners.append(listener)
+        self.registry.add_refusal_listener(listener)
 
     def add_listener(self, listener: Listener) -> None:
         """Follow the registry's events until the lease is released."""
@@ -94,6 +100,8 @@ class RegistryLease:
             self.registry.remove_listener(listener)
         for instance_listener in self._instance_listeners:
             self.registry.remove_instance_listener(instance_listener)
+        for refusal_listener in self._refusal_listeners:
+            self.registry.remove_refusal_listener(refusal_listener)
         shared.leases -= 1
         if shared.leases > 0:
             return

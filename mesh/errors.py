@@ -54,6 +54,9 @@ class ConnectError(TransportError):
     certificate, the URL's scheme does not match the port (TLS vs plain), or the CONNACK's reason.
     """
 
+    #: The CONNACK's failure reason code, when the broker refused the connection.
+    reason_code: int | None = None
+
 
 class NotConnectedError(TransportError):
     """The operation needs a live broker connection and none was available in time."""

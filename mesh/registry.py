@@ -126,6 +126,8 @@ SETTLE_QUIET_S = 0.3
 Listener = Callable[[RegistryEvent], None]
 #: ``listener(agent, instance, present)``: a replica's card came (True) or went (False).
 InstanceListener = Callable[[str, str, bool], None]
+#: ``(name, kind, why)``: a card of ``name`` was refused (``why``), or ``why`` None: it is no longer.
+RefusalListener = Callable[[str, Kind, str | None], None]
 
 
 class DiscoveryRegistry:
@@ -165,6 +167,7 @@ class DiscoveryRegistry:
         self._listeners: list[Listener] = []
         self._instances: dict[str, set[str]] = {}
         self._instance_listeners: list[InstanceListener] = []
+        self._refusal_listeners: list[RefusalListener] = []
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
         self._profile_subscription: Subscription | None = None
@@ -306,6 +309,22 @@ class DiscoveryRegistry:
         with contextlib.suppress(ValueError):
             self._listeners.remove(listener)
 
+    def add_refusal_listener(self, listener: RefusalListener) -> None:
+        """Call ``listener(name, kind, why)`` when a name's refusal is new or changes, and with
+        ``why`` None when a good card of the name clears it (what a watcher shows as refused)."""
+        self._refusal_listeners.append(listener)
+
+    def remove_refusal_listener(self, listener: RefusalListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._refusal_listeners.remove(listener)
+
+    def _tell_refusal(self, name: str, kind: Kind, why: str | None) -> None:
+        for listener in tuple(self._refusal_listeners):
+            try:
+                listener(name, kind, why)
+            except Exception:
+                log.exception("a refused-card listener failed")
+
     async def events(self) -> AsyncIterator[RegistryEvent]:
         """Every change from now on, in order, until the iterator is closed."""
         queue: asyncio.Queue[RegistryEvent] = asyncio.Queue()
@@ -359,7 +378,9 @@ class DiscoveryRegistry:
         if (problem := self._problem(parsed.name, card, kind, message.payload, data)) is not None:
             self._refuse(name, kind, message.topic, problem)
             return
-        self.refused.pop(name, None)
+        cleared = self.refused.pop(name, None)
+        if cleared is not None:
+            self._tell_refusal(name, cleared[0], None)
         if kind == "agent" and is_gateway_card(card):
             kind = "gateway"
         if self.allows(name):
@@ -445,8 +466,10 @@ class DiscoveryRegistry:
         """Count a refused card, remember why (what ``mesh agents`` shows), and log it once a
         minute per name and reason, not per arrival (a fuzzer sends thousands)."""
         self.rejected += 1
-        if name is not None and (name in self.refused or len(self.refused) < _MAX_REMEMBERED):
+        remembered = name is not None and (name in self.refused or len(self.refused) < _MAX_REMEMBERED)
+        if name is not None and remembered and self.refused.get(name) != (kind, problem):
             self.refused[name] = (kind, problem)
+            self._tell_refusal(name, kind, problem)
         key, now = (name or topic, problem), time.monotonic()
         last = self._logged.get(key)
         if last is not None and now - last < BAD_CARD_LOG_INTERVAL_S:

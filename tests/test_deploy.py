@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pwd
 import re
@@ -22,7 +23,8 @@ from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.component import Component
 from mesh.config import load_config
-from mesh.errors import AgentNameTakenError, SubscribeError
+from mesh.credentials import private_client_id, probe_client_id
+from mesh.errors import AgentNameTakenError, ConnectError, SubscribeError
 from mesh.sections import build_components
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys
@@ -86,8 +88,14 @@ async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
                 assert "42" in str(answer.model_dump())
                 with pytest.raises(SubscribeError):  # a client never reads an agent's requests
                     await client.transport.subscribe(f"{namespace}/a2a/v1/agent/request/echo", lambda m: None)
-            with pytest.raises(SubscribeError):  # nor one agent another's
-                rogue = MqttTransport(settings.for_identity("calculator"))
+            calculator = settings.for_identity("calculator")
+            with pytest.raises(ConnectError, match="Not authorized"):  # its user: its own client id only
+                await MqttTransport(calculator).connect()
+            with pytest.raises(SubscribeError):  # nor one agent another's (its rights, as its name check's user)
+                own_id = private_client_id(f"{namespace}/calculator", calculator.password)
+                rogue = MqttTransport(
+                    dataclasses.replace(calculator, username="calculator@probe"), client_id=probe_client_id(own_id)
+                )
                 await rogue.connect()
                 try:
                     await rogue.subscribe(f"{namespace}/a2a/v1/agent/request/echo", lambda m: None)

@@ -14,7 +14,8 @@ or a set-up the test cannot reproduce (the page says why), and GitHub still rend
 console session. Only a block opened by exactly ```` ```console ```` is run.
 
 ``mesh up`` runs as a new user runs it: secured by default (it starts its own Mosquitto under
-the mesh's rules, here on a free port). The commands pass no ``--broker`` and no credentials:
+the mesh's rules, here on a free port); ``MESH_API_KEY`` is set as its banner says, for the
+examples that call the HTTP gateway. The commands pass no ``--broker`` and no credentials:
 they find the broker of ``mesh up`` and their credentials through its state file, and ``mesh
 run`` gets broker users for its components from it.
 """
@@ -93,6 +94,10 @@ async def mesh_up(tmp_path: Path) -> AsyncIterator[tuple[Service, dict[str, str]
     try:
         await up.wait_for_line("mesh up: ready", stream="stdout", timeout=60)
         assert any("under the mesh's rules" in line for line in up.stdout_lines), up.output
+        # The gateway's API key, as the banner tells the user to export it.
+        exports = [m for line in up.stdout_lines if (m := re.search(r'export MESH_API_KEY="\$\(cat (.+)\)"', line))]
+        assert exports, up.output
+        env["MESH_API_KEY"] = Path(exports[0][1]).read_text(encoding="utf-8").strip()
         yield up, env
     finally:
         await up.stop()

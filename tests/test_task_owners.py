@@ -10,15 +10,19 @@ the agent, gets an answer; anyone else is told "task not found".
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from agents import Agent
+from agents.builtin import EchoAgent
 from agents.service import AgentService
 from agents.settings import AgentSettings
-from mesh.a2a import TaskNotFound, TaskState
+from agents.sqlitejournal import SqliteJournal
+from mesh.a2a import Task, TaskNotFound, TaskState, TaskStatus
 from mesh.calls import CallPath
 from mesh.client import MeshClient
 from mesh.trust import TokenMinter, generate_keys
@@ -71,7 +75,9 @@ async def test_a_foreign_caller_gets_task_not_found(
         MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
         MeshClient.connect(cli, ns, user_id="root", auth_token=minter.mint("root")) as root,
         MeshClient.connect(cli, ns) as anonymous_cli,  # no token: owned by the component, client:cli
-        MeshClient.connect(ruled_broker.settings("calculator"), ns) as calculator,
+        MeshClient.connect(
+            ruled_broker.settings("calculator"), ns, client_id=ruled_broker.client_id("calculator"), name="calculator"
+        ) as calculator,
     ):
         # The compromised agent talks as what it is: an agent, reading its own answer topics.
         calculator.calls = CallPath(calculator.transport, ns, "calculator", role="agent")
@@ -118,3 +124,67 @@ async def test_a_message_continuing_anothers_task_is_refused(
         with pytest.raises(TaskNotFound):
             await bob.resubscribe("echo", task.id).__anext__()
         await alice.cancel_task("echo", task.id)
+
+
+async def test_owners_survive_a_restart_of_the_agent(
+    ruled_broker: RuledBroker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Owners are journaled with their tasks: after the agent restarts on the same task store, a
+    task created before it is still its owner's only."""
+    ns = ruled_broker.namespace
+    keys = tmp_path / "keys"
+    generate_keys(keys, ["echo", "http"])
+    trust = resolve(TrustSettings(keys=keys, token_issuers=("http",)), "echo", tmp_path)
+    settings = AgentSettings(task_store=str(tmp_path / "echo.sqlite3"))
+    minter = _minter(tmp_path, ns)
+    cli = ruled_broker.settings("cli")
+
+    def service() -> AgentService:
+        return AgentService(
+            EchoAgent(), namespace=ns, broker=ruled_broker.settings("echo"), settings=settings, trust=trust
+        )
+
+    first = service()
+    await first.start()
+    try:
+        async with MeshClient.connect(cli, ns, user_id="alice", auth_token=minter.mint("alice")) as alice:
+            task = await alice.send("echo", "alice's secret")
+            assert task.status.state is TaskState.completed
+    finally:
+        await first.stop()
+    again = service()
+    await again.start()
+    try:
+        async with (
+            MeshClient.connect(cli, ns, user_id="alice", auth_token=minter.mint("alice")) as alice,
+            MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
+            MeshClient.connect(cli, ns) as anonymous_cli,
+        ):
+            for intruder in (bob, anonymous_cli):
+                with pytest.raises(TaskNotFound, match=f"has no task '{task.id}'"):
+                    await intruder.get_task("echo", task.id)
+                assert task.id not in {t.id for t in (await intruder.list_tasks("echo")).tasks}
+            kept = await alice.get_task("echo", task.id)
+            assert kept.status.state is TaskState.completed
+            assert [t.id for t in (await alice.list_tasks("echo")).tasks] == [task.id]
+    finally:
+        await again.stop()
+
+
+def test_a_journal_of_an_older_version_gets_the_owner_column(tmp_path: Path) -> None:
+    """A journal written before owners were kept: the column is added, its tasks have no owner
+    (only the agent's operators see them), new ones keep theirs."""
+    path = tmp_path / "old.sqlite3"
+    task = Task(id="t1", context_id="c1", status=TaskStatus(state=TaskState.completed))
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.executescript(
+            "CREATE TABLE tasks (id TEXT PRIMARY KEY, request_key TEXT, terminal INTEGER NOT NULL, "
+            "changed_at REAL NOT NULL, task BLOB NOT NULL);"
+        )
+        db.execute("INSERT INTO tasks VALUES ('t1', NULL, 1, 0, ?)", (task.to_json_bytes(),))
+        db.commit()
+    loaded = SqliteJournal(path, agent_name="echo").load()
+    assert [(stored.task.id, stored.owner) for stored in loaded.tasks] == [("t1", None)]
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert "owner" in {row[1] for row in db.execute("PRAGMA table_info(tasks)")}

@@ -9,6 +9,7 @@ from mesh.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     add_connection_options,
+    card_verifier,
     client_settings,
     configure_logging,
     fail,
@@ -52,7 +53,9 @@ async def _dashboard(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         fail(f"--port {args.port} is no port; give 0-65535 (0 picks a free one)")
         return EXIT_USAGE
-    dashboard = Dashboard(client_settings(args), namespace)
+    settings = client_settings(args)
+    # Under trust (a secured mesh up): signed cards only; the others shown as refused.
+    dashboard = Dashboard(settings, namespace, verifier=card_verifier(settings, namespace))
     await dashboard.start()  # fails now if the broker cannot be reached
     server = DashboardServer(dashboard, host=args.host, port=args.port)
     try:

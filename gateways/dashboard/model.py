@@ -187,6 +187,9 @@ class MeshView:
         #: The dashboard's own client: its ``tasks/list`` calls (:meth:`task_listed`) are not traffic to show.
         self.quiet_caller = quiet_caller
         self.cards: dict[tuple[str, str], dict[str, Any]] = {}
+        #: Cards the trust store refused (unsigned, wrongly signed, malformed), by name: shown as
+        #: refused, never as agents (what ``mesh agents`` lists apart too).
+        self.refused: dict[str, dict[str, Any]] = {}
         self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
         self._by_task_id: dict[str, str] = {}  # task id -> key
         self._calls: OrderedDict[str, str] = OrderedDict()  # key of a non-task request -> agent
@@ -212,6 +215,15 @@ class MeshView:
         summary = card_summary(entry, replicas)
         self.cards[(entry.kind, entry.name)] = summary
         self._emit("card", summary)
+
+    def card_refused(self, name: str, kind: str, why: str | None) -> None:
+        """A card of ``name`` was refused (``why``), or no longer is (``why`` None)."""
+        if why is None:
+            if self.refused.pop(name, None) is not None:
+                self._emit("refused", {"name": name, "kind": kind, "why": None})
+            return
+        self.refused[name] = {"name": name, "kind": kind, "why": self._text(why)}
+        self._emit("refused", self.refused[name])
 
     def card_gone(self, kind: str, name: str) -> None:
         if self.cards.pop((kind, name), None) is not None:
@@ -353,6 +365,7 @@ class MeshView:
     def snapshot(self) -> dict[str, Any]:
         return {
             "cards": list(self.cards.values()),
+            "refused": list(self.refused.values()),
             "tasks": [t.to_json_dict() for t in self.tasks.values()],
             "rates": self.rates.snapshot(),
             "bounds": self.bounds.to_json_dict(),

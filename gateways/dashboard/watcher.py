@@ -84,6 +84,9 @@ class MeshWatcher:
         registry = self._lease.registry
         self._lease.add_listener(self._on_registry_event)
         self._lease.add_instance_listener(self._on_instance)
+        self._lease.add_refusal_listener(self.view.card_refused)
+        for name, (kind, why) in list(registry.refused.items()):
+            self.view.card_refused(name, kind, why)
         following = []
         for entry in [*registry.agents(), *registry.gateways()]:
             self.view.card_seen(entry, len(registry.instances(entry.name)))

@@ -121,7 +121,9 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.gateway = gateway
     app.state.concurrency = concurrency
     app.state.streams = OpenStreams()
-    app.state.cards = CardResponses(settings.card_max_age_s)
+    trust = gateway.runtime.trust
+    signing_key = trust.signing_key if trust is not None else None
+    app.state.cards = CardResponses(settings.card_max_age_s, signing_key=signing_key)  # signed under trust
     app.state.dashboard = gateway.dashboard
     app.state.authenticator = authenticator
     app.state.sessions = sessions

@@ -1,5 +1,7 @@
 """Who is calling: the JAF A2A authentication schemes (Bearer, X-API-Key, Basic) over plain headers.
 
+An API key (mode ``api_key``) is taken from ``X-API-Key``, else from ``Authorization: Bearer``.
+
 ::
 
     authenticator = Authenticator(edge.auth)
@@ -85,12 +87,22 @@ class Authenticator:
             return Principal(name, "bearer")
         key = get_header(headers, API_KEY_HEADER)
         if key is None or not key.strip():
-            hint = " (not in Authorization)" if get_header(headers, "Authorization") is not None else ""
+            key = self._key_as_bearer(get_header(headers, "Authorization"))
+        if key is None or not key.strip():
+            hint = " (or as 'Authorization: Bearer <key>')"
             raise self._refuse(f"send your API key in the {API_KEY_HEADER} header{hint}")
         name = self._match(key.strip())
         if name is None:
-            raise self._refuse(f"the API key in {API_KEY_HEADER} is not valid; check the key you were given")
+            raise self._refuse("the API key is not valid; check the key you were given")
         return Principal(name, "api_key")
+
+    @staticmethod
+    def _key_as_bearer(value: str | None) -> str | None:
+        """An API key sent as ``Authorization: Bearer <key>`` (clients that only know bearer tokens)."""
+        if value is None:
+            return None
+        scheme, _, key = value.strip().partition(" ")
+        return key.strip() if scheme.lower() == "bearer" else None
 
     def _bearer_token(self, value: str | None) -> str:
         if value is None:

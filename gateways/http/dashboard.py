@@ -4,7 +4,7 @@
 ``GET /ui``                     the page (``gateways/dashboard/static``: HTML, CSS, JS modules)
 ``GET /ui/static/{file}``       its assets, from the package (nothing from a CDN)
 ``GET /favicon.ico``            the icon browsers ask for on their own (public)
-``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``task``,
+``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``refused``, ``task``,
                                 ``taskGone``, ``rates`` (see :mod:`gateways.dashboard.model`)
 ``POST /ui/api/send``           ``{"agent": ..., "text": ...}``: ``message/stream`` to the
                                 agent; SSE of its events (``item``), then ``end`` or ``error``;

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import Identity, Kind, rules_by_user
+from mesh.brokertools.brokerrules import Identity, Kind, bound_client_ids, rules_by_user
 from mesh.brokertools.dynsec import ADMIN_USER, dynsec_config
 from mesh.brokertools.tlscerts import Certificates, ensure_certificates
 from mesh.config import MeshConfig
@@ -92,7 +92,8 @@ def identities_of(configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAU
             kind: Kind = "gateway" if component.kind == "gateway" else "agent"
             # An agent serving the EMQX profile names its scope there (a second broker user).
             scope = getattr(component, "profile_scope", None)
-            found.append(Identity(kind, component.name, config.namespace, profile=scope))
+            replica = bool(getattr(getattr(component, "settings", None), "shared_subscription", False))
+            found.append(Identity(kind, component.name, config.namespace, profile=scope, replica=replica))
     for namespace in dict.fromkeys(namespaces):
         found += [Identity("client", client, namespace) for client in clients]
     return found
@@ -129,7 +130,8 @@ def write_broker_files(
     if admin:
         admin_password = new_password()
         write_private_file(directory / ADMIN_FILE, f"{ADMIN_USER}:{admin_password}\n")
-    config = dynsec_config(users, passwords, admin_password=admin_password)
+    bound = bound_client_ids(identities, passwords)  # each agent's user: its own client id only
+    config = dynsec_config(users, passwords, admin_password=admin_password, bound=bound)
     write_private_file(dynsec, json.dumps(config, indent=2) + "\n")
     certificates = ensure_certificates(directory, tls_hosts) if tls_hosts else None
     files = BrokerFiles(dynsec, credentials, directory / CONF_FILE, certificates, plugin or find_dynsec_plugin())

@@ -12,9 +12,18 @@ A component's broker username is its name (an agent's name, a gateway's id, a cl
 
 Everything else is denied: other components' requests and answers, ``#``, ``$SYS``, other
 namespaces, cards in another's name, the SAM heartbeat topic (whose cards registries accept by
-the name inside) and topics outside the mesh. The client id plays no part: several connections
-of one user (an agent's replicas, its name-ownership probe, a gateway's restarts) are one
-identity. The rules are data; :mod:`mesh.brokertools.dynsec` turns them into the broker's file.
+the name inside) and topics outside the mesh. The rules are data; :mod:`mesh.brokertools.dynsec`
+turns them into the broker's file.
+
+**Client ids.** An agent's user may connect under one client id only, :func:`bound_client_ids`
+(its fixed id, ``{ns}/{name}-<hmac of its password>``, :func:`mesh.credentials.private_client_id`),
+so a component holding its own credentials is refused (CONNACK) when it tries another's id: the
+broker, not a secret, stops a takeover. The agent's name check runs before its own connection
+and as a second user of its own, :func:`probe_user` (``{name}@probe``, same password and rights,
+bound to ``<its id>@probe``). Replicas (``shared_subscription``, a new instance id at every
+start) and a name used in several namespaces stay unbound; so do gateways (their dashboard and
+registry connections are several) and clients (a CLI user runs many commands at once). Their
+fixed ids are keyed by their passwords too, so no other component can compute them.
 
 The EMQX profile (``$a2a/v1/...``; a ``#`` or ``+`` grant never matches a ``$`` topic, so each
 is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+/+``), call
@@ -28,10 +37,12 @@ replies in ``$a2a/v1/reply/...`` and events on its own event topic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mesh.credentials import PROBE_SUFFIX, private_client_id
 from topics import (
     AGENT_REQUEST_TOPIC,
     ANSWER_TEMPLATES,
@@ -58,7 +69,19 @@ from topics import (
     validate_namespace,
 )
 
-__all__ = ["Identity", "Kind", "ProfileScope", "Rules", "profile_rules", "profile_user", "rules_by_user", "rules_for"]
+__all__ = [
+    "PROBE_SUFFIX",
+    "Identity",
+    "Kind",
+    "ProfileScope",
+    "Rules",
+    "bound_client_ids",
+    "probe_user",
+    "profile_rules",
+    "profile_user",
+    "rules_by_user",
+    "rules_for",
+]
 
 Kind = Literal["agent", "gateway", "client"]
 
@@ -83,6 +106,8 @@ class Identity:
     namespace: str
     #: Set for an agent that also serves the EMQX profile (its second broker user).
     profile: ProfileScope | None = None
+    #: An agent run as replicas (``shared_subscription``): each start has a new instance id.
+    replica: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, f"{self.kind} name")
@@ -102,6 +127,25 @@ class Rules:
     def add(self, other: Rules) -> None:
         self.read += [f for f in other.read if f not in self.read]
         self.publish += [f for f in other.publish if f not in self.publish]
+
+
+def probe_user(name: str) -> str:
+    """The second broker user of a bound agent, for its name check (same password, same rights)."""
+    return f"{validate_identifier(name, 'agent name')}{PROBE_SUFFIX}"
+
+
+def bound_client_ids(identities: Iterable[Identity], passwords: Mapping[str, str]) -> dict[str, str]:
+    """The one client id each bound user may connect with: every agent that is no replica and
+    whose name is in one namespace only (a username serves one connection at a time)."""
+    identities = list(identities)
+    namespaces = Counter(identity.name for identity in identities if identity.kind != "client")
+    bound: dict[str, str] = {}
+    for identity in identities:
+        password = passwords.get(identity.name)
+        if identity.kind != "agent" or identity.replica or namespaces[identity.name] != 1 or not password:
+            continue
+        bound[identity.name] = private_client_id(f"{identity.namespace}/{identity.name}", password)
+    return bound
 
 
 def profile_user(name: str) -> str:

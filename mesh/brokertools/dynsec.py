@@ -10,8 +10,12 @@ gets one role holding the allow-rules of :func:`mesh.brokertools.brokerrules.rul
   ``.../echo/t1``, never ``.../+/+``);
 - ``publishClientReceive`` for the same filters, so nothing reaches a connection outside them;
 - ``publishClientSend`` for the filters it may publish to (wills are checked the same way);
-- a ``clientid`` where the user may connect under one client id only (the EMQX profile's
-  ``{org}/{unit}/{agent}``, see :func:`mesh.brokertools.brokerrules.profile_rules`).
+- a ``clientid`` where the user may connect under one client id only (an agent's own id, see
+  :func:`mesh.brokertools.brokerrules.bound_client_ids`, with a second user ``{name}@probe`` for
+  its name check; the EMQX profile's ``{org}/{unit}/{agent}``, see
+  :func:`mesh.brokertools.brokerrules.profile_rules`). The plugin then refuses that user's
+  CONNECT under any other id (CONNACK "not authorized"), so no connection with a component's
+  credentials can take over another component's session.
 
 With ``admin_password``, a user :data:`ADMIN_USER` may also run the plugin's commands
 (``$CONTROL/dynamic-security/v1``): how ``mesh run`` next to ``mesh up`` adds its components'
@@ -30,8 +34,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh.brokertools.brokerrules import Rules
+from mesh.credentials import PROBE_SUFFIX, probe_client_id
 
-__all__ = ["ADMIN_USER", "CONTROL_TOPIC", "RESPONSE_TOPIC", "dynsec_config", "hash_password", "role_acls"]
+__all__ = [
+    "ADMIN_USER",
+    "CONTROL_TOPIC",
+    "RESPONSE_TOPIC",
+    "dynsec_config",
+    "hash_password",
+    "probe_client_id",
+    "role_acls",
+]
 
 #: The broker user that may change the users and rules while the broker runs.
 ADMIN_USER = "mesh-admin"
@@ -62,9 +75,15 @@ def role_acls(rules: Rules) -> list[dict[str, Any]]:
 
 
 def dynsec_config(
-    users: Mapping[str, Rules], passwords: Mapping[str, str], *, admin_password: str | None = None
+    users: Mapping[str, Rules],
+    passwords: Mapping[str, str],
+    *,
+    admin_password: str | None = None,
+    bound: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The plugin's JSON document for ``users`` (rules by username) with their ``passwords``."""
+    """The plugin's JSON document for ``users`` (rules by username) with their ``passwords``;
+    ``bound``: the one client id of each bound user (it also gets its ``{name}@probe`` user)."""
+    bound = bound or {}
     clients: list[dict[str, Any]] = []
     roles: list[dict[str, Any]] = []
     if admin_password is not None:
@@ -81,10 +100,14 @@ def dynsec_config(
             **hash_password(passwords[name]),
             "roles": [{"rolename": role}],
         }
-        if rules.client_id is not None:
-            client["clientid"] = rules.client_id
+        client_id = bound.get(name, rules.client_id)
+        if client_id is not None:
+            client["clientid"] = client_id
         clients.append(client)
         roles.append({"rolename": role, "acls": role_acls(rules)})
+        if name in bound:  # the name check's user: the same rights and password, an id of its own
+            probe = {**client, "username": name + PROBE_SUFFIX, "textName": f"mesh {rules.kind} {name} (name check)"}
+            clients.append({**probe, **hash_password(passwords[name]), "clientid": probe_client_id(bound[name])})
     return {
         "defaultACLAccess": {
             "publishClientSend": False,

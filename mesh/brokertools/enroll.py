@@ -19,9 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import Identity, rules_for
+from mesh.brokertools.brokerrules import Identity, bound_client_ids, rules_for
 from mesh.brokertools.dynsec import ADMIN_USER, CONTROL_TOPIC, RESPONSE_TOPIC, role_acls
-from mesh.credentials import new_password, read_credentials, read_passwords, write_credentials
+from mesh.credentials import (
+    PROBE_SUFFIX,
+    new_password,
+    probe_client_id,
+    read_credentials,
+    read_passwords,
+    write_credentials,
+)
 from mesh.errors import ConfigError, ConnectError
 from mesh.transport import InboundMessage, MqttTransport
 
@@ -47,18 +54,28 @@ async def enroll(
     commands: list[dict[str, object]] = []
     passwords: dict[str, str] = {}
     for identity in new:
-        role = f"{identity.kind}-{identity.name}"
         passwords[identity.name] = new_password()
+    bound = bound_client_ids(new, passwords)  # an agent's user: its own client id only (brokerrules)
+    for identity in new:
+        role = f"{identity.kind}-{identity.name}"
         commands.append({"command": "createRole", "rolename": role, "acls": role_acls(rules_for(identity))})
-        commands.append(
-            {
-                "command": "createClient",
-                "username": identity.name,
-                "password": passwords[identity.name],
-                "textName": f"mesh {identity.kind} {identity.name} (mesh run)",
-                "roles": [{"rolename": role}],
+        created: dict[str, object] = {
+            "command": "createClient",
+            "username": identity.name,
+            "password": passwords[identity.name],
+            "textName": f"mesh {identity.kind} {identity.name} (mesh run)",
+            "roles": [{"rolename": role}],
+        }
+        if identity.name in bound:
+            commands.append({**created, "clientid": bound[identity.name]})
+            probe = {
+                **created,
+                "username": identity.name + PROBE_SUFFIX,
+                "clientid": probe_client_id(bound[identity.name]),
             }
-        )
+            commands.append(probe)
+        else:
+            commands.append(created)
     for client in clients:  # the CLI user may talk to the new namespace
         role = f"client-{client.name}"
         commands += [{"command": "addRoleACL", "rolename": role, **acl} for acl in role_acls(rules_for(client))]
@@ -96,11 +113,12 @@ async def _run_commands(admin: BrokerSettings, commands: list[dict[str, object]]
     problems = [r for r in failed if "already exists" not in str(r.get("error"))]
     if problems:
         raise ConnectError(f"the broker refused to add the component users: {problems}")
-    again = [
-        {"command": "setClientPassword", "username": c["username"], "password": c["password"]}
-        for c in commands
-        if c["command"] == "createClient"
-        and any(r.get("command") == "createClient" and "already exists" in str(r.get("error")) for r in failed)
-    ]
+    existed = any(r.get("command") == "createClient" and "already exists" in str(r.get("error")) for r in failed)
+    again: list[dict[str, object]] = []
+    for c in commands:
+        if c["command"] == "createClient" and existed:
+            again.append({"command": "setClientPassword", "username": c["username"], "password": c["password"]})
+            if "clientid" in c:  # the bound id is keyed by the new password
+                again.append({"command": "setClientId", "username": c["username"], "clientid": c["clientid"]})
     if again:
         await _run_commands(admin, again)

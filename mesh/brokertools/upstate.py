@@ -67,6 +67,8 @@ class UpRecord:
     admin_file: str | None = None
     #: Where the signing keys of its components are (and ``jwks.json``, the keys cards are checked with).
     keys: str | None = None
+    #: The API key of its HTTP gateways (0600; kept across starts, see mesh.cli.up_edge).
+    api_key_file: str | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()

@@ -28,6 +28,7 @@ from mesh.cli.common import (
 from mesh.cli.run_commands import mesh_command
 from mesh.cli.up_assistant import write_assistant_config
 from mesh.cli.up_broker import broker_for_up, check_gateway_ports
+from mesh.cli.up_edge import banner_lines, up_api_key, with_api_key
 from mesh.cli.up_secure import INSECURE_WARNING, admin_file, secured_url, with_secure_trust
 from mesh.cli.up_secure import clients as up_clients
 from mesh.component import Component
@@ -131,6 +132,8 @@ async def _up_secured(args: argparse.Namespace, claim: UpClaim, configs: list[Me
     directory = claim.files.secure_dir
     credentials = directory / CREDENTIALS_DIR
     configs = with_secure_trust(configs, credentials)  # each signing key beside its component's password
+    api_key = up_api_key(args.namespace)  # the HTTP edge asks for it (mesh.cli.up_edge)
+    configs = with_api_key(configs, api_key)
     started: list[int | None] = []
     with secure_broker(
         url,
@@ -150,6 +153,7 @@ async def _up_secured(args: argparse.Namespace, claim: UpClaim, configs: list[Me
             ca_file=settings.tls.ca_file if settings.tls is not None else None,
             admin_file=str(admin_file(credentials)),
             keys=str(credentials),
+            api_key_file=str(api_key.path),
         )
         claim.write(record)
         components, missing = build_up(configs, settings, examples)
@@ -159,7 +163,8 @@ async def _up_secured(args: argparse.Namespace, claim: UpClaim, configs: list[Me
         def ready() -> str:
             gateways = [str(getattr(c, "public_url", c.name)) for c in components if c.kind == "gateway"]
             claim.write(dataclasses.replace(record, gateways=gateways))
-            return up_banner(settings, args.namespace, components, how, missing=missing)
+            edge = banner_lines(api_key) if gateways else []
+            return up_banner(settings, args.namespace, components, how, missing=missing, edge=edge)
 
         return await serve(components, banner=ready)
 
@@ -228,6 +233,7 @@ def up_banner(
     started_here: str | None,
     *,
     missing: Sequence[str] = (),
+    edge: Sequence[str] = (),
 ) -> str:
     agents = [c.name for c in components if c.kind == "agent"]
     gateways = [f"{c.name} {getattr(c, 'public_url', '')}".rstrip() for c in components if c.kind == "gateway"]
@@ -248,6 +254,7 @@ def up_banner(
     ]
     if dashboards:
         lines.append(f"  dashboard  {', '.join(dashboards)}")
+    lines += edge  # the HTTP edge's API key (a secured mesh up)
     lines += [f"  not run    {hint}" for hint in missing]
     lines += [f"try:  {mesh_command()} send {first} hi", "Ctrl-C stops everything."]
     if os.environ.get(BROKER_URL_ENV, settings.url) != settings.url:

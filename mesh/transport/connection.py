@@ -200,6 +200,7 @@ class Connection:
                     "(ejabberd does): mqtt://user:password@host:port"
                 )
             error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection: {reason}{hint}")
+            error.reason_code = _code(reason)
             self._connack.set_exception(error)
 
     def refused_capabilities(self, error: ConnectError) -> None:

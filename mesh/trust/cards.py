@@ -25,7 +25,7 @@ from mesh.a2a.cards import AgentCardSignature
 from mesh.errors import TrustError
 from mesh.trust.keys import ALGORITHMS, SIGNING_ALGORITHM, PrivateKey
 
-__all__ = ["CardVerifier", "canonical_card", "sign_card"]
+__all__ = ["CardVerifier", "canonical_card", "sign_card", "sign_card_object"]
 
 
 def canonical_card(data: dict[str, Any]) -> bytes:
@@ -39,11 +39,23 @@ def canonical_card(data: dict[str, Any]) -> bytes:
 
 def sign_card(card: AgentCard, key: PrivateKey) -> AgentCard:
     """``card`` with one signature by ``key`` (replacing any it had)."""
-    payload = canonical_card(card.to_wire_dict())
+    protected, signature = _signature(card.to_wire_dict(), key)
+    return card.model_copy(update={"signatures": [AgentCardSignature(protected=protected, signature=signature)]})
+
+
+def sign_card_object(data: dict[str, Any], key: PrivateKey) -> dict[str, Any]:
+    """A card's JSON object (any A2A version's members) with one signature by ``key``, replacing any
+    it had: what a gateway serves over HTTP, signed with its own key (``kid`` its id)."""
+    protected, signature = _signature(data, key)
+    return {**data, "signatures": [{"protected": protected, "signature": signature}]}
+
+
+def _signature(data: dict[str, Any], key: PrivateKey) -> tuple[str, str]:
+    payload = canonical_card(data)
     header = {"alg": SIGNING_ALGORITHM if isinstance(key, jwk.ECKey) else "Ed25519", "kid": key.kid, "typ": "JOSE"}
     compact = jws.serialize_compact(header, payload, key, algorithms=ALGORITHMS)
     protected, _, signature = compact.split(".")
-    return card.model_copy(update={"signatures": [AgentCardSignature(protected=protected, signature=signature)]})
+    return protected, signature
 
 
 class CardVerifier:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,10 +22,14 @@ from mesh.a2a import Task
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.errors import AgentUnavailableError
+from mesh.transport import MqttTransport
+from mesh.trust import generate_keys, load_private_key, sign_card
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.mesh.cli_process import start_mesh
+from tests.mesh.test_trust import card
 from tests.support import wait_until
+from topics import get_agent_discovery_topic
 
 SECRET = "dashboard-secret-1"
 BEARER = {"Authorization": f"Bearer {SECRET}"}
@@ -290,3 +295,46 @@ async def test_the_favicon_is_served_without_credentials(
         assert icon.content[:4] == b"\0\0\1\0"  # an ICO header
     page = await http.get(f"http://127.0.0.1:{gateway.port}/ui", headers=BEARER)
     assert '<link rel="icon" href="static/favicon.ico">' in page.text
+
+
+async def test_under_trust_the_dashboard_shows_refused_cards_as_refused_not_as_agents(
+    broker_url: str, namespace: str, tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    """``mesh dashboard`` with a trust store (as under a secured ``mesh up``): an unsigned card and
+    one signed by an untrusted key are listed as refused, with why, never as agents; a card
+    refused while the page is open arrives as a ``refused`` event."""
+    keys = tmp_path / "keys"
+    generate_keys(keys, ["good"])
+    other = tmp_path / "other"
+    generate_keys(other, ["evil"])
+    cards = {
+        "good": sign_card(card("good"), load_private_key(keys / "good.jwk")),
+        "forged": card("forged"),  # unsigned
+        "evil": sign_card(card("evil"), load_private_key(other / "evil.jwk")),  # not a trusted key
+    }
+    env = {"MESH_TRUST_JWKS": str(keys / "jwks.json"), "MESH_STATE_DIR": str(tmp_path)}
+    async with MqttTransport(BrokerSettings.from_url(broker_url)) as publisher:
+        for name in ("good", "forged"):
+            await publisher.publish(
+                get_agent_discovery_topic(namespace, name), cards[name].to_json_bytes(), retain=True
+            )
+        service = await start_mesh("dashboard", "--port", "0", "--broker", broker_url, "-n", namespace, **env)
+        try:
+            line = await service.wait_for_line("dashboard of", stream="stdout", timeout=20)
+            found = re.search(r"(http://\S+/ui)", line)
+            assert found, line
+            async with http.stream("GET", found.group(1) + "/api/events") as response:
+                events = sse_events(response)
+                snapshot = await next_event(events, "snapshot")
+                assert [c["name"] for c in snapshot["cards"]] == ["good"]
+                assert [(r["name"], r["kind"]) for r in snapshot["refused"]] == [("forged", "agent")]
+                assert snapshot["refused"][0]["why"] == "the card is not signed", snapshot["refused"]
+                topic = get_agent_discovery_topic(namespace, "evil")
+                await publisher.publish(topic, cards["evil"].to_json_bytes(), retain=True)
+                refused = await next_event(events, "refused")
+                assert refused["name"] == "evil" and refused["why"], refused
+        finally:
+            for name in cards:
+                await publisher.publish(get_agent_discovery_topic(namespace, name), b"", retain=True)
+            code = await service.stop()
+        assert code == 0, service.output

@@ -183,13 +183,17 @@ def test_api_key_accepted_in_any_case() -> None:
     authenticator = Authenticator(AuthConfig(mode="api_key", keys=[{"secret": KEY, "name": "app"}]))
     for name in ("X-API-Key", "x-api-key", "X-Api-Key"):
         assert authenticator.authenticate({name: KEY}) == Principal("app", "api_key")
+    # Clients that only know bearer tokens send the key so.
+    for value in (f"Bearer {KEY}", f"bearer  {KEY} "):
+        assert authenticator.authenticate({"Authorization": value}) == Principal("app", "api_key")
 
 
 @pytest.mark.parametrize(
     ("headers", "says"),
     [
         ({}, "X-API-Key header"),
-        ({"Authorization": f"Bearer {KEY}"}, "(not in Authorization)"),
+        ({"Authorization": "Bearer wrong"}, "not valid"),
+        ({"Authorization": f"Basic {KEY}"}, "X-API-Key header"),
         ({"X-API-Key": "wrong"}, "not valid"),
         ({"X-API-Key": "  "}, "X-API-Key header"),
     ],

@@ -5,6 +5,7 @@ import { age, cardTile, delegationTree, el, shortId, taskRow, timelineItems, wor
 
 const state = {
   cards: new Map(), // "kind/name" -> card
+  refused: new Map(), // name -> {name, kind, why}: cards the trust store refused, never shown as agents
   tasks: new Map(), // key -> task (events included)
   rates: {},
   skew: 0, // server clock minus ours, seconds
@@ -35,9 +36,12 @@ function connect() {
     const blind = Object.keys(snap.blindSpots);
     $("blind").hidden = blind.length === 0;
     $("blind").textContent = blind.length ? `The broker does not let the dashboard read ${blind.join(", ")}: tasks there are not shown.` : "";
+    state.refused = new Map((snap.refused || []).map((r) => [r.name, r]));
+    drawRefused();
     drawCards();
     drawTasks();
   });
+  on("refused", (r) => { if (r.why === null) state.refused.delete(r.name); else state.refused.set(r.name, r); drawRefused(); });
   on("card", (card) => { state.cards.set(`${card.kind}/${card.name}`, card); drawCards(); drawSendTargets(); });
   on("gone", (gone) => { state.cards.delete(`${gone.kind}/${gone.name}`); drawCards(); drawSendTargets(); });
   on("task", ({ task, event }) => {
@@ -69,6 +73,16 @@ function setConnection(kind, text) {
 }
 
 // ---------------------------------------------------------------- drawing
+
+function drawRefused() {
+  const refused = [...state.refused.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const box = $("refused");
+  box.hidden = refused.length === 0;
+  box.replaceChildren(...(refused.length ? [
+    el("strong", { text: `Refused cards (${refused.length}): not signed by a trusted key of their name, so not agents.` }),
+    el("ul", {}, refused.map((r) => el("li", { class: "refused-card", text: `${r.name} (${r.kind}): ${r.why}` }))),
+  ] : []));
+}
 
 function drawCards() {
   const cards = [...state.cards.values()].sort((a, b) => a.name.localeCompare(b.name));
