@@ -8,12 +8,13 @@ its own card topic (:class:`RollCallAnswers`), after a random delay within the w
 thousands of agents do not answer in the same millisecond, and at most once per window however
 many roll calls come: what roll calls can cost the broker is bounded by the number of components.
 
-The components of one process on one broker hear the roll calls of a namespace once: a
-connection of their own (the first one's broker user, a random client id, no will, no session)
-subscribes to the roll-call topic while any of them runs and hands each roll call to all of
+The components of one process on one broker that share a broker identity (or use none) hear
+the roll calls of a namespace once: a connection of their own (that identity, a random client
+id, no will, no session) subscribes to the roll-call topic while any of them runs and hands each roll call to all of
 them, and each answers on its own connection (:class:`_Hearing`). A ``mesh run`` of 5,000 agents
 thus costs the broker one roll-call delivery, not 5,000, and a SUBSCRIBE per agent less at start.
-Components on other transports (in memory, or injected) subscribe each.
+Components with a broker password of their own (per-component identities, whose client ids the
+generated rules bind) and components on other transports (in memory, or injected) subscribe each.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ class RollCallAnswers:
         self.answered = 0
 
     async def start(self) -> None:
-        if isinstance(self.transport, MqttTransport):
+        # A component with a broker identity of its own may connect only under its own client id
+        # (the generated rules bind them): it hears roll calls on its own connection.
+        if isinstance(self.transport, MqttTransport) and not self.transport.settings.password:
             hearing = _hearing_of(self.transport, self.topic)
             await hearing.join(self)
             self._hearing = hearing

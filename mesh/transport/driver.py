@@ -102,6 +102,16 @@ class SocketDriver:
         self._corked = True
         self._loop.call_soon(self._uncork, sock)
 
+    def _cork_until_next_pass(self) -> Any:
+        """Cork now; the caller pulls the cork (``_uncork``) with the socket returned, or None
+        when it was already corked (its pull is scheduled) or corking is unavailable."""
+        sock = self.sock
+        if self._corked or sock is None or _TCP_CORK is None:
+            return None
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
+        self._corked = True
+        return sock
+
     def sync_writer(self) -> None:
         """Watch the socket for writability only while paho has bytes it could not send."""
         sock = self.sock
@@ -121,7 +131,18 @@ class SocketDriver:
             sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 0)
 
     def _on_readable(self) -> None:
-        self.cork()  # PUBACKs paho writes while reading go out together
+        # PUBACKs paho writes while reading go out together, and only after the callbacks this
+        # read makes ready (a caller's answer, a handler's first step) have run: a woken caller
+        # does not wait behind the acknowledgement's transmission, and what a handler sends in
+        # its first step leaves in the same segment as the PUBACK.
+        pull_after = self._cork_until_next_pass()
+        try:
+            self._read()
+        finally:  # whatever the read raised, the cork is pulled (or later writes would wait 200 ms)
+            if pull_after is not None:
+                self._loop.call_soon(self._uncork, pull_after)
+
+    def _read(self) -> None:
         client = self._client
         self._reading = True
         try:
