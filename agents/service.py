@@ -73,8 +73,9 @@ log = logging.getLogger(__name__)
 
 # How long a stopping agent waits for the answers to its canceled tasks to go out.
 _STOP_GRACE_S = 10.0
-#: CONNACK reasons of a user the broker does not know: bad user name or password, not authorized.
-_REFUSED_USER = frozenset({0x86, 0x87})
+#: CONNACK reasons of a name-check user the broker does not take: bad user name or password, not
+#: authorized, and "server unavailable", which ejabberd answers for a user name with an '@'.
+_REFUSED_USER = frozenset({0x86, 0x87, 0x88})
 #: After a restart, how long the requests of unfinished tasks may take to come back (the broker
 #: redelivers right after the session resumes) before those tasks fail as "agent restarted".
 REDELIVERY_WINDOW_S = 2.0
@@ -377,7 +378,13 @@ class AgentService:
         self._subscriptions = subscriptions  # started: stop() has something to stop
         self.metrics.watch(in_flight=lambda: self.runner.running, discovery_size=lambda: len(self.registry.agents()))
         if self._orphans and self.agent.resumes_tasks:  # it picks them up itself
-            self._orphans = [record for record in self._orphans if not self.methods.resume(record)]
+            # Not an orphan whose request the broker redelivered meanwhile: that one runs again
+            # already, under the same id (AgentMethods._repeated); resuming it too would run it twice.
+            self._orphans = [
+                record
+                for record in self._orphans
+                if self.tasks.get(record.id) is record and not record.is_terminal and not self.methods.resume(record)
+            ]
         if self._orphans:
             loop = asyncio.get_running_loop()
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)

@@ -233,3 +233,8 @@ class TrustError(MeshError):
 
 class ConfigError(MeshError, ValueError):
     """A configuration file or value is wrong; the message names where and how to fix it."""
+
+
+class PortUnavailableError(ConfigError, OSError):
+    """A server cannot listen on its configured port (taken, or not allowed); the message names
+    the address and says to choose another. An ``OSError`` too, as the bind error it reports."""

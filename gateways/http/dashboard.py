@@ -44,7 +44,7 @@ from gateways.http.serving import serve_call
 from gateways.http.sessions import SESSION_COOKIE
 from mesh.a2a import RpcError
 from mesh.e2a import E2AResponse
-from mesh.errors import MeshError
+from mesh.errors import MeshError, PortUnavailableError
 from topics import validate_identifier
 
 __all__ = ["DashboardServer", "dashboard_routes"]
@@ -323,7 +323,7 @@ class DashboardServer:
         except OSError as exc:
             sock.close()
             where = f"{self.host}:{self.port}"
-            raise OSError(f"the dashboard cannot listen on {where}: {exc}; choose another --port") from exc
+            raise PortUnavailableError(f"the dashboard cannot listen on {where}: {exc}; choose another --port") from exc
         sock.listen(64)
         sock.setblocking(False)
         self._socket = sock

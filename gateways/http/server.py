@@ -21,6 +21,7 @@ from gateways.runtime import GatewayRuntime
 from mesh.artifacts import ArtifactSettings, ArtifactStore
 from mesh.broker import BrokerSettings
 from mesh.e2a import ResponseLog
+from mesh.errors import PortUnavailableError
 from mesh.trust import Trust
 
 if TYPE_CHECKING:
@@ -150,7 +151,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise OSError(f"the HTTP gateway cannot listen on {host}:{port}: {exc}; choose another port") from exc
+        raise PortUnavailableError(
+            f"the HTTP gateway cannot listen on {host}:{port}: {exc}; choose another port"
+        ) from exc
     sock.listen(128)
     sock.setblocking(False)
     return sock
