@@ -64,6 +64,7 @@ from gateways.http.edge import (
 )
 from gateways.http.limits import ConcurrencyLimits
 from gateways.http.observability import TracingMiddleware, metrics_endpoint
+from gateways.http.oidc import OidcClient
 from gateways.http.protection import agent_not_found
 from gateways.http.rest import rest_routes
 from gateways.http.rpc import parse_call
@@ -104,7 +105,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
     if settings.chat:
         routes += chat_routes(private)
     if settings.dashboard or settings.chat:
-        routes += signin_routes()
+        routes += signin_routes(oidc=settings.auth.oidc is not None)
     routes += artifact_routes()
     routes.append(Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private))  # last: never on a hot path
     authenticator = Authenticator(settings.auth)
@@ -127,6 +128,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.dashboard = gateway.dashboard
     app.state.authenticator = authenticator
     app.state.sessions = sessions
+    app.state.oidc = OidcClient(settings.auth.oidc) if settings.auth.oidc is not None else None
     return app
 
 
