@@ -240,7 +240,10 @@ def _callback_url(request: Request) -> str:
 
 def _oidc_failed(request: Request, failure: OidcFailure, next_path: str = DEFAULT_NEXT) -> Response:
     response = _form_page(
-        request, next_path, f"Sign-in with the identity provider failed: {failure.what}. {failure.fix}.", failure.status
+        request,
+        next_path,
+        f"Sign-in with the identity provider failed: {failure.what}. {failure.fix[:1].upper()}{failure.fix[1:]}.",
+        failure.status,
     )
     _clear_cookie(response.headers, OIDC_COOKIE)
     return response
