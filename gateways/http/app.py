@@ -16,7 +16,9 @@
                                             behind the authentication
 ``/chat``                                   the chat for people (:mod:`gateways.http.chat`)
 ``/signin``, ``/signout``                   browser sign-in: a session cookie
-                                            (:mod:`gateways.http.signin`)
+                                            (:mod:`gateways.http.signin`); with
+                                            ``auth.oidc`` ``/signin/oidc`` too
+                                            (:mod:`gateways.http.oidc`)
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
