@@ -66,7 +66,6 @@ from gateways.http.edge import (
 )
 from gateways.http.limits import ConcurrencyLimits
 from gateways.http.observability import TracingMiddleware, metrics_endpoint
-from gateways.http.oidc import OidcClient
 from gateways.http.protection import agent_not_found
 from gateways.http.rest import rest_routes
 from gateways.http.rpc import parse_call
@@ -130,7 +129,11 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.dashboard = gateway.dashboard
     app.state.authenticator = authenticator
     app.state.sessions = sessions
-    app.state.oidc = OidcClient(settings.auth.oidc) if settings.auth.oidc is not None else None
+    app.state.oidc = None
+    if settings.auth.oidc is not None:  # httpx loads only then
+        from gateways.http.oidc import OidcClient
+
+        app.state.oidc = OidcClient(settings.auth.oidc)
     return app
 
 

@@ -34,12 +34,14 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from gateways.http.auth import ANONYMOUS, API_KEY_HEADER, Authenticator, Principal
-from gateways.http.oidc import OidcClient, OidcFailure
 from gateways.http.protection import EdgeError
 from gateways.http.sessions import CSRF_HEADER, SESSION_COOKIE, SIGNIN_COOKIE, Session, SessionStore, same_token
 
 if TYPE_CHECKING:
     from starlette.datastructures import MutableHeaders
+
+    # Imported where used: httpx and joserfc's JWT load only on a gateway with auth.oidc.
+    from gateways.http.oidc import OidcClient, OidcFailure
 
 __all__ = ["SIGNIN_PATH", "html_escape", "page_session", "set_session_cookie", "signin_routes", "signin_url"]
 
@@ -250,6 +252,8 @@ def _oidc_failed(request: Request, failure: OidcFailure, next_path: str = DEFAUL
 
 
 async def _oidc_start(request: Request) -> Response:
+    from gateways.http.oidc import OidcFailure
+
     oidc: OidcClient = request.app.state.oidc
     next_path = _safe_next(request.query_params.get("next"))
     try:
@@ -268,6 +272,8 @@ async def _oidc_start(request: Request) -> Response:
 
 
 async def _oidc_callback(request: Request) -> Response:
+    from gateways.http.oidc import OidcFailure
+
     oidc: OidcClient = request.app.state.oidc
     params = request.query_params
     if "error" in params:  # the provider refused (the user said no, or the client is misconfigured)
