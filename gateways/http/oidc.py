@@ -178,9 +178,19 @@ class OidcClient:
             return self._discovery[1]
         url = self.config.issuer.rstrip("/") + "/.well-known/openid-configuration"
         document = await self._get_json(url, "discovery document")
-        missing = [k for k in ("authorization_endpoint", "token_endpoint", "jwks_uri") if not document.get(k)]
-        if document.get("issuer") != self.config.issuer or missing:
-            problem = f"lacks {', '.join(missing)}" if missing else f"names issuer {document.get('issuer')!r}"
+        endpoints = ("authorization_endpoint", "token_endpoint", "jwks_uri")
+        missing = [k for k in endpoints if not isinstance(document.get(k), str)]
+        # The secret and the code travel to these: TLS unless the issuer itself is a loopback http one.
+        plain = self.config.issuer.startswith("http:")
+        insecure = [k for k in endpoints if k not in missing and not _secure_url(document[k], plain)]
+        if document.get("issuer") != self.config.issuer or missing or insecure:
+            problem = (
+                f"lacks {', '.join(missing)}"
+                if missing
+                else f"has non-https {', '.join(insecure)}"
+                if insecure
+                else f"names issuer {document.get('issuer')!r}"
+            )
             raise OidcFailure(
                 f"the discovery document of {self.config.issuer} {problem}",
                 "set auth.oidc.issuer to exactly the issuer the provider announces",
@@ -287,6 +297,10 @@ class OidcClient:
         now = time.monotonic()
         for state in [s for s, p in self._pending.items() if p.expires <= now]:
             del self._pending[state]
+
+
+def _secure_url(url: str, plain_allowed: bool) -> bool:
+    return url.startswith("https://") or (plain_allowed and url.startswith("http://"))
 
 
 def _refused(why: str) -> OidcFailure:

@@ -42,6 +42,7 @@ class FakeProvider:
 
     def __init__(self) -> None:
         self.key = ECKey.generate_key("P-256", parameters={"kid": "k1"}, private=True)
+        self.jwks_fetches = 0
         self.user: dict[str, Any] = {"preferred_username": "carol", "email": "carol@example.com"}
         self.next_audience: str | None = None
         self.next_nonce: str | None = None
@@ -91,7 +92,12 @@ class FakeProvider:
             }
         )
 
+    def rotate(self) -> None:
+        """A new signing key under a new key id; the old one is no longer published."""
+        self.key = ECKey.generate_key("P-256", parameters={"kid": f"k{self.jwks_fetches + 2}"}, private=True)
+
     async def _jwks(self, request: Request) -> Response:
+        self.jwks_fetches += 1
         return JSONResponse(KeySet([self.key]).as_dict(private=False))
 
     async def _authorize(self, request: Request) -> Response:
@@ -129,7 +135,7 @@ class FakeProvider:
             **self.user,
         }
         key = self.next_signing_key or self.key
-        id_token = jwt.encode({"alg": "ES256", "kid": "k1"}, claims, key)
+        id_token = jwt.encode({"alg": "ES256", "kid": key.kid}, claims, key)
         return JSONResponse(
             {"access_token": "at-" + secrets.token_urlsafe(8), "token_type": "Bearer", "id_token": id_token}
         )

@@ -186,3 +186,28 @@ async def test_an_unreachable_issuer_gives_a_clear_page(start_gateway: StartGate
         assert_refused(page, 502, f"http://127.0.0.1:{port}/realms/gone could not be reached", "ConnectError")
         assert "Check that the gateway can reach the provider" in page.text
         assert 'name="next" value="/ui"' in page.text  # the key form is still there, coming back to /ui
+
+
+async def test_rotated_keys_are_fetched_again(start_gateway: StartGateway, provider: FakeProvider) -> None:
+    gateway = await start(start_gateway, provider.issuer)
+    for _ in range(2):  # the second sign-in uses the cached keys
+        async with httpx.AsyncClient(base_url=gateway.public_url, timeout=30, follow_redirects=True) as client:
+            assert "Signed in as carol" in (await client.get("/signin/oidc")).text
+    assert provider.jwks_fetches == 1
+    provider.rotate()
+    async with httpx.AsyncClient(base_url=gateway.public_url, timeout=30, follow_redirects=True) as client:
+        assert "Signed in as carol" in (await client.get("/signin/oidc")).text
+    assert provider.jwks_fetches == 2
+
+
+async def test_started_sign_ins_are_capped(start_gateway: StartGateway, provider: FakeProvider) -> None:
+    gateway = await start(start_gateway, provider.issuer, max_pending=1)
+    base = gateway.public_url
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=30) as first,
+        httpx.AsyncClient(base_url=base, timeout=30) as second,
+    ):
+        dropped = await callback_url(first)
+        kept = await callback_url(second)  # the cap drops the first browser's
+        assert_refused(await first.get(dropped), 400, "unknown or expired")
+        assert "Signed in as carol" in (await second.get(kept)).text
