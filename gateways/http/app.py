@@ -16,7 +16,9 @@
                                             behind the authentication
 ``/chat``                                   the chat for people (:mod:`gateways.http.chat`)
 ``/signin``, ``/signout``                   browser sign-in: a session cookie
-                                            (:mod:`gateways.http.signin`)
+                                            (:mod:`gateways.http.signin`); with
+                                            ``auth.oidc`` ``/signin/oidc`` too
+                                            (:mod:`gateways.http.oidc`)
 ``/a2a/agents/{name}/rest/...``             A2A 1.0 HTTP+JSON to that agent
                                             (:mod:`gateways.http.rest`); ``/a2a/rest/...``
                                             for the default agent
@@ -104,7 +106,7 @@ def build_app(gateway: HttpGateway) -> Starlette:
     if settings.chat:
         routes += chat_routes(private)
     if settings.dashboard or settings.chat:
-        routes += signin_routes()
+        routes += signin_routes(oidc=settings.auth.oidc is not None)
     routes += artifact_routes()
     routes.append(Route("/metrics", metrics_endpoint, methods=["GET"], middleware=private))  # last: never on a hot path
     authenticator = Authenticator(settings.auth)
@@ -127,6 +129,11 @@ def build_app(gateway: HttpGateway) -> Starlette:
     app.state.dashboard = gateway.dashboard
     app.state.authenticator = authenticator
     app.state.sessions = sessions
+    app.state.oidc = None
+    if settings.auth.oidc is not None:  # httpx loads only then
+        from gateways.http.oidc import OidcClient
+
+        app.state.oidc = OidcClient(settings.auth.oidc)
     return app
 
 

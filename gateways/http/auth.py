@@ -29,7 +29,7 @@ from .protection import AuthConfig, Credential, EdgeError, auth_required, get_he
 
 API_KEY_HEADER = "X-API-Key"
 
-Scheme = Literal["none", "bearer", "api_key", "basic"]
+Scheme = Literal["none", "bearer", "api_key", "basic", "oidc"]
 
 
 @dataclass(frozen=True, slots=True)

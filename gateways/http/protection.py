@@ -34,6 +34,7 @@ would lose the JSON-RPC error.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
@@ -246,6 +247,67 @@ class Credential(_Config):
 
 
 _MODE_FIELDS = {"bearer": "tokens", "api_key": "keys", "basic": "users"}
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+class OidcConfig(_Config):
+    """Browser sign-in with an OpenID Connect provider (authorization code, PKCE S256).
+
+    Programs keep the gateway's ``mode`` (a key, a token, a password): OIDC signs people in
+    from the sign-in page only. The client secret is read from the environment variable named
+    by ``client_secret_env``, never from the file; without one the gateway is a public client.
+    """
+
+    issuer: str = Field(description="the provider's issuer URL, exactly as its ID tokens' iss claim")
+    client_id: str = Field(min_length=1, description="the gateway's client id at the provider")
+    client_secret_env: str | None = Field(None, description="environment variable holding the client secret")
+    scopes: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"], description="scopes asked")
+    username_claim: str = Field("preferred_username", min_length=1, description="ID token claim naming the user")
+    display_name: str | None = Field(None, description="the button's 'Sign in with ...' (default: the issuer's host)")
+    timeout_s: float = Field(10.0, gt=0, le=120, description="each call to the provider must answer within this")
+    pending_ttl_s: float = Field(600.0, gt=0, le=3600, description="a started sign-in must come back within this")
+    max_pending: int = Field(1000, gt=0, description="started sign-ins kept at most; the oldest is dropped")
+    leeway_s: int = Field(60, ge=0, le=600, description="clock skew allowed on the ID token's exp/iat")
+
+    @field_validator("issuer")
+    @classmethod
+    def _check_issuer(cls, issuer: str) -> str:
+        scheme, sep, rest = issuer.partition("://")
+        host = rest.split("/", 1)[0].rsplit(":", 1)[0] if not rest.startswith("[") else rest.split("]", 1)[0] + "]"
+        if not sep or not rest or "?" in issuer or "#" in issuer:
+            raise ValueError(
+                f"issuer {issuer!r} must be an https URL with no query, e.g. https://id.example.com/realms/x"
+            )
+        if scheme != "https" and not (scheme == "http" and host in _LOOPBACK_HOSTS):
+            raise ValueError(f"issuer {issuer!r} must use https (plain http only on localhost, for development)")
+        return issuer
+
+    @field_validator("scopes")
+    @classmethod
+    def _check_scopes(cls, scopes: list[str]) -> list[str]:
+        if "openid" not in scopes:
+            raise ValueError("scopes must include 'openid' (without it the provider sends no ID token)")
+        if any(not scope or " " in scope for scope in scopes):
+            raise ValueError("each scope is one non-empty word")
+        return scopes
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _check_secret_env(cls, name: str | None) -> str | None:
+        if name is not None and not os.environ.get(name, "").strip():
+            raise ValueError(f"environment variable {name} is not set; export it with the client secret")
+        return name
+
+    def client_secret(self) -> str | None:
+        """The client secret, read from the environment when needed (never kept in the config)."""
+        if self.client_secret_env is None:
+            return None
+        return os.environ.get(self.client_secret_env, "").strip() or None
+
+    @property
+    def label(self) -> str:
+        """What the sign-in button names: ``display_name``, else the issuer's host."""
+        return self.display_name or self.issuer.partition("://")[2].split("/", 1)[0]
 
 
 class AuthConfig(_Config):
@@ -256,6 +318,7 @@ class AuthConfig(_Config):
     keys: list[Credential] = Field(default_factory=list, description="mode api_key: X-API-Key: <key>")
     users: dict[str, SecretStr] = Field(default_factory=dict, description="mode basic: user name -> password")
     realm: str = Field("a2a", pattern=r'^[^"\\]+$', description="realm of the WWW-Authenticate challenge")
+    oidc: OidcConfig | None = Field(None, description="browser sign-in with an OpenID Connect provider too")
 
     @field_validator("users")
     @classmethod
@@ -269,6 +332,10 @@ class AuthConfig(_Config):
 
     @model_validator(mode="after")
     def _check_mode(self) -> AuthConfig:
+        if self.oidc is not None and self.mode == "none":
+            raise ValueError(
+                "oidc needs a mode for programs too (bearer, api_key or basic): with mode 'none' nobody signs in"
+            )
         wanted = _MODE_FIELDS.get(self.mode)
         for mode, field in _MODE_FIELDS.items():
             if field != wanted and getattr(self, field):

@@ -2,7 +2,8 @@
 
 A browser cannot send ``X-API-Key`` or a bearer token by itself, so the gateway signs a person in
 once, against its configured authentication (an API key or token pasted into the sign-in page,
-or a user name and password), and hands the browser a session cookie:
+or a user name and password, or an OpenID Connect provider: :mod:`gateways.http.oidc`), and
+hands the browser a session cookie:
 
 ``mesh_session``  HTTP-only, ``SameSite=Strict``, ``Secure`` under TLS, ``Max-Age`` the
                   session's lifetime; the id is a random 256-bit token, kept server-side only

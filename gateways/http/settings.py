@@ -8,7 +8,7 @@ gateways:
     port: 8080                   # 0 picks a free port
     public_url: https://a2a.example.com   # what cards advertise (default http://host:port)
     default_agent: orchestrator  # served at POST /a2a and /.well-known/agent-card.json
-    auth: {mode: bearer, tokens: [${A2A_TOKEN}]}
+    auth: {mode: bearer, tokens: [${A2A_TOKEN}]}   # + oidc: {issuer, client_id, client_secret_env}
     rate_limit: {requests: 100, window_s: 60, burst: 20}
     concurrency: {max_requests_per_client: 10, max_tasks_per_context: 5}
     limits: {max_message_bytes: 1000000, max_parts: 100}

@@ -6,6 +6,11 @@
 ``POST /signin``            form fields ``csrf``, ``next`` and ``key`` (api_key, bearer) or
                             ``user`` and ``password`` (basic): a session cookie and a 303 to
                             ``next``; a wrong credential is the form again, 401
+``GET /signin/oidc``        with ``auth.oidc``: starts an OpenID Connect sign-in, a 303 to the
+                            provider (:mod:`gateways.http.oidc`); ``next`` as above
+``GET /signin/oidc/callback``  where the provider sends the browser back (``code``, ``state``):
+                            the same session as the form's, then on to ``next``; a failure is
+                            the sign-in page saying what failed and what to do
 ``POST /signout``           ends the session (its CSRF token in ``X-CSRF-Token`` or the
                             form's ``csrf``), 303 to the sign-in page
 ==========================  ================================================================
@@ -35,9 +40,17 @@ from gateways.http.sessions import CSRF_HEADER, SESSION_COOKIE, SIGNIN_COOKIE, S
 if TYPE_CHECKING:
     from starlette.datastructures import MutableHeaders
 
+    # Imported where used: httpx and joserfc's JWT load only on a gateway with auth.oidc.
+    from gateways.http.oidc import OidcClient, OidcFailure
+
 __all__ = ["SIGNIN_PATH", "html_escape", "page_session", "set_session_cookie", "signin_routes", "signin_url"]
 
 SIGNIN_PATH = "/signin"
+OIDC_PATH = "/signin/oidc"
+OIDC_CALLBACK = "/signin/oidc/callback"
+#: The started OIDC sign-in's ``state``: SameSite=Lax, since the provider's redirect back is a
+#: navigation from another site (a Strict cookie would not come with it).
+OIDC_COOKIE = "mesh_oidc"
 DEFAULT_NEXT = "/chat"
 MAX_FORM_BYTES = 16_384
 _PAGE = (resources.files("gateways.chat") / "static" / "signin.html").read_text(encoding="utf-8")
@@ -117,6 +130,19 @@ def _mode(request: Request) -> str:
     return authenticator.config.mode
 
 
+def _oidc_button(request: Request, next_path: str) -> str:
+    oidc: OidcClient | None = getattr(request.app.state, "oidc", None)
+    if oidc is None:
+        return ""
+    root = request.scope.get("root_path", "")
+    href = f"{root}{OIDC_PATH}?next={quote(next_path)}"
+    return (
+        f'<a class="signin-oidc" id="signin-oidc" href="{html_escape(href)}">'
+        f"Sign in with {html_escape(oidc.config.label)}</a>"
+        '<p class="signin-or">or</p>'
+    )
+
+
 def _form_page(request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
     token = secrets.token_urlsafe(24)
     fields = _FIELDS[_mode(request)]
@@ -124,6 +150,7 @@ def _form_page(request: Request, next_path: str, error: str = "", status: int = 
     html = (
         _PAGE.replace("{{ACTION}}", html_escape(root + SIGNIN_PATH))
         .replace("{{FIELDS}}", fields)
+        .replace("{{OIDC}}", _oidc_button(request, next_path))
         .replace("{{CSRF}}", token)
         .replace("{{NEXT}}", html_escape(next_path))
         .replace("{{ERROR}}", f'<p class="error" role="alert">{html_escape(error)}</p>' if error else "")
@@ -208,10 +235,95 @@ async def _signout(request: Request) -> Response:
     return response
 
 
-def signin_routes() -> list[Route]:
-    """The sign-in routes; the app's state holds ``authenticator`` and ``sessions``."""
-    return [
+def _callback_url(request: Request) -> str:
+    public_url: str = request.app.state.gateway.public_url
+    return public_url.rstrip("/") + OIDC_CALLBACK
+
+
+def _oidc_failed(request: Request, failure: OidcFailure, next_path: str = DEFAULT_NEXT) -> Response:
+    response = _form_page(
+        request,
+        next_path,
+        f"Sign-in with the identity provider failed: {failure.what}. {failure.fix[:1].upper()}{failure.fix[1:]}.",
+        failure.status,
+    )
+    _clear_cookie(response.headers, OIDC_COOKIE)
+    return response
+
+
+async def _oidc_start(request: Request) -> Response:
+    from gateways.http.oidc import OidcFailure
+
+    oidc: OidcClient = request.app.state.oidc
+    next_path = _safe_next(request.query_params.get("next"))
+    try:
+        url, state = await oidc.begin(_callback_url(request), next_path)
+    except OidcFailure as failure:
+        return _oidc_failed(request, failure, next_path)
+    response = RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+    secure = "; Secure" if _secure(request) else ""
+    max_age = int(oidc.config.pending_ttl_s)
+    root = request.scope.get("root_path", "")
+    response.headers.append(
+        "Set-Cookie",
+        f"{OIDC_COOKIE}={state}; Path={root}{OIDC_PATH}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}",
+    )
+    return response
+
+
+async def _oidc_callback(request: Request) -> Response:
+    from gateways.http.oidc import OidcFailure
+
+    oidc: OidcClient = request.app.state.oidc
+    params = request.query_params
+    if "error" in params:  # the provider refused (the user said no, or the client is misconfigured)
+        error = params["error"][:64] if params["error"].isprintable() else "?"
+        failure = OidcFailure(
+            f"the identity provider refused the sign-in ({error})",
+            "try again; if it persists, check the client's settings at the provider (redirect URI "
+            f"{_callback_url(request)}, allowed scopes)",
+            status=401,
+        )
+        return _oidc_failed(request, failure)
+    state, code = params.get("state", ""), params.get("code", "")
+    if not state or not code or not same_token(state, request.cookies.get(OIDC_COOKIE, "")):
+        failure = OidcFailure(
+            "the sign-in's state does not match the one this browser started (an old, foreign or forged link)",
+            "start again from the sign-in page, in this browser",
+        )
+        return _oidc_failed(request, failure)
+    try:
+        principal, next_path = await oidc.finish(state, code, _callback_url(request))
+    except OidcFailure as failure:
+        return _oidc_failed(request, failure)
+    sessions: SessionStore = request.app.state.sessions
+    session_id, _ = sessions.create(principal)
+    # A page, not a 303: the browser arrived here from the provider's site, and a redirect would
+    # carry on that cross-site navigation, which leaves the new SameSite=Strict cookie behind.
+    target = html_escape(next_path)
+    html = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="0;url={target}"><title>Signed in</title></head>'
+        f'<body><p>Signed in as {html_escape(principal.name)}. <a id="continue" href="{target}">Continue</a></p>'
+        "</body></html>"
+    )
+    response = Response(html, media_type="text/html", headers=_PAGE_HEADERS)
+    set_session_cookie(response.headers, request, session_id, sessions.ttl_s)
+    _clear_cookie(response.headers, OIDC_COOKIE)
+    return response
+
+
+def signin_routes(oidc: bool = False) -> list[Route]:
+    """The sign-in routes; the app's state holds ``authenticator`` and ``sessions`` (and
+    ``oidc``, an :class:`~gateways.http.oidc.OidcClient`, when ``oidc``)."""
+    routes = [
         Route(SIGNIN_PATH, _signin_page, methods=["GET"]),
         Route(SIGNIN_PATH, _signin, methods=["POST"]),
         Route("/signout", _signout, methods=["POST"]),
     ]
+    if oidc:
+        routes += [
+            Route(OIDC_PATH, _oidc_start, methods=["GET"]),
+            Route(OIDC_CALLBACK, _oidc_callback, methods=["GET"]),
+        ]
+    return routes

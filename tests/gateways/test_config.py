@@ -58,6 +58,30 @@ def test_an_http_gateway_entry_builds_a_gateway(tmp_path: Path) -> None:
             "gateways[1].id: gateway id 'a' is also used by gateways[0]",
         ),
         ("- just a string", "gateways[0]: expected a mapping"),
+        (
+            "- {kind: http, port: 0, auth: {mode: api_key, keys: [k-1234567890], oidc: {issuer: https://id.example.com,"
+            " client_idd: gw}}}",
+            "did you mean 'client_id'?",
+        ),
+        (
+            "- {kind: http, port: 0, auth: {oidc: {issuer: https://id.example.com, client_id: gw}}}",
+            "oidc needs a mode for programs too",
+        ),
+        (
+            "- {kind: http, port: 0, auth: {mode: api_key, keys: [k-1234567890], oidc: {issuer: http://id.example.com,"
+            " client_id: gw}}}",
+            "must use https",
+        ),
+        (
+            "- {kind: http, port: 0, auth: {mode: api_key, keys: [k-1234567890], oidc: {issuer: https://id.example.com,"
+            " client_id: gw, client_secret_env: MESH_TEST_UNSET_SECRET}}}",
+            "environment variable MESH_TEST_UNSET_SECRET is not set",
+        ),
+        (
+            "- {kind: http, port: 0, auth: {mode: api_key, keys: [k-1234567890], oidc: {issuer: https://id.example.com,"
+            " client_id: gw, scopes: [email]}}}",
+            "scopes must include 'openid'",
+        ),
     ],
 )
 def test_bad_entries_name_the_file_the_key_and_the_fix(tmp_path: Path, entry: str, says: str) -> None:
