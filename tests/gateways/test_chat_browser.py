@@ -23,38 +23,27 @@ from agents.workflow import WorkflowAgent, load_workflow
 from gateways.http.server import HttpGateway
 from tests.agents.workflow_agents import Upper
 from tests.conftest import ServeAgent
+from tests.gateways.browser import headless_chromium, needs_chromium
 from tests.gateways.chat_agents import Gate, Reader, assistant
 from tests.gateways.conftest import StartGateway
-from tests.gateways.test_dashboard_browser import CHROMEDRIVER, CHROMIUM, until
+from tests.gateways.test_dashboard_browser import until
 from tests.gateways.test_signin import USERS
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="needs Debian's chromium and chromium-driver (.ci/setup installs them)",
-)
+pytestmark = needs_chromium
 
 WIDE, PHONE = (1440, 900), (375, 740)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,900"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    try:
+    with headless_chromium(1440, 900) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @dataclass

@@ -13,34 +13,23 @@ import pytest
 
 from agents.builtin import EchoAgent
 from tests.conftest import ServeAgent
+from tests.gateways.browser import headless_chromium, needs_chromium
 from tests.gateways.conftest import StartGateway
 from tests.gateways.oidc_provider import CLIENT_SECRET, FakeProvider
-from tests.gateways.test_dashboard_browser import CHROMEDRIVER, CHROMIUM, until
+from tests.gateways.test_dashboard_browser import until
 from tests.gateways.test_signin_oidc import SECRET_ENV, oidc_auth
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="needs Debian's chromium and chromium-driver (.ci/setup installs them)",
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,900"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    try:
+    with headless_chromium(1440, 900) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 async def test_a_browser_signs_in_at_the_provider_and_chats_as_its_user(
