@@ -16,7 +16,7 @@ import importlib
 import inspect
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -276,12 +276,18 @@ class _ErrorsToModel(WrapperToolset[RunDeps]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[RunDeps], tool: ToolsetTool[RunDeps]
     ) -> Any:
-        try:
-            return await super().call_tool(name, tool_args, ctx, tool)
-        except _PASS_THROUGH:
-            raise
-        except Exception as exc:
-            raise pa_errors.ToolFailed(f"the tool {name!r} failed: {type(exc).__name__}: {exc}") from None
+        return await _failure_to_model(name, super().call_tool(name, tool_args, ctx, tool))
+
+
+async def _failure_to_model(name: str, call: Awaitable[Any]) -> Any:
+    """``call``'s result; its exception (other than the engine's own control flow) as a failed
+    tool result the model sees."""
+    try:
+        return await call
+    except _PASS_THROUGH:
+        raise
+    except Exception as exc:
+        raise pa_errors.ToolFailed(f"the tool {name!r} failed: {type(exc).__name__}: {exc}") from None
 
 
 def errors_to_model(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
@@ -320,12 +326,7 @@ class StaticTools(FunctionToolset[Any]):
     ) -> Any:
         if not self.errors_to_model:
             return await super().call_tool(name, tool_args, ctx, tool)
-        try:
-            return await super().call_tool(name, tool_args, ctx, tool)
-        except _PASS_THROUGH:
-            raise
-        except Exception as exc:
-            raise pa_errors.ToolFailed(f"the tool {name!r} failed: {type(exc).__name__}: {exc}") from None
+        return await _failure_to_model(name, super().call_tool(name, tool_args, ctx, tool))
 
 
 class _Traced(WrapperToolset[Any]):
