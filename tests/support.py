@@ -57,6 +57,16 @@ class Inbox:
         )
         return self.messages
 
+    async def wait_for_payload(self, payload: bytes, timeout: float = 5.0) -> list[InboundMessage]:
+        """Wait until a message with ``payload`` arrived (b"": a retained message cleared)."""
+        await wait_until(
+            lambda: payload in self.payloads,
+            self._changed,
+            timeout,
+            lambda: f"no {payload!r} among {len(self.messages)} messages",
+        )
+        return self.messages
+
     @property
     def payloads(self) -> list[bytes]:
         return [m.payload for m in self.messages]

@@ -45,6 +45,10 @@ RESUME_WINDOW_S = 5.0
 #: How long such a removal waits for the agent's card to come back before failing its calls:
 #: long enough for the agent's own capped reconnect backoff (10 s by default) and its card.
 RESTART_GRACE_S = 15.0
+#: A card removal seen while no call waited on the agent still counts for a call sent this soon
+#: after it (unless the card came back); at most this many such agents are remembered.
+GONE_IDLE_S = 30.0
+MAX_GONE_IDLE = 1024
 
 Role = Literal["agent", "gateway", "client"]
 _KEY_PREFIXES: dict[str, str] = {"agent": "a2a_subtask_", "gateway": "gw_", "client": ""}
@@ -82,6 +86,10 @@ class CallPath:
         # After a reconnect, each call in flight asks its agent for its task (mesh.calls.resync).
         self.resync = Resync(self)
         self._unconfirmed_gone: dict[str, asyncio.TimerHandle] = {}
+        # Agents whose card went while no call waited on them: (when, why), until it comes back. A
+        # call registered after the removal (its sender was still subscribing, say) would otherwise
+        # wait for its timeout on a request the broker keeps for the dead agent's session.
+        self._gone_idle: dict[str, tuple[float, str | None]] = {}
         # Replicas: the instance that owns each task; follow-ups go to its instance topic.
         self.owners = Owners(self)
         self.gone_settle_s = GONE_SETTLE_S
@@ -160,7 +168,12 @@ class CallPath:
         death. Those calls fail only if the agent's card has not come back (:meth:`agent_back`)
         within :data:`RESTART_GRACE_S`, so answers finished during a broker restart still arrive.
         """
-        if agent in self._unconfirmed_gone or not self.calls_to(agent):
+        if agent in self._unconfirmed_gone:
+            return
+        if not self.calls_to(agent):
+            if len(self._gone_idle) >= MAX_GONE_IDLE:  # bounded: the oldest note goes
+                del self._gone_idle[next(iter(self._gone_idle))]
+            self._gone_idle[agent] = (time.monotonic(), why)
             return
         if self._maybe_restarted():
             self._wait_for_return(agent, why)
@@ -171,6 +184,7 @@ class CallPath:
 
     def agent_back(self, agent: str) -> None:
         """``agent``'s card is there (again): a removal still unconfirmed was the broker's restart."""
+        self._gone_idle.pop(agent, None)
         unconfirmed = self._unconfirmed_gone.pop(agent, None)
         if unconfirmed is not None:
             unconfirmed.cancel()
@@ -325,6 +339,12 @@ class CallPath:
         self._calls[call.correlation] = call
         self._by_agent.setdefault(call.agent, set()).add(call)
         call._state = "open"
+        if (gone := self._gone_idle.get(call.agent)) is not None:
+            when, why = gone
+            if time.monotonic() - when < GONE_IDLE_S:
+                self.agent_gone(call.agent, why)  # as if it went now: the same settle and restart grace
+            else:
+                del self._gone_idle[call.agent]
         call.topic, call.props = topic, props
         try:
             ack = self.transport.publish_nowait(topic, call._payload, properties=props, require_subscriber=True)

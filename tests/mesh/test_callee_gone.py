@@ -93,3 +93,28 @@ async def test_kill_9_fails_100_waiting_client_calls_within_2_s(
     slowest = max(at for _error, at in outcomes) - killed
     assert slowest < BOUND_S, f"the last of 100 calls failed {slowest:.2f} s after the kill (the bound is {BOUND_S} s)"
     assert client.calls.calls_to("blocker") == []
+
+
+async def test_a_call_sent_just_after_the_callees_card_went_fails_within_2_s(
+    client: MeshClient, make_transport: TransportFactory, broker_url: str, namespace: str
+) -> None:
+    """The removal came while no call waited on the agent (its caller was still getting ready:
+    an LLM agent's tool call before its first delegation subscribed its answer topics). The broker
+    keeps the dead agent's session, so it takes the request without a word: the call must still
+    learn that the agent went away, from the removal it saw just before."""
+    proc = await start_agent_process(broker_url, namespace, "blocker", agent="Blocker")
+    card_topic = f"{namespace}/a2a/v1/discovery/agentcards/blocker"
+    cards = Inbox()
+    await (await make_transport()).subscribe(card_topic, cards)
+    try:
+        await cards.wait_for(1)  # its card is there
+    finally:
+        proc.kill()  # kill -9: only the will clears the card
+        await proc.wait()
+    await cards.wait_for_payload(b"")  # the will cleared it
+    client.calls.agent_gone("blocker")  # what a registry following the cards reports now
+    started = time.monotonic()
+    with pytest.raises(AgentUnavailableError) as caught:
+        await client.send("blocker", "are you there?", timeout=30)
+    assert str(caught.value).startswith("agent 'blocker' went away"), str(caught.value)
+    assert time.monotonic() - started < BOUND_S
