@@ -84,6 +84,9 @@ class MeshClient:
         auth_token: str | None = None,
     ) -> None:
         self.namespace = validate_namespace(namespace)
+        #: The broker is known to be a single node (the Mosquitto ``mesh up`` started): a name
+        #: missing from the retained cards is unknown, with no roll call to wait for.
+        self.one_node_broker = False
         # The name its answer topics carry: its broker username under per-component rules
         # (mesh.brokertools.brokerrules), which several connections of one user share; else its client id.
         self.client_id = validate_identifier(name or transport.client_id, "client id")
@@ -130,8 +133,9 @@ class MeshClient:
 
     async def wait_for_agent(self, agent: str, timeout: float = 2.0) -> AgentCard:
         """The agent's card once it is on the mesh; :class:`AgentNotFoundError` after ``timeout``."""
-        # No roll call unless the name is missing from the retained cards (a cluster's other node).
-        registry = DiscoveryRegistry(self.transport, self.namespace, rollcall=False)
+        # No roll call unless the name is missing from the retained cards (a cluster's other node),
+        # and none on a broker known to be one node.
+        registry = DiscoveryRegistry(self.transport, self.namespace, rollcall=False, one_node=self.one_node_broker)
         await registry.start()
         try:
             return (await registry.wait_for(agent, timeout)).card

@@ -145,11 +145,15 @@ class DiscoveryRegistry:
         verifier: CardVerifier | None = None,
         rollcall: bool = True,
         rollcall_window_s: float = ROLLCALL_WINDOW_S,
+        one_node: bool = False,
     ) -> None:
         """``verifier``: accept only cards signed by a trusted key (see the module docstring).
 
         ``rollcall``: ask who is there at start and after every reconnect (long-lived registries);
-        without it a roll call is held only when :meth:`wait_for` misses a name (the CLI)."""
+        without it a roll call is held only when :meth:`wait_for` misses a name (the CLI).
+        ``one_node``: the broker is known to be a single node (the Mosquitto ``mesh up`` started),
+        whose retained cards reach every subscriber: no roll call at all, so the cards are in as
+        soon as the retained ones have arrived."""
         self.transport = transport
         self.namespace = namespace
         self.ttl_s = ttl_s
@@ -173,7 +177,8 @@ class DiscoveryRegistry:
         self._profile_subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._last_arrival = 0.0  # monotonic time of the subscription, then of the latest discovery message
-        self.rollcall = rollcall
+        self.rollcall = rollcall and not one_node
+        self.one_node = one_node
         self.rollcall_window_s = rollcall_window_s
         self._rollcall_until = 0.0  # answers to our last roll call may come until then
         #: Roll calls this registry held.
@@ -278,7 +283,7 @@ class DiscoveryRegistry:
         try:
             async with asyncio.timeout(timeout):
                 while (entry := self.get(name, kind)) is None:
-                    if settle.done() and not self.rollcalls_held:  # not among the retained cards: ask
+                    if settle.done() and not self.rollcalls_held and not self.one_node:  # not retained: ask
                         await self.hold_rollcall()
                         settle = asyncio.ensure_future(self.settled(timeout))
                         continue

@@ -259,6 +259,22 @@ def running_up_of_broker(url: str, namespace: str | None = None, state_dir: Path
     )
 
 
+def broker_started_by_up(url: str, state_dir: Path | None = None) -> bool:
+    """Whether ``url`` is the Mosquitto a live ``mesh up`` started here (one node: every retained
+    card reaches every subscriber, so clients need no roll call)."""
+    base = up_files("-", state_dir).state.parent
+    try:
+        names = [unquote(path.stem) for path in base.glob("*.json")]
+    except OSError:
+        return False
+    return any(
+        (record := running_up(name, state_dir)) is not None
+        and record.broker_pid is not None
+        and _same_url(record.broker_url, url)
+        for name in names
+    )
+
+
 def _same_url(a: str | None, b: str) -> bool:
     if a is None:
         return False

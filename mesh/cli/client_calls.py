@@ -12,15 +12,16 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent, TextPart, create_user_message
 from mesh.a2a.exceptions import TaskNotCancelable
 from mesh.a2a.params import MAX_TASK_PAGE_SIZE
+from mesh.broker import BrokerSettings
 from mesh.cli.artifact_files import save_answer_files
-from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED, Command, client_settings
+from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED, Command, broker_is_one_node, client_settings
 from mesh.cli.progress import NoProgress, Progress, progress_line
 from mesh.cli.render import answer_text, as_json, event_line, task_summary, tasks_table
 from mesh.client import MeshClient, StreamItem
@@ -39,7 +40,14 @@ def connect(args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[
         client_id = None if args.client_id is None else validate_identifier(args.client_id, "--client-id")
     except ValueError as exc:
         raise ConfigError(f"{exc}; use letters, digits, '_', '.' and '-' (at most 128)") from exc
-    return MeshClient.connect(client_settings(args), args.namespace, client_id=client_id)
+    return _connected(client_settings(args), args.namespace, client_id)
+
+
+@contextlib.asynccontextmanager
+async def _connected(settings: BrokerSettings, namespace: str, client_id: str | None) -> AsyncIterator[MeshClient]:
+    async with MeshClient.connect(settings, namespace, client_id=client_id) as client:
+        client.one_node_broker = broker_is_one_node(settings)
+        yield client
 
 
 def message_text(words: list[str]) -> str:

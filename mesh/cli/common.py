@@ -211,6 +211,13 @@ def client_settings(args: argparse.Namespace) -> BrokerSettings:
     return broker_settings(args).for_identity(args.client)
 
 
+def broker_is_one_node(settings: BrokerSettings) -> bool:
+    """Whether the broker is the Mosquitto a live ``mesh up`` started (mesh.brokertools.upstate)."""
+    from mesh.brokertools.upstate import broker_started_by_up
+
+    return broker_started_by_up(settings.url)
+
+
 def configure_logging(level: str = "info") -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mesh.cli.common import (
     EXIT_OK,
     add_connection_options,
+    broker_is_one_node,
     card_verifier,
     client_settings,
     configure_logging,
@@ -113,7 +114,11 @@ async def _agents(args: argparse.Namespace) -> int:
     verifier = card_verifier(settings, namespace)  # under trust (a secured mesh up): signed cards only
     async with MqttTransport(settings) as transport:
         registry = DiscoveryRegistry(
-            transport, namespace, verifier=verifier, rollcall_window_s=AGENTS_ROLLCALL_WINDOW_S
+            transport,
+            namespace,
+            verifier=verifier,
+            rollcall_window_s=AGENTS_ROLLCALL_WINDOW_S,
+            one_node=broker_is_one_node(settings),
         )
         await registry.start()
         started = time.monotonic()

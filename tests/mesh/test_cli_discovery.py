@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import signal
 from collections.abc import Awaitable, Callable
@@ -23,6 +25,7 @@ from mesh.registry import RegistryEvent
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory
 from tests.mesh.cli_process import Service, mesh, start_mesh
+from tests.support import wait_until
 
 Serve = Callable[..., Awaitable[AgentService]]
 LONG_DESCRIPTION = "Repeats what it is told, word for word, however long the message and whoever asks"
@@ -277,3 +280,50 @@ async def test_the_documented_watch_raw_example_is_what_it_prints(
         assert await watch.stop() == 0, watch.output
     printed = [comparable(line, namespace) for line in watch.stdout_lines]
     assert printed == [comparable(line, "mesh") for line in example], watch.output
+
+
+# ---------------------------------------------------------------------- roll calls of one-off commands
+
+
+async def test_an_unknown_name_holds_a_roll_call_except_on_the_broker_mesh_up_started(
+    serve: Serve, env: dict[str, str], namespace: str, make_transport: TransportFactory, tmp_path: Path
+) -> None:
+    """On any broker a name missing from the retained cards may be on a cluster's other node: a
+    roll call asks. On the Mosquitto a live ``mesh up`` started (one node), every retained card is
+    already in: the name is unknown at once, with no roll call (and `mesh agents` holds none)."""
+    from mesh.brokertools.upstate import UpClaim, UpRecord
+    from mesh.transport import InboundMessage
+    from topics import get_discovery_rollcall_topic
+
+    await serve("echo")  # the mesh is not empty: an empty one is waited on
+    rollcall = get_discovery_rollcall_topic(namespace)
+    heard: list[bytes] = []
+    arrived = asyncio.Event()
+    watcher = await make_transport()
+
+    def on_rollcall(message: InboundMessage) -> None:
+        heard.append(message.payload)
+        arrived.set()
+
+    await watcher.subscribe(rollcall, on_rollcall)
+
+    async def roll_calls_after(*command: str, **extra: str) -> list[bytes]:
+        """The roll calls heard while ``command`` ran (a marker of ours closes the count)."""
+        start = len(heard)
+        marker = f'{{"windowMs": 50, "marker": "{len(heard)}"}}'.encode()
+        done = await mesh(*command, **env, **extra)
+        await watcher.publish(rollcall, marker)
+        await wait_until(lambda: marker in heard, arrived, 5, lambda: "the marker roll call")
+        assert done.code == (4 if command[0] == "send" else 0), done.stderr
+        return heard[start : heard.index(marker)]
+
+    state = tmp_path / "state"
+    assert len(await roll_calls_after("send", "nosuch", "hi", MESH_STATE_DIR=str(state))) == 1
+
+    claim = UpClaim.take(namespace, state)  # a live `mesh up` that started this broker
+    try:
+        claim.write(UpRecord(pid=os.getpid(), namespace=namespace, broker_url=env["MESH_BROKER_URL"], broker_pid=1))
+        assert await roll_calls_after("send", "nosuch", "hi", MESH_STATE_DIR=str(state)) == []
+        assert await roll_calls_after("agents", MESH_STATE_DIR=str(state)) == []
+    finally:
+        claim.release()
