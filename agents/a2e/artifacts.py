@@ -28,8 +28,6 @@ import asyncio
 import base64
 import binascii
 import logging
-import os
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +35,7 @@ from pydantic import Field
 
 from agents.a2e.messages import A2EMessage
 from mesh.artifacts import ArtifactError, ArtifactRef
+from mesh.artifacts.parts import write_file_atomically
 
 if TYPE_CHECKING:
     from agents.a2e.process import WorkerProcess
@@ -171,15 +170,6 @@ class ArtifactRequests:
             answer.data = base64.b64encode(await ctx.load_artifact(info.uri)).decode("ascii")
             return answer
         target = Path(request.path)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
-        handle = await asyncio.to_thread(tmp.open, "wb")
-        try:
-            async for chunk in ctx.open_artifact(info):
-                await asyncio.to_thread(handle.write, chunk)
-            handle.close()
-            await asyncio.to_thread(os.replace, tmp, target)
-        finally:
-            handle.close()
-            tmp.unlink(missing_ok=True)
+        await write_file_atomically(target, ctx.open_artifact(info))
         answer.path = str(target)
         return answer

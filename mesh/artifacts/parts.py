@@ -10,9 +10,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
-from collections.abc import Callable
+import os
+import uuid
+from collections.abc import AsyncIterable, Callable
+from pathlib import Path
 from typing import Any
 
 from mesh.a2a import FilePart, FileWithUri
@@ -20,7 +24,14 @@ from mesh.artifacts.errors import InvalidArtifactName
 from mesh.artifacts.store import ArtifactInfo, ArtifactStore
 from mesh.artifacts.uris import is_artifact_uri, validate_name
 
-__all__ = ["file_part", "file_part_dict", "offload_inline_files", "rewrite_artifact_uris", "safe_file_name"]
+__all__ = [
+    "file_part",
+    "file_part_dict",
+    "offload_inline_files",
+    "rewrite_artifact_uris",
+    "safe_file_name",
+    "write_file_atomically",
+]
 
 
 def file_part(info: ArtifactInfo) -> FilePart:
@@ -106,3 +117,19 @@ def rewrite_artifact_uris(value: Any, to_url: Callable[[str], str | None]) -> An
         items = [rewrite_artifact_uris(item, to_url) for item in value]
         return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
     return value
+
+
+async def write_file_atomically(target: Path, chunks: AsyncIterable[bytes]) -> None:
+    """Write ``chunks`` to ``target`` through a temporary file beside it, renamed into place once
+    complete: ``target`` is never a partial file, and a failed write leaves nothing behind. The
+    blocking file calls run off the event loop."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
+    handle = await asyncio.to_thread(tmp.open, "wb")
+    try:
+        async for chunk in chunks:
+            await asyncio.to_thread(handle.write, chunk)
+        handle.close()
+        await asyncio.to_thread(os.replace, tmp, target)
+    finally:
+        handle.close()
+        tmp.unlink(missing_ok=True)

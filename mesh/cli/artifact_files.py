@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mesh.a2a import FilePart, FileWithBytes, FileWithUri, Message, Part, Task
 from mesh.artifacts import ArtifactError, ArtifactRef, ArtifactStore, open_store, resolve_settings
-from mesh.artifacts.parts import safe_file_name
+from mesh.artifacts.parts import safe_file_name, write_file_atomically
 from mesh.errors import ConfigError
 
 __all__ = ["save_answer_files"]
@@ -75,16 +75,7 @@ async def _save_artifact(store: ArtifactStore, ref: ArtifactRef, directory: Path
         raise ConfigError(f"cannot save {ref.uri}: {exc}; set MESH_ARTIFACTS to the mesh's artifact store") from exc
     target = directory / info.name  # a validated name: relative, no '..'
     await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
-    handle = await asyncio.to_thread(tmp.open, "wb")
-    try:
-        async for chunk in store.open(info):
-            await asyncio.to_thread(handle.write, chunk)
-        handle.close()
-        await asyncio.to_thread(os.replace, tmp, target)
-    finally:
-        handle.close()
-        tmp.unlink(missing_ok=True)
+    await write_file_atomically(target, store.open(info))
     return target
 
 
