@@ -89,13 +89,7 @@ async def _mcp(args: argparse.Namespace) -> int:
     if args.http is not None and not 0 <= args.http <= 65535:
         raise ConfigError(f"--http {args.http}: not a TCP port; give a number from 1 to 65535 (0: any free port)")
     gateway_id = validate_identifier(args.id, "gateway id") if args.id else f"mcp-{uuid.uuid4().hex[:8]}"
-    auth, trust = _settings(args, gateway_id)
-    if args.config:
-        from mesh.config import load_config
-
-        artifacts = load_config(args.config).artifacts
-    else:
-        artifacts = None
+    auth, trust, artifacts = _settings(args, gateway_id)
     broker = client_settings(args)  # --broker, --secure, TLS, --client as for the other client commands
     await run_mcp(
         broker,
@@ -112,16 +106,19 @@ async def _mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _settings(args: argparse.Namespace, gateway_id: str) -> tuple[object | None, Trust | None]:
-    """The auth (an HTTP gateway's ``auth:``) and the trust of ``--config`` / ``--keys``."""
+def _settings(args: argparse.Namespace, gateway_id: str) -> tuple[object | None, Trust | None, ArtifactSettings | None]:
+    """The auth (an HTTP gateway's ``auth:``), the trust and the artifact store of ``--config`` /
+    ``--keys`` (the config file read once)."""
     from mesh.config import load_config
     from mesh.trust import TrustSettings, load_trust  # the JOSE library: when the command runs
     from mesh.trust.config import resolve
 
     auth: object | None = None
     trust: Trust | None = None
+    artifacts: ArtifactSettings | None = None
     if args.config:
         config = load_config(args.config)
+        artifacts = config.artifacts
         entries = [e for e in config.sections.get("gateways", []) if isinstance(e, dict) and e.get("kind") == "http"]
         if args.gateway:
             entries = [e for e in entries if e.get("id") == args.gateway]
@@ -143,7 +140,7 @@ def _settings(args: argparse.Namespace, gateway_id: str) -> tuple[object | None,
         trust = resolve(TrustSettings(keys=args.keys), gateway_id, Path.cwd())
     if auth is not None and args.http is None:
         log.info("the gateway's auth: applies to --http only; stdio is the launching user's")
-    return auth, trust
+    return auth, trust, artifacts
 
 
 async def run_mcp(
