@@ -95,12 +95,9 @@ class SocketDriver:
         segment whose loopback delivery the sender pays for. Corked, everything written in
         one pass of the event loop leaves as one segment when the cork is pulled.
         """
-        sock = self.sock
-        if self._corked or sock is None or _TCP_CORK is None:
-            return
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
-        self._corked = True
-        self._loop.call_soon(self._uncork, sock)
+        sock = self._cork_until_next_pass()
+        if sock is not None:
+            self._loop.call_soon(self._uncork, sock)
 
     def _cork_until_next_pass(self) -> Any:
         """Cork now; the caller pulls the cork (``_uncork``) with the socket returned, or None
