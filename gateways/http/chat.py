@@ -46,6 +46,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateways.chat.store import ChatLimitReached, ChatStore
+from gateways.http.assets import StaticAssets
 from gateways.http.edge import RefusedCaller, caller_of
 from gateways.http.rpc import RpcCall, error_of, parse_call, result_of
 from gateways.http.serving import read_body, serve_call
@@ -66,7 +67,6 @@ PREFIX = "/chat"
 MAX_TEXT = 20_000  # characters of one message
 MAX_FILES = 5  # per message
 SAVE_EVERY_S = 1.0  # a running answer is written down at least this often
-_MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}
 _ASSETS = resources.files("gateways.chat") / "static"
 #: The page runs only its own scripts and styles, talks only to this gateway, is framed by nobody.
 PAGE_HEADERS = {
@@ -77,14 +77,6 @@ PAGE_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 _TERMINAL = frozenset({"completed", "failed", "canceled", "rejected", "input-required", "auth-required"})
-
-
-def _load_assets() -> dict[str, bytes]:
-    return {
-        item.name: item.read_bytes()
-        for item in _ASSETS.iterdir()
-        if item.is_file() and item.name[item.name.rfind(".") :] in _MEDIA_TYPES
-    }
 
 
 # ---------------------------------------------------------------- middleware
@@ -129,8 +121,9 @@ class RequireCsrfWhenOpen:
 
 def chat_routes(api_middleware: Sequence[Middleware]) -> list[Route]:
     """The chat's routes; ``api_middleware``: the gateway's private-route checks."""
-    assets = _load_assets()
-    page = assets.get("chat.html", b"").decode("utf-8")
+    # Read once, here; the pages (HTML) are served by their own routes, not as assets.
+    assets = StaticAssets(_ASSETS, what="chat", suffixes=(".html", ".css", ".js"), pages=(".html",))
+    page = assets.text("chat.html")
     api = [*api_middleware, Middleware(RequireCsrfWhenOpen)]
     page_middleware = [Middleware(RequirePageCaller)]
 
@@ -138,13 +131,7 @@ def chat_routes(api_middleware: Sequence[Middleware]) -> list[Route]:
         return _page(request, page)
 
     async def asset_route(request: Request) -> Response:
-        name = request.path_params["name"]
-        content = assets.get(name)
-        if content is None or name.endswith(".html"):
-            return JSONResponse({"error": f"no chat asset {name!r}"}, status_code=404)
-        return Response(
-            content, media_type=_MEDIA_TYPES[name[name.rfind(".") :]], headers={"Cache-Control": "no-cache"}
-        )
+        return assets.response(request.path_params["name"])
 
     base = PREFIX + "/api/conversations"
     return [

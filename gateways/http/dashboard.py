@@ -39,6 +39,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from gateways.dashboard.service import Dashboard, FollowerTooSlow
+from gateways.http.assets import MEDIA_TYPES, StaticAssets
 from gateways.http.rpc import RpcCall, error_of, parse_call, result_of
 from gateways.http.serving import serve_call
 from gateways.http.sessions import SESSION_COOKIE
@@ -55,24 +56,7 @@ PREFIX = "/ui"
 MAX_TEXT = 10_000  # characters of a message sent from the page
 SSE_KEEP_ALIVE_S = 15.0
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-_MEDIA_TYPES = {
-    ".html": "text/html",
-    ".css": "text/css",
-    ".js": "text/javascript",
-    ".svg": "image/svg+xml",
-    ".ico": "image/x-icon",
-}
 _ASSETS = resources.files("gateways.dashboard") / "static"
-
-
-def _load_assets() -> dict[str, bytes]:
-    """Every file the dashboard serves, read once when its routes are built: a request reads
-    no file (no blocking I/O on the loop), and only these names can be asked for."""
-    return {
-        item.name: item.read_bytes()
-        for item in _ASSETS.iterdir()
-        if item.is_file() and not item.name.startswith(".") and item.name[item.name.rfind(".") :] in _MEDIA_TYPES
-    }
 
 
 def dashboard_routes(
@@ -80,18 +64,20 @@ def dashboard_routes(
 ) -> list[Route]:
     """The dashboard's routes; the app's ``state.dashboard`` is the :class:`Dashboard` they show
     (``page_middleware``: the page's own, else ``middleware``)."""
-    assets = _load_assets()
-    page = assets.get("index.html", b"").decode("utf-8")
+    assets = StaticAssets(_ASSETS, what="dashboard", suffixes=MEDIA_TYPES)  # read once, here
+    page = assets.text("index.html")
 
     async def page_route(request: Request) -> Response:
         return _page(request, page)
 
     async def asset_route(request: Request) -> Response:
-        return _asset(request, assets)
+        return assets.response(request.path_params["name"])
 
     async def favicon_route(request: Request) -> Response:
         # Browsers ask for /favicon.ico on their own, without credentials: the icon is public.
-        return Response(assets["favicon.ico"], media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
+        return Response(
+            assets.files["favicon.ico"], media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"}
+        )
 
     return [
         Route("/favicon.ico", favicon_route, methods=["GET"]),
@@ -120,14 +106,6 @@ def _page(request: Request, html: str) -> Response:
     link = f'<a class="chat-link" href="{request.scope.get("root_path", "")}/chat">Chat</a>' if chat else ""
     html = html.replace("{{CHAT_LINK}}", link)
     return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
-
-
-def _asset(request: Request, assets: dict[str, bytes]) -> Response:
-    name = request.path_params["name"]
-    content = assets.get(name)
-    if content is None:
-        return JSONResponse({"error": f"no dashboard asset {name!r}"}, status_code=404)
-    return Response(content, media_type=_MEDIA_TYPES[name[name.rfind(".") :]], headers={"Cache-Control": "no-cache"})
 
 
 async def _events(request: Request) -> Response:
