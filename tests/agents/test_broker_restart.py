@@ -106,6 +106,14 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     writer.close()
 
 
+async def saved_since(store: Path, since: float, timeout: float) -> None:
+    """Until Mosquitto's autosave has written ``store`` after ``since`` (epoch seconds): a file the
+    broker writes, with no event to wait on, so it is looked at every 50 ms."""
+    async with asyncio.timeout(timeout):
+        while not (store.exists() and store.stat().st_mtime > since):
+            await asyncio.sleep(0.05)
+
+
 @pytest.fixture
 def persistent_broker(broker_dir: Path) -> Iterator[LocalBroker]:
     broker = LocalBroker(default_config_path(), extra_config=persistence_config(broker_dir / "store"))
@@ -117,26 +125,10 @@ def persistent_broker(broker_dir: Path) -> Iterator[LocalBroker]:
 @pytest.mark.parametrize("first", ["agent", "client"])
 @pytest.mark.parametrize("how", ["kill", "stop"])
 async def test_results_and_load_survive_a_broker_restart_whoever_reconnects_first(
-    persistent_broker: LocalBroker, namespace: str, tmp_path: Path, how: str, first: str
+    persistent_broker: LocalBroker, broker_dir: Path, namespace: str, tmp_path: Path, how: str, first: str
 ) -> None:
-    broker = persistent_broker
-    agent_gate, client_gate = Gate(broker.port), Gate(broker.port)
-    await agent_gate.start()
-    await client_gate.start()
-    service = AgentService(
-        Napper(),
-        broker=agent_gate.settings(),
-        namespace=namespace,
-        settings=AgentSettings(task_store=str(tmp_path / "napper.sqlite3"), name_check_timeout_s=None),
-    )
-    await service.start()
-    try:
-        async with MeshClient.connect(client_gate.settings(), namespace) as client:
-            await run_outage(broker, service, client, agent_gate, client_gate, how=how, first=first)
-    finally:
-        await service.stop()
-        await agent_gate.stop()
-        await client_gate.stop()
+    store = broker_dir / "store" / "mosquitto.db"
+    await run_outage(persistent_broker, namespace, tmp_path, how=how, first=first, store=store)
 
 
 async def test_results_survive_a_broker_restart_that_forgot_every_session(
@@ -147,7 +139,16 @@ async def test_results_survive_a_broker_restart_that_forgot_every_session(
 ) -> None:
     """No persistence: the answers published while the client was away are gone with the broker's
     memory, so each long task's result comes from the agent's journal (mesh.calls.resync)."""
-    broker = make_broker()
+    with caplog.at_level(logging.INFO, logger="mesh.calls.resync"):
+        await run_outage(make_broker(), namespace, tmp_path, how="stop", first="agent")
+    assert "ended while we were away; answered from its journal" in caplog.text
+
+
+async def run_outage(
+    broker: LocalBroker, namespace: str, tmp_path: Path, *, how: str, first: str, store: Path | None = None
+) -> None:
+    """The napper agent and a client, each reaching ``broker`` through a gate of its own, through
+    one outage (:func:`outage`); ``store``: the broker's persistence file, when it keeps one."""
     agent_gate, client_gate = Gate(broker.port), Gate(broker.port)
     await agent_gate.start()
     await client_gate.start()
@@ -160,16 +161,14 @@ async def test_results_survive_a_broker_restart_that_forgot_every_session(
     await service.start()
     try:
         async with MeshClient.connect(client_gate.settings(), namespace) as client:
-            with caplog.at_level(logging.INFO, logger="mesh.calls.resync"):
-                await run_outage(broker, service, client, agent_gate, client_gate, how="stop", first="agent")
+            await outage(broker, service, client, agent_gate, client_gate, how=how, first=first, store=store)
     finally:
         await service.stop()
         await agent_gate.stop()
         await client_gate.stop()
-    assert "ended while we were away; answered from its journal" in caplog.text
 
 
-async def run_outage(
+async def outage(
     broker: LocalBroker,
     service: AgentService,
     client: MeshClient,
@@ -178,7 +177,9 @@ async def run_outage(
     *,
     how: str,
     first: str,
+    store: Path | None,
 ) -> None:
+    """Load and long tasks; the broker killed or stopped for OUTAGE_S; ``first`` back first."""
     timeout = OUTAGE_S + 60
     # Long tasks end at spread times: during the outage, and after it while one side is away.
     naps = [3.0 + (OUTAGE_S + LATE_BY_S + 2) * n / LONG_TASKS for n in range(LONG_TASKS)]
@@ -194,9 +195,12 @@ async def run_outage(
             n += 1
             await asyncio.sleep(max(0.0, started + n / LOAD_PER_S - time.monotonic()))
 
+    load_started = time.time()
     generator = asyncio.create_task(generate())
-    # Under load for a while: the broker saved the sessions at least once (AUTOSAVE_INTERVAL_S).
-    await asyncio.sleep(2 * AUTOSAVE_INTERVAL_S + 0.5)
+    if store is not None:  # under load until the broker has saved its state since the load began
+        await saved_since(store, load_started, timeout=5 * AUTOSAVE_INTERVAL_S)
+    else:  # nothing kept: under load for as long
+        await asyncio.sleep(2 * AUTOSAVE_INTERVAL_S + 0.5)
     late_gate, early_gate = (client_gate, agent_gate) if first == "agent" else (agent_gate, client_gate)
     early = service.transport if first == "agent" else client.transport
     late_gate.close()
