@@ -15,8 +15,15 @@ from pathlib import Path
 import pytest
 
 from mesh.broker import BrokerSettings, TlsOptions
-from mesh.brokertools.localbroker import LocalBroker, free_port, port_answers
+from mesh.brokertools.localbroker import (
+    BrokerUnavailableError,
+    LocalBroker,
+    default_config_path,
+    free_port,
+    port_answers,
+)
 from mesh.brokertools.upstate import running_up, up_files
+from mesh.cli.broker_commands import check_broker_log
 from mesh.credentials import read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
@@ -227,3 +234,22 @@ async def test_mesh_agents_under_trust_shows_forged_cards_as_refused(
         finally:
             for name in cards:
                 await publisher.publish(get_agent_discovery_topic(namespace, name), b"", retain=True)
+
+
+def test_the_start_check_ignores_a_client_failing_but_not_the_broker_complaining(tmp_path: Path) -> None:
+    """The port probe on a TLS listener makes Mosquitto log a failed client connection; whether
+    that line lands before the check reads the log is a race, and it is no fault of the rules."""
+    broker = LocalBroker(default_config_path(), workdir=tmp_path)
+    rules = tmp_path / "dynamic-security.json"
+    client_failed = (
+        "2026-11-27T01:44:00: Client connection from 127.0.0.1 failed: "
+        "error:0A000126:SSL routines::unexpected eof while reading."
+    )
+    broker.log_file.write_text(f"2026-11-27T01:44:00: mosquitto version 2.0.21 running\n{client_failed}\n")
+    check_broker_log(broker, rules)
+    broker.log_file.write_text(
+        "2026-11-27T01:44:00: Error: Dynamic security plugin config: File is not readable.\n" + client_failed + "\n"
+    )
+    with pytest.raises(BrokerUnavailableError, match="File is not readable") as raised:
+        check_broker_log(broker, rules)
+    assert "unexpected eof" not in str(raised.value)
