@@ -359,7 +359,7 @@ class PushNotifier:
         self._queues: dict[str, deque[_Notification]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._closed = False
-        self._resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="push-resolve")
+        self._resolver: ThreadPoolExecutor | None = None  # made at the first delivery: most agents have none
 
     async def check_url(self, url: str) -> None:
         """:func:`check_push_url` with this notifier's ``allow_private``."""
@@ -394,7 +394,7 @@ class PushNotifier:
         self._closed = True
         workers = list(self._workers.values())
         if not workers:
-            self._resolver.shutdown(wait=False)
+            self._shutdown_resolver()
             return
         _, late = await asyncio.wait(workers, timeout=timeout_s)
         if late:
@@ -402,7 +402,16 @@ class PushNotifier:
             for worker in late:
                 worker.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        self._resolver.shutdown(wait=False)
+        self._shutdown_resolver()
+
+    def _shutdown_resolver(self) -> None:
+        if self._resolver is not None:
+            self._resolver.shutdown(wait=False)
+
+    def _resolving_threads(self) -> ThreadPoolExecutor:
+        if self._resolver is None:
+            self._resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="push-resolve")
+        return self._resolver
 
     async def __aenter__(self) -> PushNotifier:
         return self
@@ -429,7 +438,7 @@ class PushNotifier:
         try:
             # Its own threads: getaddrinfo blocks, and slow resolvers must not hold the default pool.
             addresses = await asyncio.get_running_loop().run_in_executor(
-                self._resolver, functools.partial(_resolve, target, allow_private=self._allow_private)
+                self._resolving_threads(), functools.partial(_resolve, target, allow_private=self._allow_private)
             )
         except InvalidParams as exc:
             log.warning("push to %s skipped: %s", target, exc)

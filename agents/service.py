@@ -36,7 +36,7 @@ from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
 from agents.guard import CallGuard
 from agents.input_timers import InputTimers
-from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path
+from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path, load_together
 from agents.methods import AgentMethods
 from agents.profile import ProfileEndpoint
 from agents.push import PushConfigStore, PushNotifier
@@ -44,6 +44,7 @@ from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
 from agents.sqlitejournal import SqliteJournal
+from agents.starting import starting_slot
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
@@ -346,26 +347,8 @@ class AgentService:
         if self.siblings is not None:  # new tasks shared with the others, follow-ups of its own
             filters = [shared_subscription(self.name, self.request_topic), self.siblings.request_topic]
         try:
-            # The handler is in place before the CONNACK: a resumed session redelivers at once.
-            self.metrics.watch_transport(self.transport)
-            subscribing = asyncio.get_running_loop().create_task(self._subscribe_requests(filters))
-            await asyncio.sleep(0)
-            try:
-                await self.transport.connect()
-            except BaseException:
-                subscribing.cancel()
-                raise
-            subscriptions = await subscribing
-            if self.siblings is not None:
-                await self.siblings.start()
-            if self.agent.uses_discovery:
-                await self.discovery.get()
-            # The delegator subscribes to the agent's answer topics at its first sub-task (the call
-            # path starts itself): most agents never delegate, and at a start of 1,000 agents the
-            # two SUBSCRIBEs each were a third of the start's packets.
-            await self.presence.start()
-            if self.profile is not None:
-                await self.profile.start(self._on_request, self.metrics)
+            async with starting_slot():
+                subscriptions = await self._connect_and_announce(filters)
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
             await self.presence.rollcall.stop()  # no longer hears roll calls (mesh.rollcall)
@@ -390,6 +373,29 @@ class AgentService:
             self._orphan_timer = loop.call_later(REDELIVERY_WINDOW_S, self._fail_orphans)
         log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.url)
 
+    async def _connect_and_announce(self, filters: list[str]) -> list[Subscription]:
+        # The handler is in place before the CONNACK: a resumed session redelivers at once.
+        self.metrics.watch_transport(self.transport)
+        subscribing = asyncio.get_running_loop().create_task(self._subscribe_requests(filters))
+        await asyncio.sleep(0)
+        try:
+            await self.transport.connect()
+        except BaseException:
+            subscribing.cancel()
+            raise
+        subscriptions = await subscribing
+        if self.siblings is not None:
+            await self.siblings.start()
+        if self.agent.uses_discovery:
+            await self.discovery.get()
+        # The delegator subscribes to the agent's answer topics at its first sub-task (the call
+        # path starts itself): most agents never delegate, and at a start of 1,000 agents the
+        # two SUBSCRIBEs each were a third of the start's packets.
+        await self.presence.start()
+        if self.profile is not None:
+            await self.profile.start(self._on_request, self.metrics)
+        return subscriptions
+
     async def _subscribe_requests(self, filters: list[str]) -> list[Subscription]:
         return list(
             await asyncio.gather(*(self.transport.subscribe(f, self._on_request, manual_ack=True) for f in filters))
@@ -400,7 +406,7 @@ class AgentService:
         journal = self.journal
         where = getattr(journal, "path", None) or type(journal).__name__
         try:
-            loaded = await asyncio.to_thread(journal.load)
+            loaded = await load_together(journal)  # one thread job for the agents starting together
         except Exception as exc:  # a pluggable store: whatever it raises, the start fails saying so
             raise ConfigError(
                 f"agent {self.name!r} cannot open its task store {where}: {exc}; fix the file or its "

@@ -123,10 +123,12 @@ class SqliteJournal:
     # ------------------------------------------------------------------ opening
 
     def load(self) -> LoadedTasks:
-        """Open (or create) the file and read its tasks; blocking, run it off the loop."""
+        """Open the file and read its tasks; blocking, run it off the loop. No file: nothing to
+        read, and the writer creates it with the first task (1,000 agents start without 1,000
+        file creations)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if _create_empty(self.path):
-            return LoadedTasks()  # a new file has nothing to read
+        if not self.path.exists():
+            return LoadedTasks()
         db = self._connect()
         try:
             db.execute("PRAGMA journal_mode=WAL")  # kept in the file: later connections have it
@@ -140,6 +142,19 @@ class SqliteJournal:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    def _open_for_writing(self) -> sqlite3.Connection:
+        """The writer's connection; the file made from the template if it is not there yet."""
+        if _create_empty(self.path) or self.path.exists():
+            return self._connect()
+        db = self._connect()  # no template (no scratch directory): SQLite makes the file itself
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
         except sqlite3.Error:
             db.close()
             raise
@@ -272,9 +287,9 @@ class SqliteJournal:
             if not self._file_closed:
                 try:
                     if self._db is None:
-                        self._db = self._connect()
+                        self._db = self._open_for_writing()
                     self._commit(self._db, typed)
-                except sqlite3.Error as exc:  # the file cannot be opened (deleted directory, permissions)
+                except (sqlite3.Error, OSError) as exc:  # the file cannot be opened (deleted directory, permissions)
                     self._report_failure(exc)
                 except Exception:  # a bug, not the disk: still report them done, or acks would wait forever
                     log.exception("%s: writing tasks to %s failed", self.agent_name, self.path)
@@ -316,7 +331,7 @@ class SqliteJournal:
             log.warning("%s: writing tasks to %s works again", self.agent_name, self.path)
             self._failing = False
 
-    def _report_failure(self, exc: sqlite3.Error) -> None:
+    def _report_failure(self, exc: sqlite3.Error | OSError) -> None:
         if not self._failing:
             log.error(
                 "%s: writing tasks to %s failed: %s; tasks are served from memory but will not survive "

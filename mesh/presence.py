@@ -96,10 +96,13 @@ class CardPresence:
     async def start(self) -> None:
         """Publish the card now (raising if the broker refuses it), then after every reconnect,
         when another replaced it and in answer to roll calls."""
+        if self.heal:
+            # Before publishing, and without our own messages (no_local): what arrives is someone
+            # else's, and our own card does not come back to us (at a start of 1,000 agents, a
+            # thousand deliveries and acknowledgements saved).
+            await self.transport.subscribe(self.card_topic, self._seen, no_local=True)
         await self.publish()
         self.transport.add_connect_listener(self._on_reconnect)
-        if self.heal:
-            await self.transport.subscribe(self.card_topic, self._seen)
         await self.rollcall.start()
         if self.heartbeat_topic is not None:
             self._task = asyncio.get_running_loop().create_task(self._heartbeat(self.heartbeat_topic))

@@ -1,7 +1,8 @@
 """One paho connection's lifecycle on the asyncio loop: connect, lose, reconnect, close.
 
 paho's socket is handed to the loop (:class:`~mesh.transport.driver.SocketDriver`) as soon as
-it opens; the blocking TCP/TLS connect itself runs in an executor thread. After the first
+it opens. A plain TCP connect is made on the loop (:mod:`~mesh.transport.opening`); a TLS
+connect, whose handshake blocks inside paho, runs in an executor thread. After the first
 successful connection, a lost one is re-established with capped, jittered exponential backoff
 (:mod:`~mesh.transport.backoff`) until
 :meth:`Connection.close`.
@@ -30,6 +31,8 @@ from mesh.transport.base import ConnectListener, DisconnectListener
 from mesh.transport.callbacks import CallbackRunner
 from mesh.transport.codec import new_properties
 from mesh.transport.driver import SocketDriver
+from mesh.transport.opening import open_tcp
+from mesh.transport.pahoclient import FastClient
 from mesh.transport.tls import explain_connect_failure
 
 __all__ = ["Connection"]
@@ -260,7 +263,19 @@ class Connection:
         self._connect_error = None
         self.client.on_log = self._on_log
         try:
-            await loop.run_in_executor(None, call)
+            if isinstance(self.client, FastClient) and self.settings.tls is None:
+                # Plain TCP: connected on the loop; paho then only writes its CONNECT.
+                self.client.preconnected = await open_tcp(
+                    self.settings.host, self.settings.port, self.settings.connect_timeout_s
+                )
+                try:
+                    call()
+                finally:
+                    if self.client.preconnected is not None:  # paho failed before taking it
+                        self.client.preconnected.close()
+                        self.client.preconnected = None
+            else:
+                await loop.run_in_executor(None, call)  # TLS: paho's handshake blocks
             if self._opened is not None:
                 self._register_socket(self._opened)
                 self._opened = None
@@ -333,7 +348,7 @@ class Connection:
     # ------------------------------------------------------------------ the socket
 
     def _on_socket_open(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
-        # Runs in the executor thread that connects, which then still writes the CONNECT: the
+        # Runs in the thread that connects (an executor thread for TLS), which then still writes the CONNECT: the
         # loop takes the socket over only once that thread is done with it (_open). A TLS
         # socket read on the loop while another thread writes to it corrupts its state
         # ("[SSL: BAD_LENGTH]": the connection drops, its SUBACK or CONNACK never seen).

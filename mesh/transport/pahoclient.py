@@ -11,6 +11,7 @@ CONNACK, SUBACK...) stays paho's. The handlers it overrides are paho internals, 
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 from typing import Literal
@@ -82,6 +83,13 @@ class FastClient(paho.Client):
 
     #: Set while the owner paused reading: :meth:`loop_read` stops after the packet it is on.
     read_paused = False
+    #: A TCP socket the owner connected on its loop (mesh.transport.opening): the next connect
+    #: or reconnect uses it instead of a blocking ``socket.create_connection``.
+    preconnected: socket.socket | None = None
+
+    def _create_socket_connection(self) -> socket.socket:
+        sock, self.preconnected = self.preconnected, None
+        return sock if sock is not None else super()._create_socket_connection()
 
     def loop_read(self, max_packets: int = 1) -> MQTTErrorCode:
         """paho's ``loop_read``, which also stops once :attr:`read_paused` is set.

@@ -85,7 +85,7 @@ async def test_a_restarted_agent_keeps_its_tasks_and_runs_redelivered_requests_o
     request_topic = get_agent_request_topic(namespace, "ledger")
     agent_processes.append(proc := await start_agent_process(broker_url, namespace, "ledger", agent="Ledger"))
     store = journal_path("", namespace, "ledger")
-    assert store is not None and store.exists(), "the default task store is a SQLite file per agent"
+    assert store is not None
 
     # A finished task, and one running when the agent dies.
     finished = json.loads(
@@ -96,6 +96,9 @@ async def test_a_restarted_agent_keeps_its_tasks_and_runs_redelivered_requests_o
         ).payload
     )
     assert finished["result"]["status"]["state"] == "completed"
+    # The default task store is a SQLite file per agent, made with its first task; an answer
+    # leaves only once the task it reports is stored.
+    await until(store.exists)
     inbox = Inbox()
     reply_topic = get_client_response_topic(namespace, f"durable-{uuid.uuid4().hex[:8]}")
     await client.subscribe(reply_topic, inbox)

@@ -38,7 +38,7 @@ async def reopened(path: Path) -> tuple[SqliteJournal, TaskStore, list[TaskRecor
 async def test_tasks_push_configs_and_request_keys_come_back(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "dir" / "echo.sqlite3"
     journal, store, orphans, pushes = await reopened(path)
-    assert orphans == [] and path.exists()
+    assert orphans == [] and path.parent.is_dir() and not path.exists()  # made with the first task
     done = TaskRecord.new("t-done", "ctx")
     done.request_key = "k-done"
     done.add_message(create_user_message([TextPart(text="hello")]))
@@ -54,6 +54,7 @@ async def test_tasks_push_configs_and_request_keys_come_back(tmp_path: Path) -> 
     journal.after_durable(lambda: stored.set_result(None))
     await asyncio.wait_for(stored, 5)
     await journal.close()
+    assert path.exists()
 
     journal, store, orphans, pushes = await reopened(path)
     assert [o.id for o in orphans] == ["t-running"] and orphans[0].orphaned

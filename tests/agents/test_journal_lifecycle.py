@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from agents.journal import LoadedTasks, NullJournal, StoredTask
+from agents.journal import LoadedTasks, NullJournal, StoredTask, load_together
 from agents.service import AgentService
 from mesh.a2a import Task, TaskState, TaskStatus
 from mesh.broker import BrokerSettings
@@ -50,3 +50,22 @@ async def test_a_journal_of_ones_own_is_loaded_started_and_flow_controlled(
         assert task.id == "kept-1" and task.status.state == TaskState.completed
     finally:
         await service.stop()
+
+
+class BrokenJournal(NullJournal):
+    def load(self) -> LoadedTasks:
+        raise OSError("disk on fire")
+
+
+async def test_journals_loading_together_each_get_their_own_tasks_or_error() -> None:
+    """The loads asked for in one pass of the loop share one thread job (load_together); one
+    journal failing fails its own load only."""
+    kept, broken, empty = KeptJournal(), BrokenJournal(), NullJournal()
+    results = await asyncio.gather(
+        load_together(kept), load_together(broken), load_together(empty), return_exceptions=True
+    )
+    first, second, third = results
+    assert isinstance(first, LoadedTasks) and [s.task.id for s in first.tasks] == ["kept-1"]
+    assert isinstance(second, OSError) and "disk on fire" in str(second)
+    assert isinstance(third, LoadedTasks) and third.tasks == []
+    assert kept.calls == ["load"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import subprocess
 import sys
@@ -270,6 +271,36 @@ async def test_qos1_published_during_an_outage_reaches_a_persistent_session(
     finally:
         await publisher.close()
         await subscriber.close()
+
+
+class _NoThreads(concurrent.futures.ThreadPoolExecutor):
+    def submit(self, *_args: Any, **_kwargs: Any) -> concurrent.futures.Future[Any]:
+        raise AssertionError("the connect asked for a thread")
+
+
+async def test_a_plain_tcp_connect_and_its_reconnect_need_no_thread(
+    make_broker: Callable[..., LocalBroker], namespace: str
+) -> None:
+    """1,000 agents starting at once would queue 1,000 blocking connects on a few threads."""
+    broker = make_broker()
+    settings = BrokerSettings.from_url(f"mqtt://127.0.0.1:{broker.port}", reconnect_min_delay_s=0.05)
+    asyncio.get_running_loop().set_default_executor(_NoThreads())
+    transport = MqttTransport(settings)
+    inbox = Inbox()
+    lost = asyncio.Event()
+    await transport.connect()
+    try:
+        await transport.subscribe(f"{namespace}/t", inbox)
+        transport.add_disconnect_listener(lambda _reason: lost.set())
+        broker.stop()
+        await asyncio.wait_for(lost.wait(), 10)
+        broker.start()
+        await transport.wait_connected(10)
+        await transport.publish(f"{namespace}/t", b"after", qos=1)
+        [message] = await inbox.wait_for(1)
+        assert message.payload == b"after"
+    finally:
+        await transport.close()
 
 
 async def test_connection_refused_names_the_broker() -> None:
