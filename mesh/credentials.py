@@ -127,7 +127,7 @@ def read_credentials(directory: str | os.PathLike[str]) -> dict[str, str]:
     if not folder.is_dir():
         return found
     for path in sorted(folder.iterdir()):
-        if path.is_file() and not path.name.endswith((".tmp", ".jwk", ".json")):  # keys live beside them
+        if path.is_file() and not path.name.endswith((".tmp", ".jwk", ".json", ".slots")):  # keys, slot counts
             found.update(read_passwords(path))
     return found
 

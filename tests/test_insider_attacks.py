@@ -32,6 +32,7 @@ from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
 from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
+from mesh.clientids import client_transport
 from mesh.credentials import private_client_id, probe_client_id
 from mesh.errors import ConnectError
 from mesh.telemetry import METRICS
@@ -64,7 +65,7 @@ async def test_a_cleared_or_replaced_card_is_back_within_a_second(
     metrics = METRICS.component(ruled_broker.namespace, "echo")
     before = metrics.cards_healed
     async with (
-        MqttTransport(ruled_broker.settings("cli")) as watcher,
+        client_transport(ruled_broker.settings("cli")) as watcher,
         # echo's credentials, as its name check's user (the one connection they allow beside echo's own)
         MqttTransport(
             dataclasses.replace(ruled_broker.settings("echo"), username="echo@probe"),
@@ -84,7 +85,7 @@ async def test_a_cleared_or_replaced_card_is_back_within_a_second(
             assert json.loads(cards.messages[-1].payload) == json.loads(original.payload)
         await wait_until(lambda: metrics.cards_healed >= before + 2, None, 2.0)
     # What a newcomer gets now is the agent's card, not the attacker's.
-    async with MqttTransport(ruled_broker.settings("cli")) as late:
+    async with client_transport(ruled_broker.settings("cli")) as late:
         retained = Inbox()
         await late.subscribe(topic, retained)
         [now] = await retained.wait_for(1)
