@@ -155,14 +155,18 @@ class _SlotTransport(MqttTransport):
             self._claimed.release()
 
 
-def claim_slot(settings: BrokerSettings, own_id: str, otherwise: str) -> Claimed:
-    """A free slot of the user of ``settings`` (whose own client id is ``own_id``); without slots,
-    that user as it is under the client id ``otherwise``.
+def claim_slot(
+    settings: BrokerSettings, own_id: str, otherwise: str, *, count: int | None = None, spare: bool = False
+) -> Claimed:
+    """A free slot of the user of ``settings`` (whose own client id is ``own_id``) among its
+    ``count`` (default: what the rules say, :func:`slot_count`); without slots, that user as it
+    is under the client id ``otherwise``.
 
-    :class:`ConnectError` when every slot is held by a live connection of this machine.
+    When every slot is held by a live connection of this machine: :class:`ConnectError`, or with
+    ``spare`` the user under ``otherwise``.
     """
-    count = slot_count(settings)
-    if count == 0 or settings.username is None:
+    count = slot_count(settings) if count is None else count
+    if count == 0 or settings.username is None or fcntl is None:
         return Claimed(settings, otherwise)
     directory = default_state_dir() / "slots"
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -177,6 +181,8 @@ def claim_slot(settings: BrokerSettings, own_id: str, otherwise: str) -> Claimed
         user = slot_user(settings.username, slot)
         client_id = own_id if slot == 0 else role_client_id(own_id, str(slot))
         return Claimed(dataclasses.replace(settings, username=user), client_id, slot, lock)
+    if spare:
+        return Claimed(settings, otherwise)
     raise ConnectError(
         f"all {count} connections broker user {settings.username!r} may open at once are in use on this machine; "
         "wait for one of its commands to end"
@@ -188,8 +194,10 @@ def connection_for(settings: BrokerSettings, kind: str, namespace: str, name: st
     not a replica) with ``settings``.
 
     As its own user: its own client id (a client: a slot). As a user of another name (the CLI
-    user running ``mesh acp``'s gateway): a slot of that client user, else ``otherwise`` (a
-    random id: no credentials, a shared account, rules of an older version).
+    user running ``mesh acp``'s gateway): a slot of that client user. A client user whose slots
+    are unknown (credentials in the URL, no ``.slots`` file beside them) takes its own client id
+    when no other connection of this machine holds it (the one id rules that bind the user
+    allow), else ``otherwise``, a random id (what other brokers and older rules take).
     """
     if not settings.password or not settings.username:
         return Claimed(settings, otherwise)
@@ -198,7 +206,9 @@ def connection_for(settings: BrokerSettings, kind: str, namespace: str, name: st
     own = own_client_id(kind, namespace, settings.username, settings.password)
     if slot_count(settings):
         return claim_slot(settings, own, otherwise)
-    return Claimed(settings, otherwise if kind == "client" else own)
+    if kind == "client":
+        return claim_slot(settings, own, otherwise, count=1, spare=True)
+    return Claimed(settings, own)
 
 
 def client_transport(settings: BrokerSettings, **options: Any) -> MqttTransport:

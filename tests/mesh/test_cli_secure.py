@@ -24,6 +24,7 @@ from mesh.brokertools.localbroker import (
 )
 from mesh.brokertools.upstate import running_up, up_files
 from mesh.cli.broker_commands import check_broker_log
+from mesh.clientids import client_transport
 from mesh.credentials import read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
@@ -70,7 +71,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
 
         # Cards are signed (the orchestrator's registry takes signed cards only; it still finds its peers).
         as_cli = BrokerSettings.from_url(url, password_file=str(credentials)).for_identity("cli")
-        async with MqttTransport(as_cli) as watcher:
+        async with client_transport(as_cli) as watcher:
             cards = Inbox()
             await watcher.subscribe(get_agent_discovery_topic(namespace, "echo"), cards)
             [card] = await cards.wait_for(1)
@@ -91,7 +92,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
         with pytest.raises(ConnectError, match="Not authorized"):
             await MqttTransport(BrokerSettings.from_url(url)).connect()
         # The CLI's own credentials have client rights only: no card in an agent's name.
-        async with MqttTransport(as_cli) as forger:
+        async with client_transport(as_cli) as forger:
             with pytest.raises(Exception, match=r"(?i)not authori[sz]ed|refused"):
                 await forger.publish(get_agent_discovery_topic(namespace, "echo"), b"{}", retain=True, timeout=5)
     finally:
