@@ -24,7 +24,8 @@ watcher and sender ``{name}@watch`` and ``{name}@ui``, and slots ``{name}@1`` ..
 user (many commands at once) and, when ``mesh up`` runs the broker (``replica_slots``), for
 an agent run as replicas: each running replica holds one. Static rules (``mesh broker-config``,
 ``deploy/``) leave replicas unbound, as replicas on several machines cannot share out slots; so
-is a name used in several namespaces.
+is a name used in several namespaces, and a client declared ``unbound`` (a third-party SDK
+that picks its own client ids).
 
 The EMQX profile (``$a2a/v1/...``; a ``#`` or ``+`` grant never matches a ``$`` topic, so each
 is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+/+``), call
@@ -113,6 +114,10 @@ class Identity:
     profile: ProfileScope | None = None
     #: An agent run as replicas (``shared_subscription``): each start has a new instance id.
     replica: bool = False
+    #: A client that picks its own client ids (the EMQX profile's SDK, ``{org}/{unit}/{id}-{session}``):
+    #: left unbound, it may connect under any id, hence take over a session whose id it knows
+    #: (the mesh's are keyed by their passwords). Only for clients outside the mesh's code.
+    unbound: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, f"{self.kind} name")
@@ -167,7 +172,7 @@ def bound_users(
         name, password = identity.name, passwords.get(identity.name)
         if not password or name in bound or (identity.kind != "client" and namespaces[name] != 1):
             continue
-        if identity.replica and not replica_slots:
+        if (identity.replica and not replica_slots) or identity.unbound:
             continue
         own = own_client_id(identity.kind, identity.namespace, name, password)
         bound[name] = BoundUser(name, own)
