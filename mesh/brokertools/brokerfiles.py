@@ -83,8 +83,11 @@ def secure_state_dir() -> Path:
     return default_state_dir() / "secure"
 
 
-def identities_of(configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAULT_CLIENT,)) -> list[Identity]:
-    """Every component of ``configs`` (built, never started, to learn its name) and the ``clients``."""
+def identities_of(
+    configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAULT_CLIENT,), *, sdk_clients: Sequence[str] = ()
+) -> list[Identity]:
+    """Every component of ``configs`` (built, never started, to learn its name), the ``clients`` and
+    the ``sdk_clients`` (clients left unbound: third-party code that picks its own client ids)."""
     probe = BrokerSettings()  # nothing connects: building only names the components
     found: list[Identity] = []
     namespaces: list[str] = []
@@ -98,6 +101,7 @@ def identities_of(configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAU
             found.append(Identity(kind, component.name, config.namespace, profile=scope, replica=replica))
     for namespace in dict.fromkeys(namespaces):
         found += [Identity("client", client, namespace) for client in clients]
+        found += [Identity("client", client, namespace, unbound=True) for client in sdk_clients]
     return found
 
 
