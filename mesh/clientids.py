@@ -18,9 +18,11 @@ broker user for each, sharing its password and its rights:
   ``{name}@{k}`` bound to ``<own id>@{k}``. Each connection claims a free slot with an exclusive
   lock on a file of the state dir (:func:`claim_slot`), released when it closes or its process
   dies, so concurrent commands of one machine never share a client id. The rules name how many
-  slots a user has in ``<credentials>/<name>.slots`` (no such file: the user is unbound, and its
-  connections take random ids). Two machines with the same credentials and their own state
-  dirs may pick the same slot: they take each other's session over (logged with the reason).
+  slots a user has in ``<credentials>/<name>.slots``. Without that file (credentials in a URL,
+  rules of an older version, another broker) a client takes its own client id while no other
+  connection of the machine holds it, else a random one, and a replica its instance's id. Two
+  machines with the same credentials and their own state dirs may pick the same slot: they take
+  each other's session over (logged with the reason).
 """
 
 from __future__ import annotations
