@@ -101,7 +101,8 @@ class GatewayRuntime:
                 self.gateway_id,
                 self.gateway_id,
             )
-        # The process's shared registry (mesh.discovery), leased at start. The gateway's card is
+        # The process's shared registry (mesh.discovery), leased at start; with credentials, one on
+        # its own connection (its user is bound to that connection's client id). The gateway's card is
         # published at start, after a reconnect and when it changes: no interval.
         verifier = trust.card_verifier() if trust is not None else None
         self.discovery = LazyRegistry(
