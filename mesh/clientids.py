@@ -172,8 +172,10 @@ def claim_slot(
         return Claimed(settings, otherwise)
     directory = default_state_dir() / "slots"
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # By user and id, not by URL: localhost and 127.0.0.1 are one broker (the ids are keyed by passwords).
-    key = hashlib.sha256(f"{settings.username}\n{own_id}".encode()).hexdigest()[:16]
+    # By user and where its password is, not by URL (localhost and 127.0.0.1 are one broker): the
+    # same lock files serve every run of a mesh up, whose credentials stay where they were.
+    where = str(Path(settings.password_file).resolve()) if settings.password_file else own_id
+    key = hashlib.sha256(f"{settings.username}\n{where}".encode()).hexdigest()[:16]
     for slot in range(count):
         lock = os.open(directory / f"{key}-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
