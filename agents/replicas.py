@@ -1,7 +1,9 @@
 """Replicas of one agent that own their tasks (DESIGN, "Topics" and "Discovery and presence").
 
 Replicas (``shared_subscription: true``) serve one name together. Each has an instance id
-(``{agent}-{8 hex}``, also the last level of its client id) and:
+(``{agent}-{8 hex}``, also the last level of its client id, except where the broker's rules give
+the agent's user slots, under ``mesh up``: then each running replica is a slot user of its own,
+``{agent}@{k}``, bound to the slot's client id; see :mod:`mesh.clientids`) and:
 
 - takes new requests from the shared topic (``$share/{agent}/{ns}/a2a/v1/agent/request/{agent}``)
   and the follow-ups of the tasks it owns from its instance topic (``.../request/{agent}/{instance}``);

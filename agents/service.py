@@ -51,6 +51,7 @@ from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, Tas
 from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
+from mesh.clientids import REFUSED_USER, Claimed, claim_slot, own_client_id
 from mesh.credentials import PROBE_SUFFIX, private_client_id, probe_client_id
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError, ConnectError
@@ -74,9 +75,6 @@ log = logging.getLogger(__name__)
 
 # How long a stopping agent waits for the answers to its canceled tasks to go out.
 _STOP_GRACE_S = 10.0
-#: CONNACK reasons of a name-check user the broker does not take: bad user name or password, not
-#: authorized, and "server unavailable", which ejabberd answers for a user name with an '@'.
-_REFUSED_USER = frozenset({0x86, 0x87, 0x88})
 #: After a restart, how long the requests of unfinished tasks may take to come back (the broker
 #: redelivers right after the session resumes) before those tasks fail as "agent restarted".
 REDELIVERY_WINDOW_S = 2.0
@@ -146,9 +144,15 @@ class AgentService:
             will_topic = self.card_topic
             if replica:  # its will clears its instance card; the shared card stays for the others
                 will_topic = get_agent_instance_discovery_topic(self.namespace, self.name, instance)
-            transport = MqttTransport(
-                dataclasses.replace(broker, session_expiry_s=0) if replica else broker,
-                client_id=client_id or private_client_id(f"{self.namespace}/{instance}", broker.password),
+            connect_as = dataclasses.replace(broker, session_expiry_s=0) if replica else broker
+            own_id = client_id or private_client_id(f"{self.namespace}/{instance}", broker.password)
+            # A replica takes a slot of the agent's user where the rules give it some (mesh up): a
+            # broker user and client id of its own while it runs (mesh.clientids).
+            claimed = Claimed(connect_as, own_id)
+            if replica and client_id is None and broker.username == self.name and broker.password:
+                agent_id = own_client_id("agent", self.namespace, self.name, broker.password)
+                claimed = claim_slot(connect_as, agent_id, own_id)
+            transport = claimed.transport(
                 will=presence_will(will_topic),
                 # Requests wait for the task store before their PUBACK: this bounds how many
                 # (and so how many bytes) the agent holds meanwhile.
@@ -324,7 +328,7 @@ class AgentService:
                 await ensure_agent_name_free(probe, self.namespace, self.name, timeout_s=timeout_s)
                 return
             except ConnectError as exc:
-                if exc.reason_code not in _REFUSED_USER:
+                if exc.reason_code not in REFUSED_USER:
                     raise
                 log.debug("agent %s: no name-check user on the broker (%s); checking as itself", self.name, exc)
         # A broker identity shared by the agents (or none): one probe for all the agents of

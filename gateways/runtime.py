@@ -36,13 +36,14 @@ from gateways.taskroutes import TaskRoute, TaskRoutes
 from mesh.a2a import AgentCard
 from mesh.broker import BrokerSettings
 from mesh.calls import CallOptions, CallPath, follow_registry
+from mesh.clientids import connection_for
 from mesh.discovery import LazyRegistry
 from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
 from mesh.emqx_requester import ProfileRequester, is_profile_agent
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, Entry
 from mesh.telemetry import METRICS
-from mesh.transport import MqttTransport, Transport
+from mesh.transport import Transport
 from mesh.trust import Trust
 from topics import get_gateway_discovery_topic, validate_identifier, validate_namespace
 
@@ -82,9 +83,14 @@ class GatewayRuntime:
         if transport is None:
             if broker is None:
                 raise TypeError("GatewayRuntime needs a broker (BrokerSettings) or a transport")
-            transport = MqttTransport(
-                broker, client_id=f"{self.gateway_id}-{uuid.uuid4().hex[:8]}", will=presence_will(card_topic)
+            # As its own user: its own client id (bound by the rules); the registry then runs on
+            # this connection. As the CLI user (mesh acp): a slot of it (mesh.clientids).
+            claimed = connection_for(
+                broker, "gateway", self.namespace, self.gateway_id, f"{self.gateway_id}-{uuid.uuid4().hex[:8]}"
             )
+            transport = claimed.transport(will=presence_will(card_topic))
+            if broker.password:
+                shared_broker = None
         self.transport: Transport = transport
         self.trust = trust
         self.tokens = trust.token_minter(self.namespace) if trust is not None else None
@@ -95,7 +101,8 @@ class GatewayRuntime:
                 self.gateway_id,
                 self.gateway_id,
             )
-        # The process's shared registry (mesh.discovery), leased at start. The gateway's card is
+        # The process's shared registry (mesh.discovery), leased at start; with credentials, one on
+        # its own connection (its user is bound to that connection's client id). The gateway's card is
         # published at start, after a reconnect and when it changes: no interval.
         verifier = trust.card_verifier() if trust is not None else None
         self.discovery = LazyRegistry(

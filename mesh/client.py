@@ -60,6 +60,7 @@ from mesh.a2a.base import A2AModel
 from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, CallOptions, CallPath, CardWatch, parse_model
+from mesh.clientids import connection_for
 from mesh.emqx_requester import ProfileRequester, is_profile_agent
 from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
@@ -108,14 +109,19 @@ class MeshClient:
         With a broker username (in the URL, or its per-component user of a ``password_file``) and
         no ``client_id``, it is named after its user: its answers come on
         ``{ns}/a2a/v1/client/response/<user>``, the one client topic per-user broker rules
-        (:mod:`mesh.brokertools.brokerrules`) let it read; its connection is ``<user>-<random>``, so concurrent
+        (:mod:`mesh.brokertools.brokerrules`) let it read; its connection takes a free slot of its
+        user (:mod:`mesh.clientids`; ``<user>-<random>`` where the user has none), so concurrent
         clients of one user do not take over each other. A ``client_id`` names both instead.
         """
         settings = BrokerSettings.from_url(broker) if isinstance(broker, str) else broker
         own_user = settings.username if client_id is None and _is_identifier(settings.username) else None
         name = options.pop("name", None) or own_user
-        transport = MqttTransport(settings, client_id=client_id or f"{name or 'client'}-{uuid.uuid4().hex[:12]}")
-        return cls(transport, namespace, name=name, **options)
+        if client_id is not None:
+            return cls(MqttTransport(settings, client_id=client_id), namespace, name=name, **options)
+        # Under the generated rules a slot of its user (bound client ids, mesh.clientids).
+        otherwise = f"{name or 'client'}-{uuid.uuid4().hex[:12]}"
+        claimed = connection_for(settings, "client", namespace, settings.username or "", otherwise)
+        return cls(claimed.transport(), namespace, name=name, **options)
 
     @classmethod
     @contextlib.asynccontextmanager

@@ -5,8 +5,9 @@ mesh config and write each to ``credentials/<name>`` (mode 0600, one ``name:pass
 so a deployment mounts to each component its own file and nothing else (DESIGN, "Secure by
 default"); the broker gets only their hashes (see :mod:`mesh.brokertools.dynsec`). A component
 finds its password under its own name, which is also its broker username:
-:meth:`mesh.broker.BrokerSettings.for_identity`. A single file of ``name:password`` lines (the
-older layout) is still read.
+:meth:`mesh.broker.BrokerSettings.for_identity`; ``<name>.slots`` beside it says how many client
+ids a user with slots may use at once (:mod:`mesh.clientids`). A single file of
+``name:password`` lines (the older layout) is still read.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def read_credentials(directory: str | os.PathLike[str]) -> dict[str, str]:
     if not folder.is_dir():
         return found
     for path in sorted(folder.iterdir()):
-        if path.is_file() and not path.name.endswith((".tmp", ".jwk", ".json")):  # keys live beside them
+        if path.is_file() and not path.name.endswith((".tmp", ".jwk", ".json", ".slots")):  # keys, slot counts
             found.update(read_passwords(path))
     return found
 

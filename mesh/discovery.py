@@ -8,8 +8,10 @@ will, session ended with the connection: it owns no card and needs no queue) wit
 subscription to ``{ns}/a2a/v1/discovery/#``; the others share it; the last release closes it.
 A component that never needs discovery (an echo agent) runs no registry at all.
 
-Components that were given a transport rather than a broker (tests, the in-memory harness)
-get a registry of their own on that transport: :class:`LazyRegistry` hides the difference.
+Components that were given a transport rather than a broker (tests, the in-memory harness),
+and components with a broker password of their own (whose users the generated rules bind to one
+client id each, :mod:`mesh.clientids`), get a registry of their own on their transport:
+:class:`LazyRegistry` hides the difference.
 
 Shared registries are kept per event loop, keyed by the broker URL, the namespace and the
 trusted keys (components with different trust stores must not share what they accept).

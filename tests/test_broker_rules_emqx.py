@@ -45,6 +45,8 @@ def ruled_broker(
         Identity("agent", "echo", namespace, profile=ProfileScope(org, "ai", "echo")),
         Identity("agent", "calculator", namespace),
         Identity("client", "cli", namespace),
+        # The SDK's requester picks its own client ids: a client user left unbound for it.
+        Identity("client", "sdk", namespace, unbound=True),
     ]
     files = write_broker_files(broker_dir, identities)
     extra_config, copied = local_broker_config(files)
@@ -74,10 +76,10 @@ async def test_a_profile_agent_serves_the_sdk_under_the_rules(
         cli = MqttConfig(
             host=broker.host,
             port=broker.port,
-            username="cli",
-            password=password_for(ruled_broker.files.passwords, "cli"),
+            username="sdk",
+            password=password_for(ruled_broker.files.passwords, "sdk"),
         )
-        requester = Requester(cli, TopicSpace(org=org, unit="ai"), requester_id="cli", first_reply_timeout=5)
+        requester = Requester(cli, TopicSpace(org=org, unit="ai"), requester_id="sdk", first_reply_timeout=5)
         replies = [
             item async for item in requester.stream("echo", A2ARequest(text="ruled", request_id="r").to_json(), "c")
         ]

@@ -65,7 +65,8 @@ async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
         generated.stdout
     )
     credentials = broker_dir / "credentials"
-    assert sorted(p.name for p in credentials.iterdir()) == sorted([*AGENTS, "http", "cli"])  # one file each
+    # One file each, and how many client ids the CLI user may use at once (mesh.clientids).
+    assert sorted(p.name for p in credentials.iterdir()) == sorted([*AGENTS, "http", "cli", "cli.slots"])
     for secret in ("dynamic-security.json", "server.key", *(f"credentials/{n}" for n in [*AGENTS, "http", "cli"])):
         assert stat.S_IMODE((broker_dir / secret).stat().st_mode) == 0o600, secret
     assert not (broker_dir / "passwords").exists()  # no file holds every password

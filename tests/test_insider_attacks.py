@@ -20,18 +20,22 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from agents.builtin import EchoAgent
+from agents.builtin import CountdownAgent, EchoAgent
 from agents.service import AgentService
 from agents.settings import AgentSettings
+from gateways.dashboard.service import Dashboard
+from gateways.runtime import GatewayRuntime
 from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
 from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
+from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
+from mesh.clientids import client_transport
 from mesh.credentials import private_client_id, probe_client_id
 from mesh.errors import ConnectError
 from mesh.telemetry import METRICS
@@ -64,7 +68,7 @@ async def test_a_cleared_or_replaced_card_is_back_within_a_second(
     metrics = METRICS.component(ruled_broker.namespace, "echo")
     before = metrics.cards_healed
     async with (
-        MqttTransport(ruled_broker.settings("cli")) as watcher,
+        client_transport(ruled_broker.settings("cli")) as watcher,
         # echo's credentials, as its name check's user (the one connection they allow beside echo's own)
         MqttTransport(
             dataclasses.replace(ruled_broker.settings("echo"), username="echo@probe"),
@@ -84,7 +88,7 @@ async def test_a_cleared_or_replaced_card_is_back_within_a_second(
             assert json.loads(cards.messages[-1].payload) == json.loads(original.payload)
         await wait_until(lambda: metrics.cards_healed >= before + 2, None, 2.0)
     # What a newcomer gets now is the agent's card, not the attacker's.
-    async with MqttTransport(ruled_broker.settings("cli")) as late:
+    async with client_transport(ruled_broker.settings("cli")) as late:
         retained = Inbox()
         await late.subscribe(topic, retained)
         [now] = await retained.wait_for(1)
@@ -160,3 +164,139 @@ async def test_a_takeover_with_another_components_credentials_is_refused_by_the_
             assert "still here" in answer.model_dump_json()
     assert not lost.is_set()  # echo's connection was never taken over
     assert echo.transport.is_connected
+
+
+@pytest.fixture
+def up_ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, namespace: str) -> Iterator[RuledBroker]:
+    """The rules ``mesh up`` writes (an admin user: replicas get slots) for an agent, an agent run
+    as replicas, the HTTP gateway and the CLI user."""
+    identities = [
+        Identity("agent", "echo", namespace),
+        Identity("agent", "countdown", namespace, replica=True),
+        Identity("gateway", "http", namespace),
+        Identity("client", "cli", namespace),
+    ]
+    files = write_broker_files(broker_dir, identities, admin=True)
+    extra_config, copied = local_broker_config(files)
+    try:
+        broker = make_broker(extra_config)
+        check_broker_log(broker, files.dynsec)
+        yield RuledBroker(broker, files, namespace)
+    finally:
+        if copied is not None:
+            shutil.rmtree(copied, ignore_errors=True)
+
+
+def _replica(ruled: RuledBroker) -> AgentService:
+    settings = AgentSettings(shared_subscription=True, task_store=":memory:")
+    return AgentService(
+        CountdownAgent(), namespace=ruled.namespace, broker=ruled.settings("countdown"), settings=settings
+    )
+
+
+async def test_no_connection_of_any_component_can_be_taken_over_with_the_gateways_or_the_clis_credentials(
+    up_ruled_broker: RuledBroker,
+) -> None:
+    """Every connection is made as a user bound to one client id: an agent's, each replica's (a
+    slot of its agent's user, held while it runs), the gateway's own and its dashboard's, each CLI
+    connection's (a slot of the CLI user). With the gateway's or the CLI's credentials, the
+    broker refuses a CONNECT under any of them (0x87), and none of them is disconnected."""
+    ruled, ns = up_ruled_broker, up_ruled_broker.namespace
+    http, cli = ruled.settings("http"), ruled.settings("cli")
+    echo = AgentService(EchoAgent(), namespace=ns, broker=ruled.settings("echo"), settings=AgentSettings())
+    replicas = [_replica(ruled), _replica(ruled)]
+    gateway = GatewayRuntime("http", namespace=ns, broker=http, card=lambda: b'{"name": "http"}')
+    dashboard = Dashboard(http, ns, owner="http")
+    started: list[AgentService | GatewayRuntime] = []
+    try:
+        components: list[AgentService | GatewayRuntime] = [echo, *replicas, gateway]
+        for component in components:
+            await component.start()
+            started.append(component)
+        await dashboard.start()
+        watcher = dashboard._watcher
+        assert watcher is not None
+        # Each replica is a user of its own (a slot of countdown's), bound to an id of its own.
+        countdown_id = ruled.client_id("countdown")
+        assert countdown_id is not None
+        users = sorted((r.transport.settings.username, r.transport.client_id) for r in replicas)  # type: ignore[attr-defined]
+        assert users == [("countdown", countdown_id), ("countdown@1", f"{countdown_id}@1")]
+        assert (gateway.transport.client_id, watcher.transport.client_id) == (
+            ruled.client_id("http"),
+            ruled.client_id("http@watch"),
+        )
+        victims = [echo.transport, *(r.transport for r in replicas), gateway.transport, watcher.transport]
+        lost: list[str] = []
+
+        def losing(who: str) -> Callable[[object], None]:
+            return lambda _reason: lost.append(who)
+
+        for victim in victims:
+            victim.add_disconnect_listener(losing(victim.client_id))
+        async with MeshClient.connect(cli, ns) as client:  # the CLI's own connection: slot 0
+            assert client.transport.client_id == ruled.client_id("cli")
+            attempts = [(cli, v.client_id) for v in victims]
+            attempts += [(http, v.client_id) for v in victims[:3]] + [(http, client.transport.client_id)]
+            for attacker, stolen in attempts:
+                with pytest.raises(ConnectError, match="Not authorized") as refused:
+                    await MqttTransport(attacker, client_id=stolen).connect()
+                assert refused.value.reason_code == 0x87, (attacker.username, stolen)
+            assert len(attempts) == 9
+            # Everyone still serves: the agent, and the replicas (each request to one of them).
+            answer = await client.send("echo", "still here", timeout=5)
+            assert "still here" in answer.model_dump_json()
+            for _ in range(2):
+                task = await client.send("countdown", "1", timeout=10)
+                assert "Liftoff" in task.model_dump_json()
+        assert lost == []
+        assert all(v.is_connected for v in victims)
+        # A replica that stops frees its slot for the next one.
+        stopped = replicas.pop(next(i for i, r in enumerate(replicas) if r.transport.client_id != countdown_id))
+        await stopped.stop()
+        started.remove(stopped)
+        again = _replica(ruled)
+        await again.start()
+        started.append(again)
+        assert again.transport.client_id == f"{countdown_id}@1"
+    finally:
+        await dashboard.close()
+        for component in reversed(started):
+            await component.stop()
+
+
+async def test_rules_of_an_older_version_without_the_other_users_still_work(
+    make_broker: Callable[..., LocalBroker], broker_dir: Path, namespace: str
+) -> None:
+    """Rules that know no ``{name}@{role}`` nor slot users and bind no client id (an older version's):
+    the name check, the dashboard and the CLI connect as the components' own users, as before."""
+    identities = [Identity("agent", "echo", namespace), Identity("gateway", "http", namespace)]
+    identities.append(Identity("client", "cli", namespace))
+    files = write_broker_files(broker_dir, identities)
+    rules = json.loads(files.dynsec.read_text())
+    rules["clients"] = [
+        {k: v for k, v in c.items() if k != "clientid"} for c in rules["clients"] if "@" not in c["username"]
+    ]
+    files.dynsec.write_text(json.dumps(rules))
+    (files.passwords / "cli.slots").unlink()  # older credentials: no slots either
+    extra_config, copied = local_broker_config(files)
+    try:
+        ruled = RuledBroker(make_broker(extra_config), files, namespace)
+        echo = AgentService(EchoAgent(), namespace=namespace, broker=ruled.settings("echo"), settings=AgentSettings())
+        await echo.start()  # its name check: no echo@probe, so as echo itself
+        dashboard = Dashboard(ruled.settings("http"), namespace, owner="http")
+        try:
+            await dashboard.start()  # no http@watch: as http, under another client id
+            assert dashboard._watcher is not None and dashboard._watcher.transport.settings.username == "http"  # type: ignore[attr-defined]
+            async with (
+                MeshClient.connect(ruled.settings("cli"), namespace) as first,
+                MeshClient.connect(ruled.settings("cli"), namespace) as second,
+            ):  # no slots: the first takes cli's own id, the second a random one
+                assert first.transport.client_id != second.transport.client_id
+                for client in (first, second):
+                    assert "old rules" in (await client.send("echo", "old rules", timeout=5)).model_dump_json()
+        finally:
+            await dashboard.close()
+            await echo.stop()
+    finally:
+        if copied is not None:
+            shutil.rmtree(copied, ignore_errors=True)

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from gateways.dashboard.model import Bounds, Change, MeshView
 from gateways.dashboard.watcher import MeshWatcher
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.clientids import connect_as_role, own_client_id
 from mesh.errors import MeshError
 
 if TYPE_CHECKING:
@@ -247,8 +249,15 @@ class Dashboard:
     async def _connected_client(self) -> MeshClient:
         async with self._client_lock:
             if self._client is None:
-                client = MeshClient.create(self.broker, self.namespace, name=self._client_name)
-                await client.transport.connect()
+                broker = self.broker
+                if broker.password and broker.username == self.owner:  # a gateway's: its @ui user (mesh.clientids)
+                    own = own_client_id("gateway", self.namespace, self.owner, broker.password)
+                    otherwise = f"{self._client_name}-{uuid.uuid4().hex[:12]}"
+                    transport = await connect_as_role(broker, "ui", own, otherwise)
+                    client = MeshClient(transport, self.namespace, name=self._client_name)
+                else:
+                    client = MeshClient.create(broker, self.namespace, name=self._client_name)
+                    await client.transport.connect()
                 self._client = client
             return self._client
 

@@ -2,15 +2,17 @@
 
 :class:`MeshWatcher` feeds a :class:`~gateways.dashboard.model.MeshView`:
 
-- cards from the process's shared discovery registry (:func:`mesh.discovery.lease_registry`),
-  replicas from its instance cards;
+- cards from the process's shared discovery registry (:func:`mesh.discovery.lease_registry`;
+  with credentials, a registry on its own connection), replicas from its instance cards;
 - requests on ``{ns}/a2a/v1/agent/request/{agent}``, subscribed per agent while its card is
   there and never with a wildcard: a request to an agent that is not on the mesh must still
   find no subscriber, so its caller learns at once that nobody listens (PUBACK 0x10, DESIGN
   "Delivery guarantees");
 - answers on the six answer families (``agent|gateway|client`` x ``response|status``).
 
-Its connection keeps no session and has no will: it owns no card and needs no queue. Under
+Its connection keeps no session and has no will: it owns no card and needs no queue. With
+credentials it connects as a user bound to its client id (:mod:`mesh.clientids`): a gateway's
+dashboard as ``{gateway}@watch``, ``mesh dashboard`` in a slot of the CLI user. Under
 least-privilege broker rules (:mod:`mesh.brokertools.brokerrules`) a user may read only its own answers:
 a refused subscription is logged and reported in :attr:`MeshWatcher.blind_spots` (the page
 says what it cannot see), never raised.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gateways.dashboard.model import MeshView
 from mesh.background import BackgroundTasks
 from mesh.broker import BrokerSettings
+from mesh.clientids import client_transport, connect_as_role, own_client_id
 from mesh.discovery import RegistryLease, lease_registry
 from mesh.errors import MeshError
 from mesh.registry import DiscoveryRegistry, RegistryEvent
@@ -62,29 +65,49 @@ class MeshWatcher:
         self.namespace = namespace
         self.owner = owner
         self.verifier = verifier
-        settings = dataclasses.replace(broker, session_expiry_s=0)
-        self.transport: Transport = MqttTransport(
-            settings, client_id=f"{namespace}/{owner}-watch-{uuid.uuid4().hex[:8]}"
-        )
+        self._settings = dataclasses.replace(broker, session_expiry_s=0)
+        self._random_id = f"{namespace}/{owner}-watch-{uuid.uuid4().hex[:8]}"
+        self.transport: Transport = MqttTransport(self._settings, client_id=self._random_id)
         self._lease: RegistryLease | None = None
+        self._own_registry: DiscoveryRegistry | None = None  # with credentials: on its own connection
         self._requests: dict[str, _Following] = {}  # agent -> its request subscription
         self._answers: list[Subscription] = []
         self._background = BackgroundTasks(log, "dashboard watcher")
         #: Topic filters the broker refused, with why: what the dashboard cannot see.
         self.blind_spots: dict[str, str] = {}
 
+    async def _connect(self) -> None:
+        """With credentials, a user bound to one client id (mesh.clientids): a gateway's dashboard its
+        ``{gateway}@watch`` user, ``mesh dashboard`` a slot of the CLI user."""
+        settings = self._settings
+        if not settings.password or not settings.username:
+            await self.transport.connect()
+        elif settings.username == self.owner:
+            own = own_client_id("gateway", self.namespace, self.owner, settings.password)
+            self.transport = await connect_as_role(settings, "watch", own, self._random_id)
+        else:
+            self.transport = client_transport(settings)
+            await self.transport.connect()
+
     async def start(self) -> None:
-        await self.transport.connect()
+        await self._connect()
         for template in ANSWER_TEMPLATES:
             answers = template.filter(namespace=self.namespace)
             subscription = await self._subscribe(answers, self._answer_handler(template))
             if subscription is not None:
                 self._answers.append(subscription)
-        self._lease = await lease_registry(self.broker, self.namespace, owner=self.owner, verifier=self.verifier)
-        registry = self._lease.registry
-        self._lease.add_listener(self._on_registry_event)
-        self._lease.add_instance_listener(self._on_instance)
-        self._lease.add_refusal_listener(self.view.card_refused)
+        source: RegistryLease | DiscoveryRegistry
+        if self.broker.password:  # another connection of this user would need a client id of its own
+            source = self._own_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=self.verifier)
+            await source.start()
+        else:
+            source = self._lease = await lease_registry(
+                self.broker, self.namespace, owner=self.owner, verifier=self.verifier
+            )
+        registry = source if isinstance(source, DiscoveryRegistry) else source.registry
+        source.add_listener(self._on_registry_event)
+        source.add_instance_listener(self._on_instance)
+        source.add_refusal_listener(self.view.card_refused)
         for name, (kind, why) in list(registry.refused.items()):
             self.view.card_refused(name, kind, why)
         following = []
@@ -102,12 +125,17 @@ class MeshWatcher:
         if self._lease is not None:
             await self._lease.release()
             self._lease = None
+        if self._own_registry is not None:
+            await self._own_registry.stop()
+            self._own_registry = None
         await self.transport.close()
         self._requests.clear()
         self._answers.clear()
 
     @property
     def registry(self) -> DiscoveryRegistry | None:
+        if self._own_registry is not None:
+            return self._own_registry
         return None if self._lease is None else self._lease.registry
 
     # ------------------------------------------------------------------ cards

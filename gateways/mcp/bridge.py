@@ -23,11 +23,12 @@ from typing import Any
 from mesh.a2a import AgentCapabilities, AgentCard, ErrorCode, RpcError
 from mesh.broker import BrokerSettings
 from mesh.calls import CallOptions, CallPath, follow_registry
+from mesh.clientids import connection_for
 from mesh.e2a import E2AEnvelope, E2AProvenance, E2AResponse, ResponseSequencer, utc_now_iso
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry, RegistryEvent
-from mesh.transport import MqttTransport, Transport
+from mesh.transport import Transport
 from mesh.trust import Trust
 from topics import get_gateway_discovery_topic, validate_namespace
 
@@ -104,9 +105,10 @@ class MeshBridge:
         if transport is None:
             if broker is None:
                 raise TypeError("MeshBridge needs a broker (BrokerSettings) or a transport")
-            transport = MqttTransport(
-                broker, client_id=f"{gateway_id}-{uuid.uuid4().hex[:8]}", will=presence_will(card_topic)
-            )
+            # Its own user's client id, or a slot of the CLI user it runs as (mesh.clientids).
+            otherwise = f"{gateway_id}-{uuid.uuid4().hex[:8]}"
+            claimed = connection_for(broker, "gateway", self.namespace, gateway_id, otherwise)
+            transport = claimed.transport(will=presence_will(card_topic))
         self.transport = transport
         self.trust = trust
         self.tokens = trust.token_minter(self.namespace) if trust is not None else None

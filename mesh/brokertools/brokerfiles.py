@@ -5,6 +5,7 @@ From the components of mesh configs (and the CLI clients named), a directory get
 ==========================  ====  ==========================================================
 ``dynamic-security.json``   0600  users, password hashes and rules (Mosquitto's dynamic-security plugin)
 ``credentials/<name>``      0600  one file per component: its ``name:password`` (and nothing else)
+``credentials/<name>.slots``      how many client ids a user with slots may use at once (mesh.clientids)
 ``mosquitto-security.conf``       the lines to append to mosquitto.conf after its ``listener``
 ``ca.crt`` ``server.*``           with TLS host names: a private CA and the broker's certificate
 ==========================  ====  ==========================================================
@@ -26,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import Identity, Kind, bound_client_ids, rules_by_user
+from mesh.brokertools.brokerrules import Identity, Kind, bound_users, rules_by_user, slot_counts
 from mesh.brokertools.dynsec import ADMIN_USER, dynsec_config
 from mesh.brokertools.tlscerts import Certificates, ensure_certificates
+from mesh.clientids import write_slots
 from mesh.config import MeshConfig
 from mesh.credentials import (
     DEFAULT_CLIENT,
@@ -81,8 +83,11 @@ def secure_state_dir() -> Path:
     return default_state_dir() / "secure"
 
 
-def identities_of(configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAULT_CLIENT,)) -> list[Identity]:
-    """Every component of ``configs`` (built, never started, to learn its name) and the ``clients``."""
+def identities_of(
+    configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAULT_CLIENT,), *, sdk_clients: Sequence[str] = ()
+) -> list[Identity]:
+    """Every component of ``configs`` (built, never started, to learn its name), the ``clients`` and
+    the ``sdk_clients`` (clients left unbound: third-party code that picks its own client ids)."""
     probe = BrokerSettings()  # nothing connects: building only names the components
     found: list[Identity] = []
     namespaces: list[str] = []
@@ -96,6 +101,7 @@ def identities_of(configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAU
             found.append(Identity(kind, component.name, config.namespace, profile=scope, replica=replica))
     for namespace in dict.fromkeys(namespaces):
         found += [Identity("client", client, namespace) for client in clients]
+        found += [Identity("client", client, namespace, unbound=True) for client in sdk_clients]
     return found
 
 
@@ -112,7 +118,8 @@ def write_broker_files(
 
     ``broker_path`` is where the broker will find the directory (a container mount; default: the
     directory itself). With ``admin``, an admin user that may add users while the broker runs
-    (``mesh up``), its ``name:password`` in ``admin`` (0600, never mounted to a component).
+    (``mesh up``), its ``name:password`` in ``admin`` (0600, never mounted to a component); the
+    broker then runs on this machine, so replicas get slots (:func:`bound_users`).
     """
     try:
         users = rules_by_user(identities)
@@ -130,7 +137,8 @@ def write_broker_files(
     if admin:
         admin_password = new_password()
         write_private_file(directory / ADMIN_FILE, f"{ADMIN_USER}:{admin_password}\n")
-    bound = bound_client_ids(identities, passwords)  # each agent's user: its own client id only
+    bound = bound_users(identities, passwords, replica_slots=admin)  # each user: one client id only
+    write_slots(credentials, slot_counts(bound))
     config = dynsec_config(users, passwords, admin_password=admin_password, bound=bound)
     write_private_file(dynsec, json.dumps(config, indent=2) + "\n")
     certificates = ensure_certificates(directory, tls_hosts) if tls_hosts else None

@@ -15,15 +15,17 @@ namespaces, cards in another's name, the SAM heartbeat topic (whose cards regist
 the name inside) and topics outside the mesh. The rules are data; :mod:`mesh.brokertools.dynsec`
 turns them into the broker's file.
 
-**Client ids.** An agent's user may connect under one client id only, :func:`bound_client_ids`
-(its fixed id, ``{ns}/{name}-<hmac of its password>``, :func:`mesh.credentials.private_client_id`),
-so a component holding its own credentials is refused (CONNACK) when it tries another's id: the
-broker, not a secret, stops a takeover. The agent's name check runs before its own connection
-and as a second user of its own, :func:`probe_user` (``{name}@probe``, same password and rights,
-bound to ``<its id>@probe``). Replicas (``shared_subscription``, a new instance id at every
-start) and a name used in several namespaces stay unbound; so do gateways (their dashboard and
-registry connections are several) and clients (a CLI user runs many commands at once). Their
-fixed ids are keyed by their passwords too, so no other component can compute them.
+**Client ids** (:mod:`mesh.clientids`). Every user may connect under one client id only,
+:func:`bound_users`, derived from its password (:func:`mesh.clientids.own_client_id`), so a
+component holding its own credentials is refused (CONNACK) when it tries another's id: the
+broker, not a secret, stops a takeover. A component's other connections have users of their own
+(same password and rights): an agent's name check ``{name}@probe``, a gateway's dashboard
+watcher and sender ``{name}@watch`` and ``{name}@ui``, and slots ``{name}@1`` ... for the CLI
+user (many commands at once) and, when ``mesh up`` runs the broker (``replica_slots``), for
+an agent run as replicas: each running replica holds one. Static rules (``mesh broker-config``,
+``deploy/``) leave replicas unbound, as replicas on several machines cannot share out slots; so
+is a name used in several namespaces, and a client declared ``unbound`` (a third-party SDK
+that picks its own client ids).
 
 The EMQX profile (``$a2a/v1/...``; a ``#`` or ``+`` grant never matches a ``$`` topic, so each
 is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+/+``), call
@@ -42,7 +44,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mesh.credentials import PROBE_SUFFIX, private_client_id
+from mesh.clientids import SLOTS, own_client_id, role_client_id, role_user, slot_user
+from mesh.credentials import PROBE_SUFFIX, probe_client_id
 from topics import (
     AGENT_REQUEST_TOPIC,
     ANSWER_TEMPLATES,
@@ -70,17 +73,20 @@ from topics import (
 )
 
 __all__ = [
+    "GATEWAY_ROLES",
     "PROBE_SUFFIX",
+    "BoundUser",
     "Identity",
     "Kind",
     "ProfileScope",
     "Rules",
-    "bound_client_ids",
+    "bound_users",
     "probe_user",
     "profile_rules",
     "profile_user",
     "rules_by_user",
     "rules_for",
+    "slot_counts",
 ]
 
 Kind = Literal["agent", "gateway", "client"]
@@ -108,6 +114,10 @@ class Identity:
     profile: ProfileScope | None = None
     #: An agent run as replicas (``shared_subscription``): each start has a new instance id.
     replica: bool = False
+    #: A client that picks its own client ids (the EMQX profile's SDK, ``{org}/{unit}/{id}-{session}``):
+    #: left unbound, it may connect under any id, hence take over a session whose id it knows
+    #: (the mesh's are keyed by their passwords). Only for clients outside the mesh's code.
+    unbound: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, f"{self.kind} name")
@@ -134,18 +144,55 @@ def probe_user(name: str) -> str:
     return f"{validate_identifier(name, 'agent name')}{PROBE_SUFFIX}"
 
 
-def bound_client_ids(identities: Iterable[Identity], passwords: Mapping[str, str]) -> dict[str, str]:
-    """The one client id each bound user may connect with: every agent that is no replica and
-    whose name is in one namespace only (a username serves one connection at a time)."""
+#: A gateway's connections besides its own: its dashboard's watcher and its sender.
+GATEWAY_ROLES = ("watch", "ui")
+
+
+@dataclass(frozen=True, slots=True)
+class BoundUser:
+    """A broker user bound to one client id: a component's own user, or one of its other users."""
+
+    #: The component's username: its rules and its password.
+    owner: str
+    client_id: str
+    #: What the connection is, for the broker's ``textName`` ("" for the component's own).
+    role: str = ""
+
+
+def bound_users(
+    identities: Iterable[Identity], passwords: Mapping[str, str], *, replica_slots: bool = False
+) -> dict[str, BoundUser]:
+    """Every user bound to one client id, by username: each component's own user and its role
+    and slot users (see the module doc). ``replica_slots``: agents run as replicas get slots
+    (only where each replica claims one on this machine: ``mesh up``); else they stay unbound."""
     identities = list(identities)
     namespaces = Counter(identity.name for identity in identities if identity.kind != "client")
-    bound: dict[str, str] = {}
+    bound: dict[str, BoundUser] = {}
     for identity in identities:
-        password = passwords.get(identity.name)
-        if identity.kind != "agent" or identity.replica or namespaces[identity.name] != 1 or not password:
+        name, password = identity.name, passwords.get(identity.name)
+        if not password or name in bound or (identity.kind != "client" and namespaces[name] != 1):
             continue
-        bound[identity.name] = private_client_id(f"{identity.namespace}/{identity.name}", password)
+        if (identity.replica and not replica_slots) or identity.unbound:
+            continue
+        own = own_client_id(identity.kind, identity.namespace, name, password)
+        bound[name] = BoundUser(name, own)
+        if identity.kind == "agent" and not identity.replica:
+            bound[probe_user(name)] = BoundUser(name, probe_client_id(own), "name check")
+        if identity.kind == "gateway":
+            bound.update({role_user(name, r): BoundUser(name, role_client_id(own, r), r) for r in GATEWAY_ROLES})
+        if identity.kind == "client" or identity.replica:
+            for slot in range(1, SLOTS):
+                bound[slot_user(name, slot)] = BoundUser(name, role_client_id(own, str(slot)), f"slot {slot}")
     return bound
+
+
+def slot_counts(bound: Mapping[str, BoundUser]) -> dict[str, int]:
+    """The users with slots among ``bound`` and how many (``<credentials>/<name>.slots``)."""
+    counts: dict[str, int] = {}
+    for user in bound.values():
+        if user.role.startswith("slot "):
+            counts[user.owner] = counts.get(user.owner, 1) + 1
+    return counts
 
 
 def profile_user(name: str) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerprobe import SLOW_ROUND_TRIP_MS
+from mesh.clientids import client_transport
 from mesh.errors import MeshError, NoSubscribersError
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
@@ -62,7 +63,11 @@ class _Probe:
         self._open: list[MqttTransport] = []
 
     async def connect(self, settings: BrokerSettings | None = None, **options: object) -> MqttTransport:
-        transport = MqttTransport(settings or self.settings, **options)  # type: ignore[arg-type]
+        settings = settings or self.settings
+        if "client_id" in options:
+            transport = MqttTransport(settings, **options)  # type: ignore[arg-type]
+        else:  # a slot of the user where the rules bind its client ids (mesh.clientids)
+            transport = client_transport(settings, **options)
         await transport.connect()
         self._open.append(transport)
         return transport

@@ -10,9 +10,9 @@ gets one role holding the allow-rules of :func:`mesh.brokertools.brokerrules.rul
   ``.../echo/t1``, never ``.../+/+``);
 - ``publishClientReceive`` for the same filters, so nothing reaches a connection outside them;
 - ``publishClientSend`` for the filters it may publish to (wills are checked the same way);
-- a ``clientid`` where the user may connect under one client id only (an agent's own id, see
-  :func:`mesh.brokertools.brokerrules.bound_client_ids`, with a second user ``{name}@probe`` for
-  its name check; the EMQX profile's ``{org}/{unit}/{agent}``, see
+- a ``clientid``: the one client id the user may connect under (a component's own, see
+  :func:`mesh.brokertools.brokerrules.bound_users`, and its other users ``{name}@{role}``,
+  which share its password and its role; the EMQX profile's ``{org}/{unit}/{agent}``, see
   :func:`mesh.brokertools.brokerrules.profile_rules`). The plugin then refuses that user's
   CONNECT under any other id (CONNACK "not authorized"), so no connection with a component's
   credentials can take over another component's session.
@@ -33,8 +33,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mesh.brokertools.brokerrules import Rules
-from mesh.credentials import PROBE_SUFFIX, probe_client_id
+from mesh.brokertools.brokerrules import BoundUser, Rules
+from mesh.credentials import probe_client_id
 
 __all__ = [
     "ADMIN_USER",
@@ -79,10 +79,11 @@ def dynsec_config(
     passwords: Mapping[str, str],
     *,
     admin_password: str | None = None,
-    bound: Mapping[str, str] | None = None,
+    bound: Mapping[str, BoundUser] | None = None,
 ) -> dict[str, Any]:
     """The plugin's JSON document for ``users`` (rules by username) with their ``passwords``;
-    ``bound``: the one client id of each bound user (it also gets its ``{name}@probe`` user)."""
+    ``bound``: the bound users, the components' own and their other users (each a client
+    with its component's password and role)."""
     bound = bound or {}
     clients: list[dict[str, Any]] = []
     roles: list[dict[str, Any]] = []
@@ -100,14 +101,23 @@ def dynsec_config(
             **hash_password(passwords[name]),
             "roles": [{"rolename": role}],
         }
-        client_id = bound.get(name, rules.client_id)
+        client_id = bound[name].client_id if name in bound else rules.client_id
         if client_id is not None:
             client["clientid"] = client_id
         clients.append(client)
         roles.append({"rolename": role, "acls": role_acls(rules)})
-        if name in bound:  # the name check's user: the same rights and password, an id of its own
-            probe = {**client, "username": name + PROBE_SUFFIX, "textName": f"mesh {rules.kind} {name} (name check)"}
-            clients.append({**probe, **hash_password(passwords[name]), "clientid": probe_client_id(bound[name])})
+    for username, user in sorted(bound.items()):
+        if username in users:
+            continue  # a component's own user, above
+        rules = users[user.owner]  # another connection of it: the same rights and password, an id of its own
+        other = {
+            "username": username,
+            "textName": f"mesh {rules.kind} {user.owner} ({user.role})",
+            **hash_password(passwords[user.owner]),
+            "roles": [{"rolename": f"{rules.kind}-{user.owner}"}],
+            "clientid": user.client_id,
+        }
+        clients.append(other)
     return {
         "defaultACLAccess": {
             "publishClientSend": False,

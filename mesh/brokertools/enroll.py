@@ -5,8 +5,10 @@ state dir holds (:mod:`mesh.brokertools.dynsec`). A ``mesh run`` of the same use
 machine, finding that ``mesh up`` in the state file, gives each of its components a user of its
 own with the rules of its kind (:func:`mesh.brokertools.brokerrules.rules_for`) through the
 plugin's control topic, writes each one's credentials file (0600) beside the others, and a
-signing key, then connects as them. Clients (the CLI user) get the rules of the new namespace
-too. Someone without the admin password (another user, a container) is refused by the broker.
+signing key, then connects as them. Each new user is bound to its client id, with the other
+users of its component (:func:`mesh.brokertools.brokerrules.bound_users`; replicas get slots,
+as under ``mesh up``). Clients (the CLI user) get the rules of the new namespace too. Someone
+without the admin password (another user, a container) is refused by the broker.
 """
 
 from __future__ import annotations
@@ -19,16 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import Identity, bound_client_ids, rules_for
+from mesh.brokertools.brokerrules import Identity, bound_users, rules_for, slot_counts
 from mesh.brokertools.dynsec import ADMIN_USER, CONTROL_TOPIC, RESPONSE_TOPIC, role_acls
-from mesh.credentials import (
-    PROBE_SUFFIX,
-    new_password,
-    probe_client_id,
-    read_credentials,
-    read_passwords,
-    write_credentials,
-)
+from mesh.clientids import SLOTS_SUFFIX, write_slots
+from mesh.credentials import new_password, read_credentials, read_passwords, write_credentials
 from mesh.errors import ConfigError, ConnectError
 from mesh.transport import InboundMessage, MqttTransport
 
@@ -55,27 +51,34 @@ async def enroll(
     passwords: dict[str, str] = {}
     for identity in new:
         passwords[identity.name] = new_password()
-    bound = bound_client_ids(new, passwords)  # an agent's user: its own client id only (brokerrules)
+    bound = bound_users(new, passwords, replica_slots=True)  # each user: its own client id only (brokerrules)
     for identity in new:
         role = f"{identity.kind}-{identity.name}"
         commands.append({"command": "createRole", "rolename": role, "acls": role_acls(rules_for(identity))})
-        created: dict[str, object] = {
-            "command": "createClient",
-            "username": identity.name,
-            "password": passwords[identity.name],
-            "textName": f"mesh {identity.kind} {identity.name} (mesh run)",
-            "roles": [{"rolename": role}],
-        }
-        if identity.name in bound:
-            commands.append({**created, "clientid": bound[identity.name]})
-            probe = {
-                **created,
-                "username": identity.name + PROBE_SUFFIX,
-                "clientid": probe_client_id(bound[identity.name]),
+    for username, user in bound.items():  # each component's own user, then its other ones
+        owner = next(identity for identity in new if identity.name == user.owner)
+        what = f" ({user.role})" if user.role else ""
+        commands.append(
+            {
+                "command": "createClient",
+                "username": username,
+                "password": passwords[user.owner],
+                "textName": f"mesh {owner.kind} {owner.name}{what} (mesh run)",
+                "roles": [{"rolename": f"{owner.kind}-{owner.name}"}],
+                "clientid": user.client_id,
             }
-            commands.append(probe)
-        else:
-            commands.append(created)
+        )
+    for identity in new:
+        if identity.name not in bound:  # unbound (a name in several namespaces)
+            commands.append(
+                {
+                    "command": "createClient",
+                    "username": identity.name,
+                    "password": passwords[identity.name],
+                    "textName": f"mesh {identity.kind} {identity.name} (mesh run)",
+                    "roles": [{"rolename": f"{identity.kind}-{identity.name}"}],
+                }
+            )
     for client in clients:  # the CLI user may talk to the new namespace
         role = f"client-{client.name}"
         commands += [{"command": "addRoleACL", "rolename": role, **acl} for acl in role_acls(rules_for(client))]
@@ -86,6 +89,7 @@ async def enroll(
         host=settings.host, port=settings.port, tls=settings.tls, username=ADMIN_USER, password=password
     )
     write_credentials(credentials, {**known, **passwords})  # before the broker knows them: nothing connects yet
+    write_slots(credentials, {**_slots_of(credentials), **slot_counts(bound)})
     await _run_commands(admin, commands)
     if new:
         log.info("added broker users for %s", ", ".join(f"{i.kind} {i.name}" for i in new))
@@ -122,3 +126,9 @@ async def _run_commands(admin: BrokerSettings, commands: list[dict[str, object]]
                 again.append({"command": "setClientId", "username": c["username"], "clientid": c["clientid"]})
     if again:
         await _run_commands(admin, again)
+
+
+def _slots_of(credentials: Path) -> dict[str, int]:
+    """The slot counts already in ``credentials`` (mesh up's: the CLI user's)."""
+    files = credentials.glob("*" + SLOTS_SUFFIX)
+    return {path.name.removesuffix(SLOTS_SUFFIX): int(path.read_text()) for path in files}

@@ -52,6 +52,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help=f"a CLI client's broker user (repeatable; default: {DEFAULT_CLIENT!r})",
     )
+    config.add_argument(
+        "--sdk-client",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a broker user with client rights for a third-party client that picks its own client ids (the EMQX "
+        "profile's SDK); unlike every other user it is not bound to a client id (repeatable)",
+    )
     config.add_argument("--plugin", metavar="PATH", help="the broker's mosquitto_dynamic_security.so (default: found)")
     config.add_argument(
         "--broker-path",
@@ -74,7 +82,7 @@ async def _broker_config(args: argparse.Namespace) -> int:
 
     configure_logging("warning")
     configs = load_many(args.files)
-    identities = identities_of(configs, args.client or [DEFAULT_CLIENT])
+    identities = identities_of(configs, args.client or [DEFAULT_CLIENT], sdk_clients=args.sdk_client)
     files = write_broker_files(
         args.out, identities, plugin=args.plugin, broker_path=args.broker_path, tls_hosts=args.tls_host
     )

@@ -105,14 +105,14 @@ async def _first_card(registry: DiscoveryRegistry) -> None:
 async def _agents(args: argparse.Namespace) -> int:
     import asyncio
 
+    from mesh.clientids import client_transport
     from mesh.registry import DiscoveryRegistry
-    from mesh.transport import MqttTransport
 
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
     configure_logging("warning")
     verifier = card_verifier(settings, namespace)  # under trust (a secured mesh up): signed cards only
-    async with MqttTransport(settings) as transport:
+    async with client_transport(settings) as transport:
         registry = DiscoveryRegistry(
             transport,
             namespace,
@@ -231,8 +231,8 @@ def age(seconds: float) -> str:
 async def _watch(args: argparse.Namespace) -> int:
     import asyncio
 
+    from mesh.clientids import client_transport
     from mesh.registry import DiscoveryRegistry
-    from mesh.transport import MqttTransport
 
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
@@ -247,7 +247,7 @@ async def _watch(args: argparse.Namespace) -> int:
         at = time.time()
         out.line(json.dumps(raw_json(message, at), ensure_ascii=False) if args.json else raw_line(message, at))
 
-    async with MqttTransport(settings) as transport:
+    async with client_transport(settings) as transport:
         registry = DiscoveryRegistry(transport, namespace, raw_listener=print_raw if args.raw else None)
         if not args.raw:
             registry.add_listener(print_event)

@@ -14,6 +14,7 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerfiles import identities_of, write_broker_files
 from mesh.brokertools.brokerrules import Identity, rules_for
 from mesh.brokertools.dynsec import hash_password
+from mesh.clientids import SLOTS
 from mesh.config import load_config
 from mesh.credentials import password_for, read_credentials, read_passwords
 from mesh.errors import ConfigError
@@ -50,7 +51,9 @@ def test_files_are_private_and_passwords_survive_a_rerun(tmp_path: Path) -> None
     assert not (tmp_path / "passwords").exists()
     # One file per component, holding its own password only: what a deployment mounts to it.
     assert stat.S_IMODE(first.passwords.stat().st_mode) == 0o700
-    assert sorted(p.name for p in first.passwords.iterdir()) == ["cli", "echo"]
+    # The CLI user's slot count (mesh.clientids): how many client ids it may use at once.
+    assert sorted(p.name for p in first.passwords.iterdir()) == ["cli", "cli.slots", "echo"]
+    assert (first.passwords / "cli.slots").read_text() == f"{SLOTS}\n"
     for path in (first.passwords / "echo", first.passwords / "cli", first.dynsec):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert read_passwords(first.passwords / "echo") == {"echo": "from-an-older-version"}
@@ -59,7 +62,7 @@ def test_files_are_private_and_passwords_survive_a_rerun(tmp_path: Path) -> None
     again = write_broker_files(tmp_path, [Identity("agent", "echo", "ns"), Identity("agent", "calc", "ns")])
     after = read_credentials(again.passwords)
     assert after["echo"] == before["echo"] and set(after) == {"echo", "calc"}  # cli is gone
-    assert not (again.passwords / "cli").exists()
+    assert not (again.passwords / "cli").exists() and not (again.passwords / "cli.slots").exists()
     document = json.loads(again.dynsec.read_text())
     assert document["defaultACLAccess"] == {
         "publishClientSend": False,

@@ -24,7 +24,8 @@ from mesh.brokertools.localbroker import (
 )
 from mesh.brokertools.upstate import running_up, up_files
 from mesh.cli.broker_commands import check_broker_log
-from mesh.credentials import read_passwords
+from mesh.clientids import SLOTS, client_transport
+from mesh.credentials import private_client_id, read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys, load_private_key, sign_card
@@ -70,7 +71,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
 
         # Cards are signed (the orchestrator's registry takes signed cards only; it still finds its peers).
         as_cli = BrokerSettings.from_url(url, password_file=str(credentials)).for_identity("cli")
-        async with MqttTransport(as_cli) as watcher:
+        async with client_transport(as_cli) as watcher:
             cards = Inbox()
             await watcher.subscribe(get_agent_discovery_topic(namespace, "echo"), cards)
             [card] = await cards.wait_for(1)
@@ -91,7 +92,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
         with pytest.raises(ConnectError, match="Not authorized"):
             await MqttTransport(BrokerSettings.from_url(url)).connect()
         # The CLI's own credentials have client rights only: no card in an agent's name.
-        async with MqttTransport(as_cli) as forger:
+        async with client_transport(as_cli) as forger:
             with pytest.raises(Exception, match=r"(?i)not authori[sz]ed|refused"):
                 await forger.publish(get_agent_discovery_topic(namespace, "echo"), b"{}", retain=True, timeout=5)
     finally:
@@ -99,6 +100,60 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
     assert not port_answers("127.0.0.1", port)
     assert not up_files(namespace, tmp_path).secure_dir.exists()  # the credentials go with the broker
     assert "Traceback" not in up.output
+
+
+@needs_mosquitto
+async def test_under_mesh_up_no_session_is_taken_over_with_the_clis_or_the_gateways_credentials(
+    namespace: str, tmp_path: Path
+) -> None:
+    """Replicas run beside ``mesh up`` (``mesh run``, same state dir) get users of their own (slots
+    of their agent's, added through the broker's admin user): with the CLI's or the gateway's
+    credentials, a CONNECT under the client id of an agent, the gateway or either replica is
+    refused (0x87), and the replicas keep serving without losing their sessions."""
+    url = f"mqtt://localhost:{free_port()}"
+    state = {"MESH_STATE_DIR": str(tmp_path)}
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()), **state)
+    runs = []
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        config = tmp_path / "ticker.yaml"
+        config.write_text(
+            f"namespace: {namespace}\nagents:\n  - class: agents.builtin.countdown:CountdownAgent\n"
+            "    name: ticker\n    shared_subscription: true\n"
+        )
+        for _ in range(2):  # one after the other: the first adds ticker's users
+            run = await start_mesh("run", str(config), "--broker", url, "--log-level", "info", **state)
+            runs.append(run)
+            await run.wait_for_line("running agent ticker")
+        record = running_up(namespace, tmp_path)
+        assert record is not None and record.credentials is not None
+        credentials = Path(record.credentials)
+        as_user = BrokerSettings.from_url(url, password_file=str(credentials)).for_identity
+        ticker = as_user("ticker")
+        assert (credentials / "ticker.slots").read_text().strip() == str(SLOTS)
+        ticker_id = private_client_id(f"{namespace}/ticker", ticker.password)
+        victims = {
+            "echo": private_client_id(f"{namespace}/echo", as_user("echo").password),
+            "http": private_client_id(f"{namespace}/http", as_user("http").password),
+            "ticker (slot 0)": ticker_id,
+            "ticker (slot 1)": f"{ticker_id}@1",
+        }
+        for attacker in (as_user("cli"), as_user("http")):
+            for victim, stolen in victims.items():
+                if victim == attacker.username:
+                    continue  # its own id: the same identity again (logged as a takeover, see above)
+                with pytest.raises(ConnectError, match="Not authorized") as refused:
+                    await MqttTransport(attacker, client_id=stolen).connect()
+                assert refused.value.reason_code == 0x87, (attacker.username, victim)
+        for _ in range(2):
+            sent = await mesh("send", "ticker", "1", "--namespace", namespace, **state)
+            assert sent.code == 0 and "Liftoff" in sent.stdout, sent.stderr
+    finally:
+        for run in runs:
+            assert await run.stop() == 0, run.output
+        assert await up.stop() == 0, up.output
+    for service in (up, *runs):
+        assert "taken over" not in service.output and "Traceback" not in service.output, service.output
 
 
 @needs_mosquitto
