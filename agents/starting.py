@@ -1,4 +1,4 @@
-"""Agents that start together connect a few dozen at a time.
+"""Agents that start together connect a hundred or so at a time.
 
 A ``mesh run`` of 1,000 agents used to move them through each step in lockstep: 1,000
 connects, then 1,000 CONNACKs, 1,000 subscriptions, and only then 1,000 cards, all in the last
