@@ -13,12 +13,17 @@ Refusals are JSON-RPC errors naming the property (``data.property``) and the fix
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agents.settings import AgentSettings
 from mesh.a2a import InvalidRequest, Unauthenticated
 from mesh.errors import short_repr
 from mesh.properties import CALL_CHAIN, CALL_DEPTH, MessageProperties
-from mesh.trust import Identity, TokenVerifier
+from mesh.trust import Identity
 from topics import validate_identifier
+
+if TYPE_CHECKING:
+    from mesh.trust import TokenVerifier
 
 __all__ = ["CallGuard"]
 

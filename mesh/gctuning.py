@@ -9,10 +9,12 @@ tenth of their CPU. Once started, :func:`tune_for_serving` moves what exists to 
 generation (``gc.freeze``: never scanned again) and lets the youngest generation grow to
 20,000 objects, so request garbage dies young: ~10-20 us per request left.
 
-Starting is the same kind of load: a ``mesh run`` of 1,000 agents builds a few hundred thousand
-objects that live on (services, connections, cards) while the default thresholds collect the
-growing heap again and again (a fifth of the start's CPU). :func:`tune_for_starting` raises the
-threshold before the components are built; :func:`tune_for_serving` then freezes them.
+Starting is another load: loading the modules and a ``mesh run`` of 1,000 agents build a few
+hundred thousand objects that live on (modules, schemas, services, connections, cards) while the
+default thresholds collect the growing heap again and again (a fifth of the start's CPU, and
+~80 ms of the imports alone). So :func:`tune_for_starting`, around the command from before it loads
+its modules, stops collecting, and :func:`tune_for_serving` collects once, freezes what is left
+and collects again from then on, with the serving thresholds.
 
 It is process-wide, so library code never calls it; the commands that own the process do.
 Reference cycles are still collected, only less often.
@@ -26,9 +28,10 @@ threshold keeps large payloads in their own mappings, given back to the system w
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import gc
 import sys
+from collections.abc import Iterator
 
 __all__ = ["MMAP_THRESHOLD", "SERVING_THRESHOLDS", "tune_for_serving", "tune_for_starting"]
 
@@ -41,24 +44,33 @@ SERVING_THRESHOLDS = (20_000, 10, 10)
 
 
 def tune_for_serving() -> None:
-    """Freeze what the process holds now and raise the youngest generation's threshold."""
+    """Freeze what the process holds now, raise the youngest generation's threshold and collect
+    again (after :func:`tune_for_starting`)."""
     gc.collect()  # what startup left as garbage is not frozen for ever
     gc.freeze()
     gc.set_threshold(*SERVING_THRESHOLDS)
+    gc.enable()
     _fix_mmap_threshold()
 
 
-def tune_for_starting() -> None:
-    """Before building and starting components: freeze what is loaded (modules, schemas) and
-    raise the youngest generation's threshold, as for serving."""
-    gc.freeze()
-    gc.set_threshold(*SERVING_THRESHOLDS)
+@contextlib.contextmanager
+def tune_for_starting() -> Iterator[None]:
+    """Around loading the modules, building, starting and serving the components: no collection
+    until :func:`tune_for_serving` (reference counting still frees what is not in a cycle);
+    collecting again, whatever happens, on the way out."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _fix_mmap_threshold() -> None:
     """glibc only (Linux): musl and macOS allocators return large blocks on their own."""
     if not sys.platform.startswith("linux"):
         return
+    import ctypes  # only here: every command imports this module, few serve
+
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: libc's, no library search
     except (OSError, AttributeError):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mesh.cli.common import NAMESPACE_ENV, add_connection_options
 from mesh.cli.up_assistant import add_model_option
+from mesh.gctuning import tune_for_starting
 
 #: The levels of ``--log-level`` (``mesh.config.LOG_LEVELS``, checked by tests/mesh/test_cli_startup.py).
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -80,15 +81,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from mesh.cli.running import run
+    with tune_for_starting():  # from before loading what it runs (mesh.gctuning)
+        from mesh.cli.running import run
 
-    return await run(args)
+        return await run(args)
 
 
 async def _up(args: argparse.Namespace) -> int:
-    from mesh.cli.running import up
+    with tune_for_starting():
+        from mesh.cli.running import up
 
-    return await up(args)
+        return await up(args)
 
 
 def mesh_command() -> str:

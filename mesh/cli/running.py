@@ -34,7 +34,7 @@ from mesh.cli.up_secure import clients as up_clients
 from mesh.component import Component
 from mesh.config import MeshConfig, configured_broker, configured_tls, load_many
 from mesh.errors import ConfigError, ConnectError
-from mesh.gctuning import tune_for_serving, tune_for_starting
+from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
 from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
 from mesh.telemetry import tracing
@@ -46,7 +46,6 @@ UP_GROUP = "mesh.up"  # entry points naming the config files `mesh up` runs
 
 
 async def run(args: argparse.Namespace) -> int:
-    tune_for_starting()  # mesh.gctuning
     configs = load_many(args.files)
     if args.namespace is not None:
         try:
@@ -96,7 +95,6 @@ async def _joined(configs: list[MeshConfig], broker: BrokerSettings) -> list[Mes
 
 
 async def up(args: argparse.Namespace) -> int:
-    tune_for_starting()
     configure_logging(args.log_level)
     environ = {**os.environ, NAMESPACE_ENV: args.namespace}
     examples = up_configs()

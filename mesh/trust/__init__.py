@@ -4,14 +4,23 @@
 - :mod:`mesh.trust.cards`: A2A 1.0 card signatures (JWS over the RFC 8785 canonical card);
 - :mod:`mesh.trust.tokens`: user tokens gateways mint and agents verify;
 - :mod:`mesh.trust.config`: the ``trust:`` settings and what they load.
+
+Each name loads its module on first use: a component without trust (``Identity``, ``Trust``)
+never loads the JOSE library and the cryptography it brings (~70 ms of a process's start).
 """
 
 from __future__ import annotations
 
-from mesh.trust.cards import CardVerifier, canonical_card, sign_card
-from mesh.trust.config import Trust, TrustSettings, load_trust
-from mesh.trust.keys import generate_keys, load_private_key, load_public_keys
-from mesh.trust.tokens import Identity, TokenMinter, TokenVerifier
+from typing import TYPE_CHECKING
+
+from mesh.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from mesh.trust.cards import CardVerifier, canonical_card, sign_card
+    from mesh.trust.config import Trust, TrustSettings, load_trust
+    from mesh.trust.identity import Identity
+    from mesh.trust.keys import generate_keys, load_private_key, load_public_keys
+    from mesh.trust.tokens import TokenMinter, TokenVerifier
 
 __all__ = [
     "CardVerifier",
@@ -27,3 +36,21 @@ __all__ = [
     "load_trust",
     "sign_card",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CardVerifier": "mesh.trust.cards",
+        "canonical_card": "mesh.trust.cards",
+        "sign_card": "mesh.trust.cards",
+        "Trust": "mesh.trust.config",
+        "TrustSettings": "mesh.trust.config",
+        "load_trust": "mesh.trust.config",
+        "Identity": "mesh.trust.identity",
+        "generate_keys": "mesh.trust.keys",
+        "load_private_key": "mesh.trust.keys",
+        "load_public_keys": "mesh.trust.keys",
+        "TokenMinter": "mesh.trust.tokens",
+        "TokenVerifier": "mesh.trust.tokens",
+    },
+)

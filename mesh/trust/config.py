@@ -18,17 +18,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from joserfc import jwk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mesh.a2a import AgentCard
 from mesh.config_errors import KeyPart, validation_error_text
 from mesh.errors import ConfigError
-from mesh.trust.cards import CardVerifier, sign_card
-from mesh.trust.keys import JWKS_FILE, PrivateKey, load_private_key, load_public_keys, private_key_path
-from mesh.trust.tokens import TokenMinter, TokenVerifier
+
+if TYPE_CHECKING:  # the JOSE library loads when trust is configured and used, not with this module
+    from joserfc import jwk
+
+    from mesh.a2a import AgentCard
+    from mesh.trust.cards import CardVerifier
+    from mesh.trust.keys import PrivateKey
+    from mesh.trust.tokens import TokenMinter, TokenVerifier
 
 __all__ = ["Trust", "TrustSettings", "load_trust"]
 
@@ -59,22 +62,34 @@ class Trust:
 
     def sign(self, card: AgentCard) -> AgentCard:
         """``card`` signed with this component's key (unchanged without one)."""
-        return sign_card(card, self.signing_key) if self.signing_key is not None else card
+        if self.signing_key is None:
+            return card
+        from mesh.trust.cards import sign_card
+
+        return sign_card(card, self.signing_key)
 
     def card_verifier(self) -> CardVerifier | None:
         """What registries check cards with; ``None``: unsigned cards are accepted."""
-        return CardVerifier(self.public_keys) if self.public_keys is not None else None
+        if self.public_keys is None:
+            return None
+        from mesh.trust.cards import CardVerifier
+
+        return CardVerifier(self.public_keys)
 
     def token_verifier(self, namespace: str) -> TokenVerifier | None:
         """What an agent checks user tokens with; ``None`` without trusted issuers."""
         if self.public_keys is None or not self.token_issuers:
             return None
+        from mesh.trust.tokens import TokenVerifier
+
         return TokenVerifier(self.public_keys, issuers=self.token_issuers, audience=namespace)
 
     def token_minter(self, namespace: str) -> TokenMinter | None:
         """What a gateway mints user tokens with; ``None`` without a signing key."""
         if self.signing_key is None:
             return None
+        from mesh.trust.tokens import TokenMinter
+
         return TokenMinter(
             self.signing_key, issuer=self.name, audience=namespace, ttl_s=self.token_ttl_s, scopes=self.token_scopes
         )
@@ -111,6 +126,8 @@ def load_trust(
 
 def resolve(settings: TrustSettings, name: str, base: Path) -> Trust:
     """Load the keys ``settings`` name for component ``name``."""
+    from mesh.trust.keys import JWKS_FILE, load_private_key, load_public_keys, private_key_path
+
     keys_dir = base / settings.keys if settings.keys is not None else None
     jwks = base / settings.jwks if settings.jwks is not None else None
     if jwks is None and keys_dir is not None:

@@ -19,28 +19,16 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from joserfc import jwk, jws
 from joserfc.errors import JoseError
 
 from mesh.errors import TrustError
+from mesh.trust.identity import Identity
 from mesh.trust.keys import ALGORITHMS, PrivateKey
 
 __all__ = ["Identity", "TokenMinter", "TokenVerifier"]
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who a request is for: ``verified`` only when a trusted token says so; ``problem`` says why not."""
-
-    user_id: str | None
-    verified: bool = False
-    issuer: str | None = None
-    scopes: tuple[str, ...] = ()
-    expires_at: float | None = None
-    problem: str | None = None
 
 
 class TokenMinter:

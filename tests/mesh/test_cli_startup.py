@@ -75,3 +75,18 @@ def test_the_parser_constants_match_their_sources() -> None:
         MAX_TASK_PAGE_SIZE,
     )
     assert run_commands.LOG_LEVELS == LOG_LEVELS
+
+
+def test_an_agent_without_trust_never_loads_the_jose_library() -> None:
+    """What ``mesh run`` of plain agents imports to build and start them: not JOSE and the
+    cryptography behind it (~70 ms of every start), which only trust needs."""
+    probe = (
+        "import sys; from agents.config import build_agents; from agents.service import AgentService; "
+        "import agents.builtin.echo, mesh.cli.running, mesh.registry, mesh.discovery; "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'joserfc', 'cryptography'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
