@@ -51,7 +51,7 @@ from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, Tas
 from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
-from mesh.clientids import REFUSED_USER, Claimed, claim_slot, own_client_id
+from mesh.clientids import REFUSED_USER, Claimed, own_client_id, replica_connection
 from mesh.credentials import PROBE_SUFFIX, private_client_id, probe_client_id
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError, ConnectError
@@ -146,12 +146,13 @@ class AgentService:
                 will_topic = get_agent_instance_discovery_topic(self.namespace, self.name, instance)
             connect_as = dataclasses.replace(broker, session_expiry_s=0) if replica else broker
             own_id = client_id or private_client_id(f"{self.namespace}/{instance}", broker.password)
-            # A replica takes a slot of the agent's user where the rules give it some (mesh up): a
-            # broker user and client id of its own while it runs (mesh.clientids).
+            # A replica takes a slot of the agent's user where the rules give it some: a broker
+            # user and client id of its own while it runs, the one $MESH_REPLICA_SLOT names or a
+            # free one of this machine (mesh.clientids).
             claimed = Claimed(connect_as, own_id)
             if replica and client_id is None and broker.username == self.name and broker.password:
                 agent_id = own_client_id("agent", self.namespace, self.name, broker.password)
-                claimed = claim_slot(connect_as, agent_id, own_id)
+                claimed = replica_connection(connect_as, agent_id, own_id)
             transport = claimed.transport(
                 will=presence_will(will_topic),
                 # Requests wait for the task store before their PUBACK: this bounds how many

@@ -14,15 +14,17 @@ broker user for each, sharing its password and its rights:
   broker) refuses it (CONNACK 0x86/0x87): :func:`connect_as_role` then connects as the
   component's own user under another id, as before;
 - **slots** for an identity that runs an unknown number of connections at once (the CLI user,
-  an agent's replicas under ``mesh up``): slot 0 is its own user, slot ``k`` the user
-  ``{name}@{k}`` bound to ``<own id>@{k}``. Each connection claims a free slot with an exclusive
-  lock on a file of the state dir (:func:`claim_slot`), released when it closes or its process
-  dies, so concurrent commands of one machine never share a client id. The rules name how many
-  slots a user has in ``<credentials>/<name>.slots``. Without that file (credentials in a URL,
-  rules of an older version, another broker) a client takes its own client id while no other
-  connection of the machine holds it, else a random one, and a replica its instance's id. Two
-  machines with the same credentials and their own state dirs may pick the same slot: they take
-  each other's session over (logged with the reason).
+  an agent's replicas): slot 0 is its own user, slot ``k`` the user ``{name}@{k}`` bound to
+  ``<own id>@{k}``. Each connection claims a free slot with an exclusive lock on a file of the
+  state dir (:func:`claim_slot`), released when it closes or its process dies, so concurrent
+  commands of one machine never share a client id. Replicas on several machines or containers
+  cannot share lock files: each is given its slot by ``$MESH_REPLICA_SLOT``
+  (:func:`replica_connection`; a StatefulSet ordinal, a compose replica index). The rules name
+  how many slots a user has in ``<credentials>/<name>.slots``. Without that file (credentials in
+  a URL, rules of an older version, another broker) a client takes its own client id while no
+  other connection of the machine holds it, else a random one, and a replica its instance's id.
+  Two machines with the same credentials and their own state dirs may pick the same slot (or two
+  replicas be given the same): they take each other's session over (logged with the reason).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 
 from mesh.broker import BrokerSettings
 from mesh.credentials import private_client_id, write_private_file
-from mesh.errors import ConnectError
+from mesh.errors import ConfigError, ConnectError
 from mesh.statedir import default_state_dir
 from mesh.transport import MqttTransport
 
@@ -51,6 +53,7 @@ except ImportError:  # pragma: no cover - not POSIX: no slots, connections take 
 
 __all__ = [
     "REFUSED_USER",
+    "REPLICA_SLOT_ENV",
     "SLOTS",
     "SLOTS_SUFFIX",
     "Claimed",
@@ -59,6 +62,8 @@ __all__ = [
     "connect_as_role",
     "connection_for",
     "own_client_id",
+    "replica_connection",
+    "replica_slot",
     "role_client_id",
     "role_user",
     "slot_count",
@@ -72,6 +77,9 @@ log = logging.getLogger(__name__)
 SLOTS = 16
 #: ``<credentials>/<name>.slots``: how many slots the rules give ``name``.
 SLOTS_SUFFIX = ".slots"
+#: The slot a process's replicas take, where replicas cannot share lock files (several machines or
+#: containers): ``0`` ... ``<slots> - 1``, e.g. a StatefulSet ordinal or a compose replica index.
+REPLICA_SLOT_ENV = "MESH_REPLICA_SLOT"
 #: CONNACK reasons of a user the broker does not take: bad user name or password, not authorized,
 #: and "server unavailable", which ejabberd answers for a user name with an '@'.
 REFUSED_USER = frozenset({0x86, 0x87, 0x88})
@@ -157,6 +165,28 @@ class _SlotTransport(MqttTransport):
             self._claimed.release()
 
 
+def _slot_lock(settings: BrokerSettings, own_id: str, slot: int) -> int | None:
+    """Slot ``slot``'s lock of this machine, held (``None``: another connection holds it)."""
+    directory = default_state_dir() / "slots"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # By user and where its password is, not by URL (localhost and 127.0.0.1 are one broker): the
+    # same lock files serve every run of a mesh up, whose credentials stay where they were.
+    where = str(Path(settings.password_file).resolve()) if settings.password_file else own_id
+    key = hashlib.sha256(f"{settings.username}\n{where}".encode()).hexdigest()[:16]
+    lock = os.open(directory / f"{key}-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        return None
+    return lock
+
+
+def _in_slot(settings: BrokerSettings, username: str, own_id: str, slot: int, lock: int | None) -> Claimed:
+    client_id = own_id if slot == 0 else role_client_id(own_id, str(slot))
+    return Claimed(dataclasses.replace(settings, username=slot_user(username, slot)), client_id, slot, lock)
+
+
 def claim_slot(
     settings: BrokerSettings, own_id: str, otherwise: str, *, count: int | None = None, spare: bool = False
 ) -> Claimed:
@@ -170,28 +200,72 @@ def claim_slot(
     count = slot_count(settings) if count is None else count
     if count == 0 or settings.username is None or fcntl is None:
         return Claimed(settings, otherwise)
-    directory = default_state_dir() / "slots"
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # By user and where its password is, not by URL (localhost and 127.0.0.1 are one broker): the
-    # same lock files serve every run of a mesh up, whose credentials stay where they were.
-    where = str(Path(settings.password_file).resolve()) if settings.password_file else own_id
-    key = hashlib.sha256(f"{settings.username}\n{where}".encode()).hexdigest()[:16]
     for slot in range(count):
-        lock = os.open(directory / f"{key}-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(lock)
-            continue
-        user = slot_user(settings.username, slot)
-        client_id = own_id if slot == 0 else role_client_id(own_id, str(slot))
-        return Claimed(dataclasses.replace(settings, username=user), client_id, slot, lock)
+        lock = _slot_lock(settings, own_id, slot)
+        if lock is not None:
+            return _in_slot(settings, settings.username, own_id, slot, lock)
     if spare:
         return Claimed(settings, otherwise)
     raise ConnectError(
         f"all {count} connections broker user {settings.username!r} may open at once are in use on this machine; "
         "wait for one of its commands to end"
     )
+
+
+def replica_slot(settings: BrokerSettings) -> int | None:
+    """The slot ``$MESH_REPLICA_SLOT`` gives the replicas of the user of ``settings`` (``None``:
+    unset, each claims a free one of this machine).
+
+    :class:`ConfigError` naming the variable, its value and the slots the rules give the user
+    when it is not one of them (no ``.slots`` file beside the credentials: none).
+    """
+    value = os.environ.get(REPLICA_SLOT_ENV, "").strip()
+    if not value:
+        return None
+    count = slot_count(settings)
+    try:
+        slot = int(value)
+    except ValueError:
+        slot = -1
+    if 0 <= slot < count:
+        return slot
+    user = settings.username or "?"
+    if count == 0:
+        raise ConfigError(
+            f"{REPLICA_SLOT_ENV}={value!r}: the rules give broker user {user!r} no slots (no {user}{SLOTS_SUFFIX} "
+            f"beside its credentials in {settings.password_file or 'a credentials directory'}); generate the rules "
+            f"with `mesh broker-config` and give the replica {user}{SLOTS_SUFFIX} beside its password file, or unset "
+            f"{REPLICA_SLOT_ENV}"
+        )
+    raise ConfigError(
+        f"{REPLICA_SLOT_ENV}={value!r} is not a slot of broker user {user!r}: give an integer from 0 to {count - 1} "
+        f"(its {count} slots, {user}{SLOTS_SUFFIX}), one per running replica"
+    )
+
+
+def replica_connection(settings: BrokerSettings, own_id: str, otherwise: str) -> Claimed:
+    """The user and client id of a replica of the agent whose user is that of ``settings`` (its
+    own client id ``own_id``): the slot ``$MESH_REPLICA_SLOT`` names (:func:`replica_slot`), else
+    a free one of this machine (:func:`claim_slot`); without slots, the user under ``otherwise``.
+
+    A named slot takes its lock too where it can, so replicas of one machine, named or not, never
+    share one: held by another connection of this machine, :class:`ConnectError`. Where the state
+    dir cannot be written (a read-only container) it goes without.
+    """
+    slot = replica_slot(settings)
+    if slot is None or settings.username is None:
+        return claim_slot(settings, own_id, otherwise)
+    try:
+        lock = _slot_lock(settings, own_id, slot)
+    except OSError as exc:
+        log.debug("no lock for slot %d of %s (%s): %s alone keeps it", slot, settings.username, exc, REPLICA_SLOT_ENV)
+        return _in_slot(settings, settings.username, own_id, slot, None)
+    if lock is None:
+        raise ConnectError(
+            f"slot {slot} of broker user {settings.username!r} ({REPLICA_SLOT_ENV}={slot}) is held by another "
+            f"connection of this machine; give each replica a slot of its own"
+        )
+    return _in_slot(settings, settings.username, own_id, slot, lock)
 
 
 def connection_for(settings: BrokerSettings, kind: str, namespace: str, name: str, otherwise: str) -> Claimed:

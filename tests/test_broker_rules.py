@@ -55,7 +55,8 @@ class RuledBroker:
         """The one client id the rules let ``user`` connect with (an agent's), else None: any."""
         rules = json.loads(self.files.dynsec.read_text())
         found = next(c for c in rules["clients"] if c["username"] == user)
-        return found.get("clientid")
+        client_id: str | None = found.get("clientid")
+        return client_id
 
     def transport(self, user: str) -> MqttTransport:
         """A connection as component ``user``, under the client id its rules allow."""
@@ -65,7 +66,7 @@ class RuledBroker:
 @pytest.fixture
 def ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, namespace: str) -> Iterator[RuledBroker]:
     """A Mosquitto of the test's own under the rules generated for the four agents, ``http`` and ``cli``."""
-    # countdown runs as replicas (unbound: a new instance id at every start), the others bound to one client id each.
+    # countdown runs as replicas (each in a slot of its user), the others bound to one client id each.
     identities = [Identity("agent", name, namespace, replica=name == "countdown") for name in AGENTS]
     identities += [Identity("gateway", "http", namespace), Identity("client", "cli", namespace)]
     files = write_broker_files(broker_dir, identities)

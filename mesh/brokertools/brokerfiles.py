@@ -5,7 +5,7 @@ From the components of mesh configs (and the CLI clients named), a directory get
 ==========================  ====  ==========================================================
 ``dynamic-security.json``   0600  users, password hashes and rules (Mosquitto's dynamic-security plugin)
 ``credentials/<name>``      0600  one file per component: its ``name:password`` (and nothing else)
-``credentials/<name>.slots``      how many client ids a user with slots may use at once (mesh.clientids)
+``credentials/<name>.slots``      how many client ids a user with slots may use at once (the CLI user, replicas)
 ``mosquitto-security.conf``       the lines to append to mosquitto.conf after its ``listener``
 ``ca.crt`` ``server.*``           with TLS host names: a private CA and the broker's certificate
 ==========================  ====  ==========================================================
@@ -118,8 +118,8 @@ def write_broker_files(
 
     ``broker_path`` is where the broker will find the directory (a container mount; default: the
     directory itself). With ``admin``, an admin user that may add users while the broker runs
-    (``mesh up``), its ``name:password`` in ``admin`` (0600, never mounted to a component); the
-    broker then runs on this machine, so replicas get slots (:func:`bound_users`).
+    (``mesh up``), its ``name:password`` in ``admin`` (0600, never mounted to a component).
+    Agents run as replicas get slots (:func:`bound_users`; ``credentials/<name>.slots``).
     """
     try:
         users = rules_by_user(identities)
@@ -137,7 +137,7 @@ def write_broker_files(
     if admin:
         admin_password = new_password()
         write_private_file(directory / ADMIN_FILE, f"{ADMIN_USER}:{admin_password}\n")
-    bound = bound_users(identities, passwords, replica_slots=admin)  # each user: one client id only
+    bound = bound_users(identities, passwords)  # each user: one client id only
     write_slots(credentials, slot_counts(bound))
     config = dynsec_config(users, passwords, admin_password=admin_password, bound=bound)
     write_private_file(dynsec, json.dumps(config, indent=2) + "\n")

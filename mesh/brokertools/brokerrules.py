@@ -21,11 +21,10 @@ component holding its own credentials is refused (CONNACK) when it tries another
 broker, not a secret, stops a takeover. A component's other connections have users of their own
 (same password and rights): an agent's name check ``{name}@probe``, a gateway's dashboard
 watcher and sender ``{name}@watch`` and ``{name}@ui``, and slots ``{name}@1`` ... for the CLI
-user (many commands at once) and, when ``mesh up`` runs the broker (``replica_slots``), for
-an agent run as replicas: each running replica holds one. Static rules (``mesh broker-config``,
-``deploy/``) leave replicas unbound, as replicas on several machines cannot share out slots; so
-is a name used in several namespaces, and a client declared ``unbound`` (a third-party SDK
-that picks its own client ids).
+user (many commands at once) and for an agent run as replicas: each running replica holds one,
+a free one of its machine or the one ``$MESH_REPLICA_SLOT`` names (replicas on several machines
+or containers, :func:`mesh.clientids.replica_connection`). Unbound: a name used in several
+namespaces, and a client declared ``unbound`` (a third-party SDK that picks its own client ids).
 
 The EMQX profile (``$a2a/v1/...``; a ``#`` or ``+`` grant never matches a ``$`` topic, so each
 is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+/+``), call
@@ -159,12 +158,9 @@ class BoundUser:
     role: str = ""
 
 
-def bound_users(
-    identities: Iterable[Identity], passwords: Mapping[str, str], *, replica_slots: bool = False
-) -> dict[str, BoundUser]:
+def bound_users(identities: Iterable[Identity], passwords: Mapping[str, str]) -> dict[str, BoundUser]:
     """Every user bound to one client id, by username: each component's own user and its role
-    and slot users (see the module doc). ``replica_slots``: agents run as replicas get slots
-    (only where each replica claims one on this machine: ``mesh up``); else they stay unbound."""
+    and slot users, the CLI's and each replicated agent's (see the module doc)."""
     identities = list(identities)
     namespaces = Counter(identity.name for identity in identities if identity.kind != "client")
     bound: dict[str, BoundUser] = {}
@@ -172,7 +168,7 @@ def bound_users(
         name, password = identity.name, passwords.get(identity.name)
         if not password or name in bound or (identity.kind != "client" and namespaces[name] != 1):
             continue
-        if (identity.replica and not replica_slots) or identity.unbound:
+        if identity.unbound:
             continue
         own = own_client_id(identity.kind, identity.namespace, name, password)
         bound[name] = BoundUser(name, own)

@@ -51,7 +51,7 @@ async def enroll(
     passwords: dict[str, str] = {}
     for identity in new:
         passwords[identity.name] = new_password()
-    bound = bound_users(new, passwords, replica_slots=True)  # each user: its own client id only (brokerrules)
+    bound = bound_users(new, passwords)  # each user: its own client id only (brokerrules)
     for identity in new:
         role = f"{identity.kind}-{identity.name}"
         commands.append({"command": "createRole", "rolename": role, "acls": role_acls(rules_for(identity))})

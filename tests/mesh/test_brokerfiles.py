@@ -14,7 +14,7 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerfiles import identities_of, write_broker_files
 from mesh.brokertools.brokerrules import Identity, rules_for
 from mesh.brokertools.dynsec import hash_password
-from mesh.clientids import SLOTS
+from mesh.clientids import SLOTS, own_client_id
 from mesh.config import load_config
 from mesh.credentials import password_for, read_credentials, read_passwords
 from mesh.errors import ConfigError
@@ -74,6 +74,19 @@ def test_files_are_private_and_passwords_survive_a_rerun(tmp_path: Path) -> None
     salt = base64.b64decode(echo["salt"])
     assert hash_password(after["echo"], salt=salt)["password"] == echo["password"]  # what the plugin checks
     assert f"plugin_opt_config_file {again.dynsec.resolve()}" in again.conf.read_text()
+
+
+def test_static_rules_give_an_agent_run_as_replicas_slots_bound_as_under_mesh_up(tmp_path: Path) -> None:
+    """``mesh broker-config`` (no admin user): each replica of countdown may connect in a slot of
+    its own, the user ``countdown@{k}`` under ``<countdown's id>@{k}`` only, as under ``mesh up``."""
+    files = write_broker_files(tmp_path, [Identity("agent", "countdown", "ns", replica=True)])
+    assert sorted(p.name for p in files.passwords.iterdir()) == ["countdown", "countdown.slots"]
+    assert (files.passwords / "countdown.slots").read_text() == f"{SLOTS}\n"
+    own = own_client_id("agent", "ns", "countdown", read_credentials(files.passwords)["countdown"])
+    clients = {c["username"]: c.get("clientid") for c in json.loads(files.dynsec.read_text())["clients"]}
+    expected = {"countdown": own} | {f"countdown@{k}": f"{own}@{k}" for k in range(1, SLOTS)}
+    assert {user: clients[user] for user in expected} == expected
+    assert "countdown@probe" not in clients  # a replica checks no name: its name is shared
 
 
 def test_one_name_of_two_kinds_is_refused(tmp_path: Path) -> None:
