@@ -30,14 +30,15 @@ from agents.service import AgentService
 from agents.settings import AgentSettings
 from gateways.dashboard.service import Dashboard
 from gateways.runtime import GatewayRuntime
+from mesh.a2a import Task, TaskState
 from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
 from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
-from mesh.clientids import client_transport
+from mesh.clientids import REPLICA_SLOT_ENV, client_transport
 from mesh.credentials import private_client_id, probe_client_id
-from mesh.errors import ConnectError
+from mesh.errors import ConfigError, ConnectError
 from mesh.telemetry import METRICS
 from mesh.transport import MqttTransport
 from tests.support import Inbox, precise_keepalive_mosquitto, wait_until
@@ -262,6 +263,60 @@ async def test_no_connection_of_any_component_can_be_taken_over_with_the_gateway
         await dashboard.close()
         for component in reversed(started):
             await component.stop()
+
+
+async def test_replicas_under_static_rules_each_hold_a_slot_named_by_the_variable_or_claimed_by_a_lock(
+    ruled_broker: RuledBroker,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Static rules (``mesh broker-config``, ``deploy/``): replicas on several machines or
+    containers cannot share lock files, so each can be given its slot by ``$MESH_REPLICA_SLOT``;
+    one without it claims a free slot of its machine. Both serve the agent's requests (a shared
+    subscription), and with the CLI's, the gateway's or another agent's credentials the broker
+    refuses a CONNECT under either replica's client id (0x87) and neither is disconnected."""
+    ruled, ns = ruled_broker, ruled_broker.namespace
+    monkeypatch.setenv(REPLICA_SLOT_ENV, "16")
+    out_of_range = rf"{REPLICA_SLOT_ENV}='16' is not a slot of broker user 'countdown': give an integer from 0 to 15"
+    with pytest.raises(ConfigError, match=out_of_range):
+        _replica(ruled)
+    monkeypatch.setenv(REPLICA_SLOT_ENV, "7")
+    named = _replica(ruled)
+    monkeypatch.delenv(REPLICA_SLOT_ENV)
+    claimed = _replica(ruled)
+    countdown_id = ruled.client_id("countdown")
+    assert countdown_id is not None and ruled.client_id("countdown@7") == f"{countdown_id}@7"  # bound by the rules
+    replicas = [named, claimed]
+    users = [(r.transport.settings.username, r.transport.client_id) for r in replicas]  # type: ignore[attr-defined]
+    assert users == [("countdown@7", f"{countdown_id}@7"), ("countdown", countdown_id)]
+    started: list[AgentService] = []
+    try:
+        for replica in replicas:
+            await replica.start()
+            started.append(replica)
+        lost: list[str] = []
+
+        def losing(who: str) -> Callable[[object], None]:
+            return lambda _reason: lost.append(who)
+
+        for replica in replicas:
+            replica.transport.add_disconnect_listener(losing(replica.transport.client_id))
+        attackers = [ruled.settings(user) for user in ("cli", "http", "echo")]
+        for attacker in attackers:
+            for replica in replicas:
+                with pytest.raises(ConnectError, match="Not authorized") as refused:
+                    await MqttTransport(attacker, client_id=replica.transport.client_id).connect()
+                assert refused.value.reason_code == 0x87, (attacker.username, replica.transport.client_id)
+        async with MeshClient.connect(ruled.settings("cli"), ns) as client:
+            tasks = [await client.send("countdown", "1", timeout=10) for _ in range(4)]
+        done = [t for t in tasks if isinstance(t, Task) and t.status.state is TaskState.completed]
+        assert len(done) == 4
+        served = {r.transport.client_id for r in replicas for t in done if r.tasks.get(t.id) is not None}
+        assert served == {countdown_id, f"{countdown_id}@7"}  # both took requests
+        assert lost == []
+        assert all(r.transport.is_connected for r in replicas)
+    finally:
+        for replica in reversed(started):
+            await replica.stop()
 
 
 async def test_rules_of_an_older_version_without_the_other_users_still_work(
