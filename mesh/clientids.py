@@ -19,7 +19,7 @@ broker user for each, sharing its password and its rights:
   state dir (:func:`claim_slot`), released when it closes or its process dies, so concurrent
   commands of one machine never share a client id. Replicas on several machines or containers
   cannot share lock files: each is given its slot by ``$MESH_REPLICA_SLOT``
-  (:func:`replica_connection`; a StatefulSet ordinal, a compose replica index). The rules name
+  (:func:`replica_connection`; a StatefulSet pod index). The rules name
   how many slots a user has in ``<credentials>/<name>.slots``. Without that file (credentials in
   a URL, rules of an older version, another broker) a client takes its own client id while no
   other connection of the machine holds it, else a random one, and a replica its instance's id.
@@ -78,7 +78,7 @@ SLOTS = 16
 #: ``<credentials>/<name>.slots``: how many slots the rules give ``name``.
 SLOTS_SUFFIX = ".slots"
 #: The slot a process's replicas take, where replicas cannot share lock files (several machines or
-#: containers): ``0`` ... ``<slots> - 1``, e.g. a StatefulSet ordinal or a compose replica index.
+#: containers): ``0`` ... ``<slots> - 1``, e.g. a StatefulSet pod index.
 REPLICA_SLOT_ENV = "MESH_REPLICA_SLOT"
 #: CONNACK reasons of a user the broker does not take: bad user name or password, not authorized,
 #: and "server unavailable", which ejabberd answers for a user name with an '@'.
