@@ -16,8 +16,11 @@ What an MCP client sees (Claude Desktop, Cursor...) next to what ``mesh send`` s
   mesh mcp's transport, so a faster transport lowers both; it keeps the SDK's OpenTelemetry
   middleware, which mesh mcp skips while no tracer provider is installed.
 
-Both sequential (one call in flight), 200 warm-up calls, then ``--requests`` measured. The goal:
-the MCP call costs at most 1 ms more (median) than the direct one. Last line on stdout::
+Both sequential (one call in flight), 200 warm-up calls each, then ``--requests`` measured on
+each side, the two sides taking turns call by call, so both see the machine as it is at that
+moment (measured one side after the other, a 2-core machine's drift between the two runs moved
+the overhead by ±400 us). The goal: the MCP call costs at most 1 ms more (median) than the
+direct one. Last line on stdout::
 
     {"mcp_echo_rtt_us": ..., "mesh_send_rtt_us": ..., "overhead_us": ..., "goal_overhead_us": 1000,
      "within_goal": ..., "mcp_floor_rtt_us": ..., "overhead_beyond_mcp_floor_us": ...,
@@ -35,10 +38,11 @@ Run: ``python bench/mcp.py [--broker URL] [--requests N] [--profile-mcp FILE]``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 # This file is bench/mcp.py: with bench/ first on the path, ``import mcp`` would find it, not the SDK.
@@ -64,8 +68,25 @@ async def sequential(call: Callable[[], Awaitable[None]], requests: int) -> list
     return samples
 
 
-async def mcp_side(args: list[str], requests: int) -> list[float]:
-    """Tool calls to the MCP server ``python args...`` launched over stdio."""
+async def taking_turns(
+    first: Callable[[], Awaitable[None]], second: Callable[[], Awaitable[None]], requests: int
+) -> tuple[list[float], list[float]]:
+    """Each call sequential, the two alternating: ``first``'s and ``second``'s round trips."""
+    for _ in range(WARMUP):
+        await first()
+        await second()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(requests):
+        for call, times in ((first, samples[0]), (second, samples[1])):
+            start = time.perf_counter()
+            await call()
+            times.append(time.perf_counter() - start)
+    return samples
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(args: list[str]) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """An echo tool call to the MCP server ``python args...`` launched over stdio."""
     import mcp_types as types
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -81,7 +102,28 @@ async def mcp_side(args: list[str], requests: int) -> list[float]:
             block = result.content[0]
             assert not result.is_error and isinstance(block, types.TextContent) and block.text == "hello", result
 
+        yield call
+
+
+async def mcp_side(args: list[str], requests: int) -> list[float]:
+    """Tool calls to the MCP server ``python args...`` launched over stdio."""
+    async with mcp_session(args) as call:
         return await sequential(call, requests)
+
+
+async def both_sides(url: str, namespace: str, args: list[str], requests: int) -> tuple[list[float], list[float]]:
+    """``mesh send``'s client path and the tool call through ``mesh mcp``, taking turns."""
+    from mesh.a2a import Task, TaskState
+    from mesh.client import MeshClient
+
+    async with MeshClient.connect(url, namespace) as client, mcp_session(args) as tool_call:
+        await client.wait_for_agent("echo", 10)
+
+        async def send() -> None:
+            task = await client.send("echo", "hello")
+            assert isinstance(task, Task) and task.status.state is TaskState.completed, task
+
+        return await taking_turns(send, tool_call, requests)
 
 
 async def serve_floor() -> None:
@@ -102,20 +144,6 @@ async def serve_floor() -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def mesh_send_side(url: str, namespace: str, requests: int) -> list[float]:
-    from mesh.a2a import Task, TaskState
-    from mesh.client import MeshClient
-
-    async with MeshClient.connect(url, namespace) as client:
-        await client.wait_for_agent("echo", 10)
-
-        async def call() -> None:
-            task = await client.send("echo", "hello")
-            assert isinstance(task, Task) and task.status.state is TaskState.completed, task
-
-        return await sequential(call, requests)
-
-
 def main() -> None:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000, help="sequential calls measured on each side")
@@ -133,13 +161,14 @@ def main() -> None:
     with broker_url(args.broker) as url:
         script = [str(Path(__file__).resolve()), "--serve-echo", "--broker", url, "--namespace", args.namespace]
         with child(script):
-            progress(f"echo agent up; {args.requests} calls through MeshClient (mesh send's path)")
-            direct = asyncio.run(mesh_send_side(url, args.namespace, args.requests))
-            progress(f"{args.requests} echo tool calls through mesh mcp (stdio)")
+            progress(
+                f"echo agent up; {args.requests} calls through MeshClient (mesh send's path) and as many echo "
+                "tool calls through mesh mcp (stdio), taking turns"
+            )
             command = ["-m", "mesh.cli", "mcp", "--broker", url, "--namespace", args.namespace, "--agents", "echo"]
             if args.profile_mcp:
                 command = ["-m", "cProfile", "-o", args.profile_mcp, *command]
-            mcp = asyncio.run(mcp_side(command, args.requests))
+            direct, mcp = asyncio.run(both_sides(url, args.namespace, command, args.requests))
     progress(f"{args.requests} echo tool calls to a bare MCP server (the protocol's floor)")
     floor = asyncio.run(mcp_side([str(Path(__file__).resolve()), "--serve-floor"], args.requests))
     overhead = round(median_us(mcp) - median_us(direct), 1)
