@@ -61,7 +61,7 @@ from mesh.emqx import (
 from mesh.errors import ConfigError, NoSubscribersError, TransportError, short_repr
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import ComponentMetrics
-from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will
+from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will, connect_subscribing
 from topics import (
     PROFILE_PREFIX,
     profile_client_id,
@@ -219,14 +219,7 @@ class ProfileEndpoint:
             await self._publish_card("online")
             self.transport.add_connect_listener(self._on_reconnect)
             return
-        subscribing = asyncio.get_running_loop().create_task(self._subscribe())
-        await asyncio.sleep(0)
-        try:
-            await self.transport.connect()
-        except BaseException:
-            subscribing.cancel()
-            raise
-        self._subscriptions = await subscribing
+        self._subscriptions = await connect_subscribing(self.transport, self._subscribe)
         await self._publish_card("online")
         self.transport.add_connect_listener(self._on_reconnect)
         log.info("agent %s serving the EMQX profile on %s", self.agent_name, ", ".join(self.filters))

@@ -59,7 +59,7 @@ from mesh.ownership import check_agent_name, ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
 from mesh.registry import DiscoveryRegistry
 from mesh.telemetry import METRICS
-from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport
+from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, connect_subscribing
 from mesh.trust import Trust
 from topics import (
     get_agent_discovery_topic,
@@ -379,16 +379,8 @@ class AgentService:
         log.info("agent %s serving %s on %s", self.name, self.request_topic, self.transport.url)
 
     async def _connect_and_announce(self, filters: list[str]) -> list[Subscription]:
-        # The handler is in place before the CONNACK: a resumed session redelivers at once.
         self.metrics.watch_transport(self.transport)
-        subscribing = asyncio.get_running_loop().create_task(self._subscribe_requests(filters))
-        await asyncio.sleep(0)
-        try:
-            await self.transport.connect()
-        except BaseException:
-            subscribing.cancel()
-            raise
-        subscriptions = await subscribing
+        subscriptions = await connect_subscribing(self.transport, lambda: self._subscribe_requests(filters))
         if self.siblings is not None:
             await self.siblings.start()
         if self.agent.uses_discovery:

@@ -11,7 +11,7 @@
 Importing it changes nothing in paho: the faster properties codec is used by our own clients only.
 """
 
-from mesh.transport.base import InboundMessage, MessageHandler, Subscription, Transport, Will
+from mesh.transport.base import InboundMessage, MessageHandler, Subscription, Transport, Will, connect_subscribing
 from mesh.transport.capabilities import BrokerCapabilities, UnsupportedByBrokerError
 from mesh.transport.client import MqttTransport
 from mesh.transport.memory import MemoryBroker, MemoryTransport
@@ -27,4 +27,5 @@ __all__ = [
     "Transport",
     "UnsupportedByBrokerError",
     "Will",
+    "connect_subscribing",
 ]

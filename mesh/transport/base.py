@@ -9,9 +9,9 @@ tests (see :mod:`agents.testing`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from mesh.properties import MessageProperties
 from mesh.transport.capabilities import BrokerCapabilities
@@ -24,6 +24,7 @@ __all__ = [
     "Subscription",
     "Transport",
     "Will",
+    "connect_subscribing",
 ]
 
 
@@ -168,3 +169,20 @@ class Transport(Protocol):
 
     def add_disconnect_listener(self, listener: DisconnectListener) -> None:
         """Call ``listener(reason)`` whenever an established connection is lost."""
+
+
+_T = TypeVar("_T")
+
+
+async def connect_subscribing(transport: Transport, subscribe: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Connect ``transport`` with ``subscribe``'s handlers already in place (subscribing before
+    the connect exists is allowed), so what a resumed session redelivers right after the CONNACK
+    finds them; what ``subscribe`` returned, once the broker acknowledged it."""
+    subscribing: asyncio.Task[_T] = asyncio.get_running_loop().create_task(subscribe())
+    await asyncio.sleep(0)  # its handlers registered before the CONNACK can arrive
+    try:
+        await transport.connect()
+    except BaseException:
+        subscribing.cancel()
+        raise
+    return await subscribing
