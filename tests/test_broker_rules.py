@@ -9,6 +9,7 @@ CONNACK (``ConnectError``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -63,21 +64,36 @@ class RuledBroker:
         return MqttTransport(self.settings(user), client_id=self.client_id(user))
 
 
+@contextlib.contextmanager
+def broker_under_rules(
+    make_broker: Callable[..., LocalBroker],
+    broker_dir: Path,
+    namespace: str,
+    identities: list[Identity],
+    *,
+    admin: bool = False,
+) -> Iterator[RuledBroker]:
+    """A Mosquitto of the test's own under the rules generated for ``identities``, started
+    without a warning or an error."""
+    files = write_broker_files(broker_dir, identities, admin=admin)
+    extra_config, copied = local_broker_config(files)
+    try:
+        broker = make_broker(extra_config)
+        check_broker_log(broker, files.dynsec)
+        yield RuledBroker(broker, files, namespace)
+    finally:
+        if copied is not None:
+            shutil.rmtree(copied, ignore_errors=True)
+
+
 @pytest.fixture
 def ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, namespace: str) -> Iterator[RuledBroker]:
     """A Mosquitto of the test's own under the rules generated for the four agents, ``http`` and ``cli``."""
     # countdown runs as replicas (each in a slot of its user), the others bound to one client id each.
     identities = [Identity("agent", name, namespace, replica=name == "countdown") for name in AGENTS]
     identities += [Identity("gateway", "http", namespace), Identity("client", "cli", namespace)]
-    files = write_broker_files(broker_dir, identities)
-    extra_config, copied = local_broker_config(files)
-    try:
-        broker = make_broker(extra_config)
-        check_broker_log(broker, files.dynsec)  # started without a warning or an error
-        yield RuledBroker(broker, files, namespace)
-    finally:
-        if copied is not None:
-            shutil.rmtree(copied, ignore_errors=True)
+    with broker_under_rules(make_broker, broker_dir, namespace, identities) as ruled:
+        yield ruled
 
 
 async def test_every_cross_component_attempt_is_denied(ruled_broker: RuledBroker, namespace: str) -> None:

@@ -9,7 +9,6 @@ CONNACK).
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,16 +19,15 @@ from a2a_over_mqtt import A2ARequest, MqttConfig, Requester, TopicSpace
 from agents.service import AgentService
 from agents.settings import AgentSettings
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
+from mesh.brokertools.brokerfiles import write_broker_files
 from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_user
 from mesh.brokertools.localbroker import LocalBroker
-from mesh.cli.broker_commands import check_broker_log
 from mesh.credentials import password_for
 from mesh.emqx import EmqxProfile
 from mesh.errors import ConnectError, NotAuthorizedError, SubscribeError
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
-from tests.test_broker_rules import RuledBroker
+from tests.test_broker_rules import RuledBroker, broker_under_rules
 
 
 @pytest.fixture
@@ -48,15 +46,8 @@ def ruled_broker(
         # The SDK's requester picks its own client ids: a client user left unbound for it.
         Identity("client", "sdk", namespace, unbound=True),
     ]
-    files = write_broker_files(broker_dir, identities)
-    extra_config, copied = local_broker_config(files)
-    try:
-        broker = make_broker(extra_config)
-        check_broker_log(broker, files.dynsec)
-        yield RuledBroker(broker, files, namespace)
-    finally:
-        if copied is not None:
-            shutil.rmtree(copied, ignore_errors=True)
+    with broker_under_rules(make_broker, broker_dir, namespace, identities) as ruled:
+        yield ruled
 
 
 async def test_a_profile_agent_serves_the_sdk_under_the_rules(

@@ -34,7 +34,6 @@ from mesh.a2a import Task, TaskState
 from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
 from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
-from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.clientids import REPLICA_SLOT_ENV, client_transport
 from mesh.credentials import private_client_id, probe_client_id
@@ -42,7 +41,7 @@ from mesh.errors import ConfigError, ConnectError
 from mesh.telemetry import METRICS
 from mesh.transport import MqttTransport
 from tests.support import Inbox, precise_keepalive_mosquitto
-from tests.test_broker_rules import RuledBroker, ruled_broker  # noqa: F401  (the fixture)
+from tests.test_broker_rules import RuledBroker, broker_under_rules, ruled_broker  # noqa: F401  (the fixture)
 from topics import get_agent_discovery_topic
 
 
@@ -177,15 +176,8 @@ def up_ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, n
         Identity("gateway", "http", namespace),
         Identity("client", "cli", namespace),
     ]
-    files = write_broker_files(broker_dir, identities, admin=True)
-    extra_config, copied = local_broker_config(files)
-    try:
-        broker = make_broker(extra_config)
-        check_broker_log(broker, files.dynsec)
-        yield RuledBroker(broker, files, namespace)
-    finally:
-        if copied is not None:
-            shutil.rmtree(copied, ignore_errors=True)
+    with broker_under_rules(make_broker, broker_dir, namespace, identities, admin=True) as ruled:
+        yield ruled
 
 
 def _replica(ruled: RuledBroker) -> AgentService:
