@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - not POSIX: no slots, connections take 
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "CLIENT_SLOTS",
     "REFUSED_USER",
     "REPLICA_SLOT_ENV",
     "SLOTS",
@@ -73,8 +74,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Connections at once of an identity with slots (the CLI user; each replica of an agent).
+#: Connections at once of an agent run as replicas: its replicas.
 SLOTS = 16
+#: Connections at once of a client user: commands of one machine running together (a script
+#: sending in parallel), each holding its slot for its connection's life.
+CLIENT_SLOTS = 64
 #: ``<credentials>/<name>.slots``: how many slots the rules give ``name``.
 SLOTS_SUFFIX = ".slots"
 #: The slot a process's replicas take, where replicas cannot share lock files (several machines or

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mesh.clientids import SLOTS, own_client_id, role_client_id, role_user, slot_user
+from mesh.clientids import CLIENT_SLOTS, SLOTS, own_client_id, role_client_id, role_user, slot_user
 from mesh.credentials import PROBE_SUFFIX, probe_client_id
 from topics import (
     AGENT_REQUEST_TOPIC,
@@ -177,7 +177,7 @@ def bound_users(identities: Iterable[Identity], passwords: Mapping[str, str]) ->
         if identity.kind == "gateway":
             bound.update({role_user(name, r): BoundUser(name, role_client_id(own, r), r) for r in GATEWAY_ROLES})
         if identity.kind == "client" or identity.replica:
-            for slot in range(1, SLOTS):
+            for slot in range(1, CLIENT_SLOTS if identity.kind == "client" else SLOTS):
                 bound[slot_user(name, slot)] = BoundUser(name, role_client_id(own, str(slot)), f"slot {slot}")
     return bound
 

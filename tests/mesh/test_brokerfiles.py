@@ -14,7 +14,7 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerfiles import identities_of, write_broker_files
 from mesh.brokertools.brokerrules import Identity, rules_for
 from mesh.brokertools.dynsec import hash_password
-from mesh.clientids import SLOTS, own_client_id
+from mesh.clientids import CLIENT_SLOTS, SLOTS, own_client_id
 from mesh.config import load_config
 from mesh.credentials import password_for, read_credentials, read_passwords
 from mesh.errors import ConfigError
@@ -53,7 +53,7 @@ def test_files_are_private_and_passwords_survive_a_rerun(tmp_path: Path) -> None
     assert stat.S_IMODE(first.passwords.stat().st_mode) == 0o700
     # The CLI user's slot count (mesh.clientids): how many client ids it may use at once.
     assert sorted(p.name for p in first.passwords.iterdir()) == ["cli", "cli.slots", "echo"]
-    assert (first.passwords / "cli.slots").read_text() == f"{SLOTS}\n"
+    assert (first.passwords / "cli.slots").read_text() == f"{CLIENT_SLOTS}\n"
     for path in (first.passwords / "echo", first.passwords / "cli", first.dynsec):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert read_passwords(first.passwords / "echo") == {"echo": "from-an-older-version"}
