@@ -90,7 +90,7 @@ async def wait_until_gone(pid: int, timeout: float = 10.0) -> None:
         os.close(pidfd)
 
 
-async def best_echo_round_trip_ms(broker_url: str, namespace: str, tries: int = 5) -> float:
+async def best_echo_round_trip_ms(broker_url: str, namespace: str, tries: int = 20) -> float:
     """The fastest of ``tries`` echo calls through ``broker_url``, in ms."""
     best = float("inf")
     async with MeshClient.connect(broker_url, namespace) as client:
@@ -125,7 +125,8 @@ async def test_beside_a_slow_broker_up_starts_its_own_and_send_finds_it(
         assert (sent.code, sent.stdout) == (0, "hi\n"), sent
 
         best = await best_echo_round_trip_ms(record.broker_url, namespace)
-        assert best < 10, f"echo round trip {best:.1f} ms"
+        # Not slow as mesh up judges it (a broker without set_tcp_nodelay: ~40 ms), on a loaded machine too.
+        assert best < SLOW_ROUND_TRIP_MS, f"echo round trip {best:.1f} ms"
     finally:
         assert await up.stop() == 0, up.output
     assert not alive(record.broker_pid) and list(state.joinpath("up").iterdir()) == []  # nothing left
@@ -159,7 +160,8 @@ async def test_with_a_slow_broker_on_the_default_port_a_plain_up_and_send_are_fa
         sent = await mesh("send", "echo", "hi", "-n", namespace, **env)
         assert (sent.code, sent.stdout) == (0, "hi\n"), sent
         best = await best_echo_round_trip_ms(record.broker_url, namespace)
-        assert best < 10, f"echo round trip {best:.1f} ms"
+        # Not slow as mesh up judges it (a broker without set_tcp_nodelay: ~40 ms), on a loaded machine too.
+        assert best < SLOW_ROUND_TRIP_MS, f"echo round trip {best:.1f} ms"
     finally:
         assert await up.stop() == 0, up.output
     assert not alive(record.broker_pid)
