@@ -5,10 +5,10 @@ state) and writes every change through to a :class:`TaskJournal`. On start the s
 what the journal holds: finished tasks serve ``tasks/get`` again, tasks that were running are
 failed with "agent restarted" unless the broker redelivers their request.
 
-The journal is also what the broker acknowledgement and the answers wait for (DESIGN,
-"Delivery guarantees"): :meth:`TaskJournal.after_durable` runs a callback once every change
-made so far is stored, so a request is acknowledged (manual PUBACK) only once its task is
-recorded, and an answer leaves only once the task state it reports is.
+The journal is also what the broker acknowledgement waits for (DESIGN, "Delivery
+guarantees"): :meth:`TaskJournal.after_durable` runs a callback once every change made so far
+is stored, so a request is acknowledged (manual PUBACK) only once its task is recorded. Answers
+do not wait: one that left just before a crash reports a state the restarted agent may not have.
 
 Two journals: :class:`~agents.sqlitejournal.SqliteJournal` (the default: one SQLite file per
 agent instance) and :class:`NullJournal` (``task_store: ":memory:"``: nothing outlives the
