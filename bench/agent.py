@@ -57,6 +57,7 @@ from bench.harness import (
     progress,
     ratio,
     secured_broker,
+    secured_figures,
 )
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
@@ -290,15 +291,7 @@ def secured_side(
             args.concurrent_requests,
         )
         progress(f"secured mesh, tasks in memory: {secured}; open, in the same turns: {opened}")
-    return {
-        "secured_rtt_us": secured["rtt_us"],
-        "secured_rps": secured["rps"],
-        "secured_p99_us": secured["p99_us"],
-        "secured_open_rtt_us": opened["rtt_us"],
-        "secured_open_rps": opened["rps"],
-        "secured_rtt_ratio": ratio(secured["rtt_us"], opened["rtt_us"]),
-        "secured_rps_ratio": ratio(secured["rps"], opened["rps"]),
-    }
+    return secured_figures(secured, opened)
 
 
 async def serve_echo(url: str, namespace: str, task_store: str, keys: str | None = None) -> None:

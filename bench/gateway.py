@@ -62,7 +62,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent import CONCURRENCY, bench_keys, bench_trust, http_payload, measure, serve_echo
-from bench.harness import base_arguments, broker_url, child, emit, interleaved, progress, ratio, secured_broker
+from bench.harness import (
+    base_arguments,
+    broker_url,
+    child,
+    emit,
+    interleaved,
+    progress,
+    ratio,
+    secured_broker,
+    secured_figures,
+)
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
 from mesh.gctuning import tune_for_serving
@@ -268,15 +278,7 @@ def secured_side(args: argparse.Namespace, script: str, keys: str | None, open_p
             args.concurrent_requests,
         )
         progress(f"secured gateway: {figures}; open, in the same turns: {opened}")
-    return {
-        "secured_rtt_us": figures["rtt_us"],
-        "secured_rps": figures["rps"],
-        "secured_p99_us": figures["p99_us"],
-        "secured_open_rtt_us": opened["rtt_us"],
-        "secured_open_rps": opened["rps"],
-        "secured_rtt_ratio": ratio(figures["rtt_us"], opened["rtt_us"]),
-        "secured_rps_ratio": ratio(figures["rps"], opened["rps"]),
-    }
+    return secured_figures(figures, opened)
 
 
 async def serve_gateway(

@@ -101,6 +101,20 @@ def ratio(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 3) if denominator else float("inf")
 
 
+def secured_figures(secured: dict[str, float], opened: dict[str, float]) -> dict[str, object]:
+    """The ``--secured`` figures of a bench: the secured default's and the open one's, measured in
+    turns, and their ratios."""
+    return {
+        "secured_rtt_us": secured["rtt_us"],
+        "secured_rps": secured["rps"],
+        "secured_p99_us": secured["p99_us"],
+        "secured_open_rtt_us": opened["rtt_us"],
+        "secured_open_rps": opened["rps"],
+        "secured_rtt_ratio": ratio(secured["rtt_us"], opened["rtt_us"]),
+        "secured_rps_ratio": ratio(secured["rps"], opened["rps"]),
+    }
+
+
 @contextlib.contextmanager
 def secured_broker(identities: Sequence[tuple[str, str, str]]) -> Iterator[dict[str, str]]:
     """A Mosquitto of its own under the generated rules of ``identities`` ((kind, name, namespace)),
