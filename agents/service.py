@@ -52,7 +52,7 @@ from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
 from mesh.clientids import REFUSED_USER, Claimed, own_client_id, replica_connection
-from mesh.credentials import PROBE_SUFFIX, private_client_id, probe_client_id
+from mesh.credentials import PROBE_ROLE, private_client_id, probe_client_id, role_user
 from mesh.discovery import LazyRegistry
 from mesh.errors import ConfigError, ConnectError
 from mesh.ownership import check_agent_name, ensure_agent_name_free
@@ -322,7 +322,7 @@ class AgentService:
         another broker)."""
         if broker.username and broker.password:
             probe = MqttTransport(
-                dataclasses.replace(broker, username=broker.username + PROBE_SUFFIX, session_expiry_s=0),
+                dataclasses.replace(broker, username=role_user(broker.username, PROBE_ROLE), session_expiry_s=0),
                 client_id=probe_client_id(self.transport.client_id),
             )
             try:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mesh.broker import BrokerSettings
-from mesh.credentials import private_client_id, write_private_file
+from mesh.credentials import private_client_id, role_client_id, role_user, write_private_file
 from mesh.errors import ConfigError, ConnectError
 from mesh.statedir import default_state_dir
 from mesh.transport import MqttTransport
@@ -93,16 +93,6 @@ def own_client_id(kind: str, namespace: str, name: str, password: str | None) ->
     """The one client id of a component's own user: ``{ns}/{name}-<hmac>`` (a client, in every
     namespace: ``{name}-<hmac>``)."""
     return private_client_id(name if kind == "client" else f"{namespace}/{name}", password)
-
-
-def role_user(name: str, role: str) -> str:
-    """The broker user of one of a component's other connections (no mesh name has an ``@``)."""
-    return f"{name}@{role}"
-
-
-def role_client_id(client_id: str, role: str) -> str:
-    """The one client id of a role (or slot) user: the component's own, ``@{role}``."""
-    return f"{client_id}@{role}"
 
 
 def slot_user(name: str, slot: int) -> str:

@@ -24,13 +24,15 @@ from mesh.errors import ConfigError
 __all__ = [
     "DEFAULT_CLIENT",
     "PASSWORD_FILE_ENV",
-    "PROBE_SUFFIX",
+    "PROBE_ROLE",
     "new_password",
     "password_for",
     "private_client_id",
     "probe_client_id",
     "read_credentials",
     "read_passwords",
+    "role_client_id",
+    "role_user",
     "write_credentials",
     "write_passwords",
     "write_private_file",
@@ -61,14 +63,24 @@ def private_client_id(base: str, password: str | None) -> str:
     return f"{base}-{digest}"
 
 
-#: The second broker user of an agent whose user is bound to its client id: ``{name}@probe``,
-#: its name check's (no mesh name has an ``@``; see mesh.brokertools.brokerrules).
-PROBE_SUFFIX = "@probe"
+def role_user(name: str, role: str) -> str:
+    """The broker user of one of a component's other connections, ``{name}@{role}`` (no mesh
+    name has an ``@``; see mesh.clientids)."""
+    return f"{name}@{role}"
+
+
+def role_client_id(client_id: str, role: str) -> str:
+    """The one client id of a role (or slot) user: the component's own, ``@{role}``."""
+    return f"{client_id}@{role}"
+
+
+#: The role of an agent's name check, whose user is ``{name}@probe`` (mesh.brokertools.brokerrules).
+PROBE_ROLE = "probe"
 
 
 def probe_client_id(client_id: str) -> str:
     """The client id of a bound agent's name check (its ``{name}@probe`` user)."""
-    return client_id + PROBE_SUFFIX
+    return role_client_id(client_id, PROBE_ROLE)
 
 
 def read_passwords(path: str | os.PathLike[str]) -> dict[str, str]:

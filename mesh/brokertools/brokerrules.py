@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mesh.clientids import CLIENT_SLOTS, SLOTS, own_client_id, role_client_id, role_user, slot_user
-from mesh.credentials import PROBE_SUFFIX, probe_client_id
+from mesh.credentials import PROBE_ROLE, probe_client_id
 from topics import (
     AGENT_REQUEST_TOPIC,
     ANSWER_TEMPLATES,
@@ -73,7 +73,6 @@ from topics import (
 
 __all__ = [
     "GATEWAY_ROLES",
-    "PROBE_SUFFIX",
     "BoundUser",
     "Identity",
     "Kind",
@@ -140,7 +139,7 @@ class Rules:
 
 def probe_user(name: str) -> str:
     """The second broker user of a bound agent, for its name check (same password, same rights)."""
-    return f"{validate_identifier(name, 'agent name')}{PROBE_SUFFIX}"
+    return role_user(validate_identifier(name, "agent name"), PROBE_ROLE)
 
 
 #: A gateway's connections besides its own: its dashboard's watcher and its sender.
