@@ -103,6 +103,9 @@ class EjabberdCluster:
 
     def start(self, timeout: float = 30.0) -> None:
         prefix = f"m{secrets.token_hex(4)}"
+        # One name server before the nodes: two VMs starting together each start their own, and
+        # a node could come up unreachable by name ("nodedown" at join_cluster).
+        subprocess.run(["epmd", "-daemon"], check=False, timeout=10)
         for index in range(1, self.size + 1):
             directory = self.base / f"node{index}"
             directory.mkdir(parents=True)
@@ -117,6 +120,12 @@ class EjabberdCluster:
                 if (node.process is not None and node.process.poll() is not None) or time.monotonic() > deadline:
                     raise RuntimeError(f"ejabberd node {node.name} did not start:\n{self.log(node)}")
                 time.sleep(0.1)
+        # Listening on MQTT is not yet answering by name: wait until each node takes a command.
+        for node in self.nodes:
+            while not self._answers(node):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"ejabberd node {node.erlang_node} did not answer by name:\n{self.log(node)}")
+                time.sleep(0.2)
         first = self.nodes[0]
         for node in self.nodes[1:]:
             self.ctl(node, "join_cluster", first.erlang_node)
@@ -141,6 +150,13 @@ class EjabberdCluster:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
+
+    def _answers(self, node: EjabberdNode) -> bool:
+        try:
+            self.ctl(node, "status")
+        except RuntimeError:
+            return False
+        return True
 
     def ctl(self, node: EjabberdNode, *command: str) -> str:
         """An ``ejabberdctl`` command run against ``node`` (without the Debian wrapper's user switch)."""
