@@ -148,20 +148,22 @@ SECURED_ROUNDS = 3
 
 
 def interleaved(
-    open_side: Callable[[int, int], dict[str, float]],
-    secured_side: Callable[[int, int], dict[str, float]],
+    first: Callable[[int, int], dict[str, float]],
+    second: Callable[[int, int], dict[str, float]],
     requests: int,
     concurrent_requests: int,
     rounds: int = SECURED_ROUNDS,
+    names: tuple[str, str] = ("open", "secured"),
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Each side's median figures over ``rounds`` alternating rounds of ``requests / rounds``
-    sequential and ``concurrent_requests / rounds`` concurrent requests: (open, secured)."""
+    sequential and ``concurrent_requests / rounds`` concurrent requests, so that a change in the
+    machine's load weighs on both alike: (first, second)."""
     per, per_concurrent = max(1, requests // rounds), max(1, concurrent_requests // rounds)
-    measured: dict[str, list[dict[str, float]]] = {"open": [], "secured": []}
+    measured: tuple[list[dict[str, float]], list[dict[str, float]]] = ([], [])
     for number in range(1, rounds + 1):
-        for name, side in (("open", open_side), ("secured", secured_side)):
+        for name, side, runs in zip(names, (first, second), measured, strict=True):
             figures = side(per, per_concurrent)
             progress(f"round {number}/{rounds}, {name}: {figures}")
-            measured[name].append(figures)
-    opened, secured = ({key: statistics.median(f[key] for f in runs) for key in runs[0]} for runs in measured.values())
-    return opened, secured
+            runs.append(figures)
+    one, two = ({key: statistics.median(f[key] for f in runs) for key in runs[0]} for runs in measured)
+    return one, two

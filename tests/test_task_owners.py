@@ -173,8 +173,8 @@ async def test_owners_survive_a_restart_of_the_agent(
 
 
 def test_a_journal_of_an_older_version_gets_the_owner_column(tmp_path: Path) -> None:
-    """A journal written before owners were kept: the column is added, its tasks have no owner
-    (only the agent's operators see them), new ones keep theirs."""
+    """A journal written before owners were kept (and keyed by task id): its tasks come back in
+    the new layout with no owner (only the agent's operators see them)."""
     path = tmp_path / "old.sqlite3"
     task = Task(id="t1", context_id="c1", status=TaskStatus(state=TaskState.completed))
     with contextlib.closing(sqlite3.connect(path)) as db:
@@ -187,4 +187,5 @@ def test_a_journal_of_an_older_version_gets_the_owner_column(tmp_path: Path) -> 
     loaded = SqliteJournal(path, agent_name="echo").load()
     assert [(stored.task.id, stored.owner) for stored in loaded.tasks] == [("t1", None)]
     with contextlib.closing(sqlite3.connect(path)) as db:
-        assert "owner" in {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "tasks" not in tables and db.execute("SELECT id, owner FROM task_rows").fetchall() == [("t1", None)]

@@ -45,7 +45,7 @@ def stored(store: Path, task_id: str) -> bool:
     """Whether the agent's task store has committed a row for the task (read from outside)."""
     # A URI: the path quoted (a namespace's directory holds percent-encoded characters).
     with contextlib.closing(sqlite3.connect(f"file:{quote(str(store))}?mode=ro", uri=True)) as db:
-        return db.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is not None
+        return db.execute("SELECT 1 FROM task_rows WHERE id = ?", (task_id,)).fetchone() is not None
 
 
 def runs(ledger: Path) -> list[str]:

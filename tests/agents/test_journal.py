@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
-from agents import AgentSettings, journalwriter
+from agents import AgentSettings, journalwriter, sqlitejournal
 from agents.journal import MEMORY, NullJournal, journal_path
 from agents.push import PushConfigStore
 from agents.sqlitejournal import SqliteJournal
@@ -204,3 +206,115 @@ async def test_an_idle_journal_closes_its_file_and_opens_it_again_to_write(
     journal, store, orphans, _ = await reopened(path)
     assert sorted(o.id for o in orphans) == ["t-1", "t-2"]
     await journal.close()
+
+
+def counting_commits(journal: SqliteJournal) -> list[int]:
+    """The number of batches in each commit the writer makes for ``journal``."""
+    commits: list[int] = []
+    commit = journal.commit
+
+    def counted(batches: list[object]) -> int:
+        commits.append(len(batches))
+        return commit(batches)
+
+    journal.commit = counted  # type: ignore[method-assign]
+    return commits
+
+
+async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(tmp_path: Path) -> None:
+    path = tmp_path / "group.sqlite3"
+    journal, store, _, _ = await reopened(path)
+    commits = counting_commits(journal)
+    for n in range(20):  # each created, working and finished in passes of its own, as tasks come one by one
+        record = TaskRecord.new(f"t-{n}", "ctx")
+        store.add(record)
+        await asyncio.sleep(0)
+        record.set_status(TaskState.working)
+        store.changed(record)
+        await asyncio.sleep(0)
+        record.set_status(TaskState.completed)
+        store.changed(record)
+        store.finished(record)
+        await asyncio.sleep(0)
+    stored = asyncio.get_running_loop().create_future()
+    journal.after_durable(lambda: stored.set_result(None))
+    await asyncio.wait_for(stored, 5)
+    # Batches handed to the writer: one per WRITE_DELAY_S, not one per change (30 before).
+    assert sum(commits) <= 2, commits
+    await journal.close()
+    journal, store, orphans, _ = await reopened(path)
+    assert orphans == [] and all(store.get(f"t-{n}").state is TaskState.completed for n in range(20))  # type: ignore[union-attr]
+    await journal.close()
+
+
+async def test_enough_waiting_acknowledgements_get_their_batch_written_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlitejournal, "WRITE_DELAY_S", 3600.0)
+    journal, store, _, _ = await reopened(tmp_path / "prompt.sqlite3")
+    acknowledged: list[int] = []
+    for n in range(sqlitejournal.PROMPT_WAITERS):
+        store.add(TaskRecord.new(f"t-{n}", "ctx"))
+        journal.after_durable(lambda n=n: acknowledged.append(n))  # type: ignore[misc]
+        for _ in range(5):  # a few passes of the loop: a flush two passes away would be done
+            await asyncio.sleep(0)
+        if n < sqlitejournal.PROMPT_WAITERS - 1:
+            assert acknowledged == [], "an acknowledgement did not wait for the others (or the timer)"
+    written_by = time.monotonic() + 5
+    while len(acknowledged) < sqlitejournal.PROMPT_WAITERS:
+        assert time.monotonic() < written_by, "the waiting acknowledgements were not written at once"
+        await asyncio.sleep(0.01)
+    assert acknowledged == list(range(sqlitejournal.PROMPT_WAITERS))
+    late = TaskRecord.new("t-late", "ctx")
+    store.add(late)
+    await journal.close()  # what waits for the timer is written when the journal closes
+    journal, store, orphans, _ = await reopened(tmp_path / "prompt.sqlite3")
+    assert "t-late" in {o.id for o in orphans}
+    await journal.close()
+
+
+async def test_two_changes_of_a_task_in_one_commit_keep_the_later(tmp_path: Path) -> None:
+    path = tmp_path / "order.sqlite3"
+    journal, store, _, _ = await reopened(path)
+    record = TaskRecord.new("t-1", "ctx")
+    store.add(record)
+    record.set_status(TaskState.completed)
+    store.finished(record)
+    await journal.close()  # the task is written (at seq 1)
+    journal, store, _, _ = await reopened(path)
+    again = store.get("t-1")
+    assert again is not None
+    first = (1, "t-1", None, 1, time.time(), b'{"broken": true}', None)
+    later = (1, "t-1", None, 1, time.time(), again.task.to_json_bytes(), "alice")
+    # As the writer commits two batches waiting at once: one statement, the later row last.
+    journal.commit([sqlitejournal._Batch(1, rows=[first]), sqlitejournal._Batch(2, rows=[later])])
+    await journal.close()
+    journal, store, orphans, _ = await reopened(path)
+    kept = store.get("t-1")
+    assert orphans == [] and kept is not None and kept.owner == "alice" and kept.state is TaskState.completed
+    await journal.close()
+
+
+async def test_tasks_forgotten_and_written_again_keep_one_row_each(tmp_path: Path) -> None:
+    """Retention deletes rows by the seq each task got; a task forgotten and added again (an orphan
+    whose request came back) gets a new row, the old one gone."""
+    path = tmp_path / "again.sqlite3"
+    journal, store, _, _ = await reopened(path)
+    store.max_finished = 3
+    for n in range(10):
+        record = TaskRecord.new(f"t-{n}", "ctx")
+        store.add(record)
+        record.set_status(TaskState.completed)
+        store.finished(record)
+        await asyncio.sleep(0)
+    orphan = TaskRecord.new("t-orphan", "ctx")
+    store.add(orphan)
+    await journal.close()
+    journal, store, orphans, _ = await reopened(path)
+    assert [o.id for o in orphans] == ["t-orphan"]
+    store.discard(orphans[0])
+    store.add(TaskRecord.new("t-orphan", "ctx"))
+    await journal.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        rows = sorted(task_id for (task_id,) in db.execute("SELECT id FROM task_rows"))
+    assert rows == ["t-7", "t-8", "t-9", "t-orphan"]
