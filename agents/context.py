@@ -46,6 +46,9 @@ class TaskContext:
     delegator: Delegator | None = field(default=None, repr=False)
     # Emits a progress update (Status or an artifact) now, as if the handler had yielded it.
     emit: Callable[[Update], None] | None = field(default=None, repr=False)
+    # Whether anyone follows the task's progress as it comes (a stream, a message/send with a
+    # status topic, a push subscriber): progress that only they would see may be left out.
+    watched: Callable[[], bool] = field(default=lambda: True, repr=False)
     # The namespace's artifact store (mesh.artifacts), for save_artifact and load_artifact.
     artifacts: ArtifactStore | None = field(default=None, repr=False)
 

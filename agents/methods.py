@@ -250,12 +250,17 @@ class AgentMethods:
             delegator=self.delegator,
             artifacts=self.artifacts,
         )
+        ctx.watched = self._watching(record)
         record.add_message(message)
         self.contexts.append(record.context_id, message)
         config = params.configuration
         if config is not None and config.push_notification_config is not None:
             self.push_configs.set(record.id, config.push_notification_config)
         return record, ctx
+
+    def _watching(self, record: TaskRecord) -> Callable[[], bool]:
+        """Whether anyone follows ``record`` live: a listener (stream, status topic) or a push subscriber."""
+        return lambda: bool(record.listeners) or bool(self.push_configs.configs_for(record.id))
 
     def resume(self, record: TaskRecord) -> bool:
         """Run an unfinished task of the previous process again, from its first message
@@ -272,6 +277,7 @@ class AgentMethods:
             cancelled=record.cancelled,
             delegator=self.delegator,
         )
+        ctx.watched = self._watching(record)
         log.info("%s: task %s left %s by the previous process resumes", self.name, record.id, record.state.value)
         self.runner.launch(record, first, ctx)
         return True

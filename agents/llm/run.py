@@ -4,7 +4,8 @@ The pydantic-ai run goes on in an asyncio task of its own, so the handler (an as
 generator) can wait for it, hand a question of ``ask_user`` to the client (``input-required``)
 and pass the answer back into the same run. Meanwhile the run's events become status updates
 (:meth:`~agents.context.TaskContext.emit`): the model's text, coalesced to at most ~20 events
-a second, and each tool call and result as the seed's DataParts
+a second (only while someone follows the task live: a stream, a status topic, a push
+subscriber; the answer holds the whole text), and each tool call and result as the seed's DataParts
 ``{"type": "tool_call" | "tool_result", ...}`` with ``tool_call_id`` in the part's metadata.
 Every status message carries ``llmEvent`` in its metadata, so a later turn leaves them out
 of the conversation it rebuilds from the context's history.
@@ -61,7 +62,7 @@ class LlmRun:
         self.prompt = get_text_from_message(message) or json.dumps([p.model_dump(mode="json") for p in message.parts])
         self.outbox: asyncio.Queue[Update | TaskFailed] = asyncio.Queue()
         self.answers: asyncio.Queue[str] = asyncio.Queue()
-        self.text = _Coalescer(self._emit)
+        self.text = _Coalescer(self._emit_text)
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -188,6 +189,12 @@ class LlmRun:
     def _emit_part(self, data: dict[str, Any], call_id: str, kind: str) -> None:
         part = DataPart(data=data, metadata={"tool_call_id": call_id})
         self._emit(Status(parts=[part], metadata={_EVENT_KEY: kind}))
+
+    def _emit_text(self, update: Status) -> None:
+        # Text chunks only for those who follow the task live: the answer holds the whole text,
+        # and a later turn leaves the chunks out of the conversation anyway.
+        if self.ctx.watched():
+            self._emit(update)
 
     def _emit(self, update: Status) -> None:
         if self.ctx.emit is not None:

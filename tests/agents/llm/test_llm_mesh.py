@@ -73,6 +73,26 @@ async def test_chat_completions_with_a_peer_tool_call(
 
 
 @pytest.mark.usefixtures("allow_loopback_model")
+async def test_text_chunks_go_to_those_who_follow_the_task_and_are_not_kept_otherwise(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    script = [Turn(tool_calls=[("echo", {"message": "ping"})]), Turn(text="It said ping.")] * 2
+    async with FakeOpenAI(script) as server:
+        await serve_agent(Echo(name="echo"))
+        await serve_agent(assistant(server.base_url, peers=["echo"]))
+        streamed = [item async for item in client.stream("assistant", "call echo")]
+        sent = await client.send("assistant", "call echo")
+        assert isinstance(sent, Task)
+        kept = await client.get_task("assistant", sent.id)
+    assert "".join(s for s in events(streamed) if isinstance(s, str)) == "It said ping."
+    # Nobody followed the message/send live: its history keeps the tool events and the answer,
+    # not the text chunks (the answer holds the whole text).
+    kinds = [(m.metadata or {}).get("llmEvent") for m in kept.history or () if m.role.value == "agent"]
+    assert "text" not in kinds and {"tool_call", "tool_result"} <= set(kinds), kinds
+    assert final_text(kept) == "It said ping."
+
+
+@pytest.mark.usefixtures("allow_loopback_model")
 async def test_a_follow_up_in_the_same_context_sees_the_earlier_turns(
     serve_agent: ServeAgent, client: MeshClient
 ) -> None:
