@@ -7,6 +7,11 @@ retained message only to subscribers on the node that received it. So a registry
 its own card topic (:class:`RollCallAnswers`), after a random delay within the window so
 thousands of agents do not answer in the same millisecond, and at most once per window however
 many roll calls come: what roll calls can cost the broker is bounded by the number of components.
+An answer leaves at least :data:`ROLLCALL_MIN_DELAY_S` after the roll call it answers arrived
+(an answer already due sooner, for an earlier roll call, is put off; one already on its way is
+followed by another): the watcher subscribed just before it called, and on a cluster a
+subscription made on one node may reach the others a moment after its SUBACK (seen on ejabberd:
+an answer published at once was lost to the watcher on the other node, rarely).
 
 The components of one process on one broker that share a broker identity (or use none) hear
 the roll calls of a namespace once: a connection of their own (that identity, a random client
@@ -34,6 +39,7 @@ from topics import get_discovery_rollcall_topic
 
 __all__ = [
     "ROLLCALL_MAX_WINDOW_S",
+    "ROLLCALL_MIN_DELAY_S",
     "ROLLCALL_WINDOW_S",
     "RollCallAnswers",
     "rollcall_payload",
@@ -47,6 +53,8 @@ log = logging.getLogger(__name__)
 #: for another window, which is kept within [0.05 s, ROLLCALL_MAX_WINDOW_S].
 ROLLCALL_WINDOW_S = 1.0
 ROLLCALL_MAX_WINDOW_S = 5.0
+#: The least time between a roll call's arrival and its answer (see the module doc).
+ROLLCALL_MIN_DELAY_S = 0.05
 
 
 def rollcall_payload(window_s: float) -> bytes:
@@ -86,6 +94,7 @@ class RollCallAnswers:
         self._subscription: Subscription | None = None
         self._hearing: _Hearing | None = None  # where it hears roll calls, on an MQTT transport
         self._answer: asyncio.TimerHandle | asyncio.Task[None] | None = None  # the pending answer
+        self._again = False  # a roll call came while the answer was being published: answer again
         self._stopped = False
         #: Roll calls answered (each by one publish of the card).
         self.answered = 0
@@ -111,9 +120,22 @@ class RollCallAnswers:
             await hearing.leave(self)
 
     def _on_rollcall(self, message: InboundMessage) -> None:
-        if self._stopped or self._answer is not None:  # one answer per window, however many calls
+        if self._stopped:
             return
-        delay = random.uniform(0, rollcall_window(message.payload))  # noqa: S311 - jitter, not a secret
+        loop = asyncio.get_running_loop()
+        window = rollcall_window(message.payload)
+        pending = self._answer
+        if isinstance(pending, asyncio.Task):  # being published: it may reach this caller too soon
+            self._again = True
+            return
+        if pending is not None:  # one answer per window, however many calls, if not too soon
+            if pending.when() >= loop.time() + ROLLCALL_MIN_DELAY_S:
+                return
+            pending.cancel()
+        self._schedule(window)
+
+    def _schedule(self, window_s: float) -> None:
+        delay = random.uniform(min(ROLLCALL_MIN_DELAY_S, window_s), window_s)  # noqa: S311 - jitter, not a secret
         self._answer = asyncio.get_running_loop().call_later(delay, self._answer_now)
 
     def _answer_now(self) -> None:
@@ -122,6 +144,9 @@ class RollCallAnswers:
 
     def _answered(self, task: asyncio.Task[None]) -> None:
         self._answer = None
+        if self._again and not self._stopped and not task.cancelled():
+            self._again = False
+            self._schedule(ROLLCALL_MIN_DELAY_S)  # for the roll call that came meanwhile
         if task.cancelled():
             return
         if (exc := task.exception()) is not None:

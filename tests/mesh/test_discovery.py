@@ -115,6 +115,85 @@ async def test_agents_of_one_process_hear_roll_calls_on_one_subscription(
     assert not rollcall._hearings  # the last one out closed the hearing's connection
 
 
+async def echo_answering_roll_calls(
+    broker_settings: BrokerSettings, namespace: str, changed: asyncio.Event
+) -> tuple[AgentService, rollcall.RollCallAnswers, list[float]]:
+    """An echo agent, its roll-call answers, and when each answer started (loop time; ``changed``
+    is set at each)."""
+    echo = AgentService(
+        Echo(name="e"), broker=broker_settings, namespace=namespace, settings=AgentSettings(task_store=":memory:")
+    )
+    await echo.start()
+    answers = echo.presence.rollcall
+    started: list[float] = []
+    republish = answers._republish
+
+    async def timed() -> None:
+        started.append(asyncio.get_running_loop().time())
+        changed.set()
+        await republish()
+
+    answers._republish = timed
+    return echo, answers, started
+
+
+async def test_a_roll_call_is_answered_no_sooner_than_its_minimum_delay(
+    broker_settings: BrokerSettings, namespace: str, make_transport: TransportFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even an answer already due for an earlier roll call: a watcher on another node of a
+    cluster subscribed just before it called, and its subscription may reach this node late."""
+    monkeypatch.setattr(rollcall.random, "uniform", lambda low, high: low)  # as early as allowed
+    changed = asyncio.Event()
+    echo, _, started = await echo_answering_roll_calls(broker_settings, namespace, changed)
+    caller = await make_transport()
+    topic = get_discovery_rollcall_topic(namespace)
+    try:
+        for _ in range(2):
+            sent, answers_before = asyncio.get_running_loop().time(), len(started)
+            await caller.publish(topic, rollcall_payload(0.05))
+            await wait_until(lambda: len(started) > answers_before, changed, 5)  # noqa: B023 - awaited here
+            assert started[-1] - sent >= rollcall.ROLLCALL_MIN_DELAY_S
+    finally:
+        await echo.stop()
+
+
+async def test_a_roll_call_during_an_answer_gets_an_answer_of_its_own(
+    broker_settings: BrokerSettings, namespace: str, make_transport: TransportFactory
+) -> None:
+    changed = asyncio.Event()
+    echo, answers, started = await echo_answering_roll_calls(broker_settings, namespace, changed)
+    held = asyncio.Event()
+    timed = answers._republish
+
+    async def slow() -> None:
+        await timed()
+        await held.wait()  # the first answer is on its way while the second roll call comes
+
+    answers._republish = slow
+    heard: list[float] = []
+    on_rollcall = answers._on_rollcall
+
+    def hear(message: Any) -> None:
+        heard.append(asyncio.get_running_loop().time())
+        changed.set()
+        on_rollcall(message)
+
+    answers._on_rollcall = hear  # type: ignore[method-assign]
+    caller = await make_transport()
+    topic = get_discovery_rollcall_topic(namespace)
+    try:
+        await caller.publish(topic, rollcall_payload(0.05))
+        await wait_until(lambda: len(started) == 1, changed, 5)
+        await caller.publish(topic, rollcall_payload(0.05))
+        await wait_until(lambda: len(heard) == 2, changed, 5)
+        held.set()
+        await wait_until(lambda: len(started) == 2, changed, 5)
+        assert started[1] - heard[1] >= rollcall.ROLLCALL_MIN_DELAY_S
+    finally:
+        held.set()
+        await echo.stop()
+
+
 async def test_an_agent_that_never_delegates_runs_no_registry(
     serve_agent: ServeAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
