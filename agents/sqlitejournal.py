@@ -30,8 +30,8 @@ WAL mode with ``synchronous=NORMAL``: a commit costs no fsync, so a crash of the
 nothing committed; a crash of the machine (power loss) may lose the last commits before the
 next checkpoint. What is queued but not yet committed when the process dies is lost (the
 changes of the last :data:`WRITE_DELAY_S`, twice that for a running task's): none of those
-requests was acknowledged, so the broker
-redelivers them; an answer that left meanwhile reports a state the restarted agent may not have.
+requests was acknowledged, so the broker redelivers them; an answer that left meanwhile reports
+a state the restarted agent may not have.
 """
 
 from __future__ import annotations
@@ -506,15 +506,7 @@ def _migrate(db: sqlite3.Connection) -> None:
         "INSERT INTO task_rows (id, request_key, terminal, changed_at, task, owner) "
         "SELECT id, request_key, terminal, changed_at, task, {owner} FROM tasks ORDER BY changed_at"
     )
-    try:
-        db.execute("BEGIN")
-        db.execute(copy.format(owner=owner))
-        db.execute("DROP TABLE tasks")
-        db.execute("COMMIT")
-    except sqlite3.Error:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("ROLLBACK")
-        raise
+    _in_transaction(db, [(copy.format(owner=owner), ()), ("DROP TABLE tasks", ())])
 
 
 def _read(db: sqlite3.Connection) -> tuple[LoadedTasks, dict[str, int]]:
