@@ -100,7 +100,8 @@ async def broker_for_up(settings: BrokerSettings, claim: UpClaim) -> AsyncIterat
         )
     else:
         log.info("no broker answers at %s; starting Mosquitto from mosquitto.conf", settings.url)
-    with _started_broker(port, claim) as broker:
+    # Another process may take the port beside between the look and the start: then any free one.
+    with _started_broker(port, claim, elsewhere_if_taken=reason is not None) as broker:
         log_file = getattr(broker, "log_file", None)
         how = "started here from mosquitto.conf, " + (f"log {log_file}" if log_file else "in a container")
         if reason is not None:  # our own broker, on another port than the slow one's
@@ -126,26 +127,44 @@ async def _slow_round_trip(settings: BrokerSettings) -> float | None:
 
 
 @contextlib.contextmanager
-def _started_broker(port: int, claim: UpClaim) -> Iterator[RunningBroker]:
-    """Mosquitto on ``port``, its files in ``claim``'s broker directory, dying with this process.
+def _started_broker(port: int, claim: UpClaim, *, elsewhere_if_taken: bool = False) -> Iterator[RunningBroker]:
+    """Mosquitto on ``port`` (or, ``elsewhere_if_taken``, on a free port if it fails there), its
+    files in ``claim``'s broker directory, dying with this process.
 
     Started from this (the main) thread: the kernel stops the broker when the starting thread dies.
     """
     try:
-        # Its state on disk: whoever reconnects first after the broker restarts finds its session.
-        broker = LocalBroker(
-            default_config_path(),
-            port=port,
-            workdir=claim.files.broker_dir,
-            die_with_parent=True,
-            extra_config=persistence_config(claim.files.broker_dir / "store"),
-        )
+        broker = _local_broker(port, claim)
     except BrokerUnavailableError:  # no binary here: a container, if a Docker engine answers
         with running_broker(prefer="container", port=port) as contained:
             yield contained
         return
     try:
-        broker.start()
+        try:
+            broker.start()
+        except BrokerUnavailableError:
+            if not elsewhere_if_taken:
+                raise
+            broker.stop()  # its directory (and the broker's state on disk) is the next one's
+            taken, broker = port, _local_broker(free_port(), claim)
+            # Started again, a failure for another reason raises with the broker's log.
+            log.warning(
+                "the broker could not listen on port %d (taken meanwhile?); starting it on port %d instead",
+                taken,
+                broker.port,
+            )
+            broker.start()
         yield broker
     finally:
         broker.remove()
+
+
+def _local_broker(port: int, claim: UpClaim) -> LocalBroker:
+    # Its state on disk: whoever reconnects first after the broker restarts finds its session.
+    return LocalBroker(
+        default_config_path(),
+        port=port,
+        workdir=claim.files.broker_dir,
+        die_with_parent=True,
+        extra_config=persistence_config(claim.files.broker_dir / "store"),
+    )

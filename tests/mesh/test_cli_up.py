@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 import textwrap
 import time
@@ -130,6 +131,26 @@ async def test_beside_a_slow_broker_up_starts_its_own_and_send_finds_it(
     finally:
         assert await up.stop() == 0, up.output
     assert not alive(record.broker_pid) and list(state.joinpath("up").iterdir()) == []  # nothing left
+
+
+async def test_beside_a_slow_broker_a_port_taken_meanwhile_sends_up_to_a_free_one(
+    slow_broker: LocalBroker, namespace: str, state: Path
+) -> None:
+    """The port beside the slow broker looks free (nothing listens) but another process holds it
+    (as a test on the other worker once did between mesh up's look and its broker's start)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", slow_broker.port + 1))  # bound, not listening: no answer, no bind
+        env: dict[str, Any] = {"MESH_STATE_DIR": str(state)}
+        up = await up_ready("--broker", slow_broker.url, "-n", namespace, MESH_HTTP_PORT=str(free_port()), **env)
+        try:
+            assert any("could not listen on port" in line and "instead" in line for line in up.stderr_lines), up.output
+            record = running_up(namespace, state)
+            assert record is not None and record.broker_url is not None
+            assert not record.broker_url.endswith(f":{slow_broker.port + 1}")
+            sent = await mesh("send", "echo", "hi", "-n", namespace, **env)
+            assert (sent.code, sent.stdout) == (0, "hi\n"), sent
+        finally:
+            assert await up.stop() == 0, up.output
 
 
 @pytest.fixture
