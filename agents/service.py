@@ -166,7 +166,11 @@ class AgentService:
             task_store = MEMORY  # a replica's file would be a new one at every start
         if journal is None:
             path = journal_path(task_store, self.namespace, instance)
-            journal = SqliteJournal(path, agent_name=self.name) if path is not None else NullJournal()
+            journal = (
+                SqliteJournal(path, agent_name=self.name, receive_maximum=self.settings.max_unacked_requests)
+                if path is not None
+                else NullJournal()
+            )
         self.journal: TaskJournal = journal
         self.tasks = TaskStore(
             retention_s=self.settings.task_retention_s,

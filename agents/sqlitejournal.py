@@ -2,8 +2,9 @@
 
 Changes are collected on the loop and written in batches (group commit): a task changed
 several times before its batch is written is serialized and written once. A batch is handed
-over :data:`WRITE_DELAY_S` after its first change, or two passes of the loop after the
-:data:`PROMPT_WAITERS`-th broker acknowledgement started waiting for it, and a task still
+over :data:`WRITE_DELAY_S` after its first change, or two passes of the loop once
+``prompt_waiters`` broker acknowledgements wait for it (half the agent's Receive Maximum, at
+most :data:`PROMPT_WAITERS`), and a task still
 running is left for the next batch once (usually finished by then, so written once, not twice;
 the acknowledgements waiting for it wait one batch longer). A commit costs the loop more than
 its own CPU (the writer thread takes the GIL back after each SQLite call, and the loop waits for
@@ -67,9 +68,10 @@ _T = TypeVar("_T")
 
 #: The longest a change waits to be handed to the writer with the changes after it.
 WRITE_DELAY_S = 0.02
-#: Acknowledgements waiting that get their batch written at once (two passes of the loop later):
-#: the broker sends no more than Receive Maximum (64 by default) unacknowledged requests, and
-#: those must not wait for the timer at full speed.
+#: Acknowledgements waiting that get their batch written at once (two passes of the loop later),
+#: at most: the broker sends no more than Receive Maximum (64 by default) unacknowledged messages,
+#: so requests must not wait for the timer at full speed, and half the quota stays for the rest
+#: (the answers to the agent's own calls come on the same connection).
 PROMPT_WAITERS = 32
 
 # Rows are keyed by the order the journal first wrote each task (seq), not by the task id: ids
@@ -118,8 +120,12 @@ class SqliteJournal:
 
     durable = True
 
-    def __init__(self, path: Path, *, agent_name: str, max_backlog_bytes: int = 32_000_000) -> None:
+    def __init__(
+        self, path: Path, *, agent_name: str, max_backlog_bytes: int = 32_000_000, receive_maximum: int = 64
+    ) -> None:
         self.path = path
+        #: Acknowledgements waiting that get their batch written two passes of the loop later.
+        self.prompt_waiters = max(1, min(PROMPT_WAITERS, receive_maximum // 2))
         self.agent_name = agent_name
         self.max_backlog_bytes = max_backlog_bytes
         #: Bytes handed to the writer and not yet committed.
@@ -231,7 +237,7 @@ class SqliteJournal:
             callback()
         elif self._flush_scheduled or self._flush_timer is not None:
             self._waiting.append((self._handed + 1, callback, False))
-            if len(self._waiting) >= PROMPT_WAITERS:
+            if len(self._waiting) >= self.prompt_waiters:
                 self._schedule_flush(promptly=True)
         elif self._handed > self._stored:
             self._waiting.append((self._handed, callback, False))
@@ -304,7 +310,7 @@ class SqliteJournal:
             self._waiting = [
                 (n + 1, c, True) if n == batch.number and not moved else (n, c, moved) for n, c, moved in self._waiting
             ]
-            self._schedule_flush(promptly=len(self._waiting) >= PROMPT_WAITERS)
+            self._schedule_flush(promptly=len(self._waiting) >= self.prompt_waiters)
         size = sum(len(row[5]) for row in batch.rows) + sum(
             map(len, (c for cs in batch.push_configs.values() for c in cs))
         )

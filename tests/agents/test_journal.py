@@ -247,24 +247,31 @@ async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(tmp_pa
     await journal.close()
 
 
+@pytest.mark.parametrize(("receive_maximum", "prompt"), [(64, 32), (8, 4)])
 async def test_enough_waiting_acknowledgements_get_their_batch_written_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receive_maximum: int, prompt: int
 ) -> None:
+    """Half the Receive Maximum (at most PROMPT_WAITERS): the broker sends no more unacknowledged
+    messages than that quota, and the answers to the agent's own calls need the other half."""
     monkeypatch.setattr(sqlitejournal, "WRITE_DELAY_S", 3600.0)
-    journal, store, _, _ = await reopened(tmp_path / "prompt.sqlite3")
+    journal = SqliteJournal(tmp_path / "prompt.sqlite3", agent_name="t", receive_maximum=receive_maximum)
+    journal.load()
+    journal.start(asyncio.get_running_loop())
+    store = store_on(journal)
+    assert journal.prompt_waiters == prompt
     acknowledged: list[int] = []
-    for n in range(sqlitejournal.PROMPT_WAITERS):
+    for n in range(prompt):
         store.add(TaskRecord.new(f"t-{n}", "ctx"))
         journal.after_durable(lambda n=n: acknowledged.append(n))  # type: ignore[misc]
         for _ in range(5):  # a few passes of the loop: a flush two passes away would be done
             await asyncio.sleep(0)
-        if n < sqlitejournal.PROMPT_WAITERS - 1:
+        if n < prompt - 1:
             assert acknowledged == [], "an acknowledgement did not wait for the others (or the timer)"
     written_by = time.monotonic() + 5
-    while len(acknowledged) < sqlitejournal.PROMPT_WAITERS:
+    while len(acknowledged) < prompt:
         assert time.monotonic() < written_by, "the waiting acknowledgements were not written at once"
         await asyncio.sleep(0.01)
-    assert acknowledged == list(range(sqlitejournal.PROMPT_WAITERS))
+    assert acknowledged == list(range(prompt))
     late = TaskRecord.new("t-late", "ctx")
     store.add(late)
     await journal.close()  # what waits for the timer is written when the journal closes
