@@ -60,3 +60,11 @@ def test_message_model_is_checked_too() -> None:
         {**text_message("a"), "parts": [{"kind": "data", "data": {"k": 1}}, {"kind": "file", "file": {"uri": "u"}}]}
     )
     check_message_limits(small, MessageLimits())
+
+
+def test_a_models_extra_fields_are_checked_as_its_fields() -> None:
+    """A text part may carry extra fields (A2A allows them): a ``data`` among them is bounded too."""
+    message = Message.model_validate(
+        {**text_message("a"), "parts": [{"kind": "text", "text": "hi", "data": {"blob": "x" * 1_000_000}}]}
+    )
+    assert too_big(message).data["errors"][0]["path"] == "params.message.parts.0.data"
