@@ -250,7 +250,7 @@ class SqliteJournal:
             return
         self._closed = True
         if self._flush_scheduled or self._flush_timer is not None:
-            self._flush_scheduled = self._write_all = True
+            self._write_all = True
             self._flush()
         if self._writer is not None:  # what was handed over is committed before the file closes
             await asyncio.wrap_future(self._writer.barrier(self))
@@ -271,16 +271,18 @@ class SqliteJournal:
             return
         self._flush_scheduled = True
         # Two passes later: a task created and finished by the same request is written once.
-        self.loop.call_soon(self.loop.call_soon, self._flush)
+        self.loop.call_soon(self.loop.call_soon, self._flush_if_scheduled)
+
+    def _flush_if_scheduled(self) -> None:
+        if self._flush_scheduled:  # not written meanwhile by the timer or close()
+            self._flush()
 
     def _flush_due(self) -> None:
         self._flush_timer = None
-        self._flush_scheduled = True
         self._flush()
 
     def _flush(self) -> None:
-        if not self._flush_scheduled:
-            return
+        """Hand what changed to the writer as one batch (running tasks but once held back)."""
         self._flush_scheduled = False
         if self._flush_timer is not None:
             self._flush_timer.cancel()

@@ -27,8 +27,10 @@ def store_on(journal: SqliteJournal | NullJournal, *, max_finished: int = 100) -
     return TaskStore(retention_s=3600, max_finished=max_finished, max_bytes=10_000_000, journal=journal)
 
 
-async def reopened(path: Path) -> tuple[SqliteJournal, TaskStore, list[TaskRecord], PushConfigStore]:
-    journal = SqliteJournal(path, agent_name="t")
+async def reopened(
+    path: Path, *, receive_maximum: int = 64
+) -> tuple[SqliteJournal, TaskStore, list[TaskRecord], PushConfigStore]:
+    journal = SqliteJournal(path, agent_name="t", receive_maximum=receive_maximum)
     loaded = journal.load()
     journal.start(asyncio.get_running_loop())
     store = store_on(journal)
@@ -254,10 +256,7 @@ async def test_enough_waiting_acknowledgements_get_their_batch_written_at_once(
     """Half the Receive Maximum (at most PROMPT_WAITERS): the broker sends no more unacknowledged
     messages than that quota, and the answers to the agent's own calls need the other half."""
     monkeypatch.setattr(sqlitejournal, "WRITE_DELAY_S", 3600.0)
-    journal = SqliteJournal(tmp_path / "prompt.sqlite3", agent_name="t", receive_maximum=receive_maximum)
-    journal.load()
-    journal.start(asyncio.get_running_loop())
-    store = store_on(journal)
+    journal, store, _, _ = await reopened(tmp_path / "prompt.sqlite3", receive_maximum=receive_maximum)
     assert journal.prompt_waiters == prompt
     acknowledged: list[int] = []
     for n in range(prompt):
