@@ -155,15 +155,40 @@ def interleaved(
     rounds: int = SECURED_ROUNDS,
     names: tuple[str, str] = ("open", "secured"),
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Each side's median figures over ``rounds`` alternating rounds of ``requests / rounds``
-    sequential and ``concurrent_requests / rounds`` concurrent requests, so that a change in the
-    machine's load weighs on both alike: (first, second)."""
+    """Each side's median figures over the rounds of :func:`interleaved_rounds`: (first, second)."""
+    one, two = interleaved_rounds(first, second, requests, concurrent_requests, rounds, names)
+    return medians(one), medians(two)
+
+
+def interleaved_rounds(
+    first: Callable[[int, int], dict[str, float]],
+    second: Callable[[int, int], dict[str, float]],
+    requests: int,
+    concurrent_requests: int,
+    rounds: int = SECURED_ROUNDS,
+    names: tuple[str, str] = ("open", "secured"),
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """Each side's figures in ``rounds`` rounds of ``requests / rounds`` sequential and
+    ``concurrent_requests / rounds`` concurrent requests, the sides taking turns and swapping
+    who goes first every round (A B, B A, ...), so that a change in the machine's load weighs
+    on both alike: (first's rounds, second's rounds)."""
     per, per_concurrent = max(1, requests // rounds), max(1, concurrent_requests // rounds)
     measured: tuple[list[dict[str, float]], list[dict[str, float]]] = ([], [])
+    sides = list(zip(names, (first, second), measured, strict=True))
     for number in range(1, rounds + 1):
-        for name, side, runs in zip(names, (first, second), measured, strict=True):
+        for name, side, runs in sides if number % 2 else sides[::-1]:
             figures = side(per, per_concurrent)
             progress(f"round {number}/{rounds}, {name}: {figures}")
             runs.append(figures)
-    one, two = ({key: statistics.median(f[key] for f in runs) for key in runs[0]} for runs in measured)
-    return one, two
+    return measured
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each figure over ``runs``."""
+    return {key: statistics.median(f[key] for f in runs) for key in runs[0]}
+
+
+def paired_ratio(numerators: list[dict[str, float]], denominators: list[dict[str, float]], key: str) -> float:
+    """The median over the rounds of ``numerator[key] / denominator[key]`` measured in the same
+    round: a slow spell of the machine lowers both sides of a round, not one side's median."""
+    return round(statistics.median(n[key] / d[key] for n, d in zip(numerators, denominators, strict=True)), 3)
