@@ -54,7 +54,6 @@ from bench.harness import (
     broker_url,
     child,
     emit,
-    interleaved,
     interleaved_rounds,
     median_us,
     medians,
@@ -316,12 +315,13 @@ def secured_side(
         child([*_echo(script, url, open_namespace), *trust]),
     ):
         progress(f"secured vs open mesh: {args.requests} sequential, then {args.concurrent_requests}, in turns")
-        opened, secured = interleaved(
+        opened_rounds, secured_rounds = interleaved_rounds(
             lambda n, c: asyncio.run(mesh_side(url, open_namespace, n, c, open_keys)),
             lambda n, c: asyncio.run(mesh_side(urls["cli"], namespace, n, c, keys)),
             args.requests,
             args.concurrent_requests,
         )
+        opened, secured = medians(opened_rounds), medians(secured_rounds)
         progress(f"secured mesh, tasks in memory: {secured}; open, in the same turns: {opened}")
     return secured_figures(secured, opened)
 

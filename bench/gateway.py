@@ -67,7 +67,8 @@ from bench.harness import (
     broker_url,
     child,
     emit,
-    interleaved,
+    interleaved_rounds,
+    medians,
     progress,
     ratio,
     secured_broker,
@@ -271,12 +272,13 @@ def secured_side(args: argparse.Namespace, script: str, keys: str | None, open_p
         progress(
             f"secured vs open gateway (0.3): {args.requests} sequential, then {args.concurrent_requests}, in turns"
         )
-        opened, figures = interleaved(
+        opened_rounds, figures_rounds = interleaved_rounds(
             lambda n, c: asyncio.run(http_side(open_port, GATEWAY_PATH, "0.3", n, c)),
             lambda n, c: asyncio.run(http_side(port, GATEWAY_PATH, "0.3", n, c)),
             args.requests,
             args.concurrent_requests,
         )
+        opened, figures = medians(opened_rounds), medians(figures_rounds)
         progress(f"secured gateway: {figures}; open, in the same turns: {opened}")
     return secured_figures(figures, opened)
 

@@ -147,19 +147,6 @@ def secured_broker(identities: Sequence[tuple[str, str, str]]) -> Iterator[dict[
 SECURED_ROUNDS = 3
 
 
-def interleaved(
-    first: Callable[[int, int], dict[str, float]],
-    second: Callable[[int, int], dict[str, float]],
-    requests: int,
-    concurrent_requests: int,
-    rounds: int = SECURED_ROUNDS,
-    names: tuple[str, str] = ("open", "secured"),
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Each side's median figures over the rounds of :func:`interleaved_rounds`: (first, second)."""
-    one, two = interleaved_rounds(first, second, requests, concurrent_requests, rounds, names)
-    return medians(one), medians(two)
-
-
 def interleaved_rounds(
     first: Callable[[int, int], dict[str, float]],
     second: Callable[[int, int], dict[str, float]],
