@@ -270,8 +270,9 @@ def main() -> None:
     ):
         keys = bench_keys(keys_dir) if args.trust else None
         trust = ["--keys", keys] if keys else []
-        sides = run_sides(args, url, state_dir, trust, keys, port, script, memory_namespace)
-        mesh, memory, store_ratio, results = sides
+        mesh, memory, store_ratio, results = run_sides(
+            args, url, state_dir, trust, keys, port, script, memory_namespace
+        )
         secured = secured_side(args, script, bench_keys(keys_dir) if args.secured else None, url, trust, keys)
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
