@@ -27,7 +27,9 @@ subscriptions (Mosquitto 2.0 does not) is found out at start with a probe (a sha
 subscription to the member's own event topic and a publish that must find it), and the members
 then subscribe the pool topic each and split its requests by a hash of their Task.id over the
 live replicas (:class:`~agents.replicas.Siblings`): one member serves each task, and a retry
-of it (same Task.id) finds the same member and its de-duplication.
+of it (same Task.id) finds the same member and its de-duplication. While a joining member's
+instance card is on its way to the others (milliseconds), a member that does not know it yet
+serves its share too: the split errs toward serving a task twice, never toward dropping it.
 """
 
 from __future__ import annotations
