@@ -6,26 +6,22 @@ over :data:`WRITE_DELAY_S` after its first change, or two passes of the loop onc
 ``prompt_waiters`` broker acknowledgements wait for it (half the agent's Receive Maximum, at
 most :data:`PROMPT_WAITERS`), and a task still
 running is left for the next batch once (usually finished by then, so written once, not twice;
-the acknowledgements waiting for it wait one batch longer). A commit costs the loop more than
-its own CPU (the writer thread takes the GIL back after each SQLite call, and the loop waits for
-it each time), so each batch is written in a few set-wise statements, rows keyed in the order
-they were first written (see ``_SCHEMA``). The process's writer thread
-(:mod:`agents.journalwriter`, one for every journal of the process) commits the batches waiting
-in one transaction and tells the loop, which then runs the :meth:`SqliteJournal.after_durable`
-callbacks (the broker acknowledgements) of everything those batches covered. Answers do not
-wait for it (:mod:`agents.journal`). Measured against writing each change two passes later,
-keyed by task id: the writer thread's CPU per echo request 45 -> 18 us (16 requests in flight),
-and an LLM agent's round trip over its in-process run (bench/llm.py) +1,470 -> ~+820 us.
+the acknowledgements waiting for it wait one batch longer). Each batch is written in a few
+set-wise statements, rows keyed in the order they were first written (see
+:data:`agents.journalproc.SCHEMA`). The loop's writer process (:mod:`agents.journalwriter`,
+one for every journal of the loop) commits the batches waiting in one transaction and tells
+the loop, which then runs the :meth:`SqliteJournal.after_durable` callbacks (the broker
+acknowledgements) of everything those batches covered. Answers do not wait for it
+(:mod:`agents.journal`).
 
 The bytes handed to the writer but not yet committed are bounded: above ``max_backlog_bytes``
 the journal asks its owner to stop taking work (:meth:`SqliteJournal.on_backlog`; the agent
 stops reading requests) until the writer has caught up to half of it. A disk slower than the
 requests thus slows the intake instead of filling memory.
 
-The file's connection is open only while the journal writes: the writer thread closes it once
-the journal has had nothing to write for :data:`~agents.journalwriter.IDLE_CLOSE_S` and opens it
-again for the next batch. A SQLite connection holds ~150 KB (most of it its lookaside
-allocator), which a process serving thousands of mostly idle agents would otherwise keep per agent.
+The file is open in the writer process only while the journal writes: it is closed once the
+journal has had nothing to write for :data:`~agents.journalwriter.IDLE_CLOSE_S` and opened again
+for the next batch (a SQLite connection holds ~150 KB, most of it its lookaside allocator).
 
 WAL mode with ``synchronous=NORMAL``: a commit costs no fsync, so a crash of the process loses
 nothing committed; a crash of the machine (power loss) may lose the last commits before the
@@ -38,23 +34,18 @@ a state the restarted agent may not have.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import logging
-import os
 import sqlite3
-import tempfile
-import threading
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from agents.journal import LoadedTasks, StoredTask
-from agents.journalwriter import JournalWriter, shared_writer
+from agents.journalproc import SCHEMA, connect, in_transaction
+from agents.journalwriter import JournalWriter, writer_for
 from mesh.a2a import Task
 
 if TYPE_CHECKING:
@@ -64,8 +55,6 @@ __all__ = ["PROMPT_WAITERS", "WRITE_DELAY_S", "SqliteJournal"]
 
 log = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
-
 #: The longest a change waits to be handed to the writer with the changes after it.
 WRITE_DELAY_S = 0.02
 #: Acknowledgements waiting that get their batch written at once (two passes of the loop later),
@@ -74,33 +63,6 @@ WRITE_DELAY_S = 0.02
 #: (the answers to the agent's own calls come on the same connection).
 PROMPT_WAITERS = 32
 
-# Rows are keyed by the order the journal first wrote each task (seq), not by the task id: ids
-# are random, so an index on them puts every insert on another page (~3x the CPU of a commit,
-# measured at 23 rows a commit); in seq order, new rows go to the end of the table and retention
-# deletes from its start. The journal keeps each task's seq in memory (it holds every task anyway).
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS task_rows (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL,
-    request_key TEXT,
-    terminal INTEGER NOT NULL,
-    changed_at REAL NOT NULL,
-    task BLOB NOT NULL,
-    owner TEXT
-);
-CREATE TABLE IF NOT EXISTS push_configs (
-    task_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    config BLOB NOT NULL,
-    PRIMARY KEY (task_id, position)
-);
-"""
-_ROW = "(?, ?, ?, ?, ?, ?, ?)"
-_UPSERT = (
-    "INSERT INTO task_rows (seq, id, request_key, terminal, changed_at, task, owner) VALUES (?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT(seq) DO UPDATE SET terminal = excluded.terminal, changed_at = excluded.changed_at, "
-    "task = excluded.task, owner = excluded.owner"
-)
 _Row = tuple[int, str, str | None, int, float, bytes, str | None]
 
 
@@ -134,20 +96,16 @@ class SqliteJournal:
         self._pause: Callable[[], None] | None = None
         self._resume: Callable[[], None] | None = None
         self._backlogged = False
-        # The connection, used only by the writer thread after load(); open while the journal writes.
-        self._db: sqlite3.Connection | None = None
-        self._db_lock = threading.Lock()  # the writer's idle close against close() on the loop
-        self._last_write = 0.0
-        self._file_closed = False  # set by close() once the last batch is in: nothing opens it again
         #: The loop the journal tells what is stored (set by :meth:`start`).
         self.loop: asyncio.AbstractEventLoop | None = None
         self._writer: JournalWriter | None = None
+        self._writer_id = 0  # this journal's id with its writer
         # The batch being collected on the loop.
         # Task id -> the record, and its JSON when the caller already serialized its current state.
         self._dirty: dict[str, tuple[TaskRecord, bytes | None]] = {}
         self._deleted: list[str] = []
         self._deleted_rows: list[int] = []
-        self._seqs: dict[str, int] = {}  # the seq of each task written (see _SCHEMA)
+        self._seqs: dict[str, int] = {}  # the seq of each task written (see agents.journalproc.SCHEMA)
         self._next_seq = 1
         self._push: dict[str, list[bytes]] = {}
         self._flush_scheduled = False  # a flush is due two passes of the loop from now
@@ -170,38 +128,16 @@ class SqliteJournal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
             return LoadedTasks()
-        db = self._connect()
+        db = connect(self.path)
         try:
             db.execute("PRAGMA journal_mode=WAL")  # kept in the file: later connections have it
-            db.executescript(_SCHEMA)
+            db.executescript(SCHEMA)
             _migrate(db)
             loaded, self._seqs = _read(db)
             self._next_seq = max(self._seqs.values(), default=0) + 1
             return loaded
         finally:
             db.close()  # the writer opens it when there is something to write
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        try:
-            db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.Error:
-            db.close()
-            raise
-        return db
-
-    def _open_for_writing(self) -> sqlite3.Connection:
-        """The writer's connection; the file made from the template if it is not there yet."""
-        if _create_empty(self.path) or self.path.exists():
-            return self._connect()
-        db = self._connect()  # no template (no scratch directory): SQLite makes the file itself
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-        except sqlite3.Error:
-            db.close()
-            raise
-        return db
 
     def on_backlog(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
         """What to call when the uncommitted bytes pass ``max_backlog_bytes``, and once they are half."""
@@ -210,7 +146,8 @@ class SqliteJournal:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start writing (after :meth:`load`), telling ``loop`` what is stored."""
         self.loop = loop
-        self._writer = shared_writer()
+        self._writer = writer_for(loop)
+        self._writer_id = self._writer.register(self)
 
     # ------------------------------------------------------------------ the loop side
 
@@ -253,13 +190,8 @@ class SqliteJournal:
             self._write_all = True
             self._flush()
         if self._writer is not None:  # what was handed over is committed before the file closes
-            await asyncio.wrap_future(self._writer.barrier(self))
-            self._writer = None
-        with self._db_lock:
-            self._file_closed = True
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            writer, self._writer = self._writer, None
+            await writer.close_journal(self._writer_id)
         self._release(self._handed)
 
     def _schedule_flush(self, *, promptly: bool = False) -> None:
@@ -328,10 +260,18 @@ class SqliteJournal:
             self._pause()
         if self._writer is None:  # a flush is scheduled only once started
             raise RuntimeError("the journal's writer is not started: call start() first")
-        self._writer.submit(self, batch)
+        self._writer.submit(
+            self._writer_id, batch.number, (batch.rows, batch.deleted, batch.deleted_rows, batch.push_configs)
+        )
 
-    def stored_up_to(self, number: int) -> None:
-        """On the loop: the writer committed the batches up to ``number``."""
+    def stored_up_to(self, number: int, error: str | None = None) -> None:
+        """On the loop: the writer committed the batches up to ``number`` (or failed to, saying
+        ``error``: they are done with all the same, or acknowledgements would wait forever)."""
+        if error is not None:
+            self._report_failure(error)
+        elif self._failing:
+            log.warning("%s: writing tasks to %s works again", self.agent_name, self.path)
+            self._failing = False
         self._stored = max(self._stored, number)
         while self._batch_bytes and self._batch_bytes[0][0] <= number:
             self.backlog_bytes -= self._batch_bytes.popleft()[1]
@@ -356,150 +296,16 @@ class SqliteJournal:
             except Exception:
                 log.exception("%s: a callback waiting for the task store failed", self.agent_name)
 
-    # ------------------------------------------------------------------ the writer thread
-
-    def commit(self, batches: list[object]) -> int:
-        """Commit ``batches`` in one transaction (on the writer thread); the last one's number."""
-        typed = [batch for batch in batches if isinstance(batch, _Batch)]
-        with self._db_lock:
-            if not self._file_closed:
-                try:
-                    if self._db is None:
-                        self._db = self._open_for_writing()
-                    self._commit(self._db, typed)
-                except (sqlite3.Error, OSError) as exc:  # the file cannot be opened (deleted directory, permissions)
-                    self._report_failure(exc)
-                except Exception:  # a bug, not the disk: still report them done, or acks would wait forever
-                    log.exception("%s: writing tasks to %s failed", self.agent_name, self.path)
-                self._last_write = time.monotonic()
-        return typed[-1].number
-
-    def close_if_idle(self, now: float, idle_s: float) -> bool:
-        """On the writer thread: close the connection if nothing was written for ``idle_s``; whether
-        it is closed now."""
-        with self._db_lock:
-            if self._db is not None and now - self._last_write >= idle_s:
-                self._db.close()
-                self._db = None
-            return self._db is None
-
-    def _commit(self, db: sqlite3.Connection, batches: list[_Batch]) -> None:
-        # Set-wise statements, not one per row: the writer thread takes the GIL back after each
-        # SQLite call, and the loop waits for it each time (see the module doc).
-        statements = [statement for batch in batches for statement in _statements(batch)]
-        try:
-            if len(statements) == 1:  # one statement is a transaction of its own
-                db.execute(*statements[0])
-            elif statements:
-                _in_transaction(db, statements)
-        except sqlite3.Error as exc:
-            self._report_failure(exc)
-            return
-        if self._failing:
-            log.warning("%s: writing tasks to %s works again", self.agent_name, self.path)
-            self._failing = False
-
-    def _report_failure(self, exc: sqlite3.Error | OSError) -> None:
+    def _report_failure(self, error: str) -> None:
         if not self._failing:
             log.error(
                 "%s: writing tasks to %s failed: %s; tasks are served from memory but will not survive "
                 "a restart until writing works again (disk full? permissions?)",
                 self.agent_name,
                 self.path,
-                exc,
+                error,
             )
         self._failing = True
-
-
-_Statement = tuple[str, Sequence[object]]
-
-#: Rows (or ids) in one statement: 7 values a row, within the 999 variables of older SQLite builds.
-_ROWS_PER_STATEMENT = 128
-
-
-def _statements(batch: _Batch) -> list[_Statement]:
-    """What writes ``batch``, in order: its deletions, its rows (a later row of a task updates an
-    earlier one), its push configurations."""
-    statements: list[_Statement] = []
-    for seqs in _chunks(batch.deleted_rows):
-        statements.append((_in_ids("DELETE FROM task_rows WHERE seq IN ", len(seqs)), seqs))
-    for ids in _chunks(batch.deleted):
-        statements.append((_in_ids("DELETE FROM push_configs WHERE task_id IN ", len(ids)), ids))
-    for rows in _chunks(batch.rows):
-        statements.append((_upsert_rows(len(rows)), [value for row in rows for value in row]))
-    for task_id, configs in batch.push_configs.items():
-        statements.append(("DELETE FROM push_configs WHERE task_id = ?", [task_id]))
-        for position, config in enumerate(configs):
-            statements.append(
-                ("INSERT INTO push_configs (task_id, position, config) VALUES (?, ?, ?)", [task_id, position, config])
-            )
-    return statements
-
-
-def _in_transaction(db: sqlite3.Connection, statements: list[_Statement]) -> None:
-    try:
-        db.execute("BEGIN")
-        for sql, values in statements:
-            db.execute(sql, values)
-        db.execute("COMMIT")
-    except sqlite3.Error:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("ROLLBACK")
-        raise
-
-
-def _chunks(items: list[_T]) -> Iterator[list[_T]]:
-    for start in range(0, len(items), _ROWS_PER_STATEMENT):
-        yield items[start : start + _ROWS_PER_STATEMENT]
-
-
-@functools.cache
-def _upsert_rows(count: int) -> str:
-    """The upsert of ``count`` rows in one statement."""
-    return _UPSERT.replace(_ROW, ", ".join([_ROW] * count), 1)
-
-
-@functools.cache
-def _in_ids(statement: str, count: int) -> str:
-    return f"{statement}({', '.join(['?'] * count)})"
-
-
-@functools.cache
-def _empty_file() -> bytes:
-    """The bytes of a new journal (WAL mode, the schema), made once per process: creating each
-    file through SQLite costs ~1.5 ms of CPU (1.5 s at a start of 1,000 agents), copying ~0.1."""
-    with tempfile.TemporaryDirectory(prefix="mesh-journal-") as scratch:
-        path = Path(scratch) / "empty.sqlite3"
-        db = sqlite3.connect(path, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
-            db.executescript(_SCHEMA)
-        finally:
-            db.close()  # checkpoints: the file alone holds it all
-        return path.read_bytes()
-
-
-def _create_empty(path: Path) -> bool:
-    """Create ``path`` as a new, empty journal unless it exists; whether it was created here.
-
-    Written beside it and linked into place: ``path`` is never a partial file, and a file
-    someone else created meanwhile is kept (then read as any existing one).
-    """
-    if path.exists():
-        return False
-    try:
-        empty = _empty_file()
-    except (OSError, sqlite3.Error):  # no scratch directory: SQLite creates the file itself
-        return False
-    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
-    try:
-        partial.write_bytes(empty)
-        os.link(partial, path)
-    except FileExistsError:
-        return False
-    finally:
-        partial.unlink(missing_ok=True)
-    return True
 
 
 def _migrate(db: sqlite3.Connection) -> None:
@@ -514,7 +320,7 @@ def _migrate(db: sqlite3.Connection) -> None:
         "INSERT INTO task_rows (id, request_key, terminal, changed_at, task, owner) "
         "SELECT id, request_key, terminal, changed_at, task, {owner} FROM tasks ORDER BY changed_at"
     )
-    _in_transaction(db, [(copy.format(owner=owner), ()), ("DROP TABLE tasks", ())])
+    in_transaction(db, [(copy.format(owner=owner), ()), ("DROP TABLE tasks", ())])
 
 
 def _read(db: sqlite3.Connection) -> tuple[LoadedTasks, dict[str, int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agents import AgentSettings, journalwriter, sqlitejournal
+from agents import AgentSettings, journalproc, journalwriter, sqlitejournal
 from agents.journal import MEMORY, NullJournal, journal_path
 from agents.push import PushConfigStore
 from agents.sqlitejournal import SqliteJournal
@@ -170,8 +170,13 @@ async def test_a_backlog_past_its_bound_pauses_the_intake_until_half_is_stored(t
 
 
 def open_descriptors(path: Path) -> int:
-    """How many of this process's file descriptors point at ``path``."""
-    fds = Path("/proc/self/fd")
+    """How many file descriptors of this process and of its journals' writer process point at ``path``."""
+    pid = journalwriter.writer_for(asyncio.get_running_loop()).pid
+    count = _descriptors(Path("/proc/self/fd"), path)
+    return count + (_descriptors(Path(f"/proc/{pid}/fd"), path) if pid is not None else 0)
+
+
+def _descriptors(fds: Path, path: Path) -> int:
     count = 0
     for fd in fds.iterdir():
         try:
@@ -210,17 +215,17 @@ async def test_an_idle_journal_closes_its_file_and_opens_it_again_to_write(
     await journal.close()
 
 
-def counting_commits(journal: SqliteJournal) -> list[int]:
-    """The number of batches in each commit the writer makes for ``journal``."""
-    commits: list[int] = []
-    commit = journal.commit
+def counting_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The numbers of the batches the journals hand to their writer."""
+    handed: list[int] = []
+    submit = journalwriter.JournalWriter.submit
 
-    def counted(batches: list[object]) -> int:
-        commits.append(len(batches))
-        return commit(batches)
+    def counted(writer: journalwriter.JournalWriter, jid: int, number: int, batch: tuple[object, ...]) -> None:
+        handed.append(number)
+        submit(writer, jid, number, batch)
 
-    journal.commit = counted  # type: ignore[method-assign]
-    return commits
+    monkeypatch.setattr(journalwriter.JournalWriter, "submit", counted)
+    return handed
 
 
 async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(
@@ -229,7 +234,7 @@ async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(
     monkeypatch.setattr(sqlitejournal, "WRITE_DELAY_S", 3600.0)  # however slow the machine: one window
     path = tmp_path / "group.sqlite3"
     journal, store, _, _ = await reopened(path)
-    commits = counting_commits(journal)
+    handed = counting_batches(monkeypatch)
     for n in range(20):  # each created, working and finished in passes of its own, as tasks come one by one
         record = TaskRecord.new(f"t-{n}", "ctx")
         store.add(record)
@@ -243,7 +248,7 @@ async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(
         await asyncio.sleep(0)
     await journal.close()  # writes what waits for the timer
     # Batches handed to the writer: one for the window, not one per change (30 before).
-    assert sum(commits) == 1, commits
+    assert len(handed) == 1, handed
     journal, store, orphans, _ = await reopened(path)
     assert orphans == [] and all(store.get(f"t-{n}").state is TaskState.completed for n in range(20))  # type: ignore[union-attr]
     await journal.close()
@@ -290,11 +295,13 @@ async def test_two_changes_of_a_task_in_one_commit_keep_the_later(tmp_path: Path
     journal, store, _, _ = await reopened(path)
     again = store.get("t-1")
     assert again is not None
+    await journal.close()
     first = (1, "t-1", None, 1, time.time(), b'{"broken": true}', None)
     later = (1, "t-1", None, 1, time.time(), again.task.to_json_bytes(), "alice")
-    # As the writer commits two batches waiting at once: one statement, the later row last.
-    journal.commit([sqlitejournal._Batch(1, rows=[first]), sqlitejournal._Batch(2, rows=[later])])
-    await journal.close()
+    # As the writer process commits two batches waiting at once: one statement, the later row last.
+    db = journalproc.connect(path)
+    journalproc.commit(db, [(1, [first], [], [], {}), (2, [later], [], [], {})])
+    db.close()
     journal, store, orphans, _ = await reopened(path)
     kept = store.get("t-1")
     assert orphans == [] and kept is not None and kept.owner == "alice" and kept.state is TaskState.completed

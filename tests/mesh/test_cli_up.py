@@ -4,6 +4,7 @@ no ``http`` extra. Each test keeps its own state directory to see what is left b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -133,13 +134,30 @@ async def test_beside_a_slow_broker_up_starts_its_own_and_send_finds_it(
     assert not alive(record.broker_pid) and list(state.joinpath("up").iterdir()) == []  # nothing left
 
 
+def held_port_pair() -> tuple[socket.socket, int]:
+    """A socket bound (not listening) to ``port + 1``, and ``port``, free when it was picked. The
+    pair is picked, not ``free_port() + 1``: a test on the other worker may hold that one."""
+    for _ in range(50):
+        port = free_port()
+        holder = socket.socket()
+        try:
+            holder.bind(("127.0.0.1", port + 1))
+        except OSError:
+            holder.close()
+            continue
+        return holder, port
+    raise AssertionError("no two free ports side by side in 50 tries")
+
+
 async def test_beside_a_slow_broker_a_port_taken_meanwhile_sends_up_to_a_free_one(
-    slow_broker: LocalBroker, namespace: str, state: Path
+    tmp_path: Path, namespace: str, state: Path
 ) -> None:
     """The port beside the slow broker looks free (nothing listens) but another process holds it
     (as a test on the other worker once did between mesh up's look and its broker's start)."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", slow_broker.port + 1))  # bound, not listening: no answer, no bind
+    holder, port = held_port_pair()  # bound, not listening: no answer, no bind
+    slow_broker = slow_mosquitto(tmp_path, port=port)
+    with holder, contextlib.ExitStack() as cleanup:
+        cleanup.callback(slow_broker.remove)
         env: dict[str, Any] = {"MESH_STATE_DIR": str(state)}
         up = await up_ready("--broker", slow_broker.url, "-n", namespace, MESH_HTTP_PORT=str(free_port()), **env)
         try:
