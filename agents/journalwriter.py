@@ -57,8 +57,9 @@ class JournalWriter:
     """The writer process of one event loop's journals (see the module doc)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self._loop = weakref.ref(loop)  # not kept alive by its writer (see writer_for)
         self._proc: subprocess.Popen[bytes] | None = None
+        self._end: weakref.finalize[[subprocess.Popen[bytes]], JournalWriter] | None = None
         self._to_child = -1
         self._from_child = -1
         self._ids = itertools.count(1)
@@ -72,6 +73,13 @@ class JournalWriter:
         self._confirmed = False  # the running process committed something
         self._failed_starts = 0
         self._gave_up: str | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("the journals' event loop is gone")
+        return loop
 
     @property
     def pid(self) -> int | None:
@@ -186,34 +194,33 @@ class JournalWriter:
         if proc.stdin is None or proc.stdout is None:  # never: both are PIPE
             raise RuntimeError("the writer process has no pipes")
         self._proc, self._confirmed, self._out, self._in = proc, False, bytearray(), bytearray()
+        # Ends it if the writer is dropped with it running (its loop gone, journals never closed),
+        # or at the interpreter's exit: pipes closed, the process waited for.
+        self._end = weakref.finalize(self, _end_process, proc)
         self._to_child, self._from_child = proc.stdin.fileno(), proc.stdout.fileno()
         os.set_blocking(self._to_child, False)
         os.set_blocking(self._from_child, False)
         self.loop.add_reader(self._from_child, self._readable)
         for frames in list(self._unconfirmed.values()):
-            for _number, frame in frames:
+            for _number, frame in list(frames):
+                if self._proc is not proc:  # it died already, and _lost() took over
+                    return self._proc is not None
                 self._write(frame)
         return True
 
     def _detach(self) -> subprocess.Popen[bytes] | None:
+        """Stop reading and writing the process, close its pipes and wait for it to end."""
         proc, self._proc = self._proc, None
         if proc is not None:
             self.loop.remove_reader(self._from_child)
             self.loop.remove_writer(self._to_child)
-            for pipe in (proc.stdin, proc.stdout):
-                if pipe is not None:
-                    pipe.close()
+            if self._end is not None:
+                self._end()
         return proc
 
     def _stop(self) -> None:
         """No journal left: close the pipe, on which the process exits (its files closed)."""
-        proc = self._detach()
-        if proc is not None:
-            try:
-                proc.wait(5)  # it has nothing left to do: milliseconds
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self._detach()
 
     def _lost(self) -> None:
         """The process died (or closed its pipe): start another, or give up (see the module doc)."""
@@ -221,11 +228,7 @@ class JournalWriter:
         proc = self._detach()
         if proc is None:
             return
-        try:
-            code: int | str = proc.wait(1)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+        code = proc.returncode
         if not self._journals:
             return
         self._failed_starts = 1 if confirmed else self._failed_starts + 1
@@ -250,6 +253,17 @@ class JournalWriter:
             self.loop.call_soon(self._closed, jid)
         elif (journal := self._journals.get(jid)) is not None:
             self.loop.call_soon(journal.stored_up_to, number, self._gave_up)
+
+
+def _end_process(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
+    try:
+        proc.wait(5)  # with its pipe closed, it exits: milliseconds
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 _writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JournalWriter] = weakref.WeakKeyDictionary()

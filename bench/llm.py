@@ -25,8 +25,8 @@ Last line on stdout::
     {"inprocess_us": ..., "rtt_us": ..., "overhead_us": ..., "peer_rtt_us": ..., ...}
 
 ``--memory-journal`` keeps the agents' tasks in memory instead of their SQLite journals, to show
-the journal's share: its writer thread commits the accepted task while a handler computes (an LLM
-run is long enough for that to overlap, an echo is not).
+the journal's share: its writer process commits the accepted task while a handler computes (an
+LLM run is long enough for that to overlap, an echo is not).
 
 Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS] [--memory-journal]``.
 """

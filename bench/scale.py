@@ -4,7 +4,7 @@ For each N (default 100 and 1,000): N echo agents spread over child processes (`
 agents each, as ``mesh run`` would serve them: one asyncio loop, one MQTT connection and one
 card per agent), on one Mosquitto started from the repository's mosquitto.conf. The agents keep
 their tasks as ``mesh run`` does by default, in a SQLite file per agent (in a temporary state
-directory; one writer thread per process, files closed when idle), or with ``--memory`` in
+directory; one writer process per ``mesh run``, its RSS counted, files closed when idle), or with ``--memory`` in
 memory (``task_store: ":memory:"``). Then, from this process:
 
 - ``all_cards_s``: a new watcher (a :class:`~mesh.registry.DiscoveryRegistry`) subscribes and
@@ -77,6 +77,12 @@ def rss_kb(pid: int | str = "self") -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def tree_rss_kb(pid: int) -> int:
+    """The RSS of ``pid`` and its children: a ``mesh run`` and its task journals' writer process."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return rss_kb(pid) + sum(rss_kb(child) for child in children)
 
 
 # ---------------------------------------------------------------- the child: agents
@@ -416,7 +422,7 @@ async def steady_state(
         single_s, random_s, answered = await round_trips(client, n, args.requests)
     progress(f"N={n}: rtt {single_s * 1e6:.0f} us, random {random_s * 1e6:.0f} us, {answered}/{n} answered")
     idle = await idle_traffic(broker, namespace, n, args.idle_s)
-    agents_kb = sum(rss_kb(p.pid) for p in procs) - baseline_kb * len(procs)
+    agents_kb = sum(tree_rss_kb(p.pid) for p in procs) - baseline_kb * len(procs)
     return {
         "new_agent_spread_ms": round(spread_ms, 1),
         "rtt_us": round(single_s * 1e6, 1),

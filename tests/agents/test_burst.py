@@ -13,7 +13,7 @@ import os
 import time
 import uuid
 
-from agents import AgentSettings
+from agents import AgentSettings, journalwriter
 from mesh.a2a import MessageSendParams, Task, TaskState, create_user_message, get_text_from_message, request_bytes
 from mesh.a2a import TextPart as Text
 from mesh.client import MeshClient
@@ -30,7 +30,13 @@ RSS_BOUND_MB = 250
 
 
 def rss_mb() -> float:
-    with open(f"/proc/{os.getpid()}/statm") as statm:
+    """This process's RSS and its task journals' writer process's (the agent's both)."""
+    writer = journalwriter.writer_for(asyncio.get_running_loop()).pid
+    return sum(_rss_mb(pid) for pid in (os.getpid(), writer) if pid is not None)
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
