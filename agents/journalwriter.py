@@ -101,6 +101,9 @@ class JournalWriter:
 
     async def close_journal(self, jid: int) -> None:
         """Wait until what journal ``jid`` handed is committed, and close its file."""
+        if self._proc is None and not self._unconfirmed.get(jid):  # nothing to wait for: no process to start
+            self._closed(jid)
+            return
         closed = self.loop.create_future()
         self._closing[jid] = closed
         self._send(jid, _CLOSE, encode_frame(("c", jid)))
@@ -113,9 +116,10 @@ class JournalWriter:
             self._fail(jid, number)
             return
         self._unconfirmed[jid].append((number, frame))
-        if self._proc is None and not self._start():
-            return
-        self._write(frame)
+        if self._proc is None:
+            self._start()  # which sends what is unconfirmed, this frame with it
+        else:
+            self._write(frame)
 
     def _write(self, frame: bytes) -> None:
         if self._out:  # the pipe is full: after what waits
@@ -125,7 +129,7 @@ class JournalWriter:
             written = os.write(self._to_child, frame)
         except BlockingIOError:
             written = 0
-        except (BrokenPipeError, OSError):
+        except OSError:  # a broken pipe: the process is gone
             self._lost()
             return
         if written < len(frame):
@@ -137,7 +141,7 @@ class JournalWriter:
             written = os.write(self._to_child, self._out)
         except BlockingIOError:
             return
-        except (BrokenPipeError, OSError):
+        except OSError:  # a broken pipe: the process is gone
             self._lost()
             return
         del self._out[:written]
@@ -180,8 +184,8 @@ class JournalWriter:
 
     # ------------------------------------------------------------------ the process
 
-    def _start(self) -> bool:
-        """Start the process and send it what is unconfirmed; whether it started."""
+    def _start(self) -> None:
+        """Start the process and send it what is unconfirmed."""
         try:
             proc = subprocess.Popen(  # noqa: S603 - our own argument list, no shell
                 [sys.executable, "-I", str(_SCRIPT), repr(IDLE_CLOSE_S)],
@@ -190,7 +194,7 @@ class JournalWriter:
             )
         except OSError as exc:
             self._give_up(f"the task journals' writer process could not start: {exc}")
-            return False
+            return
         if proc.stdin is None or proc.stdout is None:  # never: both are PIPE
             raise RuntimeError("the writer process has no pipes")
         self._proc, self._confirmed, self._out, self._in = proc, False, bytearray(), bytearray()
@@ -204,9 +208,8 @@ class JournalWriter:
         for frames in list(self._unconfirmed.values()):
             for _number, frame in list(frames):
                 if self._proc is not proc:  # it died already, and _lost() took over
-                    return self._proc is not None
+                    return
                 self._write(frame)
-        return True
 
     def _detach(self) -> subprocess.Popen[bytes] | None:
         """Stop reading and writing the process, close its pipes and wait for it to end."""

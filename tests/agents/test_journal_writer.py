@@ -100,3 +100,19 @@ async def test_a_writer_that_cannot_run_leaves_tasks_in_memory_and_requests_ackn
     assert time.monotonic() - started < 10
     assert "exited with code 3, twice without committing anything" in caplog.text
     assert "tasks are served from memory but will not survive a restart" in caplog.text
+
+
+async def test_a_journal_that_never_writes_starts_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    starts: list[journalwriter.JournalWriter] = []
+    start = journalwriter.JournalWriter._start
+
+    def counted(writer: journalwriter.JournalWriter) -> None:
+        starts.append(writer)
+        start(writer)
+
+    monkeypatch.setattr(journalwriter.JournalWriter, "_start", counted)
+    journal = SqliteJournal(tmp_path / "quiet.sqlite3", agent_name="quiet")
+    journal.load()
+    journal.start(asyncio.get_running_loop())
+    await journal.close()
+    assert starts == [] and not (tmp_path / "quiet.sqlite3").exists()
