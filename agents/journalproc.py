@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["SCHEMA", "Batch", "commit", "create_empty", "decode_frames", "encode_frame"]
+__all__ = ["SCHEMA", "Batch", "commit", "connect", "decode_frames", "encode_frame", "in_transaction"]
 
 _T = TypeVar("_T")
 

@@ -179,8 +179,8 @@ class JournalWriter:
         self._unconfirmed.pop(jid, None)
         if (closed := self._closing.pop(jid, None)) is not None and not closed.done():
             closed.set_result(None)
-        if not self._journals:
-            self._stop()
+        if not self._journals:  # close the pipe, on which the process exits (its files closed)
+            self._detach()
 
     # ------------------------------------------------------------------ the process
 
@@ -220,10 +220,6 @@ class JournalWriter:
             if self._end is not None:
                 self._end()
         return proc
-
-    def _stop(self) -> None:
-        """No journal left: close the pipe, on which the process exits (its files closed)."""
-        self._detach()
 
     def _lost(self) -> None:
         """The process died (or closed its pipe): start another, or give up (see the module doc)."""

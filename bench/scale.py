@@ -4,8 +4,8 @@ For each N (default 100 and 1,000): N echo agents spread over child processes (`
 agents each, as ``mesh run`` would serve them: one asyncio loop, one MQTT connection and one
 card per agent), on one Mosquitto started from the repository's mosquitto.conf. The agents keep
 their tasks as ``mesh run`` does by default, in a SQLite file per agent (in a temporary state
-directory; one writer process per ``mesh run``, its RSS counted, files closed when idle), or with ``--memory`` in
-memory (``task_store: ":memory:"``). Then, from this process:
+directory; one writer process per ``mesh run``, its RSS counted, files closed when idle), or
+with ``--memory`` in memory (``task_store: ":memory:"``). Then, from this process:
 
 - ``all_cards_s``: a new watcher (a :class:`~mesh.registry.DiscoveryRegistry`) subscribes and
   waits until it knows all N cards (the retained ones);

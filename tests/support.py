@@ -195,6 +195,15 @@ async def publish_stale_card(transport: Transport, namespace: str, name: str) ->
 PRECISE_KEEPALIVE_MOSQUITTO = (2, 0, 21)
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return status.rpartition(")")[2].split()[0] != "Z"
+
+
 def precise_keepalive_mosquitto() -> str:
     """The installed mosquitto if it is 2.0.21 or newer, else the one .ci/setup built."""
     installed = shutil.which("mosquitto") or "/usr/sbin/mosquitto"

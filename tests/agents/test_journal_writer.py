@@ -18,6 +18,7 @@ from mesh.a2a import Task, TaskState
 from mesh.client import MeshClient
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
+from tests.support import alive
 
 
 def writer_pid() -> int | None:
@@ -30,14 +31,6 @@ async def started_writer() -> int:
         while (pid := writer_pid()) is None:
             await asyncio.sleep(0.01)
     return pid
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not: it is waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 async def send_all(client: MeshClient, agents: list[str], count: int) -> None:

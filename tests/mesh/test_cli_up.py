@@ -38,7 +38,7 @@ from mesh.brokertools.upstate import (
 from mesh.client import MeshClient
 from mesh.transport import MqttTransport
 from tests.mesh.cli_process import ROOT, Service, mesh, start_mesh
-from tests.support import Inbox
+from tests.support import Inbox, alive
 from topics import get_agent_discovery_topic, get_gateway_discovery_topic
 
 
@@ -65,15 +65,6 @@ def slow_broker(tmp_path: Path) -> Iterator[LocalBroker]:
     broker = slow_mosquitto(tmp_path)
     yield broker
     broker.remove()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return status.rpartition(")")[2].split()[0] != "Z"
 
 
 async def wait_until_gone(pid: int, timeout: float = 10.0) -> None:
