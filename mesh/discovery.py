@@ -42,9 +42,12 @@ _Key = tuple[str, str, tuple[str, ...] | None]
 
 
 def _trust_key(verifier: CardVerifier | None) -> tuple[str, ...] | None:
-    """The trusted keys, by thumbprint: equal trust stores share a registry."""
+    """What a registry trusts: a live store by its file (whose keys change), a fixed one by its
+    keys' thumbprints. Equal trust shares a registry."""
     if verifier is None:
         return None
+    if verifier.live and verifier.keys.path is not None:
+        return ("file", str(verifier.keys.path.resolve()))
     return tuple(sorted(key.thumbprint() for key in verifier.keys.keys))
 
 

@@ -18,6 +18,19 @@ trusted key of its own name, and bare-topic heartbeats are refused (they name no
 broker ACL could check). A refused card leaves the entry already held for its name alone, and
 is logged once per name (until that name is accepted again).
 
+Trust is live when the verifier's keys come from a file (DESIGN, "Trust": a component enrolled
+later is trusted by every running registry within seconds, with no restart). The registry looks
+at the file every :data:`~mesh.trust.files.POLL_INTERVAL_S` (off the event loop), and a card
+whose kid is unknown looks at once (rate-limited), so no card costs a ``stat`` otherwise. When
+the keys change, only the names whose key changed are checked again:
+
+- a held card that no longer verifies (its key removed or replaced) is removed, reason
+  ``untrusted``, and counts as refused;
+- a signed card refused for trust (its key unknown, or not the one that signed it) is kept, the
+  latest per name, at most :data:`MAX_HELD_CARDS` of them and :data:`MAX_HELD_BYTES` in all (the
+  oldest dropped); once it verifies it is admitted as if it had just come (its refusal cleared,
+  "added"). A card of the name that comes later, or its clearing, replaces it.
+
 Replicas of an agent also publish ``.../agentcards/{agent}/{instance}`` (retained, cleared by
 each replica's will): the registry keeps the live instances per agent, tells instance
 listeners when one comes or goes, and removes an agent whose last instance card went away.
@@ -42,6 +55,7 @@ import fnmatch
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -53,6 +67,7 @@ from mesh.errors import AgentNotFoundError, SubscribeError, TransportError, Trus
 from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
+from mesh.trust.files import POLL_INTERVAL_S
 from topics import (
     get_discovery_rollcall_topic,
     get_discovery_subscription_topic,
@@ -77,6 +92,10 @@ GATEWAY_ROLE_EXTENSION = "https://solace.com/a2a/extensions/sam/gateway-role"
 #: A refused card is logged once per name and reason per this many seconds.
 BAD_CARD_LOG_INTERVAL_S = 60.0
 _MAX_REMEMBERED = 10_000
+#: Cards refused for trust, kept to be admitted when their key comes: at most this many names
+#: and this many bytes in all (a flood of made-up names costs a bounded amount of memory).
+MAX_HELD_CARDS = 1_000
+MAX_HELD_BYTES = 8 << 20
 
 
 @dataclass(slots=True)
@@ -97,7 +116,8 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class RegistryEvent:
-    """A change: ``reason`` says why an entry was removed (``gone``, ``expired``)."""
+    """A change: ``reason`` says why an entry was removed (``gone``, ``expired``, ``offline``,
+    ``untrusted``: its key left the trust file)."""
 
     type: EventType
     kind: Kind
@@ -147,7 +167,8 @@ class DiscoveryRegistry:
         rollcall_window_s: float = ROLLCALL_WINDOW_S,
         one_node: bool = False,
     ) -> None:
-        """``verifier``: accept only cards signed by a trusted key (see the module docstring).
+        """``verifier``: accept only cards signed by a trusted key (see the module docstring); with
+        keys from a file, the registry follows the file until :meth:`stop`.
 
         ``rollcall``: ask who is there at start and after every reconnect (long-lived registries);
         without it a roll call is held only when :meth:`wait_for` misses a name (the CLI).
@@ -166,7 +187,13 @@ class DiscoveryRegistry:
         #: The cards refused, by name: (kind, why), the latest; bounded (a flood of made-up names).
         self.refused: dict[str, tuple[Kind, str]] = {}
         self._logged: dict[tuple[str, str], float] = {}  # (name or topic, why) -> when last logged
-        self._verified: dict[tuple[Kind, str], bytes] = {}  # the last card bytes verified per name
+        # Per (topic kind, name): the kind it is held as, its topic and the card bytes last verified.
+        self._verified: dict[tuple[Kind, str], tuple[Kind, str, bytes]] = {}
+        self._held: OrderedDict[str, tuple[str, bytes]] = OrderedDict()  # name -> refused signed card
+        self._held_bytes = 0
+        self._trust_generation = verifier.generation if verifier is not None else 0
+        self._trust_prints = dict(verifier.keys.thumbprints()) if verifier is not None else {}
+        self._trust_watch: asyncio.Task[None] | None = None
         self._entries: dict[tuple[Kind, str], Entry] = {}
         self._listeners: list[Listener] = []
         self._instances: dict[str, set[str]] = {}
@@ -203,13 +230,16 @@ class DiscoveryRegistry:
             await self.hold_rollcall()
             self.transport.add_connect_listener(self._on_reconnect)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        if self.verifier is not None and self.verifier.live:
+            self._trust_watch = asyncio.get_running_loop().create_task(self._watch_trust())
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+        for task in (self._sweeper, self._trust_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._subscription is not None and self.transport.is_connected:
             await self.transport.unsubscribe(self._subscription)
         if self._profile_subscription is not None and self.transport.is_connected:
@@ -361,35 +391,46 @@ class DiscoveryRegistry:
         if parsed is None:
             self._on_instance_card(message)
             return
-        kind: Kind = parsed.kind
-        if not message.payload:
-            if parsed.name is not None:
-                self._remove(kind, parsed.name, "gone")
+        self._follow_trust()  # keys another look found changed: what this card is checked against
+        self._on_card(parsed.kind, parsed.name, message.topic, message.payload)
+        self._follow_trust()  # this card's unknown kid may have read new keys that admit held cards
+
+    def _on_card(self, kind: Kind, topic_name: str | None, topic: str, payload: bytes) -> None:
+        """A card (or its clearing) on ``topic``, whose name is ``topic_name`` (None: a heartbeat)."""
+        if topic_name is not None:
+            self._release(topic_name)  # a name's latest card is the only one that may be admitted later
+        if not payload:
+            if topic_name is not None:
+                self._remove(kind, topic_name, "gone")
             return
         data: Any = None
         try:
             if self.verifier is not None:
-                data = json.loads(message.payload)
+                data = json.loads(payload)
                 card = AgentCard.model_validate(data)
             else:
-                card = AgentCard.model_validate_json(message.payload)
+                card = AgentCard.model_validate_json(payload)
         except ValidationError as exc:
-            self._refuse(parsed.name, kind, message.topic, f"malformed card: {exc.errors()[0]['msg']}")
+            self._refuse(topic_name, kind, topic, f"malformed card: {exc.errors()[0]['msg']}")
             return
         except (ValueError, RecursionError):
-            self._refuse(parsed.name, kind, message.topic, "malformed card: not a JSON object")
+            self._refuse(topic_name, kind, topic, "malformed card: not a JSON object")
             return
-        name = parsed.name or card.name
-        if (problem := self._problem(parsed.name, card, kind, message.payload, data)) is not None:
-            self._refuse(name, kind, message.topic, problem)
+        name = topic_name or card.name
+        held_as: Kind = "gateway" if kind == "agent" and is_gateway_card(card) else kind
+        if (problem := self._problem(topic_name, card)) is not None:
+            self._refuse(name, kind, topic, problem)
+            return
+        if (problem := self._untrusted(kind, held_as, name, topic, payload, data)) is not None:
+            self._refuse(name, kind, topic, problem)
+            if isinstance(data, dict) and data.get("signatures"):  # signed: its key may yet come
+                self._hold(name, topic, payload)
             return
         cleared = self.refused.pop(name, None)
         if cleared is not None:
             self._tell_refusal(name, cleared[0], None)
-        if kind == "agent" and is_gateway_card(card):
-            kind = "gateway"
         if self.allows(name):
-            self._upsert(kind, name, card, on_own_topic=parsed.name is not None)
+            self._upsert(held_as, name, card, on_own_topic=topic_name is not None)
 
     def _on_profile_card(self, message: InboundMessage) -> None:
         self._last_arrival = time.monotonic()  # (the raw listener is the namespace's: the profile's are global)
@@ -446,26 +487,102 @@ class DiscoveryRegistry:
         if not present and agent not in self._instances:
             self._remove("agent", agent, "gone")  # its last replica went: nobody serves the name
 
-    def _problem(self, topic_name: str | None, card: AgentCard, kind: Kind, payload: bytes, data: Any) -> str | None:
-        """Why a card must be refused, or None."""
+    def _problem(self, topic_name: str | None, card: AgentCard) -> str | None:
+        """Why a card must be refused whatever the keys, or None."""
         if topic_name is not None and card.name != topic_name:
             return f"the card names itself {short_repr(card.name)}; a card is accepted only on its own name's topic"
         try:
             validate_identifier(card.name, "agent name")
         except ValueError as exc:
             return str(exc)
+        if self.verifier is not None and topic_name is None:
+            return "with a trust store, cards are accepted only on their own card topic, not as bare heartbeats"
+        return None
+
+    def _untrusted(self, kind: Kind, held_as: Kind, name: str, topic: str, payload: bytes, data: Any) -> str | None:
+        """Why the trusted keys refuse the card ``data`` of ``name`` (on its own topic), or None."""
         if self.verifier is None:
             return None
-        if topic_name is None:
-            return "with a trust store, cards are accepted only on their own card topic, not as bare heartbeats"
-        if self._verified.get((kind, card.name)) == payload:
-            return None  # the same bytes verified before: a refresh
+        verified = self._verified.get((kind, name))
+        if verified is not None and verified[2] == payload:
+            return None  # the same bytes verified under the same keys: a refresh (no signature check)
         try:
-            self.verifier.verify(data, card.name)
+            self.verifier.verify(data, name)
         except TrustError as exc:
             return str(exc)
-        self._verified[(kind, card.name)] = payload
+        self._verified[(kind, name)] = (held_as, topic, payload)
         return None
+
+    # ------------------------------------------------------------------ live trust
+
+    async def _watch_trust(self) -> None:
+        """Look at the trust file every POLL_INTERVAL_S and follow its changes until stopped."""
+        verifier = self.verifier
+        if verifier is None:  # started only with a file-backed verifier
+            return
+        while True:
+            await asyncio.sleep(POLL_INTERVAL_S)
+            try:
+                await asyncio.to_thread(verifier.refresh)  # reading and parsing the file stay off the loop
+                self._follow_trust()
+            except Exception:  # a watch that died would leave the registry on stale keys for good
+                log.exception("following the trusted keys of namespace %r failed", self.namespace)
+
+    def _follow_trust(self) -> None:
+        """When the trusted keys changed: drop the cards they no longer vouch for, admit the held
+        cards they now do. Only names whose key changed are checked (one int compare otherwise)."""
+        verifier = self.verifier
+        if verifier is None or verifier.generation == self._trust_generation:
+            return
+        self._trust_generation = verifier.generation
+        prints, before = dict(verifier.keys.thumbprints()), self._trust_prints
+        self._trust_prints = prints
+        touched = {kid for kid in prints.keys() | before.keys() if prints.get(kid) != before.get(kid)}
+        # Held cards first: a name's held card is newer than its verified one, and replaces it.
+        for name in [name for name in self._held if name in touched]:
+            topic, payload = self._held[name]
+            try:
+                verifier.verify(json.loads(payload), name)
+            except TrustError as exc:
+                self._still_refused(name, str(exc))
+                continue
+            parsed = parse_discovery_topic(self.namespace, topic)
+            if parsed is not None:
+                self._on_card(parsed.kind, parsed.name, topic, payload)  # admitted as if it had just come
+        for key, (held_as, topic, payload) in list(self._verified.items()):
+            if key[1] not in touched or key not in self._verified:
+                continue
+            try:
+                verifier.verify(json.loads(payload), key[1])
+            except TrustError as exc:
+                self._verified.pop(key, None)  # (a gateway's card on both topics: gone with the first)
+                self._remove(held_as, key[1], "untrusted")
+                self._refuse(key[1], key[0], topic, str(exc))
+                if key[1] not in self._held:  # its key may come back (a newer card held wins)
+                    self._hold(key[1], topic, payload)
+
+    def _still_refused(self, name: str, why: str) -> None:
+        """A held card checked again under new keys fails for another reason: show that one."""
+        refused = self.refused.get(name)
+        if refused is not None and refused[1] != why:
+            self.refused[name] = (refused[0], why)
+            self._tell_refusal(name, refused[0], why)
+
+    def _hold(self, name: str, topic: str, payload: bytes) -> None:
+        """Keep a signed card refused for trust, to admit it when its key comes (bounded, oldest out)."""
+        self._release(name)
+        if len(payload) > MAX_HELD_BYTES:
+            return
+        self._held[name] = (topic, payload)
+        self._held_bytes += len(payload)
+        while len(self._held) > MAX_HELD_CARDS or self._held_bytes > MAX_HELD_BYTES:
+            _, (_, dropped) = self._held.popitem(last=False)
+            self._held_bytes -= len(dropped)
+
+    def _release(self, name: str) -> None:
+        held = self._held.pop(name, None)
+        if held is not None:
+            self._held_bytes -= len(held[1])
 
     def _refuse(self, name: str | None, kind: Kind, topic: str, problem: str) -> None:
         """Count a refused card, remember why (what ``mesh agents`` shows), and log it once a

@@ -192,7 +192,8 @@ def settings_for_url(
 
 def card_verifier(settings: BrokerSettings, namespace: str | None) -> CardVerifier | None:
     """What a watching command checks cards with: the keys of ``$MESH_TRUST_JWKS``, else those of
-    the secured ``mesh up`` of the broker (its ``jwks.json``); None: no trust store, every valid card."""
+    the secured ``mesh up`` of the broker (its ``jwks.json``), followed while the command runs (a
+    component enrolled later is trusted); None: no trust store, every valid card."""
     from mesh.brokertools.upstate import running_up_of_broker
 
     jwks = os.environ.get(JWKS_ENV) or None
@@ -201,9 +202,9 @@ def card_verifier(settings: BrokerSettings, namespace: str | None) -> CardVerifi
         if record is None or not record.keys:
             return None
         jwks = os.path.join(record.keys, "jwks.json")
-    from mesh.trust import CardVerifier, load_public_keys  # the JOSE library loads only under trust
+    from mesh.trust import CardVerifier, TrustedKeys  # the JOSE library loads only under trust
 
-    return CardVerifier(load_public_keys(Path(jwks)))
+    return CardVerifier(TrustedKeys(Path(jwks)))
 
 
 def client_settings(args: argparse.Namespace) -> BrokerSettings:

@@ -7,6 +7,11 @@ wire form; a verifier canonicalizes the JSON object it received, so unknown fiel
 A card is accepted only if one of its signatures verifies with the trusted key whose ``kid``
 is the card's own name: with per-component keys, a component that leaked its key can sign
 only its own card, never another agent's.
+
+The trusted keys are live (:class:`~mesh.trust.store.TrustedKeys`): a kid not among them, or
+a signature that does not match the key held (a key replaced), makes the verifier look at the
+trust file first (rate-limited), so a card that arrives just after its key is accepted. A
+registry follows :attr:`CardVerifier.generation` to re-check what it holds and what it refused.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from mesh.a2a import AgentCard
 from mesh.a2a.cards import AgentCardSignature
 from mesh.errors import TrustError
 from mesh.trust.keys import ALGORITHMS, SIGNING_ALGORITHM, PrivateKey
+from mesh.trust.store import TrustedKeys, trusted_keys
 
 __all__ = ["CardVerifier", "canonical_card", "sign_card", "sign_card_object"]
 
@@ -59,10 +65,24 @@ def _signature(data: dict[str, Any], key: PrivateKey) -> tuple[str, str]:
 
 
 class CardVerifier:
-    """Checks card signatures against a set of trusted public keys."""
+    """Checks card signatures against the trusted public keys (live from a file, or fixed)."""
 
-    def __init__(self, keys: jwk.KeySet) -> None:
-        self.keys = keys
+    def __init__(self, keys: TrustedKeys | jwk.KeySet) -> None:
+        self.keys = trusted_keys(keys)
+
+    @property
+    def live(self) -> bool:
+        """Whether the keys come from a file that may change (see :attr:`generation`)."""
+        return self.keys.live
+
+    @property
+    def generation(self) -> int:
+        """Changes of the trusted keys so far: when it moves, what was verified may no longer be."""
+        return self.keys.generation
+
+    def refresh(self) -> bool:
+        """Look at the trust file now; True when the keys changed."""
+        return self.keys.refresh()
 
     def verify(self, data: dict[str, Any], name: str) -> str:
         """The ``kid`` that signed the card ``data`` of component ``name``; :class:`TrustError` says why not."""
@@ -91,12 +111,21 @@ class CardVerifier:
         kid = header.get("kid") if isinstance(header, dict) else None
         if not isinstance(kid, str) or kid != name:
             raise TrustError(f"signed by key {kid!r}, not by the card's own key {name!r}")
-        try:
-            key = self.keys.get_by_kid(kid)
-        except (JoseError, ValueError):
-            raise TrustError(f"key {kid!r} is not among the trusted keys") from None
-        try:
-            jws.deserialize_compact(f"{protected}..{signature}", key, algorithms=ALGORITHMS, payload=payload)
-        except (JoseError, ValueError):
-            raise TrustError(f"the signature by key {kid!r} does not match the card") from None
-        return kid
+        key = self.keys.get(kid)  # a miss looks at the trust file first
+        if key is None:
+            raise TrustError(f"key {kid!r} is not among the trusted keys")
+        compact = f"{protected}..{signature}"
+        if _matches(compact, key, payload):
+            return kid
+        # The key may have been replaced in the file just before this card came (rate-limited look).
+        if self.keys.check() and (key := self.keys.get(kid)) is not None and _matches(compact, key, payload):
+            return kid
+        raise TrustError(f"the signature by key {kid!r} does not match the card")
+
+
+def _matches(compact: str, key: jwk.Key, payload: bytes) -> bool:
+    try:
+        jws.deserialize_compact(compact, key, algorithms=ALGORITHMS, payload=payload)
+    except (JoseError, ValueError):
+        return False
+    return True

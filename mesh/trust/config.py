@@ -7,10 +7,16 @@ the file. ::
     trust:
       keys: keys/               # a `mesh keys` directory: <component>.jwk, jwks.json
       token_issuers: [http]     # agents: gateways whose user tokens they accept
+      token_issuers_file: keys/token-issuers.txt   # ... and those listed there, one per line
 
 A component signs its card with ``signing_key`` (default ``<keys>/<name>.jwk`` when it
 exists); registries accept only cards signed by a key of ``jwks`` (default
 ``<keys>/jwks.json``) once one is configured.
+
+Both files are live: a running component follows them (:mod:`mesh.trust.store`,
+:mod:`mesh.trust.issuers`), so a key or an issuer added while it runs is trusted within a
+second, and one removed is no longer. The JWKS must be there at start (a wrong path is an
+error); the issuers' file may come later.
 """
 
 from __future__ import annotations
@@ -26,11 +32,10 @@ from mesh.config_errors import KeyPart, validation_error_text
 from mesh.errors import ConfigError
 
 if TYPE_CHECKING:  # the JOSE library loads when trust is configured and used, not with this module
-    from joserfc import jwk
-
     from mesh.a2a import AgentCard
     from mesh.trust.cards import CardVerifier
     from mesh.trust.keys import PrivateKey
+    from mesh.trust.store import TrustedKeys
     from mesh.trust.tokens import TokenMinter, TokenVerifier
 
 __all__ = ["Trust", "TrustSettings", "load_trust"]
@@ -45,18 +50,23 @@ class TrustSettings(BaseModel):
     jwks: Path | None = Field(None, description="trusted public keys (JWKS); default <keys>/jwks.json")
     signing_key: Path | None = Field(None, description="this component's private key; default <keys>/<name>.jwk")
     token_issuers: tuple[str, ...] = Field((), description="agents: gateways whose user tokens are trusted")
+    token_issuers_file: Path | None = Field(
+        None, description="agents: a file of more such gateways, one per line (# comments), followed while running"
+    )
     token_ttl_s: float = Field(300.0, gt=0, le=86_400, description="gateways: lifetime of the user tokens minted")
     token_scopes: tuple[str, ...] = Field((), description="gateways: scopes put in the user tokens")
 
 
 @dataclass(frozen=True, slots=True)
 class Trust:
-    """What a component's trust settings loaded: its signing key and the keys it trusts."""
+    """What a component's trust settings loaded: its signing key and the keys it trusts (live
+    from their file: ``public_keys`` follows it)."""
 
     name: str
     signing_key: PrivateKey | None = None
-    public_keys: jwk.KeySet | None = None
+    public_keys: TrustedKeys | None = None
     token_issuers: tuple[str, ...] = ()
+    token_issuers_file: Path | None = None
     token_ttl_s: float = 300.0
     token_scopes: tuple[str, ...] = ()
 
@@ -77,12 +87,14 @@ class Trust:
         return CardVerifier(self.public_keys)
 
     def token_verifier(self, namespace: str) -> TokenVerifier | None:
-        """What an agent checks user tokens with; ``None`` without trusted issuers."""
-        if self.public_keys is None or not self.token_issuers:
+        """What an agent checks user tokens with; ``None`` without trusted issuers (nor a file of them)."""
+        if self.public_keys is None or (not self.token_issuers and self.token_issuers_file is None):
             return None
         from mesh.trust.tokens import TokenVerifier
 
-        return TokenVerifier(self.public_keys, issuers=self.token_issuers, audience=namespace)
+        return TokenVerifier(
+            self.public_keys, issuers=self.token_issuers, issuers_file=self.token_issuers_file, audience=namespace
+        )
 
     def token_minter(self, namespace: str) -> TokenMinter | None:
         """What a gateway mints user tokens with; ``None`` without a signing key."""
@@ -126,7 +138,8 @@ def load_trust(
 
 def resolve(settings: TrustSettings, name: str, base: Path) -> Trust:
     """Load the keys ``settings`` name for component ``name``."""
-    from mesh.trust.keys import JWKS_FILE, load_private_key, load_public_keys, private_key_path
+    from mesh.trust.keys import JWKS_FILE, load_private_key, private_key_path
+    from mesh.trust.store import TrustedKeys
 
     keys_dir = base / settings.keys if settings.keys is not None else None
     jwks = base / settings.jwks if settings.jwks is not None else None
@@ -144,8 +157,9 @@ def resolve(settings: TrustSettings, name: str, base: Path) -> Trust:
     return Trust(
         name=name,
         signing_key=signing_key,
-        public_keys=load_public_keys(jwks) if jwks is not None else None,
+        public_keys=TrustedKeys(jwks) if jwks is not None else None,  # followed while the component runs
         token_issuers=settings.token_issuers,
+        token_issuers_file=base / settings.token_issuers_file if settings.token_issuers_file is not None else None,
         token_ttl_s=settings.token_ttl_s,
         token_scopes=settings.token_scopes,
     )

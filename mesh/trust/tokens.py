@@ -9,6 +9,13 @@ valid token the ``userId`` property is only an unverified claim.
 Both sides cache: a minter reuses a user's token while more than half its lifetime is left,
 and a verifier remembers a verified token until it expires, so a user's requests cost one
 signature and one verification per half lifetime, not one per request.
+
+A verifier's trust is live: its keys (:class:`~mesh.trust.store.TrustedKeys`) and its issuers
+(:class:`~mesh.trust.issuers.TrustedIssuers`: ``issuers`` plus those of an issuers' file)
+follow their files. An unknown issuer or kid looks at the files at once (rate-limited), every
+verification looks at most every :data:`~mesh.trust.files.POLL_INTERVAL_S`, and any change of
+keys or issuers drops the cache of verified tokens: an issuer removed is distrusted within a
+poll, its cached tokens included.
 """
 
 from __future__ import annotations
@@ -19,14 +26,18 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from joserfc import jwk, jws
 from joserfc.errors import JoseError
 
 from mesh.errors import TrustError
+from mesh.trust.files import POLL_INTERVAL_S
 from mesh.trust.identity import Identity
+from mesh.trust.issuers import TrustedIssuers
 from mesh.trust.keys import ALGORITHMS, PrivateKey
+from mesh.trust.store import TrustedKeys, trusted_keys
 
 __all__ = ["Identity", "TokenMinter", "TokenVerifier"]
 
@@ -81,25 +92,61 @@ class TokenMinter:
 
 
 class TokenVerifier:
-    """Verifies user tokens from trusted ``issuers`` (their keys in ``keys``, ``kid`` = issuer)."""
+    """Verifies user tokens from trusted issuers (their keys in ``keys``, ``kid`` = issuer): the
+    names of ``issuers`` and of the file ``issuers_file`` (one per line; it may not exist yet), or
+    a :class:`~mesh.trust.issuers.TrustedIssuers` as ``issuers``."""
 
     def __init__(
         self,
-        keys: jwk.KeySet,
+        keys: TrustedKeys | jwk.KeySet,
         *,
-        issuers: Iterable[str],
+        issuers: Iterable[str] | TrustedIssuers = (),
+        issuers_file: Path | None = None,
         audience: str,
         leeway_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         cache_size: int = 4096,
     ) -> None:
-        self.keys = keys
-        self.issuers = frozenset(issuers)
+        self._keys = trusted_keys(keys)
+        if isinstance(issuers, TrustedIssuers) and issuers_file is not None:
+            raise TypeError("give the issuers' file to the TrustedIssuers, not to the TokenVerifier as well")
+        self._issuers = issuers if isinstance(issuers, TrustedIssuers) else TrustedIssuers(issuers, issuers_file)
         self.audience = audience
         self.leeway_s = leeway_s
         self._clock = clock
         self._cache: OrderedDict[str, Identity] = OrderedDict()
         self._cache_size = cache_size
+        self._generation = self._trust_generation()
+
+    @property
+    def keys(self) -> TrustedKeys:
+        """The trusted keys; assigning others (a ``jwk.KeySet`` or :class:`TrustedKeys`) drops the
+        verified tokens."""
+        return self._keys
+
+    @keys.setter
+    def keys(self, keys: TrustedKeys | jwk.KeySet) -> None:
+        self._keys = trusted_keys(keys)
+
+    @property
+    def issuers(self) -> frozenset[str]:
+        """The issuers trusted now."""
+        return self._issuers.names
+
+    def refresh(self) -> bool:
+        """Look at the trust files now; True when keys or issuers changed (the cache is dropped)."""
+        changed = self._keys.refresh() | self._issuers.refresh()
+        self._follow()
+        return changed
+
+    def _trust_generation(self) -> tuple[int, int, int]:
+        return id(self._keys), self._keys.generation, self._issuers.generation
+
+    def _follow(self) -> None:
+        """Drop the verified tokens when the keys or issuers changed: one may have been withdrawn."""
+        if (generation := self._trust_generation()) != self._generation:
+            self._generation = generation
+            self._cache.clear()
 
     def identify(self, user_id: str | None, token: str | None) -> Identity:
         """The verified identity of ``token``, else ``user_id`` as an unverified claim (with the reason)."""
@@ -112,6 +159,9 @@ class TokenVerifier:
 
     def verify(self, token: str) -> Identity:
         """The identity a valid token carries; :class:`TrustError` names what is wrong with it."""
+        self._keys.check(POLL_INTERVAL_S)  # one stat per file per poll at most, not one per request
+        self._issuers.check(POLL_INTERVAL_S)
+        self._follow()
         now = self._clock()
         cached = self._cache.get(token)
         if cached is not None and cached.expires_at is not None and now < cached.expires_at + self.leeway_s:
@@ -131,16 +181,16 @@ class TokenVerifier:
             raise TrustError("the authToken is not a JWT (three dot-separated parts)")
         header = _json_part(parts[0], "header")
         issuer = header.get("kid")
-        if issuer not in self.issuers:
+        if not isinstance(issuer, str) or issuer not in self._issuers:  # a miss looks at the issuers' file
             raise TrustError(f"the authToken is signed by {issuer!r}, not by a trusted issuer")
-        try:
-            key = self.keys.get_by_kid(issuer)
-        except (JoseError, ValueError):
-            raise TrustError(f"the trusted issuer {issuer!r} has no public key in the trust store") from None
-        try:
-            jws.deserialize_compact(token, key, algorithms=ALGORITHMS)
-        except (JoseError, ValueError):
-            raise TrustError(f"the authToken's signature does not verify with {issuer!r}'s key") from None
+        key = self._keys.get(issuer)  # a miss looks at the trust file
+        if key is None:
+            raise TrustError(f"the trusted issuer {issuer!r} has no public key in the trust store")
+        # A mismatch may be a key replaced just now: look at the file (rate-limited) and try again.
+        if not _signed_by(token, key) and not (
+            self._keys.check() and (key := self._keys.get(issuer)) is not None and _signed_by(token, key)
+        ):
+            raise TrustError(f"the authToken's signature does not verify with {issuer!r}'s key")
         claims = _json_part(parts[1], "claims")
         if claims.get("iss") != issuer:
             raise TrustError(f"the authToken's iss {claims.get('iss')!r} is not its signer {issuer!r}")
@@ -161,6 +211,14 @@ class TokenVerifier:
         scope = claims.get("scope")
         scopes = tuple(scope.split()) if isinstance(scope, str) else ()
         return Identity(subject, verified=True, issuer=issuer, scopes=scopes, expires_at=float(expires))
+
+
+def _signed_by(token: str, key: jwk.Key) -> bool:
+    try:
+        jws.deserialize_compact(token, key, algorithms=ALGORITHMS)
+    except (JoseError, ValueError):
+        return False
+    return True
 
 
 def _json_part(part: str, what: str) -> dict[str, Any]:
