@@ -90,9 +90,9 @@ REFUSED_USER = frozenset({0x86, 0x87, 0x88})
 
 
 def own_client_id(kind: str, namespace: str, name: str, password: str | None) -> str:
-    """The one client id of a component's own user: ``{ns}/{name}-<hmac>`` (a client, in every
-    namespace: ``{name}-<hmac>``)."""
-    return private_client_id(name if kind == "client" else f"{namespace}/{name}", password)
+    """The one client id of a component's own user: ``{ns}/{name}-<hmac>`` (a client or a probe, in
+    every namespace: ``{name}-<hmac>``)."""
+    return private_client_id(name if kind in ("client", "probe") else f"{namespace}/{name}", password)
 
 
 def slot_user(name: str, slot: int) -> str:

@@ -23,6 +23,7 @@ from mesh.errors import ConfigError
 
 __all__ = [
     "DEFAULT_CLIENT",
+    "DOCTOR_USER",
     "PASSWORD_FILE_ENV",
     "PROBE_ROLE",
     "new_password",
@@ -42,6 +43,11 @@ __all__ = [
 PASSWORD_FILE_ENV = "MESH_BROKER_PASSWORD_FILE"  # noqa: S105 - a variable's name
 #: The broker user of ``mesh send`` and the other client commands when none is named.
 DEFAULT_CLIENT = "cli"
+#: Files of a credentials directory that are no one's password: files being written, signing keys
+#: and the JWKS, slot counts, the token issuers of a secured mesh up (mesh.brokertools.localtrust), locks.
+NOT_CREDENTIALS = (".tmp", ".jwk", ".json", ".slots", ".txt", ".lock")
+#: The broker user of ``mesh doctor`` (a probe: its own scratch topics only).
+DOCTOR_USER = "doctor"
 
 
 def new_password() -> str:
@@ -140,7 +146,7 @@ def read_credentials(directory: str | os.PathLike[str]) -> dict[str, str]:
     if not folder.is_dir():
         return found
     for path in sorted(folder.iterdir()):
-        if path.is_file() and not path.name.endswith((".tmp", ".jwk", ".json", ".slots")):  # keys, slot counts
+        if path.is_file() and not path.name.endswith(NOT_CREDENTIALS):
             found.update(read_passwords(path))
     return found
 

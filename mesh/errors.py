@@ -45,6 +45,16 @@ class MeshError(Exception):
 class TransportError(MeshError):
     """Talking to the MQTT broker failed."""
 
+    #: Where a refusal came from: the broker and the broker user of the connection it refused
+    #: (what :func:`mesh.brokertools.refusals.refusal_fix` explains).
+    broker_url: str | None = None
+    broker_user: str | None = None
+
+    def refused_as(self, url: str, user: str | None) -> TransportError:
+        """This error, marked as a refusal of broker user ``user`` by the broker at ``url``."""
+        self.broker_url, self.broker_user = url, user
+        return self
+
 
 class ConnectError(TransportError):
     """The connection to the broker could not be made.

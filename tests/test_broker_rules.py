@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -60,8 +61,11 @@ class RuledBroker:
         return client_id
 
     def transport(self, user: str) -> MqttTransport:
-        """A connection as component ``user``, under the client id its rules allow."""
-        return MqttTransport(self.settings(user), client_id=self.client_id(user))
+        """A connection as ``user`` (a component, or one of its other users ``{name}@{role}``), under
+        the client id its rules allow."""
+        owner = user.partition("@")[0]
+        settings = dataclasses.replace(self.settings(owner), username=user)
+        return MqttTransport(settings, client_id=self.client_id(user))
 
 
 @contextlib.contextmanager
@@ -92,6 +96,7 @@ def ruled_broker(make_broker: Callable[..., LocalBroker], broker_dir: Path, name
     # countdown runs as replicas (each in a slot of its user), the others bound to one client id each.
     identities = [Identity("agent", name, namespace, replica=name == "countdown") for name in AGENTS]
     identities += [Identity("gateway", "http", namespace), Identity("client", "cli", namespace)]
+    identities.append(Identity("probe", "doctor", namespace))
     with broker_under_rules(make_broker, broker_dir, namespace, identities) as ruled:
         yield ruled
 
@@ -290,3 +295,67 @@ async def test_every_legitimate_flow_works(
     finally:
         for component in reversed(started):
             await component.stop()
+
+
+async def test_the_dashboard_watcher_only_reads_and_the_doctor_only_probes(
+    ruled_broker: RuledBroker, namespace: str
+) -> None:
+    """Two rights of their own: a gateway's dashboard watcher (``http@watch``) reads the namespace's
+    cards, requests (one agent at a time) and answers, and publishes nothing but a roll call; the
+    doctor uses its scratch tree (``mesh-doctor/...``) and nothing of the mesh."""
+    base = f"{namespace}/a2a/v1"
+    echo_requests = f"{base}/agent/request/echo"
+    may_read = {
+        "http@watch": [
+            f"{base}/discovery/#",
+            echo_requests,
+            *(f"{base}/{kind}/{family}/+/+" for kind in ("agent", "gateway") for family in ("response", "status")),
+            f"{base}/client/response/+",
+            f"{base}/client/status/+/+",
+        ],
+        "doctor": ["mesh-doctor/x1/#", "$share/doctor/mesh-doctor/x1/shared"],
+    }
+    may_publish = {"http@watch": [f"{base}/discovery/rollcall"], "doctor": ["mesh-doctor/x1/up"]}
+    may_not_read = {
+        "http@watch": [
+            f"$share/echo/{echo_requests}",  # taking echo's requests from it
+            f"$share/watch/{echo_requests}",
+            # (Not refused: f"{base}/agent/request/+", which the pattern allowing each agent's topic
+            # matches too; docs/security-model.md says what a holder of the watcher's password gains.)
+            f"{echo_requests}/+",
+            f"{namespace}/#",
+            "#",
+            "$SYS/#",
+            "other/a2a/v1/agent/response/+/+",
+        ],
+        "doctor": [f"{base}/discovery/#", echo_requests, f"{base}/agent/response/+/+", "#", "$SYS/#", "mesh-doctors/x"],
+    }
+    may_not_publish = {
+        "http@watch": [
+            echo_requests,
+            f"{base}/discovery/gatewaycards/http",
+            f"{base}/gateway/response/http/t1",
+            f"{base}/agent/response/echo/t1",
+        ],
+        "doctor": [echo_requests, f"{base}/discovery/agentcards/doctor", f"{base}/discovery/rollcall", "outside/x"],
+    }
+    unexpected: list[str] = []
+    for user in ("http@watch", "doctor"):
+        async with ruled_broker.transport(user) as transport:
+            for topic_filter in may_read[user]:
+                await transport.subscribe(topic_filter, lambda message: None)  # raises if refused
+            for topic in may_publish[user]:
+                await transport.publish(topic, b"{}")
+            for topic_filter in may_not_read[user]:
+                try:
+                    await transport.subscribe(topic_filter, lambda message: None)
+                    unexpected.append(f"{user} subscribed to {topic_filter}")
+                except SubscribeError as exc:
+                    assert "Not authorized" in str(exc) and repr(user) in str(exc)
+            for topic in may_not_publish[user]:
+                try:
+                    await transport.publish(topic, b"{}", retain=True)
+                    unexpected.append(f"{user} published on {topic}")
+                except NotAuthorizedError:
+                    pass
+    assert unexpected == []

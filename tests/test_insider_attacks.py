@@ -149,7 +149,9 @@ async def test_a_takeover_with_another_components_credentials_is_refused_by_the_
     echo.transport.add_disconnect_listener(lambda _reason: lost.set())
     calculator = ruled_broker.settings("calculator")
     for stolen in (own_id, f"{ns}/echo", own_id + "@probe"):
-        with pytest.raises(ConnectError, match="refused the connection: Not authorized") as refused:
+        with pytest.raises(
+            ConnectError, match="refused the connection of broker user 'calculator': Not authorized"
+        ) as refused:
             await MqttTransport(calculator, client_id=stolen).connect()
         assert refused.value.reason_code == 0x87
     # Its own id, and the name check's user (echo@probe) only under echo's probe id.

@@ -11,13 +11,14 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
+from mesh.cli.common import EXIT_OK, add_connection_options, broker_settings, configure_logging
 from mesh.errors import ConfigError
-from topics import validate_identifier
+from topics import validate_identifier, validate_namespace
 
 if TYPE_CHECKING:
     from mesh.a2a import AgentCard
     from mesh.broker import BrokerSettings
+    from mesh.trust import Trust
 
 __all__ = ["register", "run_acp"]
 
@@ -52,15 +53,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def _acp(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     validate_identifier(args.agent, "agent name")
-    broker = client_settings(args)  # --broker, --secure, --client as for the other client commands
-    await run_acp(broker, args.namespace, args.agent, wait_s=args.wait, idle_timeout_s=args.idle_timeout)
+    from mesh.brokertools.brokerrules import Identity
+    from mesh.brokertools.joining import joined
+
+    broker = broker_settings(args)  # --broker, --secure, TLS as for the other client commands
+    gateway_id = f"acp-{uuid.uuid4().hex[:8]}"
+    # Beside a secured mesh up: a gateway user, key and issuer entry of its own for this run;
+    # elsewhere the --client user's credentials, if any.
+    identity = Identity("gateway", gateway_id, validate_namespace(args.namespace))
+    async with joined(broker, identity, keep=False, by="mesh acp") as place:
+        await run_acp(
+            place.settings if place is not None else broker.for_identity(args.client),
+            args.namespace,
+            args.agent,
+            wait_s=args.wait,
+            idle_timeout_s=args.idle_timeout,
+            gateway_id=gateway_id,
+            trust=place.trust if place is not None else None,
+        )
     return EXIT_OK
 
 
 async def run_acp(
-    broker: BrokerSettings, namespace: str, agent: str, *, wait_s: float = 3.0, idle_timeout_s: float = 300.0
+    broker: BrokerSettings,
+    namespace: str,
+    agent: str,
+    *,
+    wait_s: float = 3.0,
+    idle_timeout_s: float = 300.0,
+    gateway_id: str | None = None,
+    trust: Trust | None = None,
 ) -> None:
-    """Serve ACP on this process's stdio until stdin closes."""
+    """Serve ACP on this process's stdio until stdin closes (``trust``: the gateway's key signs its
+    card and user tokens; its registry takes only signed cards)."""
     try:
         from acp.connection import Connection
     except ImportError as exc:
@@ -70,13 +95,14 @@ async def run_acp(
     from gateways.acp.stdio import StdioTransport
     from gateways.runtime import GatewayRuntime
 
-    gateway_id = f"acp-{uuid.uuid4().hex[:8]}"
+    gateway_id = gateway_id or f"acp-{uuid.uuid4().hex[:8]}"
     runtime = GatewayRuntime(
         gateway_id,
         broker=broker,
         namespace=namespace,
         card=lambda: _card(gateway_id, namespace, agent).to_json_bytes(),
         idle_timeout_s=idle_timeout_s,
+        trust=trust,
     )
     gateway = AcpGateway(runtime, agent, wait_s=wait_s, store=SessionStore.for_namespace(namespace))
     gateway.connect_in_background()

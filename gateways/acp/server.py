@@ -32,6 +32,7 @@ from gateways.acp.turn import PromptTurn, TurnEnd
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCard
 from mesh.background import BackgroundTasks
+from mesh.brokertools.refusals import refusal_fix
 from mesh.e2a import E2AEnvelope, E2AResponse, e2a_response_to_acp_jsonrpc_response, envelope_from_acp_jsonrpc
 from mesh.e2a.acp_content import a2a_part_to_acp_block, acp_blocks_to_a2a_parts
 from mesh.errors import AgentNotFoundError, MeshError
@@ -80,12 +81,14 @@ class AcpGateway:
     async def stop(self) -> None:
         for task in list(self._background):
             task.cancel()
-        if self._connected is not None and self._connected.done() and self._connected.exception() is None:
-            await self.runtime.stop()
-        elif self._connected is not None:
+        if self._connected is None:
+            return
+        if not self._connected.done():  # still starting: stop that, then close what it opened
             self._connected.cancel()
             with contextlib.suppress(BaseException):
                 await self._connected
+        with contextlib.suppress(MeshError):  # (a start that failed left less to close)
+            await self.runtime.stop()
 
     # ------------------------------------------------------------------ dispatch
 
@@ -313,9 +316,10 @@ class AcpGateway:
         try:
             await asyncio.shield(self._connected)
         except MeshError as exc:
+            fix = refusal_fix(exc)  # refused by the broker, which did answer: what to do instead
             raise RequestError(
                 INTERNAL,
-                f"cannot reach the mesh: {exc}; start the broker or pass --broker",
+                f"cannot reach the mesh: {exc}" + (f"; {fix}" if fix else ""),
                 {"errorType": "BrokerUnreachable", "broker": self.runtime.broker_url},
             ) from None
 

@@ -2,7 +2,8 @@
 
 Before the first message, file descriptor 1 is duplicated for the protocol and then pointed at
 stderr (``sys.stdout`` too), so a stray ``print`` or a library writing to stdout can never
-corrupt the protocol stream an editor reads.
+corrupt the protocol stream an editor reads (:mod:`gateways.stdio`, which also takes regular
+files redirected in or out).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import sys
 from typing import Any
+
+from gateways.stdio import LineWriter, protocol_writer, stdin_reader
 
 __all__ = ["StdioTransport"]
 
@@ -24,25 +25,16 @@ _MAX_LINE_BYTES = 64 * 1024 * 1024
 class StdioTransport:
     """A message transport for :class:`acp.connection.Connection` (``send`` / ``receive`` / ``close``)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: LineWriter) -> None:
         self._reader = reader
         self._writer = writer
         self._lock = asyncio.Lock()
 
     @classmethod
     async def open(cls) -> StdioTransport:
-        """Take over stdin and stdout (see the module's docstring)."""
-        loop = asyncio.get_running_loop()
-        protocol_fd = os.dup(1)
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
-        reader = asyncio.StreamReader(limit=_MAX_LINE_BYTES)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", 0, closefd=False))
-        write_transport, write_protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", 0)
-        )
-        writer = asyncio.StreamWriter(write_transport, write_protocol, reader, loop)
-        return cls(reader, writer)
+        """Take over stdin and stdout (see the module's docstring; pipes or regular files)."""
+        reader, _ = await stdin_reader(_MAX_LINE_BYTES)
+        return cls(reader, await protocol_writer(reader))
 
     async def send(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"

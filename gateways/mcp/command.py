@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
+from mesh.cli.common import EXIT_OK, add_connection_options, broker_settings, configure_logging
 from mesh.errors import ConfigError
-from topics import validate_identifier
+from topics import validate_identifier, validate_namespace
 
 if TYPE_CHECKING:
     from mesh.artifacts import ArtifactSettings
@@ -90,19 +90,26 @@ async def _mcp(args: argparse.Namespace) -> int:
         raise ConfigError(f"--http {args.http}: not a TCP port; give a number from 1 to 65535 (0: any free port)")
     gateway_id = validate_identifier(args.id, "gateway id") if args.id else f"mcp-{uuid.uuid4().hex[:8]}"
     auth, trust, artifacts = _settings(args, gateway_id)
-    broker = client_settings(args)  # --broker, --secure, TLS, --client as for the other client commands
-    await run_mcp(
-        broker,
-        args.namespace,
-        gateway_id=gateway_id,
-        patterns=args.agents,
-        trust=trust,
-        idle_timeout_s=args.idle_timeout,
-        http_port=args.http,
-        host=args.host,
-        auth=auth,
-        artifacts=artifacts,
-    )
+    from mesh.brokertools.brokerrules import Identity
+    from mesh.brokertools.joining import joined
+
+    broker = broker_settings(args)  # --broker, --secure, TLS as for the other client commands
+    # Beside a secured mesh up: a gateway user, key and issuer entry of its own for this run
+    # (kept with --id); elsewhere the --client user's credentials, if any.
+    identity = Identity("gateway", gateway_id, validate_namespace(args.namespace))
+    async with joined(broker, identity, keep=args.id is not None, by="mesh mcp") as place:
+        await run_mcp(
+            place.settings if place is not None else broker.for_identity(args.client),
+            args.namespace,
+            gateway_id=gateway_id,
+            patterns=args.agents,
+            trust=trust or (place.trust if place is not None else None),
+            idle_timeout_s=args.idle_timeout,
+            http_port=args.http,
+            host=args.host,
+            auth=auth,
+            artifacts=artifacts,
+        )
     return EXIT_OK
 
 

@@ -11,16 +11,14 @@ handlers that answer, report progress and announce list changes at once never in
 
 Before the first message, file descriptor 1 is duplicated for the protocol and then pointed at
 stderr (``sys.stdout`` too), so a stray ``print`` or a library writing to stdout can never
-corrupt the stream the client reads. When stdin is no pipe (a regular file), the SDK's own
-``stdio_server`` serves instead.
+corrupt the stream the client reads (:mod:`gateways.stdio`, which also takes regular files
+redirected in or out).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -28,6 +26,8 @@ from typing import TYPE_CHECKING
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
+
+from gateways.stdio import LineWriter, protocol_writer, stdin_reader
 
 if TYPE_CHECKING:  # the SDK's stream protocols (structural: only the type checker needs them)
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -88,7 +88,7 @@ class _LineReader:
 class _LineWriter:
     """stdout as the server's write stream: one message, one line, written before ``send`` returns."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: LineWriter) -> None:
         self._writer = writer
         self._closed = False
 
@@ -118,27 +118,12 @@ class _LineWriter:
 
 @contextlib.asynccontextmanager
 async def stdio_streams() -> AsyncIterator[Streams]:
-    """The server's read and write streams over this process's stdin and stdout."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    stdin = os.fdopen(0, "rb", 0, closefd=False)
-    try:
-        read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-    except ValueError:  # a regular file: no pipe to poll
-        from mcp.server.stdio import stdio_server
-
-        async with stdio_server() as streams:
-            yield streams
-        return
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    write_transport, write_protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", 0)
-    )
-    writer = asyncio.StreamWriter(write_transport, write_protocol, reader, loop)
+    """The server's read and write streams over this process's stdin and stdout (pipes or regular files)."""
+    reader, read_transport = await stdin_reader(MAX_LINE_BYTES)
+    writer = await protocol_writer(reader)
     try:
         yield _LineReader(reader), _LineWriter(writer)
     finally:
-        read_transport.close()
+        if read_transport is not None:
+            read_transport.close()
         writer.close()

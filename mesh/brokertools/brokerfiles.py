@@ -84,10 +84,15 @@ def secure_state_dir() -> Path:
 
 
 def identities_of(
-    configs: Sequence[MeshConfig], clients: Sequence[str] = (DEFAULT_CLIENT,), *, sdk_clients: Sequence[str] = ()
+    configs: Sequence[MeshConfig],
+    clients: Sequence[str] = (DEFAULT_CLIENT,),
+    *,
+    sdk_clients: Sequence[str] = (),
+    probes: Sequence[str] = (),
 ) -> list[Identity]:
-    """Every component of ``configs`` (built, never started, to learn its name), the ``clients`` and
-    the ``sdk_clients`` (clients left unbound: third-party code that picks its own client ids)."""
+    """Every component of ``configs`` (built, never started, to learn its name), the ``clients``,
+    the ``sdk_clients`` (clients left unbound: third-party code that picks its own client ids) and
+    the ``probes`` (``mesh doctor``'s users: scratch topics only, in no namespace)."""
     probe = BrokerSettings()  # nothing connects: building only names the components
     found: list[Identity] = []
     namespaces: list[str] = []
@@ -102,6 +107,8 @@ def identities_of(
     for namespace in dict.fromkeys(namespaces):
         found += [Identity("client", client, namespace) for client in clients]
         found += [Identity("client", client, namespace, unbound=True) for client in sdk_clients]
+    if namespaces:  # a probe's rules name no namespace; its identity still carries one
+        found += [Identity("probe", probe, namespaces[0]) for probe in probes]
     return found
 
 

@@ -26,6 +26,17 @@ a free one of its machine or the one ``$MESH_REPLICA_SLOT`` names (replicas on s
 or containers, :func:`mesh.clientids.replica_connection`). Unbound: a name used in several
 namespaces, and a client declared ``unbound`` (a third-party SDK that picks its own client ids).
 
+**A gateway's dashboard watcher** (``{gateway}@watch``) has rights of its own: an operator's view
+of its namespace, read-only (:func:`watch_rules`): the discovery tree, each agent's request topic
+(subscribed per agent while its card is there, never with a wildcard) and the six answer
+families. It publishes nothing but a roll call. The page behind it is the gateway's, behind the
+gateway's authentication (docs/security-model.md).
+
+**The doctor** (kind ``probe``, ``mesh doctor``) may read and publish only under
+:data:`PROBE_ROOT` (``mesh-doctor/#``, shared subscriptions there included), a scratch tree no
+component uses: its checks (retained messages, wills, sessions, ``$share``) run there, each in a
+slot of its own (it opens several connections at once, and a child process that dies).
+
 The EMQX profile (``$a2a/v1/...``; a ``#`` or ``+`` grant never matches a ``$`` topic, so each
 is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+/+``), call
 profile agents (publish ``$a2a/v1/request/...``) and read its own replies
@@ -38,6 +49,7 @@ replies in ``$a2a/v1/reply/...`` and events on its own event topic.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +85,8 @@ from topics import (
 
 __all__ = [
     "GATEWAY_ROLES",
+    "PROBE_ROOT",
+    "PROBE_SLOTS",
     "BoundUser",
     "Identity",
     "Kind",
@@ -85,9 +99,15 @@ __all__ = [
     "rules_by_user",
     "rules_for",
     "slot_counts",
+    "watch_rules",
 ]
 
-Kind = Literal["agent", "gateway", "client"]
+Kind = Literal["agent", "gateway", "client", "probe"]
+
+#: The scratch tree of ``mesh doctor``'s checks: the only topics a probe user may use.
+PROBE_ROOT = "mesh-doctor"
+#: Connections at once of a probe user: a diagnosis holds up to ~9 (more with --peer).
+PROBE_SLOTS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +175,8 @@ class BoundUser:
     client_id: str
     #: What the connection is, for the broker's ``textName`` ("" for the component's own).
     role: str = ""
+    #: Rights of its own (a role of its own on the broker); None: its component's.
+    rules: Rules | None = None
 
 
 def bound_users(identities: Iterable[Identity], passwords: Mapping[str, str]) -> dict[str, BoundUser]:
@@ -175,8 +197,11 @@ def bound_users(identities: Iterable[Identity], passwords: Mapping[str, str]) ->
             bound[probe_user(name)] = BoundUser(name, probe_client_id(own), "name check")
         if identity.kind == "gateway":
             bound.update({role_user(name, r): BoundUser(name, role_client_id(own, r), r) for r in GATEWAY_ROLES})
-        if identity.kind == "client" or identity.replica:
-            for slot in range(1, CLIENT_SLOTS if identity.kind == "client" else SLOTS):
+            watcher = bound[role_user(name, "watch")]
+            bound[role_user(name, "watch")] = dataclasses.replace(watcher, rules=watch_rules(identity.namespace))
+        if identity.kind in ("client", "probe") or identity.replica:
+            slots = {"client": CLIENT_SLOTS, "probe": PROBE_SLOTS}.get(identity.kind, SLOTS)
+            for slot in range(1, slots):
                 bound[slot_user(name, slot)] = BoundUser(name, role_client_id(own, str(slot)), f"slot {slot}")
     return bound
 
@@ -230,12 +255,35 @@ def profile_rules(scope: ProfileScope) -> Rules:
 def rules_for(identity: Identity) -> Rules:
     """The least-privilege rules of one component on its namespace (and as a caller in the EMQX profile)."""
     rules = _sam_rules(identity)
+    if identity.kind == "probe":
+        return rules
     rules.add(_profile_calls(identity.name))
     return rules
 
 
+def watch_rules(namespace: str) -> Rules:
+    """A dashboard watcher's rights on ``namespace``: read cards, requests and answers; publish a roll call."""
+    return Rules(
+        "gateway",
+        read=[
+            get_discovery_subscription_topic(namespace),
+            profile_discovery_filter(),
+            AGENT_REQUEST_TOPIC.filter(namespace=namespace),  # subscribed one agent at a time
+            *(template.filter(namespace=namespace) for template in ANSWER_TEMPLATES),
+        ],
+        publish=[get_discovery_rollcall_topic(namespace)],
+    )
+
+
+def _probe_rules() -> Rules:
+    """``mesh doctor``'s rights: its scratch tree only (:data:`PROBE_ROOT`)."""
+    return Rules("probe", read=[f"{PROBE_ROOT}/#", f"$share/+/{PROBE_ROOT}/#"], publish=[f"{PROBE_ROOT}/#"])
+
+
 def _sam_rules(identity: Identity) -> Rules:
     ns, name = identity.namespace, identity.name
+    if identity.kind == "probe":
+        return _probe_rules()
     requests = [AGENT_REQUEST_TOPIC.filter(namespace=ns), AGENT_REQUEST_TOPIC.filter(namespace=ns) + "/+"]
     discovery = get_discovery_subscription_topic(ns)
     rollcall = get_discovery_rollcall_topic(ns)  # every registry may ask who is there

@@ -26,13 +26,16 @@ from dataclasses import dataclass
 
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerprobe import SLOW_ROUND_TRIP_MS
-from mesh.clientids import client_transport
+from mesh.brokertools.brokerrules import PROBE_ROOT
+from mesh.clientids import Claimed, client_transport, connection_for
 from mesh.errors import MeshError, NoSubscribersError
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, MqttTransport
 
 __all__ = ["Finding", "diagnose"]
 
+#: The share group of the ``$share`` check.
+PROBE_GROUP = "doctor"
 #: How long a check waits for a message the broker should deliver.
 WAIT_S = 3.0
 
@@ -55,12 +58,22 @@ Check = Callable[[], Awaitable[Finding]]
 
 
 class _Probe:
-    """Connections of one diagnosis, on a root topic of its own; all closed at the end."""
+    """Connections of one diagnosis, on a root topic of its own; all closed at the end.
+
+    Under rules that bind the doctor's user to its client ids (a secured ``mesh up``), each
+    connection, a child process's included, takes a slot of that user (mesh.clientids)."""
 
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = dataclasses.replace(settings, session_expiry_s=0)
-        self.root = f"mesh-doctor/{uuid.uuid4().hex[:12]}"
+        self.root = f"{PROBE_ROOT}/{uuid.uuid4().hex[:12]}"
         self._open: list[MqttTransport] = []
+
+    def claim(self, prefix: str) -> Claimed:
+        """A user and client id for a connection this process opens itself (a random id where
+        there are no slots), held until released."""
+        otherwise = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        name = self.settings.username or ""
+        return connection_for(self.settings, "client", "", name, otherwise)
 
     async def connect(self, settings: BrokerSettings | None = None, **options: object) -> MqttTransport:
         settings = settings or self.settings
@@ -91,16 +104,22 @@ async def _received(
         return None
 
 
-def _child_script(url: str, client_id: str, subscribe: str | None, will_topic: str | None) -> str:
+def _child_script(settings: BrokerSettings, client_id: str, subscribe: str | None, will_topic: str | None) -> str:
+    """The child's program: the broker's address and TLS files (paths, not secrets) written in."""
+    tls = settings.tls
+    tls_options = None if tls is None else (tls.ca_file, tls.cert_file, tls.key_file, tls.insecure)
     return textwrap.dedent(
         f"""
         import asyncio, os
-        from mesh.broker import BrokerSettings
+        from mesh.broker import BrokerSettings, TlsOptions
         from mesh.transport import MqttTransport, Will
         async def main():
             will = None if {will_topic!r} is None else Will(topic={will_topic!r}, payload=b"gone", qos=1)
             credentials = dict(username=os.environ.get("MESH_DOCTOR_USER"), password=os.environ.get("MESH_DOCTOR_PW"))
-            settings = BrokerSettings.from_url({url!r}, **{{k: v for k, v in credentials.items() if v}})
+            tls = None if {tls_options!r} is None else TlsOptions(*{tls_options!r})
+            settings = BrokerSettings(
+                host={settings.host!r}, port={settings.port!r}, tls=tls, **{{k: v for k, v in credentials.items() if v}}
+            )
             transport = MqttTransport(settings, client_id={client_id!r}, will=will)
             await transport.connect()
             if {subscribe!r} is not None:
@@ -111,15 +130,15 @@ def _child_script(url: str, client_id: str, subscribe: str | None, will_topic: s
     )
 
 
-async def _run_child(
-    settings: BrokerSettings, client_id: str, *, subscribe: str | None = None, will: str | None = None
-) -> None:
+async def _run_child(claimed: Claimed, *, subscribe: str | None = None, will: str | None = None) -> None:
+    """Run a child that connects as ``claimed`` (its slot held here meanwhile) and dies without DISCONNECT."""
+    settings = claimed.settings
     # The credentials go by environment, not on the command line (where `ps` would show them).
     credentials = {"MESH_DOCTOR_USER": settings.username or "", "MESH_DOCTOR_PW": settings.password or ""}
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        _child_script(settings.url, client_id, subscribe, will),
+        _child_script(settings, claimed.client_id, subscribe, will),
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **credentials},
     )
@@ -138,10 +157,10 @@ async def diagnose(settings: BrokerSettings, peer: BrokerSettings | None = None)
         connect_ms = (time.perf_counter() - started) * 1000
         findings.append(Finding("MQTT v5 session", True, f"CONNACK in {connect_ms:.0f} ms", needed=True))
         findings += _capabilities(main)
-        for check in _checks(probe, main, settings):
+        for check in _checks(probe, main):
             findings.append(await _safely(check))
         if peer is not None:
-            for check in _peer_checks(probe, settings, peer):
+            for check in _peer_checks(probe, peer):
                 findings.append(await _safely(check))
     finally:
         await probe.close()
@@ -216,7 +235,7 @@ def _yes(flag: bool) -> str:
     return "available" if flag else "not available (CONNACK)"
 
 
-def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> list[Check]:
+def _checks(probe: _Probe, main: MqttTransport) -> list[Check]:
     root = probe.root
 
     async def user_properties() -> Finding:
@@ -259,9 +278,11 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
     async def will() -> Finding:
         watcher = await probe.connect()
         topic = f"{root}/will"
-        got = await _received(
-            watcher, topic, lambda: _run_child(settings, f"doctor-will-{uuid.uuid4().hex[:8]}", will=topic)
-        )
+        claimed = probe.claim("doctor-will")
+        try:
+            got = await _received(watcher, topic, lambda: _run_child(claimed, will=topic))
+        finally:
+            claimed.release()
         ok = got is not None and got.payload == b"gone"
         return Finding(
             "wills",
@@ -276,7 +297,7 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
             return Finding(
                 "$share delivery", False, "skipped: the broker said it has none", "agents cannot run as replicas"
             )
-        got = await _received(main, f"$share/doctor/{root}/shared", lambda: main.publish(f"{root}/shared", b"x"))
+        got = await _received(main, f"$share/{PROBE_GROUP}/{root}/shared", lambda: main.publish(f"{root}/shared", b"x"))
         return Finding(
             "$share delivery", got is not None, "delivered" if got else "not delivered", "agents cannot run as replicas"
         )
@@ -291,12 +312,16 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
         )
 
     async def persistent_session() -> Finding:
-        client_id = f"doctor-session-{uuid.uuid4().hex[:8]}"
+        claimed = probe.claim("doctor-session")  # the child's user and id, then the one coming back
         topic = f"{root}/session"
-        await _run_child(settings, client_id, subscribe=topic)
+        try:
+            await _run_child(claimed, subscribe=topic)
+        except BaseException:
+            claimed.release()
+            raise
         await main.publish(topic, b"while away")
-        persistent = dataclasses.replace(settings, session_expiry_s=60)
-        back = MqttTransport(persistent, client_id=client_id)
+        persistent = dataclasses.replace(claimed.settings, session_expiry_s=60)
+        back = MqttTransport(persistent, client_id=claimed.client_id)
         got: asyncio.Queue[InboundMessage] = asyncio.Queue()
         subscribing = asyncio.ensure_future(back.subscribe(topic, got.put_nowait))
         try:
@@ -310,6 +335,7 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
             subscribing.cancel()
             with contextlib.suppress(MeshError):
                 await back.close()
+            claimed.release()
         return Finding(
             "persistent sessions and redelivery",
             ok,
@@ -365,7 +391,7 @@ def _checks(probe: _Probe, main: MqttTransport, settings: BrokerSettings) -> lis
     ]
 
 
-def _peer_checks(probe: _Probe, settings: BrokerSettings, peer: BrokerSettings) -> list[Check]:
+def _peer_checks(probe: _Probe, peer: BrokerSettings) -> list[Check]:
     root = probe.root
     peer_probe = dataclasses.replace(peer, session_expiry_s=0)
 
@@ -396,9 +422,11 @@ def _peer_checks(probe: _Probe, settings: BrokerSettings, peer: BrokerSettings) 
     async def will_across() -> Finding:
         there = await probe.connect(peer_probe)
         topic = f"{root}/x/will"
-        got = await _received(
-            there, topic, lambda: _run_child(settings, f"doctor-will-{uuid.uuid4().hex[:8]}", will=topic)
-        )
+        claimed = probe.claim("doctor-will")
+        try:
+            got = await _received(there, topic, lambda: _run_child(claimed, will=topic))
+        finally:
+            claimed.release()
         return Finding(
             "across nodes: wills",
             got is not None,

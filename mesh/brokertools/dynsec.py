@@ -44,6 +44,7 @@ __all__ = [
     "hash_password",
     "probe_client_id",
     "role_acls",
+    "role_name",
 ]
 
 #: The broker user that may change the users and rules while the broker runs.
@@ -109,12 +110,15 @@ def dynsec_config(
     for username, user in sorted(bound.items()):
         if username in users:
             continue  # a component's own user, above
-        rules = users[user.owner]  # another connection of it: the same rights and password, an id of its own
+        # Another connection of it: its password, an id of its own, its rights unless the role has its own.
+        kind = users[user.owner].kind
+        if user.rules is not None:
+            roles.append({"rolename": role_name(user, username), "acls": role_acls(user.rules)})
         other = {
             "username": username,
-            "textName": f"mesh {rules.kind} {user.owner} ({user.role})",
+            "textName": f"mesh {kind} {user.owner} ({user.role})",
             **hash_password(passwords[user.owner]),
-            "roles": [{"rolename": f"{rules.kind}-{user.owner}"}],
+            "roles": [{"rolename": role_name(user, username) if user.rules is not None else f"{kind}-{user.owner}"}],
             "clientid": user.client_id,
         }
         clients.append(other)
@@ -129,6 +133,11 @@ def dynsec_config(
         "groups": [],
         "roles": roles,
     }
+
+
+def role_name(user: BoundUser, username: str) -> str:
+    """The broker role of a role user with rights of its own (a gateway's watcher: ``watch-http@watch``)."""
+    return f"{user.role}-{username}"
 
 
 def _acl(kind: str, topic: str) -> dict[str, Any]:

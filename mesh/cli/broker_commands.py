@@ -100,6 +100,7 @@ def secure_broker(
     configs: Sequence[MeshConfig],
     clients: Sequence[str],
     *,
+    probes: Sequence[str] = (),
     directory: Path,
     started: Callable[[LocalBroker], None] | None = None,
     workdir: Path | None = None,
@@ -123,7 +124,7 @@ def secure_broker(
     tls = parts.scheme == "mqtts"
     settings = BrokerSettings.from_url(url)
     files = write_broker_files(
-        directory, identities_of(configs, clients), tls_hosts=_LOCAL_HOSTS if tls else (), admin=True
+        directory, identities_of(configs, clients, probes=probes), tls_hosts=_LOCAL_HOSTS if tls else (), admin=True
     )
     extra_config, rules_copy = local_broker_config(files)
     try:

@@ -254,10 +254,12 @@ def exit_code_for(exc: BaseException) -> int | None:
 
 def describe(exc: BaseException) -> str:
     from mesh.a2a import RpcError
+    from mesh.brokertools.refusals import refusal_fix
 
     if isinstance(exc, RpcError):
         return f"the agent answered with error {exc.code}: {exc.error.message}"
-    return str(exc)
+    fix = refusal_fix(exc)  # the broker refused this command's identity: what to do about it
+    return f"{exc}; {fix}" if fix else str(exc)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import sys
 
 from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
+from mesh.credentials import DOCTOR_USER
 
 #: Exit code when the mesh runs, but without some of what it would use.
 EXIT_DEGRADED = 1
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def _doctor(args: argparse.Namespace) -> int:
     from mesh.brokertools.doctor import diagnose  # the MQTT client loads when the command runs
 
-    args.client = "doctor"
+    args.client = DOCTOR_USER  # a probe user: mesh doctor's scratch topics only (mesh.brokertools.brokerrules)
     configure_logging("error")
     settings = client_settings(args)
     peer = None if args.peer is None else BrokerSettings.from_url(args.peer)

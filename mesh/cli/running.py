@@ -15,7 +15,8 @@ from pathlib import Path
 
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
 from mesh.brokertools.brokerfiles import CREDENTIALS_DIR, identities_of
-from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url, running_up_of_broker, up_files
+from mesh.brokertools.joining import local_up
+from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url, up_files
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
@@ -31,6 +32,7 @@ from mesh.cli.up_broker import broker_for_up, check_gateway_ports
 from mesh.cli.up_edge import banner_lines, up_api_key, with_api_key
 from mesh.cli.up_secure import INSECURE_WARNING, admin_file, secured_url, with_secure_trust
 from mesh.cli.up_secure import clients as up_clients
+from mesh.cli.up_secure import probes as up_probes
 from mesh.component import Component
 from mesh.config import MeshConfig, configured_broker, configured_tls, load_many
 from mesh.errors import ConfigError, ConnectError
@@ -82,16 +84,16 @@ async def run(args: argparse.Namespace) -> int:
 
 async def _joined(configs: list[MeshConfig], broker: BrokerSettings) -> list[MeshConfig]:
     """``configs``, their components given users of their own on the secured broker of a ``mesh up``
-    running here (and signing keys), when that is the broker they use (mesh.brokertools.enroll)."""
-    record = running_up_of_broker(broker.url, configs[0].namespace)
-    if record is None or not record.credentials or record.credentials != broker.password_file:
-        return configs
-    if not record.admin_file or not record.keys:
+    running here, and signing keys every registry there trusts, when that is the broker they use
+    (mesh.brokertools.joining)."""
+    up = local_up(broker, configs[0].namespace)
+    if up is None:
         return configs
     from mesh.brokertools.enroll import enroll
 
-    await enroll(broker, Path(record.admin_file), Path(record.credentials), identities_of(configs, up_clients()))
-    return with_secure_trust(configs, Path(record.keys))
+    secured = with_secure_trust(configs, up.keys)  # the keys first: their cards are trusted as they come
+    await enroll(broker, up.admin_file, up.credentials, identities_of(configs, up_clients()))
+    return secured
 
 
 async def up(args: argparse.Namespace) -> int:
@@ -137,6 +139,7 @@ async def _up_secured(args: argparse.Namespace, claim: UpClaim, configs: list[Me
         url,
         configs,
         up_clients(),
+        probes=up_probes(),
         directory=directory,
         started=lambda broker: started.append(broker.pid),
         workdir=claim.files.broker_dir,  # what a killed mesh up leaves, the next one cleans

@@ -15,18 +15,19 @@ for is refused, naming ``--insecure``.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from mesh.broker import BROKER_URL_ENV, DEFAULT_BROKER_URL
 from mesh.brokertools.brokerfiles import ADMIN_FILE, DEFAULT_CLIENT, SECURE_BROKER_URL, identities_of
 from mesh.brokertools.localbroker import free_port, port_answers
+from mesh.brokertools.localtrust import add_components, trust_settings
 from mesh.config import MeshConfig
+from mesh.credentials import DOCTOR_USER
 from mesh.errors import ConfigError, ConnectError
 from mesh.redaction import redact_url
 
@@ -41,7 +42,6 @@ INSECURE_WARNING = (
     "can read every request and answer, pose as any agent or answer, and remove agents. Leave --insecure out "
     "for per-component users, signed cards and user tokens"
 )
-_ORCHESTRATOR_CLASS = "OrchestratorAgent"
 
 
 def secured_url(explicit: str | None, *, tls: bool) -> str:
@@ -79,46 +79,21 @@ def admin_file(credentials: Path) -> Path:
 
 def with_secure_trust(configs: Sequence[MeshConfig], keys_dir: Path) -> list[MeshConfig]:
     """``configs`` with signed cards and user tokens on: a key per component in ``keys_dir``, every
-    card signed and checked, the gateways' user tokens verified, and an orchestrator without an
-    allow list of its own asking only the agents started with it.
+    card signed and checked against the keys there, the gateways' user tokens verified
+    (mesh.brokertools.localtrust: both re-read when a component joins later).
 
     A config that has its own ``trust:`` keeps it.
     """
-    from mesh.trust import generate_keys  # the JOSE library loads only when keys are made
-
-    identities = identities_of(configs, ())
-    generate_keys(keys_dir, [identity.name for identity in identities])
-    issuers = sorted({identity.name for identity in identities if identity.kind == "gateway"})
-    trust = {"keys": str(keys_dir), "token_issuers": issuers}
-    agents = sorted(identity.name for identity in identities if identity.kind == "agent")
-    secured = []
-    for config in configs:
-        if config.trust is None:
-            config = dataclasses.replace(config, trust=trust)
-        secured.append(_with_allow_list(config, agents))
-    return secured
-
-
-def _with_allow_list(config: MeshConfig, agents: Sequence[str]) -> MeshConfig:
-    """An orchestrator entry with no ``allow``/``allow_tags`` gets the started agents as its allow list."""
-    entries = config.sections.get("agents")
-    if not isinstance(entries, list):
-        return config
-    changed = False
-    updated: list[object] = []
-    for entry in entries:
-        if isinstance(entry, Mapping) and str(entry.get("class", "")).endswith(_ORCHESTRATOR_CLASS):
-            options = entry.get("config") or {}
-            if isinstance(options, Mapping) and "allow" not in options and "allow_tags" not in options:
-                own = str(entry.get("name") or "orchestrator")
-                entry = {**copy.deepcopy(dict(entry)), "config": {**options, "allow": [a for a in agents if a != own]}}
-                changed = True
-        updated.append(entry)
-    if not changed:
-        return config
-    return dataclasses.replace(config, sections={**config.sections, "agents": updated})
+    add_components(keys_dir, identities_of(configs, ()))
+    trust = trust_settings(keys_dir)
+    return [config if config.trust is not None else dataclasses.replace(config, trust=trust) for config in configs]
 
 
 def clients() -> list[str]:
     """The CLI users of a secured ``mesh up``."""
     return [DEFAULT_CLIENT]
+
+
+def probes() -> list[str]:
+    """The probe users of a secured ``mesh up`` (``mesh doctor``'s)."""
+    return [DOCTOR_USER]

@@ -202,8 +202,10 @@ class Connection:
                     "; if the broker allows anonymous logins, it may still want a user name and password "
                     "(ejabberd does): mqtt://user:password@host:port"
                 )
-            error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection: {reason}{hint}")
+            user = f" of broker user {self.settings.username!r}" if self.settings.username else ""
+            error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection{user}: {reason}{hint}")
             error.reason_code = _code(reason)
+            error.refused_as(self.settings.url, self.settings.username)
             self._connack.set_exception(error)
 
     def refused_capabilities(self, error: ConnectError) -> None:

@@ -150,12 +150,13 @@ class Inbound:
             if not entry.acked.done():
                 entry.acked.set_result(None)
             return
+        settings = self._connection.settings
+        user = f" of broker user {settings.username!r}" if settings.username else " of an anonymous client"
         error = SubscribeError(
-            f"the broker at {self._connection.settings.url} refused the subscription "
-            f"{entry.topic_filter!r}: {failed[0]}",
+            f"the broker at {settings.url} refused the subscription {entry.topic_filter!r}{user}: {failed[0]}",
             topic_filter=entry.topic_filter,
             reason=str(failed[0]),
-        )
+        ).refused_as(settings.url, settings.username)
         if not entry.acked.done():
             entry.acked.set_exception(error)
             entry.acked.exception()  # waiters each re-raise it; none may be left to read it

@@ -199,7 +199,8 @@ class Publisher:
         if ack.done():
             return
         if reason.is_failure:
-            ack.set_exception(publish_error(reason, topic))
+            settings = self._connection.settings
+            ack.set_exception(publish_error(reason, topic).refused_as(settings.url, settings.username))
         elif require_subscriber and reason.value == _NO_MATCHING_SUBSCRIBERS:
             ack.set_exception(NoSubscribersError(topic))
         else:

@@ -4,6 +4,7 @@ state file. ``--secure`` adds TLS; ``--insecure`` is the open mesh, with a warni
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -29,7 +30,7 @@ from mesh.credentials import private_client_id, read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys, load_private_key, sign_card
-from tests.mesh.cli_process import mesh, start_mesh
+from tests.mesh.cli_process import mesh, mesh_env, start_mesh
 from tests.mesh.test_cli_up import wait_until_gone
 from tests.mesh.test_trust import card
 from tests.support import Inbox
@@ -89,6 +90,7 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
             "send", "echo", "hi", "--broker", url, "-n", namespace, MESH_STATE_DIR=str(tmp_path / "x")
         )
         assert anonymous.code == 3 and "Not authorized" in anonymous.stderr and "Traceback" not in anonymous.stderr
+        assert f"no mesh up runs here with $MESH_STATE_DIR={tmp_path / 'x'}" in anonymous.stderr  # the way out
         with pytest.raises(ConnectError, match="Not authorized"):
             await MqttTransport(BrokerSettings.from_url(url)).connect()
         # The CLI's own credentials have client rights only: no card in an agent's name.
@@ -308,3 +310,64 @@ def test_the_start_check_ignores_a_client_failing_but_not_the_broker_complaining
     with pytest.raises(BrokerUnavailableError, match="File is not readable") as raised:
         check_broker_log(broker, rules)
     assert "unexpected eof" not in str(raised.value)
+
+
+@needs_mosquitto
+async def test_mesh_acp_and_mesh_mcp_beside_mesh_up_run_as_gateways_of_their_own_and_leave_no_user(
+    namespace: str, tmp_path: Path
+) -> None:
+    """Each run of ``mesh acp`` / ``mesh mcp`` gets a gateway user, a key among the trusted ones and
+    a token issuer entry of its own, and answers; when it ends, all three are gone, and its
+    password no longer opens a connection."""
+    url = f"mqtt://localhost:{free_port()}"
+    state = {"MESH_STATE_DIR": str(tmp_path)}
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()), **state)
+    initialize = {
+        "acp": {"protocolVersion": 1},
+        "mcp": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+    }
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        record = running_up(namespace, tmp_path)
+        assert record is not None and record.credentials is not None
+        credentials = Path(record.credentials)
+        before = {p.name for p in credentials.iterdir()}
+        issuers = (credentials / "token-issuers.txt").read_text()
+        for command in (["acp", "echo"], ["mcp"]):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "mesh.cli",
+                *command,
+                "-n",
+                namespace,
+                "--log-level",
+                "info",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=mesh_env(**state),
+            )
+            assert proc.stdin is not None and proc.stdout is not None
+            request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize[command[0]]}
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            answer = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+            assert "result" in answer, answer  # connected, as a user of its own
+            added = {p.name for p in credentials.iterdir()} - before
+            gateway = min(added)  # its password file; its key beside it
+            assert gateway.startswith(command[0] + "-") and added == {gateway, f"{gateway}.jwk"}, added
+            assert gateway in (credentials / "token-issuers.txt").read_text()
+            assert gateway in (credentials / "jwks.json").read_text()
+            settings = BrokerSettings.from_url(url, password_file=str(credentials)).for_identity(gateway)
+            proc.stdin.close()
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+            assert f"added broker users for gateway {gateway}".encode() in err
+            assert {p.name for p in credentials.iterdir()} == before
+            assert (credentials / "token-issuers.txt").read_text() == issuers
+            assert gateway not in (credentials / "jwks.json").read_text()
+            with pytest.raises(ConnectError, match=r"Not authorized|Bad user name or password"):
+                await MqttTransport(settings, client_id=f"{namespace}/{gateway}-x").connect()
+        assert not [line for line in up.stderr_lines if "refused the card" in line], up.output
+    finally:
+        assert await up.stop() == 0, up.output

@@ -230,7 +230,9 @@ async def test_the_cli_works_under_per_user_rules_with_only_a_broker_url(
         other = await mesh(
             "send", "echo", "x", "--broker", user_url, "-n", namespace, "--client-id", "bob", "--timeout", "3"
         )
-        assert other.code == 3 and "refused the connection: Not authorized" in other.stderr, other.stderr
+        assert other.code == 3 and "refused the connection of broker user 'alice': Not authorized" in other.stderr, (
+            other.stderr
+        )
         bad = await mesh("send", "echo", "x", "--broker", user_url, "-n", namespace, "--client-id", "a/b")
         assert bad.code == 2 and "--client-id" in bad.stderr and "Traceback" not in bad.stderr
     finally:

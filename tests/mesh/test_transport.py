@@ -355,7 +355,9 @@ async def test_credentials_in_the_url(
     await good.publish(f"{namespace}/hello", b"hi")
     await good.close()
     bad = MqttTransport(BrokerSettings.from_url(f"mqtt://alice:wrong@127.0.0.1:{broker.port}"))
-    with pytest.raises(ConnectError, match=r"refused the connection: (Not authorized|Bad user name or password)"):
+    with pytest.raises(
+        ConnectError, match=r"refused the connection of broker user 'alice': (Not authorized|Bad user name or password)"
+    ):
         await bad.connect()
 
 
