@@ -80,14 +80,18 @@ class Service:
 
 
 async def start_mesh(*args: str, **env: str) -> Service:
+    return await spawn([sys.executable, "-m", "mesh.cli", *args], env=mesh_env(**env))
+
+
+async def spawn(argv: list[str], *, env: dict[str, str], cwd: Path | None = None) -> Service:
+    """A long-running command (``mesh up``, ``mesh run``), its lines read as they come."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "mesh.cli",
-        *args,
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=mesh_env(**env),
     )
     service = Service(proc)
 

@@ -205,11 +205,13 @@ async def test_mesh_up_secure_adds_tls(namespace: str, tmp_path: Path) -> None:
 async def test_mesh_up_refuses_a_remote_url_or_a_broker_it_cannot_secure(
     make_broker: Callable[..., LocalBroker], tmp_path: Path
 ) -> None:
+    # A gateway port of its own: the whole-product test's mesh up may hold 8080 (checked first).
+    env = {"MESH_STATE_DIR": str(tmp_path), "MESH_HTTP_PORT": str(free_port())}
     for url in ("mqtts://broker.example:8883", "mqtt://user:pw@localhost:1999"):
-        result = await mesh("up", "--broker", url, MESH_STATE_DIR=str(tmp_path))
+        result = await mesh("up", "--broker", url, **env)
         assert result.code == 2 and "--insecure" in result.stderr, result.stderr
     open_broker = make_broker()
-    result = await mesh("up", "--broker", open_broker.url, MESH_STATE_DIR=str(tmp_path))
+    result = await mesh("up", "--broker", open_broker.url, **env)
     assert result.code == 3 and "already answers" in result.stderr and "--insecure" in result.stderr, result.stderr
 
 

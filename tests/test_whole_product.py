@@ -1,0 +1,713 @@
+"""The whole product, run as a user runs it (DESIGN, "The default mesh is the whole product").
+
+``mesh up`` starts exactly as the README says: the venv's console script, no flag, a fresh
+``HOME`` (so a fresh state directory, ``$HOME/.local/state/mesh``) and an environment without
+``MESH_STATE_DIR`` (conftest sets it for the rest of the suite), ``XDG_STATE_HOME``,
+``MESH_BROKER_URL``, ``MESH_NAMESPACE`` or ``MESH_BROKER_PASSWORD_FILE``. The broker's port is
+mesh up's own choice (1883, or beside it when something listens there). The only deviation:
+when 127.0.0.1:8080 is taken, ``MESH_HTTP_PORT`` names a free port for the gateway. The API key
+is read from the file the banner names (``export MESH_API_KEY="$(cat ...)"``). Every later
+command gets the same ``HOME`` and no flag for the broker or credentials: it must find them,
+and the CA under ``--secure``, through the state directory.
+
+On that mesh, each client a user has, for real (``tests/whole_product_clients.py``):
+
+1. the README's tour (its ``console`` blocks on the example agents), ``mesh agents``,
+   ``mesh task list`` / ``get``;
+2. a user's own agent (``mesh run mine.yaml``, an EchoAgent named ``mine``, as docs/agents.md
+   shows): ``mesh send``; HTTP through the official a2a-sdk client; the chat's HTTP API after
+   signing in with the API key; the dashboard's feed (``/ui/api/events``) showing a task sent to
+   it from the CLI and one sent from the dashboard's own send box, with their answers;
+3. ``mesh mcp`` through the official MCP SDK; 4. ``mesh acp echo`` through the official ACP SDK;
+5. ``mesh doctor``; 6. a workflow served by ``mesh run``, and artifacts (an agent's file saved by
+``mesh send --save-artifacts`` and downloaded through the gateway; a file attached in the chat
+and downloaded again); 7. an LLM agent on pydantic-ai's test model;
+8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool.
+
+Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
+per variant (its own event loop scope: the module's); the last check of each stops everything
+with Ctrl-C. Every wait has a deadline and waits on lines, events or a bounded retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+import pytest_asyncio
+from a2a.client import ClientConfig, create_client
+from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from acp import spawn_agent_process, text_block
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from mesh.brokertools.localbroker import free_port, port_is_free
+from tests.gateways.acp_client import Editor, RecordingClient
+from tests.gateways.mcp_client import McpClient, Recorder
+from tests.mesh.cli_process import Result, Service, spawn
+from tests.support import alive
+from tests.test_readme import CONSOLE_BLOCK, README, Step, check_output, readme_steps
+from tests.whole_product_clients import (
+    BIN,
+    INPUT_REQUIRED,
+    MESH,
+    Feed,
+    eventually,
+    run,
+    shown,
+    signed_in,
+    sse_post,
+    stop,
+    task_id_of,
+    user_env,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+# (`"insecure": ("--insecure",)` runs the same checks on the open mesh, for comparison: all pass there.)
+VARIANTS = {"plain": (), "secure": ("--secure",)}
+#: What the commands' environment must not carry (they find it all through the state directory).
+FORBIDDEN_ENV = ("MESH_STATE_DIR", "XDG_STATE_HOME", "MESH_BROKER_URL", "MESH_NAMESPACE", "MESH_BROKER_PASSWORD_FILE")
+GATEWAY_PORT = 8080
+#: A component started later is enrolled and trusted by every running registry "within seconds".
+AGENT_SEEN_S = 10.0
+STARTUP_S = 90.0  # mesh up, or a mesh run importing pydantic-ai, on a busy 2-core machine
+
+# The files a user writes into a project folder of their own (not the repository).
+MINE = """\
+# mine.yaml: an agent of the user's own, beside mesh up (docs/agents.md)
+agents:
+  - class: agents.builtin.echo:EchoAgent
+    name: mine
+"""
+FLOWS = """\
+# flows.yaml: a workflow (docs/workflows.md) over the example agents
+agents:
+  - name: pipeline
+    description: Repeats an expression through echo, then computes it with the calculator.
+    workflow:
+      input_schema: {type: object, properties: {expression: {type: string}}, required: [expression]}
+      nodes:
+        - id: said
+          agent: echo
+          input: "{{ input.expression }}"
+        - id: computed
+          agent: calculator
+          input: "{{ said.output.text }}"
+      output:
+        echoed: "{{ said.output.text }}"
+        result: "{{ computed.output.text }}"
+"""
+REPORTER_PY = '''\
+"""An agent that answers with a file (docs/artifacts.md's Reporter): quarterly.txt, beside it."""
+
+from pathlib import Path
+
+from agents import Agent, Reply
+
+
+class Reporter(Agent):
+    name = "reporter"
+    description = "Writes the quarterly report as a file"
+
+    async def handle(self, message, ctx):
+        uri = await ctx.save_artifact("report.txt", Path(__file__).with_name("quarterly.txt"), "text/plain")
+        yield Reply(f"done: {uri}")
+'''
+REPORT = "".join(f"line {i} of the quarterly report\n" for i in range(20000))  # ~600 kB
+REPORTER = """\
+agents:
+  - class: reporter:Reporter
+"""
+LLM = """\
+# llm.yaml: an LLM agent (docs/llm-agents.md) on pydantic-ai's test model, which calls every tool it has
+agents:
+  - name: thinker
+    description: Answers with pydantic-ai's test model.
+    llm:
+      model: test
+      instructions: You answer briefly.
+"""
+
+
+@dataclass
+class Product:
+    """A running ``mesh up`` and what a user has around it: their HOME, a project folder, a shell."""
+
+    variant: str
+    home: Path
+    project: Path
+    env: dict[str, str]
+    up: Service
+    gateway: str
+    api_key: str | None
+    broker_pid: int | None
+    services: dict[str, Service] = field(default_factory=dict)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"X-API-Key": self.api_key} if self.api_key else {}
+
+    async def mesh(self, *args: str, timeout: float = 60.0) -> Result:
+        """``mesh ARGS`` in the project folder, as the user types it."""
+        return await run([str(MESH), *args], env=self.env, cwd=self.project, timeout=timeout)
+
+    async def shell(self, command: str) -> Result:
+        """``command`` in bash, stdout and stderr as a terminal shows them (in ``stdout``)."""
+        return await run(["bash", "-c", command], env=self.env, cwd=self.project, merged=True)
+
+    async def serve(self, config: str, files: dict[str, str]) -> Service:
+        """``mesh run CONFIG`` (its files written into the project first), once per mesh: until it
+        says it runs; a later call finds it still running."""
+        if (service := self.services.get(config)) is not None:
+            assert service.proc.returncode is None, f"mesh run {config} has exited:\n{service.output}"
+            return service
+        for name, text in files.items():
+            (self.project / name).write_text(text)
+        service = await spawn([str(MESH), "run", config], env=self.env, cwd=self.project)
+        self.services[config] = service
+        await service.wait_for_line("Ctrl-C stops", timeout=STARTUP_S)
+        return service
+
+
+@contextlib.asynccontextmanager
+async def mesh_up(root: Path, *flags: str) -> AsyncIterator[Product]:
+    """``mesh up FLAGS`` in a fresh HOME; every process started for it stopped at the end."""
+    home, project = root / "home", root / "project"
+    home.mkdir()
+    project.mkdir()
+    extra = {} if port_is_free("127.0.0.1", GATEWAY_PORT) else {"MESH_HTTP_PORT": str(free_port())}
+    env = user_env(home, **extra)
+    assert not [name for name in FORBIDDEN_ENV if name in env], env
+    up = await spawn([str(MESH), "up", *flags], env=env, cwd=project)
+    product: Product | None = None
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout", timeout=STARTUP_S)
+        banner = "".join(up.stdout_lines)
+        gateway = re.search(r"^\s+gateways\s+http (http://\S+)$", banner, re.M)
+        assert gateway, f"the banner names no HTTP gateway:\n{up.output}"
+        export = re.search(r'export MESH_API_KEY="\$\(cat (.+)\)"', banner)
+        if "--insecure" not in flags:  # secured by default: its own broker, under the mesh's rules
+            assert "under the mesh's rules" in banner, f"not the secured mesh up:\n{up.output}"
+            assert export, f"the banner says nothing of the API key:\n{up.output}"
+        if "--secure" in flags:
+            assert re.search(r"^\s+broker\s+mqtts://", banner, re.M), f"no TLS broker:\n{up.output}"
+        api_key = Path(export[1]).read_text(encoding="utf-8").strip() if export else None
+        if api_key:
+            env["MESH_API_KEY"] = api_key  # as the banner says to
+        state = home / ".local" / "state" / "mesh" / "up" / "mesh.json"
+        assert state.is_file(), f"no state file at {state} (the state dir of a fresh HOME):\n{up.output}"
+        record = json.loads(state.read_text(encoding="utf-8"))
+        product = Product(
+            variant=" ".join(("mesh up", *flags)),
+            home=home,
+            project=project,
+            env=env,
+            up=up,
+            gateway=gateway[1],
+            api_key=api_key,
+            broker_pid=record.get("broker_pid"),
+        )
+        yield product
+    finally:
+        for service in product.services.values() if product is not None else ():
+            await stop(service)
+        await stop(up)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(VARIANTS), ids=list(VARIANTS))
+async def product(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Product]:
+    async with mesh_up(tmp_path_factory.mktemp(f"whole-product-{request.param}"), *VARIANTS[request.param]) as made:
+        yield made
+
+
+async def mine(product: Product) -> Service:
+    return await product.serve("mine.yaml", {"mine.yaml": MINE})
+
+
+# ---------------------------------------------------------------- 8. mesh up --model (its own mesh)
+
+
+@pytest.mark.timeout(180)
+async def test_the_model_assistant_calls_a_mesh_run_agent_as_a_tool(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``mesh up --model test``: the assistant has every agent as a tool, ``mine`` (started after it)
+    too; pydantic-ai's TestModel calls every tool it has (and ``ask_user``, so the task asks first)."""
+    async with mesh_up(tmp_path_factory.mktemp("whole-product-model"), "--model", "test") as product:
+        await mine(product)
+        asked: list[str] = []
+
+        async def calls_mine() -> tuple[bool, str]:
+            sent = await product.mesh("send", "assistant", "Who can help?", "--stream")
+            called = re.findall(r'"type":"tool_call","function_name":"([^"]+)"', sent.stdout)
+            found = re.match(r"\[task ([0-9a-f]{32})\]", sent.stdout)
+            if sent.code == 0 and found and sent.stdout.rstrip().endswith("input-required"):
+                asked.append(found[1])
+            return "mine" in called, shown(f"step 1: mesh send assistant --stream (tools called: {called})", sent)
+
+        await eventually(
+            calls_mine, timeout=AGENT_SEEN_S, what="step 1: the assistant calls `mine` as a tool", every=0.5
+        )
+        assert asked, "step 1: the assistant's task did not turn input-required (TestModel calls ask_user)"
+        answered = await product.mesh("send", "assistant", "go on", "--task", asked[-1])
+        step = "step 2: the answer to the assistant's question ends the task with every tool's result"
+        assert answered.code == 0, shown(step, answered)
+        try:
+            results = json.loads(answered.stdout)
+        except ValueError:
+            raise AssertionError(shown(step + " (as JSON)", answered)) from None
+        assert results.get("mine", {}).get("agent") == "mine", shown(step, answered)
+        assert results["mine"].get("state") == "completed", shown(step, answered)
+        assert {"echo", "calculator"} <= results.keys(), shown(step, answered)
+
+        stopped = {name: (await stop(service), service) for name, service in product.services.items()}
+        code = await stop(product.up)
+    for name, (exit_code, service) in stopped.items():
+        assert exit_code == 0 and "Traceback" not in service.output, f"mesh run {name}:\n{service.output}"
+    assert code == 0 and "Traceback" not in product.up.output, f"mesh up --model test, Ctrl-C:\n{product.up.output}"
+
+
+# ---------------------------------------------------------------- 1. the README's tour
+
+
+def tour_steps() -> list[Step]:
+    """The README tour's console blocks that use the example agents (not the ones that start a
+    ``mesh run`` of a file of their own: tests/test_readme.py runs those)."""
+    section = README.read_text(encoding="utf-8").split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    steps: list[Step] = []
+    for block in CONSOLE_BLOCK.finditer(section):
+        if "mesh run" not in block["body"]:
+            steps += readme_steps(block[0])
+    return steps
+
+
+def readme_illustration(command: str) -> list[str]:
+    """What the README's illustrative block shows after ``$ COMMAND``."""
+    text = README.read_text(encoding="utf-8")
+    lines = text[text.index(f"$ {command}\n") :].splitlines()[1:]
+    return lines[: next(i for i, line in enumerate(lines) if line.startswith(("$ ", "```")))]
+
+
+def columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+async def test_the_readme_tour_prints_what_the_readme_says(product: Product) -> None:
+    steps = tour_steps()
+    commands = " | ".join(step.command for step in steps)
+    for needed in ("send echo hi", "send calculator", "countdown 3 --stream", "--task <TASK_ID>", "orchestrator"):
+        assert needed in commands, f"the README's tour has no `{needed}` any more: {commands}"
+    task_id = ""
+    for step in steps:
+        command = step.command.replace("<TASK_ID>", task_id).replace(".venv/bin/", f"{BIN}/")
+        result = await product.shell(command)
+        assert result.code == 0, shown(f"tour: `{command}`", result)
+        try:
+            check_output(step, result.stdout)
+        except AssertionError as exc:
+            raise AssertionError(f"tour on {product.variant}: {exc}") from None
+        task_id = (re.findall(r"[0-9a-f]{32}", result.stdout) or [task_id])[-1]
+
+
+async def test_mesh_agents_and_mesh_task_list_and_get(product: Product) -> None:
+    listed = await product.mesh("agents")
+    assert listed.code == 0, shown("mesh agents", listed)
+    rows = {columns(line)[0]: columns(line) for line in listed.stdout.splitlines() if line.strip()}
+    header, *examples = readme_illustration("mesh agents")
+    assert rows.get("NAME") == columns(header), shown("mesh agents: the README's header", listed)
+    for example in examples:  # calculator and echo, as the README shows them (but the age)
+        name, *shown_columns, _age = columns(example)
+        row = rows.get(name)
+        assert row is not None and row[1:-1] == shown_columns, shown(f"mesh agents: {name} as the README shows", listed)
+        assert re.fullmatch(r"\d+s ago", row[-1]), shown(f"mesh agents: {name}'s LAST SEEN", listed)
+    assert {"echo", "calculator", "countdown", "orchestrator"} <= rows.keys(), shown("mesh agents", listed)
+
+    sent = await product.mesh("send", "countdown", "2")
+    assert sent.code == 0 and sent.stdout.startswith("Liftoff! Counted down from 2."), shown("mesh send", sent)
+    task = task_id_of(sent)
+    tasks = await product.mesh("task", "list", "countdown")
+    assert tasks.code == 0, shown("mesh task list countdown", tasks)
+    row = next((columns(line) for line in tasks.stdout.splitlines() if line.startswith(task)), None)
+    assert row is not None and row[1] == "completed", shown(f"mesh task list countdown: {task} completed", tasks)
+    assert row[-1] == "Liftoff! Counted down from 2.", shown("mesh task list countdown: its message", tasks)
+    got = await product.mesh("task", "get", "countdown", task)
+    fields = dict(line.split(None, 1) for line in got.stdout.splitlines()[:4] if " " in line)
+    assert got.code == 0 and fields.get("task") == task, shown("mesh task get countdown ID", got)
+    assert fields.get("state") == "completed", shown("mesh task get countdown ID: state", got)
+    assert fields.get("message") == "Liftoff! Counted down from 2.", shown("mesh task get countdown ID: message", got)
+
+
+# ---------------------------------------------------------------- 2. a user's own agent
+
+
+async def test_a_mesh_run_agent_answers_mesh_send(product: Product) -> None:
+    await mine(product)
+    sent = await product.mesh("send", "mine", "hi")
+    assert (sent.code, sent.stdout) == (0, "hi\n"), shown("mesh send mine hi", sent)
+    listed = await product.mesh("agents")
+    assert any(line.startswith("mine ") for line in listed.stdout.splitlines()), shown("mesh agents lists mine", listed)
+
+
+async def a2a_sdk_send(url: str, headers: dict[str, str], text: str) -> tuple[str, str]:
+    """docs/gateways.md's a2a_client.py: the official a2a-sdk client at an agent's endpoint."""
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        client = await create_client(url, ClientConfig(streaming=False, httpx_client=http), relative_card_path="card")
+        async with client:
+            message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
+            responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
+    status = responses[-1].task.status
+    return TaskState.Name(status.state), "".join(part.text for part in status.message.parts)
+
+
+async def test_a_mesh_run_agent_over_http_with_the_a2a_sdk(product: Product) -> None:
+    await mine(product)
+    base = product.gateway
+    # Step 1: the docs' own example, on an example agent of mesh up.
+    try:
+        answer = await a2a_sdk_send(f"{base}/a2a/agents/echo", product.headers, "hi from a2a-sdk")
+    except Exception as exc:
+        raise AssertionError(f"step 1: a2a-sdk to {base}/a2a/agents/echo: {exc!r}") from exc
+    assert answer == ("TASK_STATE_COMPLETED", "hi from a2a-sdk"), f"step 1: a2a-sdk to echo: {answer}"
+
+    # Step 2: the gateway lists the user's agent (it came after the gateway, and must be trusted).
+    async with httpx.AsyncClient(headers=product.headers, timeout=30) as http:
+
+        async def listed() -> tuple[bool, str]:
+            response = await http.get(f"{base}/a2a/agents")
+            names = [a.get("name") for a in response.json().get("agents", [])] if response.status_code == 200 else []
+            return "mine" in names, f"GET /a2a/agents: {response.status_code} {names or response.text[:2000]}"
+
+        await eventually(listed, timeout=AGENT_SEEN_S, what="step 2: the gateway lists the mesh run agent `mine`")
+
+    # Step 3: the a2a-sdk client at mine's endpoint.
+    try:
+        answer = await a2a_sdk_send(f"{base}/a2a/agents/mine", product.headers, "hi mine, from a2a-sdk")
+    except Exception as exc:
+        raise AssertionError(f"step 3: a2a-sdk to {base}/a2a/agents/mine: {exc!r}") from exc
+    assert answer == ("TASK_STATE_COMPLETED", "hi mine, from a2a-sdk"), f"step 3: a2a-sdk to mine: {answer}"
+
+
+def final_text(events: list[tuple[str, Any]]) -> str | None:
+    """The text of the answer's final status in a chat's (or the dashboard's send) SSE items."""
+    for name, item in reversed(events):
+        if name == "item" and item.get("kind") == "status-update" and item.get("final"):
+            return "".join(p.get("text", "") for p in (item["status"].get("message") or {}).get("parts", []))
+        if name == "item" and item.get("kind") == "task":
+            return "".join(p.get("text", "") for p in (item["status"].get("message") or {}).get("parts", []))
+    return None
+
+
+async def new_conversation(browser: httpx.AsyncClient, agent: str, step: str) -> dict[str, Any]:
+    async def created() -> tuple[bool, str]:
+        response = await browser.post("/chat/api/conversations", json={"agent": agent})
+        made.append(response)
+        return response.status_code == 201, f"POST /chat/api/conversations: {response.status_code} {response.text}"
+
+    made: list[httpx.Response] = []
+    await eventually(created, timeout=AGENT_SEEN_S, what=step)
+    conversation: dict[str, Any] = made[-1].json()
+    return conversation
+
+
+async def test_a_mesh_run_agent_in_the_chat(product: Product) -> None:
+    await mine(product)
+    async with signed_in(product.gateway, product.api_key) as browser:  # step 1: /signin with the key
+        made = await new_conversation(browser, "mine", "step 2: a chat conversation with `mine`")
+        path = f"/chat/api/conversations/{made['id']}/messages"
+        status, events = await sse_post(browser, path, {"text": "hi from the chat"})
+        step = f"step 3: a turn in the chat with mine: {status} {events}"
+        assert status == 200 and events and events[-1][0] == "end", step
+        assert final_text(events) == "hi from the chat", step
+        listed = (await browser.get("/chat/api/conversations")).json()
+        titles = {c["id"]: c.get("title") for c in listed.get("conversations", [])}
+        assert titles.get(made["id"]) == "hi from the chat", f"step 4: the conversation is listed: {listed}"
+
+
+def dashboard_tasks(feed: Feed) -> dict[str, dict[str, Any]]:
+    """The tasks the page knows so far, by task id: header and events (snapshot, then changes)."""
+    tasks: dict[str, dict[str, Any]] = {}
+    for kind, data in feed.events:
+        if kind == "snapshot":
+            for task in data.get("tasks", []):
+                tasks[task["taskId"]] = {"task": task, "events": list(task.get("events", []))}
+        elif kind == "task":
+            seen = tasks.setdefault(data["task"]["taskId"], {"events": []})
+            seen["task"] = data["task"]
+            seen["events"].append(data["event"])
+    return tasks
+
+
+def dashboard_agents(feed: Feed) -> set[str]:
+    names: set[str] = set()
+    for kind, data in feed.events:
+        if kind == "snapshot":
+            names |= {c["name"] for c in data.get("cards", []) if c.get("kind") == "agent"}
+        elif kind == "card" and data.get("kind") == "agent":
+            names.add(data["name"])
+        elif kind == "gone":
+            names.discard(data.get("name", ""))
+    return names
+
+
+async def test_the_dashboard_shows_tasks_sent_to_a_mesh_run_agent_with_their_answers(product: Product) -> None:
+    await mine(product)
+    async with signed_in(product.gateway, product.api_key, next_path="/ui") as browser:  # step 1: /ui
+        feed = Feed()
+        async with browser.stream("GET", "/ui/api/events") as response:
+            assert response.status_code == 200, f"step 2: GET /ui/api/events: {response.status_code}"
+            reader = asyncio.get_running_loop().create_task(feed.follow(response))
+            try:
+                snapshot = await feed.wait_for(
+                    lambda: next((data for kind, data in feed.events if kind == "snapshot"), None),
+                    timeout=15,
+                    what="step 2: the feed's snapshot",
+                )
+                await feed.wait_for(
+                    lambda: "mine" in dashboard_agents(feed),
+                    timeout=AGENT_SEEN_S,
+                    what=f"step 3: the dashboard shows `mine` (refused: {snapshot.get('refused')}, "
+                    f"blind spots: {snapshot.get('blindSpots')})",
+                )
+                cli_text = f"from the CLI {uuid.uuid4().hex[:8]}"
+                sent = await product.mesh("send", "mine", cli_text)
+                assert sent.code == 0, shown("step 4: mesh send mine", sent)
+                cli_task = task_id_of(sent)
+                box_text = f"from the send box {uuid.uuid4().hex[:8]}"
+                status, items = await sse_post(browser, "/ui/api/send", {"agent": "mine", "text": box_text})
+                step = f"step 5: the dashboard's send box to mine: {status} {items}"
+                assert status == 200 and items and items[-1] == ("end", {}), step
+                assert final_text(items) == box_text, step
+                box_task = next(
+                    (data.get("id") for kind, data in reversed(items) if kind == "item" and data.get("kind") == "task"),
+                    None,
+                ) or next(data.get("taskId") for kind, data in items if kind == "item" and data.get("taskId"))
+
+                for label, task_id, text in (("6", cli_task, cli_text), ("7", box_task, box_text)):
+
+                    def answered(task_id: str = task_id, text: str = text) -> bool:
+                        seen = dashboard_tasks(feed).get(task_id)
+                        return (
+                            seen is not None
+                            and seen.get("task", {}).get("state") == "completed"
+                            and any(e.get("kind") != "request" and e.get("text") == text for e in seen["events"])
+                        )
+
+                    await feed.wait_for(
+                        answered,
+                        timeout=AGENT_SEEN_S,
+                        what=f"step {label}: the dashboard's task list shows the task {task_id} to mine, "
+                        f"completed with its answer {text!r} (known tasks: {dashboard_summary(feed)}; "
+                        f"blind spots: {snapshot.get('blindSpots')})",
+                    )
+            finally:
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+
+
+def dashboard_summary(feed: Feed) -> list[tuple[str, str, str]]:
+    return [
+        (tid, seen.get("task", {}).get("agent", "?"), seen.get("task", {}).get("state", "?"))
+        for tid, seen in dashboard_tasks(feed).items()
+    ]
+
+
+# ---------------------------------------------------------------- 3. mesh mcp, 4. mesh acp
+
+
+def mcp_text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def test_mesh_mcp_through_the_mcp_sdk(product: Product) -> None:
+    await mine(product)
+    stderr = product.project / f"mesh-mcp-{uuid.uuid4().hex[:6]}.stderr"
+    params = StdioServerParameters(command=str(MESH), args=["mcp"], env=product.env, cwd=str(product.project))
+    recorder = Recorder()
+    step = "step 1: mesh mcp starts and initializes"
+    try:
+        with stderr.open("w") as errlog:
+            async with asyncio.timeout(60):
+                async with (
+                    stdio_client(params, errlog=errlog) as (read, write),
+                    ClientSession(read, write, message_handler=recorder.handle) as session,
+                ):
+                    await session.initialize()
+                    client = McpClient(session, recorder, stderr)
+                    step = "step 2: tools/list has echo"
+                    await client.wait_for_tools("echo", timeout=15)
+                    step = "step 3: tools/call echo"
+                    echoed = await session.call_tool("echo", {"message": "hi from mcp"})
+                    assert not echoed.is_error and mcp_text(echoed) == "hi from mcp", f"{step}: {echoed}"
+                    step = "step 4: tools/list has mine (a mesh run agent)"
+                    await client.wait_for_tools("mine", "echo", timeout=AGENT_SEEN_S)
+                    step = "step 5: tools/call mine"
+                    answered = await session.call_tool("mine", {"message": "hi mine, from mcp"})
+                    assert not answered.is_error and mcp_text(answered) == "hi mine, from mcp", f"{step}: {answered}"
+    except AssertionError:
+        raise
+    except BaseException as exc:
+        raise AssertionError(f"{step}: {exc!r}\n--- mesh mcp's stderr ---\n{stderr.read_text()}") from exc
+    assert "Traceback" not in stderr.read_text(), stderr.read_text()
+
+
+async def test_mesh_acp_through_the_acp_sdk(product: Product) -> None:
+    client = RecordingClient()
+    stderr = product.project / f"mesh-acp-{uuid.uuid4().hex[:6]}.stderr"
+    step = "step 1: mesh acp echo starts; initialize"
+    try:
+        with stderr.open("wb") as err:
+            async with (
+                asyncio.timeout(60),
+                spawn_agent_process(
+                    client,
+                    str(MESH),
+                    "acp",
+                    "echo",
+                    env=product.env,
+                    cwd=product.project,
+                    transport_kwargs={"stderr": err},
+                ) as (conn, _process),
+            ):
+                editor = Editor(conn, client, stderr)
+                init = await editor.initialize()
+                assert init.agent_info is not None and init.agent_info.name == "echo", f"{step}: {init}"
+                step = "step 2: session/new"
+                session = await conn.new_session(cwd=str(product.project), mcp_servers=[])
+                step = "step 3: session/prompt"
+                result = await conn.prompt(session_id=session.session_id, prompt=[text_block("hi from an editor")])
+                assert result.stop_reason == "end_turn", f"{step}: {result}"
+                assert "".join(client.texts()) == "hi from an editor", f"{step}: {client.updates}"
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- mesh acp's stderr ---\n{stderr.read_text()}") from None
+    except BaseException as exc:
+        raise AssertionError(f"{step}: {exc!r}\n--- mesh acp's stderr ---\n{stderr.read_text()}") from exc
+
+
+# ---------------------------------------------------------------- 5. mesh doctor
+
+
+async def test_mesh_doctor(product: Product) -> None:
+    doctor = await product.mesh("doctor", timeout=90)
+    assert doctor.code == 0, shown("mesh doctor", doctor)
+
+
+# ---------------------------------------------------------------- 6. workflows and artifacts
+
+
+async def test_a_workflow_served_by_mesh_run_calls_echo_and_the_calculator(product: Product) -> None:
+    await product.serve("flows.yaml", {"flows.yaml": FLOWS})
+    sent = await product.mesh("send", "pipeline", "6*7")
+    assert (sent.code, sent.stdout) == (0, "6*7\n42\n"), shown("mesh send pipeline 6*7", sent)
+
+
+async def test_an_agents_file_is_saved_by_mesh_send_and_downloaded_through_the_gateway(product: Product) -> None:
+    files = {"reporter.py": REPORTER_PY, "reporter.yaml": REPORTER, "quarterly.txt": REPORT}
+    await product.serve("reporter.yaml", files)
+    out = product.project / f"out-{uuid.uuid4().hex[:6]}"
+    saved = await product.mesh("send", "reporter", "the quarterly report", "--save-artifacts", str(out))
+    step = "step 1: mesh send reporter --save-artifacts DIR"
+    assert saved.code == 0 and saved.stdout.startswith("done: artifact://"), shown(step, saved)
+    assert f"saved {out / 'report.txt'} ({len(REPORT)} bytes)" in saved.stderr, shown(step, saved)
+    assert (out / "report.txt").read_text() == REPORT, step
+
+    # Step 2: over HTTP (docs/gateways.md's JSON-RPC), the answer's artifact:// URI as a download link.
+    async with httpx.AsyncClient(headers=product.headers, timeout=30) as http:
+
+        async def answered() -> tuple[bool, str]:
+            response = await http.post(
+                f"{product.gateway}/a2a/agents/reporter",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": "1",
+                    "method": "message/send",
+                    "params": {
+                        "message": {
+                            "kind": "message",
+                            "role": "user",
+                            "messageId": uuid.uuid4().hex,
+                            "parts": [{"kind": "text", "text": "the quarterly report"}],
+                        }
+                    },
+                },
+            )
+            answers.append(response)
+            ok = response.status_code == 200 and "result" in response.json()
+            return ok, f"POST /a2a/agents/reporter: {response.status_code} {response.text[:2000]}"
+
+        answers: list[httpx.Response] = []
+        await eventually(answered, timeout=AGENT_SEEN_S, what="step 2: the gateway calls the mesh run agent reporter")
+        task = answers[-1].json()["result"]
+        files = [p["file"] for a in task.get("artifacts", []) for p in a.get("parts", []) if p.get("kind") == "file"]
+        assert files and files[0].get("uri", "").startswith(("http://", "/")), f"step 2: a download link: {task}"
+        link = httpx.URL(product.gateway).join(files[0]["uri"])
+        download = await http.get(link)
+        step = f"step 3: GET the link {link}: {download.status_code} {download.text[:500]}"
+        assert download.status_code == 200 and download.text == REPORT, step
+
+
+async def test_a_file_attached_in_the_chat_is_stored_and_comes_back(product: Product) -> None:
+    content = b"notes for the mesh\n" * 1000
+    async with signed_in(product.gateway, product.api_key) as browser:
+        made = await new_conversation(browser, "echo", "step 1: a chat conversation with echo")
+        upload = {"name": "notes.txt", "mimeType": "text/plain", "bytes": base64.b64encode(content).decode()}
+        path = f"/chat/api/conversations/{made['id']}/messages"
+        status, events = await sse_post(browser, path, {"text": "here are my notes", "files": [upload]})
+        step = f"step 2: a turn with a file: {status} {events}"
+        assert status == 200 and events and events[-1][0] == "end", step
+        turns = (await browser.get(f"/chat/api/conversations/{made['id']}")).json().get("turns", [])
+        files = [f for t in turns if t.get("role") == "user" for f in t.get("files", [])]
+        assert files and files[0].get("url", "").startswith("/a2a/artifacts/"), f"step 3: the stored file: {turns}"
+        download = await browser.get(files[0]["url"])
+        assert download.status_code == 200 and download.content == content, f"step 4: GET {files[0]['url']}: {download}"
+
+
+# ---------------------------------------------------------------- 7. an LLM agent
+
+
+async def test_an_llm_agent_on_the_test_model_answers_mesh_send(product: Product) -> None:
+    await product.serve("llm.yaml", {"llm.yaml": LLM})
+    asked = await product.mesh("send", "thinker", "hello", timeout=90)
+    step = "step 1: mesh send thinker (TestModel calls ask_user too: the task asks first)"
+    found = INPUT_REQUIRED.search(asked.stderr)
+    assert asked.code == 0 and found, shown(step, asked)
+    answered = await product.mesh("send", "thinker", "yes", "--task", found[1], timeout=90)
+    step = "step 2: the answer to its question completes the run with every tool's result"
+    assert answered.code == 0, shown(step, answered)
+    try:
+        results = json.loads(answered.stdout)
+    except ValueError:
+        raise AssertionError(shown(step + " (as JSON)", answered)) from None
+    assert results.get("ask_user") == "yes", shown(step, answered)
+
+
+# ---------------------------------------------------------------- the end: Ctrl-C
+
+
+async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:
+    problems = []
+    for config, service in product.services.items():
+        code = await stop(service)
+        if code != 0 or "Traceback" in service.output:
+            problems.append(f"mesh run {config} exited {code}:\n{service.output}")
+    code = await stop(product.up)
+    if code != 0 or "Traceback" in product.up.output:
+        problems.append(f"{product.variant} exited {code} on Ctrl-C:\n{product.up.output}")
+    assert not problems, "\n\n".join(problems)
+    if product.broker_pid is not None:
+        pid = product.broker_pid
+
+        async def gone() -> tuple[bool, str]:
+            return not alive(pid), f"the broker mesh up started (pid {pid}) still runs"
+
+        await eventually(gone, timeout=10, what="the broker stops with mesh up")
