@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
-from mesh.errors import AgentNotFoundError, SubscribeError, TransportError, TrustError, short_repr
+from mesh.errors import AgentNotFoundError, NotAuthorizedError, SubscribeError, TransportError, TrustError, short_repr
 from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
@@ -71,6 +71,7 @@ from mesh.trust.files import POLL_INTERVAL_S
 from topics import (
     get_discovery_rollcall_topic,
     get_discovery_subscription_topic,
+    get_rollcall_topic,
     parse_discovery_topic,
     parse_instance_card_topic,
     parse_profile_discovery_topic,
@@ -278,9 +279,12 @@ class DiscoveryRegistry:
         window_s = self.rollcall_window_s if window_s is None else window_s
         self._rollcall_until = time.monotonic() + window_s
         self.rollcalls_held += 1
+        payload = rollcall_payload(window_s)
         try:
-            payload = rollcall_payload(window_s)
-            await self.transport.publish(get_discovery_rollcall_topic(self.namespace), payload, timeout=5)
+            try:
+                await self.transport.publish(get_rollcall_topic(self.namespace), payload, timeout=5)
+            except NotAuthorizedError:  # rules of the previous release: its topic (mesh.rollcall)
+                await self.transport.publish(get_discovery_rollcall_topic(self.namespace), payload, timeout=5)
         except TransportError as exc:
             log.warning("roll call on namespace %r failed: %s; only retained cards are seen", self.namespace, exc)
 

@@ -19,6 +19,7 @@ import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -76,10 +77,15 @@ def broker_under_rules(
     identities: list[Identity],
     *,
     admin: bool = False,
+    edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[RuledBroker]:
-    """A Mosquitto of the test's own under the rules generated for ``identities``, started
-    without a warning or an error."""
+    """A Mosquitto of the test's own under the rules generated for ``identities`` (changed by
+    ``edit`` first: rules of another release), started without a warning or an error."""
     files = write_broker_files(broker_dir, identities, admin=admin)
+    if edit is not None:
+        rules = json.loads(files.dynsec.read_text())
+        edit(rules)
+        files.dynsec.write_text(json.dumps(rules))
     extra_config, copied = local_broker_config(files)
     try:
         broker = make_broker(extra_config)

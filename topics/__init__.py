@@ -26,6 +26,7 @@ from .builders import (
     GATEWAY_CARDS_TOPIC,
     GATEWAY_RESPONSE_TOPIC,
     GATEWAY_STATUS_TOPIC,
+    ROLLCALL_TOPIC,
     CardKind,
     DiscoveryTopic,
     get_a2a_base_topic,
@@ -47,6 +48,7 @@ from .builders import (
     get_gateway_status_subscription_topic,
     get_gateway_status_topic,
     get_peer_agent_status_topic,
+    get_rollcall_topic,
     parse_discovery_topic,
     parse_instance_card_topic,
 )
@@ -107,6 +109,7 @@ __all__ = [
     "MAX_TOPIC_BYTES",
     # the EMQX "A2A over MQTT" profile's topics
     "PROFILE_PREFIX",
+    "ROLLCALL_TOPIC",
     "CardKind",
     "DiscoveryTopic",
     # errors
@@ -140,6 +143,7 @@ __all__ = [
     "get_gateway_status_subscription_topic",
     "get_gateway_status_topic",
     "get_peer_agent_status_topic",
+    "get_rollcall_topic",
     "parse_discovery_topic",
     "parse_instance_card_topic",
     "parse_profile_discovery_topic",

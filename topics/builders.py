@@ -32,6 +32,7 @@ __all__ = [
     "GATEWAY_CARD_TOPIC",
     "GATEWAY_RESPONSE_TOPIC",
     "GATEWAY_STATUS_TOPIC",
+    "ROLLCALL_TOPIC",
     "CardKind",
     "DiscoveryTopic",
     "get_a2a_base_topic",
@@ -52,6 +53,7 @@ __all__ = [
     "get_gateway_status_subscription_topic",
     "get_gateway_status_topic",
     "get_peer_agent_status_topic",
+    "get_rollcall_topic",
     "parse_discovery_topic",
     "parse_instance_card_topic",
 ]
@@ -198,9 +200,20 @@ def get_discovery_subscription_topic(namespace: str) -> str:
     return f"{_DISCOVERY.build(namespace=namespace)}/#"
 
 
+ROLLCALL_TOPIC = TopicTemplate("{namespace}/a2a/v1/rollcall")
+
+
+def get_rollcall_topic(namespace: str) -> str:
+    """``{ns}/a2a/v1/rollcall``: a registry asks who is there; every live agent and gateway
+    answers by publishing its card again (DESIGN, "Discovery and presence"). Outside the
+    discovery tree, where SAM gateways read every message as a card."""
+    return ROLLCALL_TOPIC.build(namespace=namespace)
+
+
 def get_discovery_rollcall_topic(namespace: str) -> str:
-    """``{ns}/a2a/v1/discovery/rollcall``: a registry asks who is there; every live agent and
-    gateway answers by publishing its card again (DESIGN, "Discovery and presence")."""
+    """``{ns}/a2a/v1/discovery/rollcall``: where roll calls went before :func:`get_rollcall_topic`
+    (inside SAM's card subtree). Still heard, so components of the previous release that call
+    there are answered; nothing publishes there any more. To be dropped in the next release."""
     return f"{_DISCOVERY.build(namespace=namespace)}/rollcall"
 
 

@@ -5,10 +5,10 @@ A component's broker username is its name (an agent's name, a gateway's id, a cl
 
 - **read** (subscribe and receive): an agent its request topic (also as ``$share/<agent>/...``,
   for replicas), its instance topics and its own answer topics; a gateway and a client their own
-  answer topics; everyone the discovery tree of the namespace.
+  answer topics; everyone the discovery tree of the namespace and its roll calls.
 - **publish**: an agent its own card(s), answers in the six answer families
   (:data:`topics.ANSWER_TEMPLATES`) and requests to agents; a gateway its own card and requests;
-  a client requests only.
+  a client requests only; everyone a roll call (on today's topic and the previous release's).
 
 Everything else is denied: other components' requests and answers, ``#``, ``$SYS``, other
 namespaces, cards in another's name, the SAM heartbeat topic (whose cards registries accept by
@@ -72,6 +72,7 @@ from topics import (
     get_gateway_discovery_topic,
     get_gateway_response_subscription_topic,
     get_gateway_status_subscription_topic,
+    get_rollcall_topic,
     profile_client_id,
     profile_discovery_filter,
     profile_discovery_topic,
@@ -270,9 +271,16 @@ def watch_rules(namespace: str) -> Rules:
             profile_discovery_filter(),
             AGENT_REQUEST_TOPIC.filter(namespace=namespace),  # subscribed one agent at a time
             *(template.filter(namespace=namespace) for template in ANSWER_TEMPLATES),
+            get_rollcall_topic(namespace),
         ],
-        publish=[get_discovery_rollcall_topic(namespace)],
+        publish=_rollcalls(namespace),
     )
+
+
+def _rollcalls(namespace: str) -> list[str]:
+    """Where a registry may call the roll: today's topic, and the previous release's (its
+    components, running beside these rules, still call there; mesh.rollcall)."""
+    return [get_rollcall_topic(namespace), get_discovery_rollcall_topic(namespace)]
 
 
 def _probe_rules() -> Rules:
@@ -285,8 +293,10 @@ def _sam_rules(identity: Identity) -> Rules:
     if identity.kind == "probe":
         return _probe_rules()
     requests = [AGENT_REQUEST_TOPIC.filter(namespace=ns), AGENT_REQUEST_TOPIC.filter(namespace=ns) + "/+"]
-    discovery = get_discovery_subscription_topic(ns)
-    rollcall = get_discovery_rollcall_topic(ns)  # every registry may ask who is there
+    # Every component reads the cards and the roll calls (the old roll-call topic lies in the
+    # discovery tree); every registry may call the roll.
+    discovery, heard = get_discovery_subscription_topic(ns), get_rollcall_topic(ns)
+    rollcalls = _rollcalls(ns)
     if identity.kind == "agent":
         own_requests = get_agent_request_topic(ns, name)
         card = get_agent_discovery_topic(ns, name)
@@ -299,9 +309,10 @@ def _sam_rules(identity: Identity) -> Rules:
                 get_agent_response_subscription_topic(ns, name),  # delegation answers, the name probe
                 get_agent_status_subscription_topic(ns, name),
                 discovery,
+                heard,
             ],
             # Its card, each replica's instance card, answers where a request asks, requests.
-            publish=[card, card + "/+", *(t.filter(namespace=ns) for t in ANSWER_TEMPLATES), *requests, rollcall],
+            publish=[card, card + "/+", *(t.filter(namespace=ns) for t in ANSWER_TEMPLATES), *requests, *rollcalls],
         )
     if identity.kind == "gateway":
         return Rules(
@@ -310,13 +321,14 @@ def _sam_rules(identity: Identity) -> Rules:
                 get_gateway_response_subscription_topic(ns, name),
                 get_gateway_status_subscription_topic(ns, name),
                 discovery,
+                heard,
             ],
-            publish=[get_gateway_discovery_topic(ns, name), *requests, rollcall],
+            publish=[get_gateway_discovery_topic(ns, name), *requests, *rollcalls],
         )
     return Rules(
         "client",
-        read=[get_client_response_topic(ns, name), get_client_status_subscription_topic(ns, name), discovery],
-        publish=[*requests, rollcall],
+        read=[get_client_response_topic(ns, name), get_client_status_subscription_topic(ns, name), discovery, heard],
+        publish=[*requests, *rollcalls],
     )
 
 

@@ -27,7 +27,7 @@ from mesh.cli.common import (
     stopped_by_signals,
 )
 from mesh.timestamps import utc_iso
-from topics import validate_namespace
+from topics import get_rollcall_topic, validate_namespace
 
 # asyncio, the A2A models and the MQTT client load when a command runs, not to build mesh's parser.
 if TYPE_CHECKING:
@@ -251,6 +251,8 @@ async def _watch(args: argparse.Namespace) -> int:
         registry = DiscoveryRegistry(transport, namespace, raw_listener=print_raw if args.raw else None)
         if not args.raw:
             registry.add_listener(print_event)
+        else:  # the roll calls too (its own first), on their topic outside the discovery tree
+            await transport.subscribe(get_rollcall_topic(namespace), print_raw)
         with stopped_by_signals(stop):
             await registry.start()  # the cards already there come right after, as "added"
             print(f"watching {namespace!r} at {settings.url}; Ctrl-C stops", file=sys.stderr, flush=True)
@@ -313,6 +315,10 @@ def raw_line(message: InboundMessage, at: float) -> str:
         summary = "<empty: gone>"
     elif (card := parse_card(message.payload)) is not None:
         summary = f"card {card.name} ({size} bytes)"
+    elif message.topic.endswith("/rollcall"):
+        from mesh.rollcall import rollcall_window
+
+        summary = f"roll call (answers within {rollcall_window(message.payload) * 1000:g} ms)"
     else:
         summary = f"<not a card: {size} bytes>"
     fields = [

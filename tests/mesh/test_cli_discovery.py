@@ -185,7 +185,7 @@ async def test_watch_raw_shows_topics_retain_expiry_and_user_properties(
         assert await raw_text.stop() == 0, raw_text.output
 
     # Each watcher held a roll call as it started; raw mode shows those messages too.
-    rollcall = f"{namespace}/a2a/v1/discovery/rollcall"
+    rollcall = f"{namespace}/a2a/v1/rollcall"  # outside the discovery tree, shown with it
     calls = [line for line in json_lines(raw_json) if line["topic"] == rollcall]
     assert calls and all(call["payloadBytes"] > 0 and "card" not in call for call in calls)
     old, fresh, gone = [line for line in json_lines(raw_json) if line["topic"] != rollcall]
@@ -201,6 +201,8 @@ async def test_watch_raw_shows_topics_retain_expiry_and_user_properties(
     assert f"  {topic}old  retain=1  expiry=-  card old (" in old_line
     assert re.search(rf"  {topic}fresh  retain=[01]  expiry=\d+s  card fresh \(\d+ bytes\)  source=test$", fresh_line)
     assert re.search(rf"  {topic}fresh  retain=[01]  expiry=-  <empty: gone>$", gone_line)
+    called = [line for line in raw_text.stdout_lines if rollcall in line]
+    assert called and all(re.search(r"  retain=0  expiry=-  roll call \(answers within \d+ ms\)$", c) for c in called)
 
 
 def test_event_lines_ages_and_truncation() -> None:
@@ -293,10 +295,10 @@ async def test_an_unknown_name_holds_a_roll_call_except_on_the_broker_mesh_up_st
     already in: the name is unknown at once, with no roll call (and `mesh agents` holds none)."""
     from mesh.brokertools.upstate import UpClaim, UpRecord
     from mesh.transport import InboundMessage
-    from topics import get_discovery_rollcall_topic
+    from topics import get_rollcall_topic
 
     await serve("echo")  # the mesh is not empty: an empty one is waited on
-    rollcall = get_discovery_rollcall_topic(namespace)
+    rollcall = get_rollcall_topic(namespace)
     heard: list[bytes] = []
     arrived = asyncio.Event()
     watcher = await make_transport()

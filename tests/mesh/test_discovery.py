@@ -24,7 +24,7 @@ from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay
 from tests.conftest import ServeAgent, TransportFactory
 from tests.support import Inbox, precise_keepalive_mosquitto, start_agent_process, wait_until
-from topics import get_discovery_rollcall_topic
+from topics import get_discovery_rollcall_topic, get_rollcall_topic
 
 #: The whole second of Mosquitto's keepalive clock, its loop's 100 ms tick and the will's delivery.
 BROKER_CLOCK_SLACK_S = 1.5
@@ -79,12 +79,13 @@ async def test_agents_of_one_process_hear_roll_calls_on_one_subscription(
 ) -> None:
     """One roll-call delivery per process, not per agent; each agent still answers on its own
     connection, also once the agent that started first has stopped (mesh.rollcall)."""
-    topic = get_discovery_rollcall_topic(namespace)
+    topic = get_rollcall_topic(namespace)
+    topics = (topic, get_discovery_rollcall_topic(namespace))  # today's, and the previous release's
     subscribed: list[str] = []
     original = MqttTransport.subscribe
 
     async def subscribe(self: MqttTransport, topic_filter: str, *args: Any, **kwargs: Any) -> Any:
-        if topic_filter == topic:
+        if topic_filter in topics:
             subscribed.append(self.client_id)
         return await original(self, topic_filter, *args, **kwargs)
 
@@ -97,7 +98,8 @@ async def test_agents_of_one_process_hear_roll_calls_on_one_subscription(
     await asyncio.gather(*(e.start() for e in echoes))
     caller = await make_transport()
     try:
-        assert len(subscribed) == 1 and subscribed[0] not in {e.transport.client_id for e in echoes}
+        assert len(subscribed) == 2 and len(set(subscribed)) == 1  # both topics, on one connection
+        assert subscribed[0] not in {e.transport.client_id for e in echoes}
 
         async def roll_call(expected: list[AgentService]) -> None:
             before = [e.presence.rollcall.answered for e in expected]
@@ -109,7 +111,7 @@ async def test_agents_of_one_process_hear_roll_calls_on_one_subscription(
         await roll_call(echoes)
         await echoes[0].stop()  # the first to start leaves: the others still hear roll calls
         await roll_call(echoes[1:])
-        assert len(subscribed) == 1
+        assert len(subscribed) == 2
     finally:
         await asyncio.gather(*(e.stop() for e in echoes))
     assert not rollcall._hearings  # the last one out closed the hearing's connection
@@ -146,7 +148,7 @@ async def test_a_roll_call_is_answered_no_sooner_than_its_minimum_delay(
     changed = asyncio.Event()
     echo, _, started = await echo_answering_roll_calls(broker_settings, namespace, changed)
     caller = await make_transport()
-    topic = get_discovery_rollcall_topic(namespace)
+    topic = get_rollcall_topic(namespace)
     try:
         for _ in range(2):
             sent, answers_before = asyncio.get_running_loop().time(), len(started)
@@ -180,7 +182,7 @@ async def test_a_roll_call_during_an_answer_gets_an_answer_of_its_own(
 
     answers._on_rollcall = hear  # type: ignore[method-assign]
     caller = await make_transport()
-    topic = get_discovery_rollcall_topic(namespace)
+    topic = get_rollcall_topic(namespace)
     try:
         await caller.publish(topic, rollcall_payload(0.05))
         await wait_until(lambda: len(started) == 1, changed, 5)
