@@ -594,6 +594,33 @@ async def test_mesh_acp_through_the_acp_sdk(product: Product) -> None:
         raise AssertionError(f"{step}: {exc!r}\n--- mesh acp's stderr ---\n{stderr.read_text()}") from exc
 
 
+# ---------------------------------------------------------------- discovery beside SAM (issue 38)
+
+
+async def test_the_discovery_tree_holds_only_cards_a_sam_gateway_accepts(product: Product) -> None:
+    """``mesh watch --raw --json`` (its own roll call included): every non-empty message of the
+    discovery tree validates as the A2A 0.3 AgentCard a SAM gateway reads it as; the roll call
+    is on its own topic, outside that tree."""
+    from a2a.compat.v0_3.types import AgentCard as SamAgentCard
+
+    watch = await spawn([str(MESH), "watch", "--raw", "--json"], env=product.env, cwd=product.project)
+    try:
+        await watch.wait_for_line('"topic": "mesh/a2a/v1/rollcall"', stream="stdout", timeout=30)
+        await watch.wait_for_line('"topic": "mesh/a2a/v1/discovery/agentcards/echo"', stream="stdout", timeout=30)
+    finally:
+        assert await stop(watch) == 0, watch.output
+    refused = []
+    for line in watch.stdout_lines:
+        message = json.loads(line)
+        if "/a2a/v1/discovery/" not in message["topic"] or not message["payloadBytes"]:
+            continue
+        try:
+            SamAgentCard.model_validate(message.get("card"))
+        except ValueError as exc:
+            refused.append(f"{message['topic']}: {str(exc).splitlines()[0]}")
+    assert refused == [], f"not cards in the discovery tree: {refused}\n{watch.output}"
+
+
 # ---------------------------------------------------------------- 5. mesh doctor
 
 
