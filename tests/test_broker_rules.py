@@ -321,7 +321,7 @@ async def test_the_dashboard_watcher_only_reads_and_the_doctor_only_probes(
         ],
         "doctor": ["mesh-doctor/x1/#", "$share/doctor/mesh-doctor/x1/shared"],
     }
-    may_publish = {"http@watch": [f"{base}/discovery/rollcall"], "doctor": ["mesh-doctor/x1/up"]}
+    may_publish = {"http@watch": [f"{base}/rollcall", f"{base}/discovery/rollcall"], "doctor": ["mesh-doctor/x1/up"]}
     may_not_read = {
         "http@watch": [
             f"$share/echo/{echo_requests}",  # taking echo's requests from it
@@ -343,7 +343,7 @@ async def test_the_dashboard_watcher_only_reads_and_the_doctor_only_probes(
             f"{base}/gateway/response/http/t1",
             f"{base}/agent/response/echo/t1",
         ],
-        "doctor": [echo_requests, f"{base}/discovery/agentcards/doctor", f"{base}/discovery/rollcall", "outside/x"],
+        "doctor": [echo_requests, f"{base}/discovery/agentcards/doctor", f"{base}/rollcall", f"{base}/discovery/rollcall", "outside/x"],
     }
     unexpected: list[str] = []
     for user in ("http@watch", "doctor"):

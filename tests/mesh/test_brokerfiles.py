@@ -107,7 +107,8 @@ def test_rules_confine_each_kind() -> None:
     assert client.publish == [
         "ns/a2a/v1/agent/request/+",
         "ns/a2a/v1/agent/request/+/+",
-        "ns/a2a/v1/discovery/rollcall",
+        "ns/a2a/v1/rollcall",
+        "ns/a2a/v1/discovery/rollcall",  # the legacy roll call, heard for one release (mesh.rollcall)
         "$a2a/v1/request/+/+/+",
         "$a2a/v1/request/+/+/pool/+",
     ]
