@@ -61,6 +61,7 @@ from mesh.transport import Transport
 
 if TYPE_CHECKING:
     from agents.context import TaskContext
+    from mesh.trust.callers import CallerMinter
 
 __all__ = ["Delegator"]
 
@@ -79,6 +80,7 @@ class Delegator:
         settings: DelegationSettings,
         *,
         discovery_wait_s: float = 2.0,
+        signer: CallerMinter | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.namespace = namespace
@@ -86,7 +88,7 @@ class Delegator:
         self.registry = registry
         self.settings = settings
         self.discovery_wait_s = discovery_wait_s
-        self.calls = CallPath(transport, namespace, agent_name, role="agent")
+        self.calls = CallPath(transport, namespace, agent_name, role="agent", signer=signer)
         #: Sub-tasks to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
         self.profile = ProfileRequester(transport, agent_name)
         follow_registry(self.calls, registry)  # a peer's card removed fails the sub-tasks waiting on it

@@ -7,6 +7,9 @@
 - ``authToken``: with trusted issuers (``trust.token_issuers``) the token is verified and the
   request's :class:`~mesh.trust.Identity` is verified or not; with ``require_user_token``
   a request without a valid token is refused (``Unauthenticated``, -32020).
+- ``a2aCallerToken``: with trusted keys the component that sent the request is what its caller
+  token proves (:mod:`mesh.trust.callers`), else nobody; without keys, the component whose
+  answer topic the request names (a claim the broker rules do not check: agents.owners).
 
 Refusals are JSON-RPC errors naming the property (``data.property``) and the fix.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agents.owners import caller_of
 from agents.settings import AgentSettings
 from mesh.a2a import InvalidRequest, Unauthenticated
 from mesh.errors import short_repr
@@ -24,6 +28,7 @@ from topics import validate_identifier
 
 if TYPE_CHECKING:
     from mesh.trust import TokenVerifier
+    from mesh.trust.callers import CallerVerifier
 
 __all__ = ["CallGuard"]
 
@@ -31,10 +36,17 @@ __all__ = ["CallGuard"]
 class CallGuard:
     """Checks the call properties and the user token of one agent's requests."""
 
-    def __init__(self, agent_name: str, settings: AgentSettings, tokens: TokenVerifier | None = None) -> None:
+    def __init__(
+        self,
+        agent_name: str,
+        settings: AgentSettings,
+        tokens: TokenVerifier | None = None,
+        callers: CallerVerifier | None = None,
+    ) -> None:
         self.agent_name = agent_name
         self.settings = settings
         self.tokens = tokens
+        self.callers = callers
         self.require_token = settings.require_user_token
 
     def __call__(self, props: MessageProperties) -> Identity:
@@ -54,6 +66,13 @@ class CallGuard:
                 data={"property": "authToken", "reason": identity.problem},
             )
         return identity
+
+    def caller(self, props: MessageProperties, reply_topic: str | None, namespace: str) -> str | None:
+        """``kind:name`` of the component that sent the request: proven by its caller token when the
+        agent has trusted keys (none proven: None), else claimed by the answer topic it names."""
+        if self.callers is not None:
+            return self.callers.caller(props.caller_token)
+        return caller_of(reply_topic, namespace)
 
     def check_call_chain(self, props: MessageProperties) -> None:
         """Refuse a malformed, too deep or cyclic call (whoever sent it)."""

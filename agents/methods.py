@@ -207,7 +207,7 @@ class AgentMethods:
         identity = self.guard(props)  # verified tokens are cached: a dict lookup after the dispatcher's check
         if self.runner.at_capacity:
             raise AtCapacity  # the request waits, unacknowledged, for a place (agents.admission)
-        owner = owner_of(identity, route.topic, self.answers.namespace)
+        owner = owner_of(identity, self.guard.caller(props, route.topic, self.answers.namespace))
         if message.task_id and route.dialect is not None and message.task_id not in self.tasks:
             # The EMQX profile: the requester generates the Task.id of a new task.
             record = TaskRecord.new(message.task_id, message.context_id or uuid.uuid4().hex)
@@ -307,8 +307,8 @@ class AgentMethods:
         return record
 
     def _caller(self, props: MessageProperties, route: Route) -> str | None:
-        """Who asks: the verified user of the request's token, else the component of its answer topic."""
-        return owner_of(self.guard.identify(props), route.topic, self.answers.namespace)
+        """Who asks: the verified user of the request's token, else the component its caller token proves."""
+        return owner_of(self.guard.identify(props), self.guard.caller(props, route.topic, self.answers.namespace))
 
     @serves(Method.tasks_get)
     def tasks_get(self, params: TaskQueryParams, props: MessageProperties, route: Route) -> None:

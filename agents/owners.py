@@ -1,9 +1,13 @@
 """Who owns a task, and who may see it (DESIGN, "Tasks belong to their users").
 
 A task's owner is the verified user of its request's token (``user:<sub>``), else the component
-whose answer topic the request named (``agent:<name>``, ``gateway:<id>``, ``client:<name>``):
-under the broker's rules only that component reads those answers, so a caller naming another's
-topic learns nothing. ``tasks/get``, ``tasks/list``, ``tasks/cancel``, ``tasks/resubscribe``,
+that sent the request (``agent:<name>``, ``gateway:<id>``, ``client:<name>``) as its caller token
+proves it (:mod:`mesh.trust.callers`, checked by :class:`agents.guard.CallGuard`): never the
+answer topic the request names, which is the sender's choice (any component may name another's,
+and an effect such as a cancel or a push config needs no answer). A request with neither proof
+makes a task only the agent's operators may act on. Only an agent without trusted keys (an open
+mesh that asked for ``task_owner_checks``) falls back to the answer topic's component, a claim.
+``tasks/get``, ``tasks/list``, ``tasks/cancel``, ``tasks/resubscribe``,
 the push-config methods and a message continuing a task act only for its owner or one of the
 agent's ``operators``; anyone else is told the task does not exist. Owners are journaled with
 their tasks, so they survive a restart; a task with no recorded owner (journaled by a version
@@ -51,11 +55,12 @@ def caller_of(reply_topic: str | None, namespace: str) -> str | None:
     return None
 
 
-def owner_of(identity: Identity, reply_topic: str | None, namespace: str) -> str | None:
-    """The owner a request gives the task it creates (or claims when it reads one)."""
+def owner_of(identity: Identity, caller: str | None) -> str | None:
+    """The owner a request gives the task it creates (or claims when it reads one): the verified
+    user, else the ``caller`` component (:meth:`agents.guard.CallGuard.caller`)."""
     if identity.verified and identity.user_id:
         return f"user:{identity.user_id}"
-    return caller_of(reply_topic, namespace)
+    return caller
 
 
 class TaskOwners:

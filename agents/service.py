@@ -126,7 +126,8 @@ class AgentService:
                 self.name,
                 self.name,
             )
-        self.guard = CallGuard(self.name, self.settings, tokens)
+        callers = trust.caller_verifier(self.namespace, self.name) if trust is not None else None
+        self.guard = CallGuard(self.name, self.settings, tokens, callers)
         self._signed_card: tuple[bytes, bytes] | None = None  # (unsigned, signed): sign each change once
         self.request_topic = get_agent_request_topic(self.namespace, self.name)
         self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
@@ -219,7 +220,14 @@ class AgentService:
         )
         # Before discovery starts: nobody known (with the trust it will check cards with).
         self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
-        self.delegator = Delegator(self.name, self.namespace, self.transport, self.discovery, self.settings.delegation)
+        self.delegator = Delegator(
+            self.name,
+            self.namespace,
+            self.transport,
+            self.discovery,
+            self.settings.delegation,
+            signer=trust.caller_minter("agent", self.namespace) if trust is not None else None,
+        )
         self.presence = CardPresence(
             self.transport,
             self.card_topic,

@@ -115,7 +115,8 @@ class GatewayRuntime:
         )
         # Before start: nobody known (with the trust it will check cards with).
         self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
-        self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway")
+        signer = trust.caller_minter("gateway", self.namespace) if trust is not None else None
+        self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway", signer=signer)
         #: Calls to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
         self.profile = ProfileRequester(self.transport, self.gateway_id)
         follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it

@@ -32,7 +32,8 @@ import contextlib
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mesh.a2a import (
     AgentCard,
@@ -66,7 +67,10 @@ from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport, Transport
 from topics import validate_identifier, validate_namespace
 
-__all__ = ["MeshClient", "StreamItem"]
+if TYPE_CHECKING:
+    from mesh.trust.keys import PrivateKey
+
+__all__ = ["MeshClient", "StreamItem", "own_caller_key"]
 
 StreamItem = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 
@@ -83,7 +87,10 @@ class MeshClient:
         user_id: str | None = None,
         user_config: dict[str, Any] | None = None,
         auth_token: str | None = None,
+        caller_key: PrivateKey | None = None,
     ) -> None:
+        """``caller_key``: the client's own signing key (kid = its name): its requests carry caller
+        tokens (mesh.trust.callers), so agents with trusted keys know the tasks are its own."""
         self.namespace = validate_namespace(namespace)
         #: The broker is known to be a single node (the Mosquitto ``mesh up`` started): a name
         #: missing from the retained cards is unknown, with no roll call to wait for.
@@ -95,7 +102,12 @@ class MeshClient:
         self.user_id = user_id
         self.user_config = user_config
         self.auth_token = auth_token
-        self.calls = CallPath(transport, self.namespace, self.client_id, role="client")
+        signer = None
+        if caller_key is not None:
+            from mesh.trust.callers import CallerMinter
+
+            signer = CallerMinter(caller_key, kind="client", namespace=self.namespace)
+        self.calls = CallPath(transport, self.namespace, self.client_id, role="client", signer=signer)
         self.cards = CardWatch(self.calls)
         #: Calls to EMQX profile agents (``org/unit/agent``), made on first use.
         self.profile = ProfileRequester(transport, self.client_id)
@@ -116,6 +128,8 @@ class MeshClient:
         settings = BrokerSettings.from_url(broker) if isinstance(broker, str) else broker
         own_user = settings.username if client_id is None and _is_identifier(settings.username) else None
         name = options.pop("name", None) or own_user
+        if "caller_key" not in options and name is not None:
+            options["caller_key"] = own_caller_key(settings, name)
         if client_id is not None:
             return cls(MqttTransport(settings, client_id=client_id), namespace, name=name, **options)
         # Under the generated rules a slot of its user (bound client ids, mesh.clientids).
@@ -357,3 +371,14 @@ def _is_identifier(name: str | None) -> bool:
     except ValueError:
         return False
     return True
+
+
+def own_caller_key(settings: BrokerSettings, name: str) -> PrivateKey | None:
+    """The signing key of client ``name`` beside its password: ``<name>.jwk`` in the credentials
+    directory of ``settings`` (mesh up makes one per component), else None."""
+    if settings.password_file is None or not (folder := Path(settings.password_file)).is_dir():
+        return None
+    from mesh.trust.keys import load_private_key, private_key_path
+
+    path = private_key_path(folder, name)
+    return load_private_key(path, kid=name) if path.is_file() else None

@@ -6,7 +6,9 @@ On the wire the mesh uses two kinds of MQTT v5 properties (DESIGN, "Messages on 
   ``replyTo``, ``a2aStatusTopic``, ``a2aUserConfig`` (JSON), ``authToken``, ``callDepth``,
   ``timestamp`` (ms) and ``traceparent``; plus ``a2aCallChain`` (JSON list of the agents a
   delegated request passed through), with which agents refuse call cycles; and on answers
-  ``a2aInstance``, the replica that owns the task (its follow-ups go to that instance);
+  ``a2aInstance``, the replica that owns the task (its follow-ups go to that instance); and on
+  requests ``a2aCallerToken``, the signed proof of the component that sent it
+  (:mod:`mesh.trust.callers`);
 - native v5 fields: Response Topic, Correlation Data, Content Type, Payload Format Indicator
   and Message Expiry Interval.
 
@@ -31,6 +33,7 @@ TIMESTAMP = "timestamp"
 TRACEPARENT = "traceparent"
 CALL_CHAIN = "a2aCallChain"
 INSTANCE = "a2aInstance"
+CALLER_TOKEN = "a2aCallerToken"  # noqa: S105 - a user property's name
 
 JSON_CONTENT_TYPE = "application/json"
 
@@ -55,6 +58,7 @@ class MessageProperties:
     traceparent: str | None = None
     call_chain: list[str] | None = None
     instance: str | None = None
+    caller_token: str | None = field(default=None, repr=False)  # a credential: never in a repr
     extra: list[tuple[str, str]] = field(default_factory=list)
 
     correlation_data: bytes | None = None
@@ -87,6 +91,8 @@ class MessageProperties:
             pairs.append((CALL_CHAIN, json.dumps(self.call_chain, separators=(",", ":"))))
         if self.instance is not None:
             pairs.append((INSTANCE, self.instance))
+        if self.caller_token is not None:
+            pairs.append((CALLER_TOKEN, self.caller_token))
         pairs.extend(self.extra)
         return pairs
 
@@ -181,4 +187,5 @@ _READERS: dict[str, Any] = {
     TRACEPARENT: _set_str("traceparent"),
     CALL_CHAIN: _set_call_chain,
     INSTANCE: _set_str("instance"),
+    CALLER_TOKEN: _set_str("caller_token"),
 }

@@ -5,6 +5,11 @@ credentials, which may not read echo's requests) asked echo for ``tasks/list`` a
 users' messages, and cancelled an HTTP user's running task. Now each task records its owner (the
 verified user of its token, else the calling component) and only the owner, or an operator of
 the agent, gets an answer; anyone else is told "task not found".
+
+Issue 39's: the owner was the component whose answer topic the request named, so calculator,
+naming the CLI's (``replyTo`` = ``{ns}/a2a/v1/client/response/cli``), cancelled the CLI's task
+and set a push config that sent the task to its own URL. The calling component is now what its
+caller token proves (mesh.trust.callers), and the answer topic proves nothing.
 """
 
 from __future__ import annotations
@@ -22,12 +27,25 @@ from agents.builtin import EchoAgent
 from agents.service import AgentService
 from agents.settings import AgentSettings
 from agents.sqlitejournal import SqliteJournal
-from mesh.a2a import Task, TaskNotFound, TaskState, TaskStatus
+from mesh.a2a import (
+    PushNotificationConfig,
+    Task,
+    TaskIdParams,
+    TaskNotFound,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    request_bytes,
+)
 from mesh.calls import CallPath
 from mesh.client import MeshClient
+from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.trust import TokenMinter, generate_keys
+from mesh.trust.callers import CallerMinter
 from mesh.trust.config import TrustSettings, resolve
-from mesh.trust.keys import load_private_key, private_key_path
+from mesh.trust.keys import PrivateKey, load_private_key, private_key_path
+from tests.http_receiver import Receiver
+from tests.http_receiver import serve as serve_http
 from tests.test_broker_rules import RuledBroker, ruled_broker  # noqa: F401  (the fixture)
 
 
@@ -44,9 +62,10 @@ class Waiter(Agent):
 @pytest.fixture
 async def echo(ruled_broker: RuledBroker, tmp_path: Path) -> AsyncIterator[AgentService]:  # noqa: F811
     keys = tmp_path / "keys"
-    generate_keys(keys, ["echo", "http"])
+    generate_keys(keys, [*SIGNERS])
     trust = resolve(TrustSettings(keys=keys, token_issuers=("http",)), "echo", tmp_path)
-    settings = AgentSettings(task_store=":memory:", operators=("user:root",))
+    # Push URLs on loopback allowed: the attacker's receiver of the push attack listens there.
+    settings = AgentSettings(task_store=":memory:", operators=("user:root",), allow_private_push_urls=True)
     service = AgentService(
         Waiter(), namespace=ruled_broker.namespace, broker=ruled_broker.settings("echo"), settings=settings, trust=trust
     )
@@ -55,6 +74,15 @@ async def echo(ruled_broker: RuledBroker, tmp_path: Path) -> AsyncIterator[Agent
         yield service
     finally:
         await service.stop()
+
+
+#: The components with a signing key (as under mesh up): echo, the gateway, the CLI, calculator.
+SIGNERS = ("echo", "http", "cli", "calculator")
+
+
+def _key(tmp_path: Path, name: str) -> PrivateKey:
+    """Component ``name``'s own signing key (its caller tokens)."""
+    return load_private_key(private_key_path(tmp_path / "keys", name), kid=name)
 
 
 def _minter(tmp_path: Path, namespace: str) -> TokenMinter:
@@ -74,13 +102,15 @@ async def test_a_foreign_caller_gets_task_not_found(
         MeshClient.connect(cli, ns, user_id="alice", auth_token=minter.mint("alice")) as alice,
         MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
         MeshClient.connect(cli, ns, user_id="root", auth_token=minter.mint("root")) as root,
-        MeshClient.connect(cli, ns) as anonymous_cli,  # no token: owned by the component, client:cli
+        # No user token: owned by the component its caller token proves, client:cli.
+        MeshClient.connect(cli, ns, caller_key=_key(tmp_path, "cli")) as anonymous_cli,
         MeshClient.connect(
             ruled_broker.settings("calculator"), ns, client_id=ruled_broker.client_id("calculator"), name="calculator"
         ) as calculator,
     ):
         # The compromised agent talks as what it is: an agent, reading its own answer topics.
-        calculator.calls = CallPath(calculator.transport, ns, "calculator", role="agent")
+        signer = CallerMinter(_key(tmp_path, "calculator"), kind="agent", namespace=ns)
+        calculator.calls = CallPath(calculator.transport, ns, "calculator", role="agent", signer=signer)
         task = await alice.send("echo", "alice's secret", blocking=False)
         assert task.status.state in (TaskState.submitted, TaskState.working)
         mine = await anonymous_cli.send("echo", "the cli's own", blocking=False)
@@ -134,7 +164,7 @@ async def test_owners_survive_a_restart_of_the_agent(
     task created before it is still its owner's only."""
     ns = ruled_broker.namespace
     keys = tmp_path / "keys"
-    generate_keys(keys, ["echo", "http"])
+    generate_keys(keys, [*SIGNERS])
     trust = resolve(TrustSettings(keys=keys, token_issuers=("http",)), "echo", tmp_path)
     settings = AgentSettings(task_store=str(tmp_path / "echo.sqlite3"))
     minter = _minter(tmp_path, ns)
@@ -159,7 +189,7 @@ async def test_owners_survive_a_restart_of_the_agent(
         async with (
             MeshClient.connect(cli, ns, user_id="alice", auth_token=minter.mint("alice")) as alice,
             MeshClient.connect(cli, ns, user_id="bob", auth_token=minter.mint("bob")) as bob,
-            MeshClient.connect(cli, ns) as anonymous_cli,
+            MeshClient.connect(cli, ns, caller_key=_key(tmp_path, "cli")) as anonymous_cli,
         ):
             for intruder in (bob, anonymous_cli):
                 with pytest.raises(TaskNotFound, match=f"has no task '{task.id}'"):
@@ -170,6 +200,75 @@ async def test_owners_survive_a_restart_of_the_agent(
             assert [t.id for t in (await alice.list_tasks("echo")).tasks] == [task.id]
     finally:
         await again.stop()
+
+
+async def test_naming_the_clis_answer_topic_gives_no_right_to_its_tasks(
+    ruled_broker: RuledBroker,  # noqa: F811
+    echo: AgentService,
+    tmp_path: Path,
+) -> None:
+    """Issue 39's attack: calculator, with its own credentials, sends echo ``tasks/cancel`` and
+    ``tasks/pushNotificationConfig/set`` for the CLI's running task, naming the CLI's answer topic
+    (``replyTo`` and Response Topic), with no caller token, with its own, and with one the CLI
+    signed for calculator (which calculator receives on every request the CLI sends it). The
+    task runs on, and no push reaches the attacker's URL; the CLI itself still cancels it."""
+    ns = ruled_broker.namespace
+    cli_key = _key(tmp_path, "cli")
+    proofs = {
+        "none": None,
+        "its own": CallerMinter(_key(tmp_path, "calculator"), kind="agent", namespace=ns).mint("echo"),
+        "the cli's, for calculator": CallerMinter(cli_key, kind="client", namespace=ns).mint("calculator"),
+        "the cli's, forged kind": CallerMinter(_key(tmp_path, "calculator"), kind="client", namespace=ns).mint("echo"),
+    }
+    for attacker in serve_http(Receiver()):  # a generator of one: stopped after the loop
+        await _attack(ruled_broker, ns, cli_key, proofs, attacker)
+
+
+async def _attack(
+    ruled_broker: RuledBroker,  # noqa: F811
+    ns: str,
+    cli_key: PrivateKey,
+    proofs: dict[str, str | None],
+    attacker: Receiver,
+) -> None:
+    cli_answers = f"{ns}/a2a/v1/client/response/cli"
+    async with (
+        MeshClient.connect(ruled_broker.settings("cli"), ns, caller_key=cli_key) as cli,
+        MeshClient.connect(
+            ruled_broker.settings("calculator"), ns, client_id=ruled_broker.client_id("calculator"), name="calculator"
+        ) as calculator,
+    ):
+        task = await cli.send("echo", "the cli's long job", blocking=False)
+        push = PushNotificationConfig(id="stolen", url=attacker.url())
+        for how, proof in proofs.items():
+            for number, (method, params) in enumerate(
+                (
+                    ("tasks/cancel", TaskIdParams(id=task.id)),
+                    (
+                        "tasks/pushNotificationConfig/set",
+                        TaskPushNotificationConfig(task_id=task.id, **{"push_notification_config": push}),
+                    ),
+                )
+            ):
+                key = f"attack-{number}-{how.replace(' ', '-')}"
+                props = MessageProperties(
+                    reply_to=cli_answers,
+                    correlation_data=key.encode(),
+                    caller_token=proof,
+                    content_type=JSON_CONTENT_TYPE,
+                    payload_format_utf8=True,
+                )
+                await calculator.transport.publish(
+                    f"{ns}/a2a/v1/agent/request/echo", request_bytes(method, key, params), properties=props
+                )
+        # Each attack went through echo's queue before this request of the CLI's, on the same topic.
+        await asyncio.sleep(0.5)
+        assert (await cli.get_task("echo", task.id)).status.state is TaskState.working
+        assert (await cli.list_push_configs("echo", task.id)) == []
+        assert attacker.requests == []
+        assert (await cli.cancel_task("echo", task.id)).status.state is TaskState.canceled
+        await asyncio.sleep(0.3)  # a push set by the attacker would be sent on this change
+        assert attacker.requests == []
 
 
 def test_a_journal_of_an_older_version_gets_the_owner_column(tmp_path: Path) -> None:

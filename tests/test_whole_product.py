@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import re
 import uuid
@@ -52,7 +53,12 @@ from acp import spawn_agent_process, text_block
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from mesh.a2a import TaskIdParams, request_bytes
+from mesh.broker import BrokerSettings, TlsOptions
 from mesh.brokertools.localbroker import free_port, port_is_free
+from mesh.credentials import private_client_id, probe_client_id
+from mesh.properties import MessageProperties
+from mesh.transport import MqttTransport
 from tests.gateways.acp_client import Editor, RecordingClient
 from tests.gateways.mcp_client import McpClient, Recorder
 from tests.mesh.cli_process import Result, Service, spawn
@@ -719,6 +725,38 @@ async def test_an_llm_agent_on_the_test_model_answers_mesh_send(product: Product
 
 
 # ---------------------------------------------------------------- the end: Ctrl-C
+
+
+async def test_calculators_credentials_cannot_cancel_a_cli_task_by_naming_its_answer_topic(product: Product) -> None:
+    """The insider of issue 39: holding calculator's credentials (``credentials/calculator`` of the
+    state dir, as its name check ``calculator@probe``), a ``tasks/cancel`` for the CLI's running
+    task naming the CLI's answer topic does nothing: the ``mesh send`` counts down to the end."""
+    record = json.loads((product.home / ".local/state/mesh/up/mesh.json").read_text(encoding="utf-8"))
+    tls = TlsOptions(ca_file=record["ca_file"]) if record.get("ca_file") else None
+    calculator = BrokerSettings.from_url(record["broker_url"], tls=tls, password_file=record["credentials"])
+    calculator = calculator.for_identity("calculator")
+    probe = MqttTransport(
+        dataclasses.replace(calculator, username="calculator@probe"),
+        client_id=probe_client_id(private_client_id("mesh/calculator", calculator.password)),
+    )
+    sending = await spawn([str(MESH), "send", "countdown", "3", "--stream"], env=product.env, cwd=product.project)
+    try:
+        task = re.search(r"\[task ([0-9a-f]{32})\]", await sending.wait_for_line("[task ", stream="stdout"))
+        assert task, sending.output
+        answers = "mesh/a2a/v1/client/response/cli"
+        await probe.connect()
+        try:
+            await probe.publish(
+                "mesh/a2a/v1/agent/request/countdown",
+                request_bytes("tasks/cancel", "insider-1", TaskIdParams(id=task[1])),
+                properties=MessageProperties(reply_to=answers, correlation_data=b"insider-1"),
+            )
+        finally:
+            await probe.close()
+        assert await asyncio.wait_for(sending.proc.wait(), 60) == 0, sending.output
+        assert "Liftoff! Counted down from 3." in "".join(sending.stdout_lines), sending.output
+    finally:
+        await stop(sending)
 
 
 async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:

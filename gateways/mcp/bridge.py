@@ -114,7 +114,8 @@ class MeshBridge:
         self.tokens = trust.token_minter(self.namespace) if trust is not None else None
         verifier = trust.card_verifier() if trust is not None else None
         self.registry = DiscoveryRegistry(transport, self.namespace, verifier=verifier)
-        self.calls = CallPath(transport, self.namespace, gateway_id, role="gateway")
+        signer = trust.caller_minter("gateway", self.namespace) if trust is not None else None
+        self.calls = CallPath(transport, self.namespace, gateway_id, role="gateway", signer=signer)
         follow_registry(self.calls, self.registry)  # an agent's card removed fails the calls waiting on it
         self.presence = CardPresence(transport, card_topic, self._card_bytes)
         self.tools: dict[str, AgentTool] = {}

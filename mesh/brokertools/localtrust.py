@@ -35,11 +35,13 @@ def trust_settings(keys_dir: Path) -> dict[str, Any]:
 
 def add_components(keys_dir: Path, identities: Sequence[Identity]) -> None:
     """A signing key for each of ``identities`` (kept if it has one) in the trusted keys, and the
-    gateways among them in the token issuers."""
+    gateways among them in the token issuers. Clients have keys too: they sign their requests'
+    caller tokens (mesh.trust.callers), never cards or user tokens."""
     from mesh.trust.issuers import add_token_issuers
     from mesh.trust.keys import generate_keys  # the JOSE library: only when keys are made
 
-    generate_keys(keys_dir, [identity.name for identity in identities if identity.kind in ("agent", "gateway")])
+    signers = [identity.name for identity in identities if identity.kind in ("agent", "gateway", "client")]
+    generate_keys(keys_dir, signers)
     add_token_issuers(keys_dir / ISSUERS_FILE, [identity.name for identity in identities if identity.kind == "gateway"])
 
 

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 import uuid
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.calls.answers import Answer
@@ -31,6 +31,9 @@ from topics import (
     validate_identifier,
     validate_namespace,
 )
+
+if TYPE_CHECKING:  # the JOSE library loads with a signer, not with the call path
+    from mesh.trust.callers import CallerMinter
 
 __all__ = ["CallPath", "Role"]
 
@@ -58,9 +61,18 @@ class CallPath:
     """Sends one owner's requests and routes the answers to its open calls (see the module doc)."""
 
     def __init__(
-        self, transport: Transport, namespace: str, owner: str, *, role: Role, key_prefix: str | None = None
+        self,
+        transport: Transport,
+        namespace: str,
+        owner: str,
+        *,
+        role: Role,
+        key_prefix: str | None = None,
+        signer: CallerMinter | None = None,
     ) -> None:
         self.transport = transport
+        #: Signs each request's ``a2aCallerToken`` (mesh.trust.callers): the agent's proof of who asks.
+        self.signer = signer
         self.namespace = validate_namespace(namespace)
         self.owner = validate_identifier(owner, f"{role} id")
         self.role = role
@@ -109,6 +121,10 @@ class CallPath:
     def status_topic(self, key: str) -> str:
         """The ``a2aStatusTopic`` of the call with ``key``."""
         return self._statuses[:-1] + key
+
+    def caller_token(self, agent: str) -> str | None:
+        """The ``a2aCallerToken`` of a request to ``agent`` (None without a signing key)."""
+        return self.signer.mint(agent) if self.signer is not None else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -265,6 +281,7 @@ class CallPath:
             client_id=self.owner,
             user_id=user_id,
             auth_token=auth_token,
+            caller_token=self.caller_token(agent),
             reply_to=self.reply_topic(cancel_key),
             timestamp_ms=int(time.time() * 1000),
             correlation_data=cancel_key.encode(),
@@ -314,6 +331,7 @@ class CallPath:
             status_topic=call.status_topic if options.events else None,
             user_config=options.user_config,
             auth_token=options.auth_token,
+            caller_token=self.caller_token(call.agent),
             call_depth=options.call_depth,
             call_chain=options.call_chain,
             timestamp_ms=int(time.time() * 1000),

@@ -117,6 +117,7 @@ class Resync:
             client_id=self.path.owner,
             user_id=call.options.user_id,
             auth_token=call.options.auth_token,
+            caller_token=self.path.caller_token(call.agent),
             reply_to=self.path.reply_topic(key),
             timestamp_ms=int(time.time() * 1000),
             correlation_data=correlation,

@@ -84,7 +84,7 @@ def with_secure_trust(configs: Sequence[MeshConfig], keys_dir: Path) -> list[Mes
 
     A config that has its own ``trust:`` keeps it.
     """
-    add_components(keys_dir, identities_of(configs, ()))
+    add_components(keys_dir, identities_of(configs, clients()))  # the CLI signs its requests too
     trust = trust_settings(keys_dir)
     return [config if config.trust is not None else dataclasses.replace(config, trust=trust) for config in configs]
 

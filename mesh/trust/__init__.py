@@ -6,6 +6,7 @@
 - :mod:`mesh.trust.files`: watching a trust file, and writing one atomically under a lock;
 - :mod:`mesh.trust.cards`: A2A 1.0 card signatures (JWS over the RFC 8785 canonical card);
 - :mod:`mesh.trust.tokens`: user tokens gateways mint and agents verify;
+- :mod:`mesh.trust.callers`: caller tokens, each request's proof of the component that sent it;
 - :mod:`mesh.trust.config`: the ``trust:`` settings and what they load.
 
 Trust is live and comes only from files: a key or issuer added to its file while the mesh

@@ -33,6 +33,7 @@ from mesh.errors import ConfigError
 
 if TYPE_CHECKING:  # the JOSE library loads when trust is configured and used, not with this module
     from mesh.a2a import AgentCard
+    from mesh.trust.callers import CallerKind, CallerMinter, CallerVerifier
     from mesh.trust.cards import CardVerifier
     from mesh.trust.keys import PrivateKey
     from mesh.trust.store import TrustedKeys
@@ -105,6 +106,22 @@ class Trust:
         return TokenMinter(
             self.signing_key, issuer=self.name, audience=namespace, ttl_s=self.token_ttl_s, scopes=self.token_scopes
         )
+
+    def caller_minter(self, kind: CallerKind, namespace: str) -> CallerMinter | None:
+        """What the component signs its requests' caller tokens with; ``None`` without a signing key."""
+        if self.signing_key is None:
+            return None
+        from mesh.trust.callers import CallerMinter
+
+        return CallerMinter(self.signing_key, kind=kind, namespace=namespace)
+
+    def caller_verifier(self, namespace: str, agent: str) -> CallerVerifier | None:
+        """What agent ``agent`` proves its callers with; ``None`` without trusted keys."""
+        if self.public_keys is None:
+            return None
+        from mesh.trust.callers import CallerVerifier
+
+        return CallerVerifier(self.public_keys, namespace=namespace, agent=agent)
 
 
 def load_trust(

@@ -179,7 +179,7 @@ class TokenVerifier:
         parts = token.split(".")
         if len(parts) != 3:
             raise TrustError("the authToken is not a JWT (three dot-separated parts)")
-        header = _json_part(parts[0], "header")
+        header = json_part(parts[0], "header")
         issuer = header.get("kid")
         if not isinstance(issuer, str) or issuer not in self._issuers:  # a miss looks at the issuers' file
             raise TrustError(f"the authToken is signed by {issuer!r}, not by a trusted issuer")
@@ -187,11 +187,11 @@ class TokenVerifier:
         if key is None:
             raise TrustError(f"the trusted issuer {issuer!r} has no public key in the trust store")
         # A mismatch may be a key replaced just now: look at the file (rate-limited) and try again.
-        if not _signed_by(token, key) and not (
-            self._keys.check() and (key := self._keys.get(issuer)) is not None and _signed_by(token, key)
+        if not signed_by(token, key) and not (
+            self._keys.check() and (key := self._keys.get(issuer)) is not None and signed_by(token, key)
         ):
             raise TrustError(f"the authToken's signature does not verify with {issuer!r}'s key")
-        claims = _json_part(parts[1], "claims")
+        claims = json_part(parts[1], "claims")
         if claims.get("iss") != issuer:
             raise TrustError(f"the authToken's iss {claims.get('iss')!r} is not its signer {issuer!r}")
         audience = claims.get("aud")
@@ -213,7 +213,7 @@ class TokenVerifier:
         return Identity(subject, verified=True, issuer=issuer, scopes=scopes, expires_at=float(expires))
 
 
-def _signed_by(token: str, key: jwk.Key) -> bool:
+def signed_by(token: str, key: jwk.Key) -> bool:
     try:
         jws.deserialize_compact(token, key, algorithms=ALGORITHMS)
     except (JoseError, ValueError):
@@ -221,11 +221,12 @@ def _signed_by(token: str, key: jwk.Key) -> bool:
     return True
 
 
-def _json_part(part: str, what: str) -> dict[str, Any]:
+def json_part(part: str, what: str, token: str = "authToken") -> dict[str, Any]:  # noqa: S107 - a name
+    """The JSON object of one part of a compact JWS; :class:`TrustError` when it is none."""
     try:
         value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
     except (binascii.Error, ValueError, RecursionError):
-        raise TrustError(f"the authToken's {what} is not base64url JSON") from None
+        raise TrustError(f"the {token}'s {what} is not base64url JSON") from None
     if not isinstance(value, dict):
-        raise TrustError(f"the authToken's {what} is not a JSON object")
+        raise TrustError(f"the {token}'s {what} is not a JSON object")
     return value

@@ -406,8 +406,8 @@ def test_a_change_of_keys_drops_the_verified_tokens(tmp_path: Path, monkeypatch:
     checks: list[str] = []
     from mesh.trust import tokens
 
-    signed_by = tokens._signed_by
-    monkeypatch.setattr(tokens, "_signed_by", lambda t, k: checks.append(t) is None and signed_by(t, k))
+    signed_by = tokens.signed_by
+    monkeypatch.setattr(tokens, "signed_by", lambda t, k: checks.append(t) is None and signed_by(t, k))
     assert verifier.verify(token).verified and verifier.verify(token).verified and len(checks) == 1
     generate_keys(tmp_path, ["other"])  # any change: what was verified is checked again
     assert verifier.refresh() and verifier.verify(token).verified and len(checks) == 2

@@ -25,6 +25,8 @@ from mesh.trust import (
     load_trust,
     sign_card,
 )
+from mesh.trust.callers import CallerMinter, CallerVerifier
+from mesh.trust.store import TrustedKeys
 
 
 def card(name: str = "echo", description: str = "repeats — déjà vu") -> AgentCard:
@@ -176,7 +178,7 @@ def test_a_verified_token_is_verified_once_until_it_expires(keys: Path, monkeypa
     alice = token.mint("alice")
     assert verifier.verify(alice).verified
     with monkeypatch.context() as patched:  # no signature verifies: only the cache can answer
-        patched.setattr("mesh.trust.tokens._signed_by", lambda _token, _key: False)
+        patched.setattr("mesh.trust.tokens.signed_by", lambda _token, _key: False)
         assert verifier.verify(alice).user_id == "alice"
     clock.now += 60
     assert "expired" in (verifier.identify("alice", alice).problem or "")
@@ -209,3 +211,27 @@ def test_bad_trust_settings_name_the_key_and_a_foreign_key_is_refused(keys: Path
 
 def _b64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def test_a_caller_token_proves_its_signer_to_the_one_agent_it_is_for(tmp_path: Path) -> None:
+    """mesh.trust.callers: what a verifier accepts, and every way a token fails (None, never a guess)."""
+    generate_keys(tmp_path, ["cli", "calculator"])
+    now = [1_000_000.0]
+    keys = TrustedKeys(tmp_path / "jwks.json")
+    echo = CallerVerifier(keys, namespace="ns", agent="echo", clock=lambda: now[0])
+    cli_key = load_private_key(tmp_path / "cli.jwk", kid="cli")
+    cli = CallerMinter(cli_key, kind="client", namespace="ns", clock=lambda: now[0])
+    token = cli.mint("echo")
+    assert echo.caller(token) == "client:cli"
+    assert cli.mint("echo") == token  # cached while more than half its lifetime is left
+    assert echo.caller(cli.mint("calculator")) is None  # another agent's token
+    assert echo.caller(CallerMinter(cli_key, kind="client", namespace="other").mint("echo")) is None
+    calculator_key = load_private_key(tmp_path / "calculator.jwk", kid="calculator")
+    forged = CallerMinter(calculator_key, kind="client", namespace="ns")
+    assert echo.caller(forged.mint("echo")) == "client:calculator"  # a kind claims nothing beyond its own name
+    header, claims, signature = token.split(".")
+    for bad in ("", "x", "a.b.c", f"{header}.{claims}.{signature[:-4]}AAAA", "x" * 5000, f"{header}..{signature}"):
+        assert echo.caller(bad) is None, bad
+    with pytest.raises(TrustError, match="expired"):
+        now[0] += 400
+        echo.verify(token)
