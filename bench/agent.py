@@ -22,8 +22,9 @@ Last line on stdout::
      "mesh_memory_rtt_us": ..., "mesh_memory_rps": ..., "sqlite_rps_ratio": ...}
 
 ``--trust`` runs both mesh echo agents with trust (README, "Trust"): signed cards, and user
-tokens required; the client sends a token minted as a gateway would, which the agent verifies
-(once: verified tokens are cached until they expire).
+tokens required; the client sends a token minted as a gateway would, and a caller token signed
+with its own key (mesh.trust.callers), which the agent verifies (once each: verified tokens are
+cached until they expire).
 
 ``--secured`` also measures, in the same run, the mesh as ``mesh up`` now runs it by default
 (issue 23): a broker of its own under the generated rules, the agent and the client each as its
@@ -130,13 +131,16 @@ def bench_trust(keys: str | None, name: str) -> Trust | None:
 async def mesh_side(
     url: str, namespace: str, requests: int, concurrent_requests: int, keys: str | None = None
 ) -> dict[str, float]:
-    token = None
+    token, caller_key = None, None
     if keys:
         from mesh.trust import TokenMinter, load_private_key
 
-        key = load_private_key(Path(keys) / "client.jwk")
+        caller_key = key = load_private_key(Path(keys) / "client.jwk")
         token = TokenMinter(key, issuer="client", audience=namespace).mint("bench-user")
-    async with MeshClient.connect(url, namespace, user_id="bench-user", auth_token=token) as client:
+    # With keys, its requests also carry a caller token, as every component of mesh up signs them.
+    async with MeshClient.connect(
+        url, namespace, user_id="bench-user", auth_token=token, caller_key=caller_key
+    ) as client:
         await client.wait_for_agent("echo", timeout=10)
 
         async def call() -> None:
