@@ -11,6 +11,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -36,14 +37,20 @@ AGENTS = ["calculator", "countdown", "echo", "orchestrator"]
 
 @pytest.fixture
 def deploy_configs(tmp_path: Path, namespace: str) -> list[Path]:
-    """deploy/'s agents.yaml and gateway.yaml on this test's namespace, with their keys."""
+    """deploy/'s configs on this test's namespace, with their keys: agents/<name>.yaml for each
+    agent, then gateway.yaml (last)."""
     generate_keys(tmp_path / "keys", [*AGENTS, "http"])
+    (tmp_path / "agents").mkdir()
     copies = []
-    for name in ("agents.yaml", "gateway.yaml"):
+    for name in [*(f"agents/{agent}.yaml" for agent in AGENTS), "gateway.yaml"]:
         copy = tmp_path / name
         copy.write_text((DEPLOY / name).read_text().replace("namespace: mesh", f"namespace: {namespace}"))
         copies.append(copy)
     return copies
+
+
+def _agents_of(deploy_configs: list[Path], broker: BrokerSettings) -> list[Component]:
+    return [c for path in deploy_configs[:-1] for c in build_components(load_config(path), broker)]
 
 
 async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
@@ -76,11 +83,11 @@ async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
             tls=TlsOptions(ca_file=str(broker_dir / "ca.crt")),
             password_file=str(broker_dir / "credentials"),
         )
-        agents = build_components(load_config(deploy_configs[0]), settings)
+        agents = _agents_of(deploy_configs, settings)
         started: list[Component] = []
         try:
             for agent in agents:
-                await agent.start()  # each as its own user, in one process as compose runs them
+                await agent.start()  # each as its own user (compose runs each in its own container)
                 started.append(agent)
             with pytest.raises(AgentNameTakenError):
                 await build_components(load_config(deploy_configs[0]), settings)[0].start()
@@ -109,7 +116,7 @@ async def test_broker_config_puts_the_deploy_mesh_under_its_rules(
 
 def _write_deploy_broker_files(directory: Path, deploy_configs: list[Path]) -> None:
     """What ``mesh broker-config`` writes for deploy/'s configs (as in its README), in this process."""
-    configs = [load_config(deploy_configs[0]), load_config(deploy_configs[1], environ={"A2A_TOKEN": "t"})]
+    configs = [*map(load_config, deploy_configs[:-1]), load_config(deploy_configs[-1], environ={"A2A_TOKEN": "t"})]
     write_broker_files(directory, identities_of(configs), broker_path="/mosquitto/config", tls_hosts=["localhost"])
 
 
@@ -154,7 +161,7 @@ def test_compose_mounts_what_the_broker_and_the_components_read() -> None:
     mounted = {volume.split(":")[1] for volume in compose["services"]["mosquitto"]["volumes"]}
     for path in re.findall(r"^(?:certfile|keyfile|plugin_opt_config_file) (\S+)$", conf, re.MULTILINE):
         assert path in mounted, path
-    for service in ("agents", "gateway"):
+    for service in set(compose["services"]) - {"mosquitto"}:
         environment = compose["services"][service]["environment"]
         assert environment["MESH_BROKER_URL"].startswith("mqtts://")
         assert environment["MESH_BROKER_CA_FILE"] == "/run/secrets/ca.crt"
@@ -164,27 +171,66 @@ def test_compose_mounts_what_the_broker_and_the_components_read() -> None:
 
 def test_the_deploy_configs_load_with_signed_cards_and_user_tokens(deploy_configs: list[Path]) -> None:
     broker = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
-    agents = build_components(load_config(deploy_configs[0]), broker)
-    assert sorted(c.name for c in agents) == sorted(AGENTS)
+    agents = _agents_of(deploy_configs, broker)
+    assert [c.name for c in agents] == AGENTS  # one file each
     assert all(isinstance(a, AgentService) and a.trust is not None and a.trust.token_issuers for a in agents)
-    gateway = build_components(load_config(deploy_configs[1], environ={"A2A_TOKEN": "t"}), broker)
+    gateway = build_components(load_config(deploy_configs[-1], environ={"A2A_TOKEN": "t"}), broker)
     assert [(c.kind, c.name) for c in gateway] == [("gateway", "http")]
 
 
-def test_compose_mounts_each_component_its_own_secrets_only() -> None:
-    """A compromised container holds no other component's password or signing key, nor the broker's hashes."""
+def test_compose_runs_each_component_in_a_service_of_its_own_that_holds_only_its_own_secrets(tmp_path: Path) -> None:
+    """A compromised container holds no other component's password or signing key, nor the broker's
+    hashes: each service runs one component (read from the config file its command runs), gets that
+    component's secrets only, and nothing in it (secrets, volumes, environment, command) names another
+    component's password file or key."""
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     secrets = compose["secrets"]
-    for service, names in (("agents", AGENTS), ("gateway", ["http"])):
-        given = set(compose["services"][service]["secrets"])
-        assert given == {"ca.crt", "jwks.json", *names, *(f"{name}.jwk" for name in names)}, service
-        for name in names:
-            assert secrets[name]["file"] == f"./broker/credentials/{name}"
-            assert secrets[f"{name}.jwk"]["file"] == f"./keys/{name}.jwk"
-        mounted = " ".join(compose["services"][service]["volumes"])
+    generate_keys(tmp_path, [*AGENTS, "http"])  # what the services find in MESH_KEYS_DIR
+    services = compose["services"].items()
+    runs = {name: _components_of_service(spec, tmp_path) for name, spec in services if name != "mosquitto"}
+    assert sorted(c for components in runs.values() for c in components) == sorted([*AGENTS, "http"])
+    for service, components in runs.items():
+        assert len(components) == 1, f"service {service} runs {components}, and so holds each one's secrets"
+        [own] = components
+        spec = compose["services"][service]
+        assert set(spec["secrets"]) == {"ca.crt", "jwks.json", own, f"{own}.jwk"}, service
+        assert secrets[own]["file"] == f"./broker/credentials/{own}"
+        assert secrets[f"{own}.jwk"]["file"] == f"./keys/{own}.jwk"
+        named = _strings({k: v for k, v in spec.items() if k != "build"}) | {
+            secrets[name]["file"] for name in spec["secrets"]
+        }
+        for other in {*AGENTS, "http"} - {own}:
+            files = (f"credentials/{other}", f"keys/{other}.jwk", f"secrets/{other}")
+            leaked = [s for s in named if s in (other, f"{other}.jwk", f"{other}.slots") or any(f in s for f in files)]
+            assert leaked == [], f"service {service} ({own}) names {other}'s secrets: {leaked}"
+        mounted = " ".join(spec["volumes"])
         assert "broker/" not in mounted and "keys/" not in mounted, mounted  # nothing beside the secrets
     broker = " ".join(compose["services"]["mosquitto"]["volumes"])
     assert "credentials" not in broker and "dynamic-security.json" in broker
+
+
+def _components_of_service(spec: dict[str, Any], keys: Path) -> list[str]:
+    """The components a compose service runs: those of the config files its ``mesh run`` command
+    names, read from the deploy/ files its volumes mount there (``MESH_KEYS_DIR``: ``keys``)."""
+    assert spec["command"][0] == "run", spec["command"]
+    mounts = {target: source for source, target, *_ in (volume.split(":") for volume in spec["volumes"])}
+    broker = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
+    names = []
+    for target in spec["command"][1:]:
+        config = load_config(DEPLOY / mounts[target], environ={"A2A_TOKEN": "t", "MESH_KEYS_DIR": str(keys)})
+        names += [component.name for component in build_components(config, broker)]
+    return names
+
+
+def _strings(value: Any) -> set[str]:
+    """Every string in a parsed YAML value (keys too)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {s for k, v in value.items() for s in _strings(k) | _strings(v)}
+    if isinstance(value, list):
+        return {s for item in value for s in _strings(item)}
+    return set()
 
 
 def _wait_for_lines(log: Path, text: str, count: int, timeout: float = 10.0) -> None:

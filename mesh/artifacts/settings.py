@@ -10,7 +10,7 @@
       client_options: {allow_http: true}                                 # obstore's HTTP client
       limits: {max_artifact_bytes: 1073741824, max_namespace_bytes: 21474836480, retention_days: 30,
                inline_threshold_bytes: 1000000}
-      link_ttl_s: 300               # how long a gateway's signed download link lives
+      link_ttl_s: 120               # how long a gateway's signed download link lives (at most 3600)
 
 ``MESH_ARTIFACTS`` holds just the ``store`` value (``embedded``, a folder path, or a URL).
 """
@@ -44,7 +44,9 @@ class ArtifactSettings(BaseModel):
     options: dict[str, str] = Field(default_factory=dict, description="obstore store config (endpoint, region...)")
     client_options: dict[str, Any] = Field(default_factory=dict, description="obstore client config (allow_http...)")
     limits: ArtifactLimits = Field(default_factory=ArtifactLimits)
-    link_ttl_s: float = Field(300.0, gt=0, le=86400, description="lifetime of a gateway's signed download link")
+    link_ttl_s: float = Field(
+        120.0, gt=0, le=3600, description="lifetime of a gateway's signed download link (a bearer capability)"
+    )
 
     @property
     def is_object_store(self) -> bool:
