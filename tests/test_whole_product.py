@@ -687,6 +687,13 @@ async def test_an_agents_file_is_saved_by_mesh_send_and_downloaded_through_the_g
         download = await http.get(link)
         step = f"step 3: GET the link {link}: {download.status_code} {download.text[:500]}"
         assert download.status_code == 200 and download.text == REPORT, step
+    # The link is a bearer capability of one version (docs/security-model.md): no credentials needed,
+    # a Range honoured, a wrong API key refused rather than ignored.
+    async with httpx.AsyncClient(timeout=30) as anyone:
+        ranged = await anyone.get(link, headers={"Range": "bytes=0-5"})
+        assert (ranged.status_code, ranged.text) == (206, REPORT[:6]), f"step 4: the link alone: {ranged}"
+        wrong = await anyone.get(link, headers={"X-API-Key": "not-the-key"})
+        assert wrong.status_code == 401, f"step 5: the link with a wrong API key: {wrong.status_code} {wrong.text}"
 
 
 async def test_a_file_attached_in_the_chat_is_stored_and_comes_back(product: Product) -> None:
