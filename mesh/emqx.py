@@ -15,7 +15,10 @@ for requests, :mod:`mesh.a2a_v1` for results and streams, :mod:`mesh.a2a_v1_card
   on the discovery topic, with ``a2a-status`` (``online``/``offline``) and
   ``a2a-status-source`` (``agent``/``lwt``/``broker``); the will republishes it offline;
 - the profile's own errors carry ``data.a2a_error``: -32003 ``request_expired``, -32004
-  ``responder_unavailable`` (both retryable), -32005 ``transport_protocol_error``.
+  ``responder_unavailable`` (both retryable), -32005 ``transport_protocol_error``. The codes
+  collide with A2A's own -32003 (push notifications not supported), -32004 (unsupported
+  operation) and -32005 (content type not supported), so the name, never the code, says which
+  is meant: only the profile's conditions are named (:func:`profile_error`).
 
 Facts: ``shared/reference/emqx-a2a-over-mqtt.md``; the official SDK ``a2a-over-mqtt`` is the
 tie-breaker (its Requester and Responder are what the conformance tests run against).
@@ -115,27 +118,46 @@ class EmqxProfile(BaseModel):
 
 
 def transport_protocol_error(message: str, request_id: str | int | None = None) -> RpcError:
-    """-32005 ``transport_protocol_error``: the request breaks the profile's transport rules (not retryable)."""
-    return RpcError(message, code=TRANSPORT_PROTOCOL_ERROR, request_id=request_id)
+    """-32005 ``transport_protocol_error``: the request breaks the profile's transport rules (not retryable).
+
+    The error carries its ``data.a2a_error`` name from here on: it is the profile's condition,
+    which A2A's own -32005 (content type not supported) is not."""
+    return RpcError(
+        message,
+        code=TRANSPORT_PROTOCOL_ERROR,
+        data={"a2a_error": A2A_ERRORS[TRANSPORT_PROTOCOL_ERROR]},
+        request_id=request_id,
+    )
 
 
 def profile_error(code: int, message: str, data: Any = None) -> JSON:
-    """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own codes.
+    """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own conditions only.
 
-    The mesh's busy and agent-gone become -32004 ``responder_unavailable``, which profile
-    requesters retry, except a busy whose request waited past its Message Expiry (``data``
-    ``"expired": true``, :mod:`agents.admission`): that is the profile's "request expired
-    before processing", -32003 ``request_expired``. Other codes keep their A2A meaning (and
-    their data, as ``data.details`` when it is not an object).
+    The profile's codes collide with A2A's: -32003 is also "push notifications not supported",
+    -32004 "unsupported operation", -32005 "content type not supported", all permanent. A code
+    alone names no profile condition; ``data.a2a_error`` does, and it is written only for:
+
+    - the mesh's busy and agent gone: -32004 ``responder_unavailable``, which profile
+      requesters retry, except a busy whose request waited past its Message Expiry (``data``
+      ``"expired": true``, :mod:`agents.admission`): that is the profile's "request expired
+      before processing", -32003 ``request_expired``;
+    - an error the profile's own layer made with its name (:func:`transport_protocol_error`).
+
+    Every other error keeps its A2A meaning and its data (as ``data.details`` when it is not an
+    object), with no ``a2a_error``: a retryable name found in an error's data is dropped, so no
+    permanent error reaches a requester under a retryable name.
     """
-    a2a_error = A2A_ERRORS.get(code)
-    if code == _BUSY and isinstance(data, Mapping) and data.get("expired") is True:
+    extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
+    # Only the profile layer names a -32005 (transport_protocol_error, not retryable); a retryable
+    # name is never taken from an error's data, only from the mesh's own conditions below.
+    claimed = extra.pop("a2a_error", None)
+    a2a_error = claimed if code == TRANSPORT_PROTOCOL_ERROR and claimed == A2A_ERRORS[code] else None
+    if code == _BUSY and extra.get("expired") is True:
         code, a2a_error = REQUEST_EXPIRED, A2A_ERRORS[REQUEST_EXPIRED]
         message = f"the request expired before processing (its MQTT Message Expiry passed): {message}"
     elif code in _UNAVAILABLE_CODES:
         code, a2a_error = RESPONDER_UNAVAILABLE, A2A_ERRORS[RESPONDER_UNAVAILABLE]
     error: JSON = {"code": code, "message": message}
-    extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
     if a2a_error is not None:
         extra["a2a_error"] = a2a_error
     if extra:
