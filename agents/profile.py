@@ -169,6 +169,9 @@ class ProfileEndpoint:
         self.pool_topic = profile_pool_topic(org, unit, pool) if pool is not None else None
         if pool is not None:
             self.filters.append(profile_pool_subscription(org, unit, pool))
+        #: The agent's address in the profile, as its cards claim it (:class:`~mesh.emqx.DialectClaim`):
+        #: ``org/unit/agent``; a replica's, the pool's (its agent id is new at every start).
+        self.address = f"{org}/{unit}/pool/{pool}" if instance is not None and pool else f"{org}/{unit}/{self.agent_id}"
         self._members = members
         #: Set when the broker cannot share ``$`` topics: the pool's requests are split by Task.id.
         self.split_pool = False

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mesh.a2a import (
     AgentCard,
+    AgentExtension,
     InvalidRequest,
     Message,
     Method,
@@ -46,11 +47,12 @@ from mesh.a2a.validation import short_repr
 from mesh.a2a_v1 import JSON, StreamToV1, result_v1
 from mesh.a2a_v1_card import served_card
 from mesh.a2a_v1_requests import V1_METHODS, params_from_v1
-from topics import validate_identifier, validate_profile_id
+from topics import validate_identifier, validate_namespace, validate_profile_id
 
 __all__ = [
     "A2A_ERRORS",
     "AUTHORIZATION",
+    "BOTH_DIALECTS_EXTENSION",
     "CONTEXT_ID",
     "PROFILE_BINDING",
     "PROFILE_BINDINGS",
@@ -60,14 +62,17 @@ __all__ = [
     "STATUS",
     "STATUS_SOURCE",
     "TRANSPORT_PROTOCOL_ERROR",
+    "DialectClaim",
     "EmqxProfile",
     "ProfileAnswer",
     "ProfileRequest",
     "bearer_token",
+    "dialect_claim",
     "profile_card",
     "profile_error",
     "request_from_profile",
     "transport_protocol_error",
+    "with_dialect_claim",
 ]
 
 #: The ``protocolBinding`` of the profile's interface on mesh cards: a URI, as A2A 1.0 asks of a
@@ -91,6 +96,8 @@ A2A_ERRORS: Mapping[int, str] = {
     RESPONDER_UNAVAILABLE: "responder_unavailable",
     TRANSPORT_PROTOCOL_ERROR: "transport_protocol_error",
 }
+#: The card extension by which one agent serving both dialects names both its addresses.
+BOTH_DIALECTS_EXTENSION: Final = "urn:mesh:extension:both-dialects:v1"
 _TASK_RESULTS: Final = frozenset({"GetTask", "CancelTask"})
 # The mesh's own codes a profile requester should retry: busy (-32050) and agent gone (-32010).
 _BUSY: Final = -32050
@@ -163,6 +170,86 @@ def profile_error(code: int, message: str, data: Any = None) -> JSON:
     if extra:
         error["data"] = extra
     return error
+
+
+class DialectClaim(BaseModel):
+    """What an agent serving both dialects says on its cards: its mesh name in its namespace and
+    its address in the profile (``org/unit/agent``, a pool member ``org/unit/pool/{pool}``).
+
+    A claim proves nothing alone (anyone may write one); the registry merges the two entries of
+    an agent only when the card on its SAM topic and the card on its profile topic make the same
+    claim, topics which only the agent's own broker users may publish under the broker rules
+    (:mod:`mesh.registry`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    name: str
+    address: str
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return validate_namespace(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_identifier(value, "agent name")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        levels = value.split("/")
+        if len(levels) == 4 and levels[2] == "pool":
+            levels = [levels[0], levels[1], levels[3]]
+        if len(levels) != 3:
+            raise ValueError(f"profile address {value!r}: name it org/unit/agent or org/unit/pool/<pool>")
+        for level in levels:
+            validate_profile_id(level)
+        return value
+
+    @property
+    def pool(self) -> bool:
+        """Whether the address is a pool's (the agent runs as replicas, each a member)."""
+        return self.address.split("/")[2:3] == ["pool"]
+
+
+def with_dialect_claim(card: AgentCard, claim: DialectClaim) -> AgentCard:
+    """``card`` with the :data:`BOTH_DIALECTS_EXTENSION` naming both addresses (the profile's card,
+    made from it, carries the same)."""
+    extension = AgentExtension(
+        uri=BOTH_DIALECTS_EXTENSION,
+        description="this agent serves both the mesh's topics and the EMQX A2A over MQTT profile",
+        params={"namespace": claim.namespace, "name": claim.name, "profileAddress": claim.address},
+    )
+    extensions = [e for e in card.capabilities.extensions or [] if e.uri != BOTH_DIALECTS_EXTENSION]
+    capabilities = card.capabilities.model_copy(update={"extensions": [*extensions, extension]})
+    return card.model_copy(update={"capabilities": capabilities})
+
+
+def dialect_claim(extensions: Any) -> DialectClaim | None:
+    """The claim in a card's ``capabilities.extensions`` (models or JSON), or ``None`` (none, or malformed)."""
+    if not isinstance(extensions, list):
+        return None
+    for extension in extensions:
+        uri = extension.get("uri") if isinstance(extension, Mapping) else getattr(extension, "uri", None)
+        if uri != BOTH_DIALECTS_EXTENSION:
+            continue
+        params = extension.get("params") if isinstance(extension, Mapping) else getattr(extension, "params", None)
+        if not isinstance(params, Mapping):
+            return None
+        try:
+            return DialectClaim.model_validate(
+                {
+                    "namespace": params.get("namespace"),
+                    "name": params.get("name"),
+                    "address": params.get("profileAddress"),
+                }
+            )
+        except (ValueError, TypeError):  # (a ValidationError is a ValueError)
+            return None
+    return None
 
 
 def bearer_token(value: str | None) -> str | None:
