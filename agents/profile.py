@@ -23,8 +23,10 @@ A request that cannot be read as the profile's (no Response Topic, a reply topic
 Pools: replicas (``shared_subscription``) are members of the pool ``emqx.pool`` (default: the
 agent id), each under its instance id. The profile has members subscribe
 ``$share/a2a.{org}.{unit}.{pool}/...``; a broker that does not deliver ``$`` topics to shared
-subscriptions (Mosquitto 2.0 does not) is found out at start with a probe (a shared
-subscription to the member's own event topic and a publish that must find it), and the members
+subscriptions (Mosquitto 2.0 does not) is found out at start with a probe: the member subscribes
+``$share/<a group of its own>/$a2a/v1/reply/{org}/{unit}/{member}/a2a-pool-probe`` and sends
+itself a probe there, which only its own receipt passes (a subscriber elsewhere, such as a
+``$a2a/v1/#`` observer, does not), and the members
 then subscribe the pool topic each and split its requests by a hash of their Task.id over the
 live replicas (:class:`~agents.replicas.Siblings`): one member serves each task, and a retry
 of it (same Task.id) finds the same member and its de-duplication. While a joining member's
@@ -65,11 +67,11 @@ from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import ComponentMetrics
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will, connect_subscribing
 from topics import (
-    PROFILE_PREFIX,
     profile_client_id,
     profile_discovery_topic,
     profile_pool_subscription,
     profile_pool_topic,
+    profile_probe_topic,
     profile_reply_topic_problem,
     profile_request_topic,
 )
@@ -77,6 +79,10 @@ from topics import (
 __all__ = ["ProfileEndpoint", "ProfileReplies", "card_properties"]
 
 log = logging.getLogger(__name__)
+
+#: How long a pool member waits for its own probe through a shared subscription (the broker
+#: forwards it in milliseconds; a broker that does not share ``$`` topics never does).
+PROBE_WAIT_S = 2.0
 
 
 def card_properties(status: str, source: str) -> MessageProperties:
@@ -163,6 +169,9 @@ class ProfileEndpoint:
         self.pool_topic = profile_pool_topic(org, unit, pool) if pool is not None else None
         if pool is not None:
             self.filters.append(profile_pool_subscription(org, unit, pool))
+        #: The agent's address in the profile, as its cards claim it (:class:`~mesh.emqx.DialectClaim`):
+        #: ``org/unit/agent``; a replica's, the pool's (its agent id is new at every start).
+        self.address = f"{org}/{unit}/pool/{pool}" if instance is not None and pool else f"{org}/{unit}/{self.agent_id}"
         self._members = members
         #: Set when the broker cannot share ``$`` topics: the pool's requests are split by Task.id.
         self.split_pool = False
@@ -227,14 +236,29 @@ class ProfileEndpoint:
         log.info("agent %s serving the EMQX profile on %s", self.agent_name, ", ".join(self.filters))
 
     async def _shares_dollar_topics(self) -> bool:
-        """Whether the broker delivers a ``$a2a`` topic to a shared subscription (a probe on our event topic)."""
-        probe = f"{PROFILE_PREFIX}/event/{self.profile.org}/{self.profile.unit}/{self.agent_id}"
-        group = f"probe.{uuid.uuid4().hex[:12]}"
-        subscription = await self.transport.subscribe(f"$share/{group}/{probe}", _ignore)
+        """Whether the broker delivers a ``$a2a`` topic to a shared subscription: the member sends
+        itself a probe through one, on a topic of its own (:func:`~topics.profile_probe_topic`).
+
+        Only its own receipt proves it: a PUBACK "success" says only that *someone* subscribes
+        (on Mosquitto, any observer of ``$a2a/v1/#``), not that the shared subscription got it.
+        The probe is a small JSON object that says what it is, never an empty message."""
+        probe = profile_probe_topic(self.profile.org, self.profile.unit, self.agent_id)
+        nonce = uuid.uuid4().hex
+        payload = json.dumps({"probe": "does the broker deliver $ topics to a shared subscription", "nonce": nonce})
+        received: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_probe(message: InboundMessage) -> None:
+            if not received.done() and nonce.encode() in message.payload:
+                received.set_result(None)
+
+        subscription = await self.transport.subscribe(f"$share/probe.{nonce[:12]}/{probe}", on_probe)
         try:
-            await self.transport.publish_nowait(probe, b"", require_subscriber=True)
+            await self.transport.publish_nowait(probe, payload.encode(), require_subscriber=True)
+            await asyncio.wait_for(received, PROBE_WAIT_S)
         except NoSubscribersError:
-            return False
+            return False  # nobody at all: the shared subscription was not matched
+        except TimeoutError:
+            return False  # others may have got it; this member did not
         finally:
             await self.transport.unsubscribe(subscription)
         return True
@@ -350,10 +374,6 @@ def _profile_broker(broker: BrokerSettings, agent_name: str, *, replica: bool) -
             user,
         )
         return broker
-
-
-def _ignore(_message: InboundMessage) -> None:
-    """The probe subscription's handler: the probe only needs to find a subscriber."""
 
 
 def _decode_card(card: bytes) -> dict[str, object]:

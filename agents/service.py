@@ -54,6 +54,7 @@ from mesh.brokertools.brokerrules import ProfileScope
 from mesh.clientids import REFUSED_USER, Claimed, own_client_id, replica_connection
 from mesh.credentials import PROBE_ROLE, private_client_id, probe_client_id, role_user
 from mesh.discovery import LazyRegistry
+from mesh.emqx import DialectClaim, with_dialect_claim
 from mesh.errors import ConfigError, ConnectError
 from mesh.ownership import check_agent_name, ensure_agent_name_free
 from mesh.presence import CardPresence, presence_will
@@ -320,6 +321,10 @@ class AgentService:
 
     def card_bytes(self) -> bytes:
         card = self.agent.card(url=self.url, push_notifications=self.settings.push_notifications)
+        if self.profile is not None:  # both dialects: one agent, one registry entry (mesh.registry)
+            card = with_dialect_claim(
+                card, DialectClaim(namespace=self.namespace, name=self.name, address=self.profile.address)
+            )
         if self.trust is None or self.trust.signing_key is None:
             return card.to_json_bytes()
         unsigned = card.to_json_bytes()

@@ -234,6 +234,12 @@ class MeshClient:
 
     async def resubscribe(self, agent: str, task_id: str, *, idle_timeout: float = 60.0) -> AsyncIterator[StreamItem]:
         """``tasks/resubscribe``: the current Task first, then the remaining events, then the final Task."""
+        if is_profile_agent(agent):  # the profile's SubscribeToTask
+            async for item in self.profile.items(
+                agent, "tasks/resubscribe", TaskIdParams(id=task_id), auth_token=self.auth_token
+            ):
+                yield item
+            return
         async for item in self._stream_call(agent, "tasks/resubscribe", TaskIdParams(id=task_id), idle_timeout):
             yield item
 

@@ -15,7 +15,10 @@ for requests, :mod:`mesh.a2a_v1` for results and streams, :mod:`mesh.a2a_v1_card
   on the discovery topic, with ``a2a-status`` (``online``/``offline``) and
   ``a2a-status-source`` (``agent``/``lwt``/``broker``); the will republishes it offline;
 - the profile's own errors carry ``data.a2a_error``: -32003 ``request_expired``, -32004
-  ``responder_unavailable`` (both retryable), -32005 ``transport_protocol_error``.
+  ``responder_unavailable`` (both retryable), -32005 ``transport_protocol_error``. The codes
+  collide with A2A's own -32003 (push notifications not supported), -32004 (unsupported
+  operation) and -32005 (content type not supported), so the name, never the code, says which
+  is meant: only the profile's conditions are named (:func:`profile_error`).
 
 Facts: ``shared/reference/emqx-a2a-over-mqtt.md``; the official SDK ``a2a-over-mqtt`` is the
 tie-breaker (its Requester and Responder are what the conformance tests run against).
@@ -31,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mesh.a2a import (
     AgentCard,
+    AgentExtension,
     InvalidRequest,
     Message,
     Method,
@@ -43,11 +47,12 @@ from mesh.a2a.validation import short_repr
 from mesh.a2a_v1 import JSON, StreamToV1, result_v1
 from mesh.a2a_v1_card import served_card
 from mesh.a2a_v1_requests import V1_METHODS, params_from_v1
-from topics import validate_identifier, validate_profile_id
+from topics import validate_identifier, validate_namespace, validate_profile_id
 
 __all__ = [
     "A2A_ERRORS",
     "AUTHORIZATION",
+    "BOTH_DIALECTS_EXTENSION",
     "CONTEXT_ID",
     "PROFILE_BINDING",
     "PROFILE_BINDINGS",
@@ -57,14 +62,17 @@ __all__ = [
     "STATUS",
     "STATUS_SOURCE",
     "TRANSPORT_PROTOCOL_ERROR",
+    "DialectClaim",
     "EmqxProfile",
     "ProfileAnswer",
     "ProfileRequest",
     "bearer_token",
+    "dialect_claim",
     "profile_card",
     "profile_error",
     "request_from_profile",
     "transport_protocol_error",
+    "with_dialect_claim",
 ]
 
 #: The ``protocolBinding`` of the profile's interface on mesh cards: a URI, as A2A 1.0 asks of a
@@ -88,6 +96,8 @@ A2A_ERRORS: Mapping[int, str] = {
     RESPONDER_UNAVAILABLE: "responder_unavailable",
     TRANSPORT_PROTOCOL_ERROR: "transport_protocol_error",
 }
+#: The card extension by which one agent serving both dialects names both its addresses.
+BOTH_DIALECTS_EXTENSION: Final = "urn:mesh:extension:both-dialects:v1"
 _TASK_RESULTS: Final = frozenset({"GetTask", "CancelTask"})
 # The mesh's own codes a profile requester should retry: busy (-32050) and agent gone (-32010).
 _BUSY: Final = -32050
@@ -115,32 +125,131 @@ class EmqxProfile(BaseModel):
 
 
 def transport_protocol_error(message: str, request_id: str | int | None = None) -> RpcError:
-    """-32005 ``transport_protocol_error``: the request breaks the profile's transport rules (not retryable)."""
-    return RpcError(message, code=TRANSPORT_PROTOCOL_ERROR, request_id=request_id)
+    """-32005 ``transport_protocol_error``: the request breaks the profile's transport rules (not retryable).
+
+    The error carries its ``data.a2a_error`` name from here on: it is the profile's condition,
+    which A2A's own -32005 (content type not supported) is not."""
+    return RpcError(
+        message,
+        code=TRANSPORT_PROTOCOL_ERROR,
+        data={"a2a_error": A2A_ERRORS[TRANSPORT_PROTOCOL_ERROR]},
+        request_id=request_id,
+    )
 
 
 def profile_error(code: int, message: str, data: Any = None) -> JSON:
-    """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own codes.
+    """A JSON-RPC error object as the profile writes it: ``data.a2a_error`` for its own conditions only.
 
-    The mesh's busy and agent-gone become -32004 ``responder_unavailable``, which profile
-    requesters retry, except a busy whose request waited past its Message Expiry (``data``
-    ``"expired": true``, :mod:`agents.admission`): that is the profile's "request expired
-    before processing", -32003 ``request_expired``. Other codes keep their A2A meaning (and
-    their data, as ``data.details`` when it is not an object).
+    The profile's codes collide with A2A's: -32003 is also "push notifications not supported",
+    -32004 "unsupported operation", -32005 "content type not supported", all permanent. A code
+    alone names no profile condition; ``data.a2a_error`` does, and it is written only for:
+
+    - the mesh's busy and agent gone: -32004 ``responder_unavailable``, which profile
+      requesters retry, except a busy whose request waited past its Message Expiry (``data``
+      ``"expired": true``, :mod:`agents.admission`): that is the profile's "request expired
+      before processing", -32003 ``request_expired``;
+    - an error the profile's own layer made with its name (:func:`transport_protocol_error`).
+
+    Every other error keeps its A2A meaning and its data (as ``data.details`` when it is not an
+    object), with no ``a2a_error``: a retryable name found in an error's data is dropped, so no
+    permanent error reaches a requester under a retryable name.
     """
-    a2a_error = A2A_ERRORS.get(code)
-    if code == _BUSY and isinstance(data, Mapping) and data.get("expired") is True:
+    extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
+    # Only the profile layer names a -32005 (transport_protocol_error, not retryable); a retryable
+    # name is never taken from an error's data, only from the mesh's own conditions below.
+    claimed = extra.pop("a2a_error", None)
+    a2a_error = claimed if code == TRANSPORT_PROTOCOL_ERROR and claimed == A2A_ERRORS[code] else None
+    if code == _BUSY and extra.get("expired") is True:
         code, a2a_error = REQUEST_EXPIRED, A2A_ERRORS[REQUEST_EXPIRED]
         message = f"the request expired before processing (its MQTT Message Expiry passed): {message}"
     elif code in _UNAVAILABLE_CODES:
         code, a2a_error = RESPONDER_UNAVAILABLE, A2A_ERRORS[RESPONDER_UNAVAILABLE]
     error: JSON = {"code": code, "message": message}
-    extra: JSON = dict(data) if isinstance(data, Mapping) else ({} if data is None else {"details": data})
     if a2a_error is not None:
         extra["a2a_error"] = a2a_error
     if extra:
         error["data"] = extra
     return error
+
+
+class DialectClaim(BaseModel):
+    """What an agent serving both dialects says on its cards: its mesh name in its namespace and
+    its address in the profile (``org/unit/agent``, a pool member ``org/unit/pool/{pool}``).
+
+    A claim proves nothing alone (anyone may write one); the registry merges the two entries of
+    an agent only when the card on its SAM topic and the card on its profile topic make the same
+    claim, topics which only the agent's own broker users may publish under the broker rules
+    (:mod:`mesh.registry`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    name: str
+    address: str
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return validate_namespace(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_identifier(value, "agent name")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        levels = value.split("/")
+        if len(levels) == 4 and levels[2] == "pool":
+            levels = [levels[0], levels[1], levels[3]]
+        if len(levels) != 3:
+            raise ValueError(f"profile address {value!r}: name it org/unit/agent or org/unit/pool/<pool>")
+        for level in levels:
+            validate_profile_id(level)
+        return value
+
+    @property
+    def pool(self) -> bool:
+        """Whether the address is a pool's (the agent runs as replicas, each a member)."""
+        return self.address.split("/")[2:3] == ["pool"]
+
+
+def with_dialect_claim(card: AgentCard, claim: DialectClaim) -> AgentCard:
+    """``card`` with the :data:`BOTH_DIALECTS_EXTENSION` naming both addresses (the profile's card,
+    made from it, carries the same)."""
+    extension = AgentExtension(
+        uri=BOTH_DIALECTS_EXTENSION,
+        description="this agent serves both the mesh's topics and the EMQX A2A over MQTT profile",
+        params={"namespace": claim.namespace, "name": claim.name, "profileAddress": claim.address},
+    )
+    extensions = [e for e in card.capabilities.extensions or [] if e.uri != BOTH_DIALECTS_EXTENSION]
+    capabilities = card.capabilities.model_copy(update={"extensions": [*extensions, extension]})
+    return card.model_copy(update={"capabilities": capabilities})
+
+
+def dialect_claim(extensions: Any) -> DialectClaim | None:
+    """The claim in a card's ``capabilities.extensions`` (models or JSON), or ``None`` (none, or malformed)."""
+    if not isinstance(extensions, list):
+        return None
+    for extension in extensions:
+        uri = extension.get("uri") if isinstance(extension, Mapping) else getattr(extension, "uri", None)
+        if uri != BOTH_DIALECTS_EXTENSION:
+            continue
+        params = extension.get("params") if isinstance(extension, Mapping) else getattr(extension, "params", None)
+        if not isinstance(params, Mapping):
+            return None
+        try:
+            return DialectClaim.model_validate(
+                {
+                    "namespace": params.get("namespace"),
+                    "name": params.get("name"),
+                    "address": params.get("profileAddress"),
+                }
+            )
+        except (ValueError, TypeError):  # (a ValidationError is a ValueError)
+            return None
+    return None
 
 
 def bearer_token(value: str | None) -> str | None:

@@ -13,7 +13,8 @@ connection. The mesh's 0.3 request is translated to A2A 1.0 (:func:`request_to_v
   new Correlation Data after 1 s / 2 s / 4 s (±20 %), 3 attempts in all; replies to any of the
   attempts count; once an item arrived, nothing is published again and ``stream_idle_timeout_s``
   (30 s) bounds the wait for the next; -32003 ``request_expired`` and -32004
-  ``responder_unavailable`` are retried the same way, -32005 and the others are raised;
+  ``responder_unavailable`` (named so in ``data.a2a_error``) are retried the same way; A2A's own
+  -32003 and -32004 (no such name), -32005 and the others are raised;
 - a request nobody subscribes to (PUBACK "no matching subscribers") fails at once
   (:class:`~mesh.errors.AgentUnavailableError`), as any mesh call does.
 
@@ -305,7 +306,12 @@ def _error(value: Any) -> JSONRPCErrorObject:
 
 
 def _retryable(error: JSONRPCErrorObject) -> bool:
-    return isinstance(error.data, dict) and error.data.get("a2a_error") in _RETRYABLE
+    """A profile condition the profile retries: named by ``data.a2a_error``, with its own code.
+
+    The code alone says nothing: A2A's -32003 (push notifications not supported) and -32004
+    (unsupported operation) are permanent."""
+    named = error.data.get("a2a_error") if isinstance(error.data, dict) else None
+    return named in _RETRYABLE and A2A_ERRORS.get(error.code) == named
 
 
 def _ends(item: Item, method: str) -> bool:

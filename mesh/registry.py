@@ -45,6 +45,12 @@ The other dialect: the registry also watches the EMQX profile's cards
 a clean stop) or cleared removes it. With a trust store, unsigned profile cards are refused.
 A broker that refuses the subscription (rules made without the profile) leaves the registry
 SAM-only, with a warning.
+
+One agent serving both dialects is one entry: its mesh entry, with ``profile`` set to its
+profile address, while its profile entry (still found by :meth:`DiscoveryRegistry.get`) is not
+listed (``merged_into``). Both cards must claim it (:class:`~mesh.emqx.DialectClaim`), each on a
+topic only the agent's own broker users may publish (``_merge``); a claim on one side alone is
+another user's word and merges nothing.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
+from mesh.emqx import DialectClaim, dialect_claim
 from mesh.errors import AgentNotFoundError, NotAuthorizedError, SubscribeError, TransportError, TrustError, short_repr
 from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.timestamps import utc_iso
@@ -113,6 +120,13 @@ class Entry:
     on_own_topic: bool = True
     #: ``sam``: the mesh's own topics; ``emqx``: the EMQX "A2A over MQTT" profile (name ``org/unit/agent``).
     dialect: Literal["sam", "emqx"] = "sam"
+    #: What the card says of the agent's other dialect (:class:`~mesh.emqx.DialectClaim`), if anything.
+    claim: DialectClaim | None = field(default=None, repr=False)
+    #: A mesh agent that serves the profile too: its profile address (``org/unit/agent``, a pool's
+    #: ``org/unit/pool/{pool}``), set when both its cards vouch for each other (see the module doc).
+    profile: str | None = None
+    #: A profile entry that is that same agent: the mesh name it is listed under (not listed itself).
+    merged_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +212,7 @@ class DiscoveryRegistry:
         self._entries: dict[tuple[Kind, str], Entry] = {}
         self._listeners: list[Listener] = []
         self._instances: dict[str, set[str]] = {}
+        self._claimants: dict[str, set[str]] = {}  # mesh name -> profile entries whose card claims it
         self._instance_listeners: list[InstanceListener] = []
         self._refusal_listeners: list[RefusalListener] = []
         self._changed = asyncio.Event()
@@ -249,7 +264,11 @@ class DiscoveryRegistry:
     # ------------------------------------------------------------------ queries
 
     def agents(self) -> list[Entry]:
-        return sorted((e for (kind, _), e in self._entries.items() if kind == "agent"), key=lambda e: e.name)
+        """Every agent once: a mesh agent serving the profile too is one entry (its ``profile`` set)."""
+        return sorted(
+            (e for (kind, _), e in self._entries.items() if kind == "agent" and e.merged_into is None),
+            key=lambda e: e.name,
+        )
 
     def gateways(self) -> list[Entry]:
         return sorted((e for (kind, _), e in self._entries.items() if kind == "gateway"), key=lambda e: e.name)
@@ -463,10 +482,9 @@ class DiscoveryRegistry:
             self._refuse(name, "agent", message.topic, f"not an A2A 1.0 card ({short_repr(str(exc), 80)})")
             return
         if self.allows(name):
-            self._upsert("agent", name, card, on_own_topic=True)
-            entry = self._entries.get(("agent", name))
-            if entry is not None:
-                entry.dialect = "emqx"
+            capabilities = data.get("capabilities")
+            claim = dialect_claim(capabilities.get("extensions")) if isinstance(capabilities, dict) else None
+            self._upsert("agent", name, card, on_own_topic=True, dialect="emqx", claim=claim)
 
     def _on_instance_card(self, message: InboundMessage) -> None:
         found = parse_instance_card_topic(self.namespace, message.topic)
@@ -488,6 +506,8 @@ class DiscoveryRegistry:
                 listener(agent, instance, present)
             except Exception:
                 log.exception("registry instance listener %r failed", listener)
+        if agent in self._claimants:
+            self._merge(agent)  # a pool member's profile entry is merged while its instance is live
         if not present and agent not in self._instances:
             self._remove("agent", agent, "gone")  # its last replica went: nobody serves the name
 
@@ -607,11 +627,24 @@ class DiscoveryRegistry:
         shown = short_repr(name) if name is not None else "a card"
         log.warning("refused the card of %s on %s: %s", shown, topic, problem)
 
-    def _upsert(self, kind: Kind, name: str, card: AgentCard, *, on_own_topic: bool) -> None:
+    def _upsert(
+        self,
+        kind: Kind,
+        name: str,
+        card: AgentCard,
+        *,
+        on_own_topic: bool,
+        dialect: Literal["sam", "emqx"] = "sam",
+        claim: DialectClaim | None = None,
+    ) -> None:
         now, monotonic = time.time(), time.monotonic()
+        if dialect == "sam" and kind == "agent" and on_own_topic:
+            claim = dialect_claim(card.capabilities.extensions)
         entry = self._entries.get((kind, name))
         if entry is None:
-            self._entries[(kind, name)] = Entry(kind, name, card, now, now, monotonic, on_own_topic)
+            entry = Entry(kind, name, card, now, now, monotonic, on_own_topic, dialect, claim)
+            self._entries[(kind, name)] = entry
+            self._link(entry, None)
             self._emit(RegistryEvent("added", kind, name, card, now))
             return
         if entry.on_own_topic and not on_own_topic:
@@ -620,15 +653,75 @@ class DiscoveryRegistry:
             return
         entry.on_own_topic = on_own_topic
         entry.last_seen, entry._seen_monotonic = now, monotonic
+        before, entry.claim = entry.claim, claim
         if entry.card != card:
             entry.card = card
             self._emit(RegistryEvent("updated", kind, name, card, now))
+        if claim != before:
+            self._link(entry, before)
+
+    # ------------------------------------------------------------------ one agent, both dialects
+
+    def _link(self, entry: Entry, before: DialectClaim | None) -> None:
+        """After ``entry`` came, changed its claim (from ``before``) or went: merge again the mesh
+        agents concerned with their profile entries."""
+        if entry.kind != "agent":
+            return
+        if entry.dialect == "sam":
+            self._merge(entry.name)
+            return
+        present = self._entries.get(("agent", entry.name)) is entry
+        if before is not None and before.namespace == self.namespace:
+            self._claimants.get(before.name, set()).discard(entry.name)
+            self._merge(before.name)
+        claim = entry.claim
+        if present and claim is not None and claim.namespace == self.namespace:
+            self._claimants.setdefault(claim.name, set()).add(entry.name)
+            self._merge(claim.name)
+        elif not present:
+            entry.merged_into = None
+
+    def _merge(self, name: str) -> None:
+        """Merge mesh agent ``name`` with the profile entries that are the same agent.
+
+        The names inside the cards prove nothing: anyone can write any. What the broker rules
+        verify is who publishes where: the card on ``{ns}/.../agentcards/{name}`` (and its
+        replicas' instance cards) only by ``name``'s users, the card on
+        ``$a2a/v1/discovery/{org}/{unit}/{agent}`` only by that agent's profile user. So both
+        cards must make the same claim: the mesh card that its agent is at the profile address,
+        and the profile card that it is that mesh agent (a pool member: one of its live
+        instances, by the instance id that is its profile agent id). A card of another user
+        claiming the name is left as an entry of its own, and never changes ``name``'s entry."""
+        claimants = self._claimants.get(name, set())
+        mesh = self._entries.get(("agent", name))
+        claim = mesh.claim if mesh is not None and mesh.dialect == "sam" and mesh.on_own_topic else None
+        if claim is not None and claim.namespace != self.namespace:
+            claim = None
+        merged: list[str] = []
+        for profile_name in sorted(claimants):
+            entry = self._entries.get(("agent", profile_name))
+            if entry is None:
+                continue
+            same = claim is not None and entry.claim == claim and _at_address(profile_name, claim, self.instances(name))
+            entry.merged_into = name if same else None
+            if same:
+                merged.append(profile_name)
+        if not claimants:
+            self._claimants.pop(name, None)
+        if mesh is not None and mesh.dialect == "sam":
+            profile = claim.address if claim is not None and merged else None
+            if mesh.profile != profile:
+                mesh.profile = profile
+                self._emit(RegistryEvent("updated", "agent", name, mesh.card, time.time()))
 
     def _remove(self, kind: Kind, name: str, reason: str) -> None:
         entry = self._entries.pop((kind, name), None)
         self._verified.pop((kind, name), None)
         if entry is not None:
-            self._emit(RegistryEvent("removed", kind, name, entry.card, time.time(), reason))
+            merged = entry.merged_into is not None
+            self._link(entry, entry.claim)
+            if not merged:  # a merged profile entry was never listed: its mesh entry says it left
+                self._emit(RegistryEvent("removed", kind, name, entry.card, time.time(), reason))
 
     async def _sweep(self) -> None:
         # Often enough that an entry leaves within a quarter TTL of expiring (at least every 1 s).
@@ -640,6 +733,16 @@ class DiscoveryRegistry:
                 # Only heartbeat-fed entries expire: a retained card leaves by its owner's will.
                 if not entry.on_own_topic and entry._seen_monotonic < horizon:
                     self._remove(kind, name, "expired")
+
+
+def _at_address(profile_name: str, claim: DialectClaim, instances: Iterable[str]) -> bool:
+    """Whether the profile entry ``profile_name`` is at the claimed address: the address itself,
+    or for a pool a member ``org/unit/{instance}`` whose instance is live."""
+    if not claim.pool:
+        return profile_name == claim.address
+    org, unit, _, _ = claim.address.split("/")
+    prefix = f"{org}/{unit}/"
+    return profile_name.startswith(prefix) and profile_name[len(prefix) :] in set(instances)
 
 
 def name_allowed(name: str, allow: Iterable[str], deny: Iterable[str]) -> bool:

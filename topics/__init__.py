@@ -64,12 +64,14 @@ from .errors import (
 from .matching import shared_subscription, split_shared_subscription, topic_matches
 from .profile import (
     PROFILE_PREFIX,
+    PROFILE_PROBE_SUFFIX,
     parse_profile_discovery_topic,
     profile_client_id,
     profile_discovery_filter,
     profile_discovery_topic,
     profile_pool_subscription,
     profile_pool_topic,
+    profile_probe_topic,
     profile_reply_topic,
     profile_reply_topic_problem,
     profile_request_topic,
@@ -109,6 +111,7 @@ __all__ = [
     "MAX_TOPIC_BYTES",
     # the EMQX "A2A over MQTT" profile's topics
     "PROFILE_PREFIX",
+    "PROFILE_PROBE_SUFFIX",
     "ROLLCALL_TOPIC",
     "CardKind",
     "DiscoveryTopic",
@@ -152,6 +155,7 @@ __all__ = [
     "profile_discovery_topic",
     "profile_pool_subscription",
     "profile_pool_topic",
+    "profile_probe_topic",
     "profile_reply_topic",
     "profile_reply_topic_problem",
     "profile_request_topic",

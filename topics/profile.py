@@ -28,12 +28,14 @@ from .validation import IDENTIFIER_PATTERN, SHARE_PREFIX
 
 __all__ = [
     "PROFILE_PREFIX",
+    "PROFILE_PROBE_SUFFIX",
     "parse_profile_discovery_topic",
     "profile_client_id",
     "profile_discovery_filter",
     "profile_discovery_topic",
     "profile_pool_subscription",
     "profile_pool_topic",
+    "profile_probe_topic",
     "profile_reply_topic",
     "profile_reply_topic_problem",
     "profile_request_topic",
@@ -42,6 +44,8 @@ __all__ = [
 ]
 
 PROFILE_PREFIX = "$a2a/v1"
+#: The reply suffix of a pool member's probe of ``$share`` (:func:`profile_probe_topic`).
+PROFILE_PROBE_SUFFIX = "a2a-pool-probe"
 #: Most levels a reply topic's suffix may have (the SDK uses one; room for a requester's own).
 MAX_REPLY_SUFFIX_LEVELS = 4
 
@@ -99,6 +103,14 @@ def profile_pool_subscription(org: str, unit: str, pool: str) -> str:
 def profile_reply_topic(org: str, unit: str, agent: str, suffix: str) -> str:
     """``$a2a/v1/reply/{org}/{unit}/{agent}/{suffix}``: where a requester takes its replies."""
     return f"{_topic('reply', org, unit, agent)}/{validate_profile_id(suffix, 'reply suffix')}"
+
+
+def profile_probe_topic(org: str, unit: str, agent: str) -> str:
+    """``$a2a/v1/reply/{org}/{unit}/{agent}/a2a-pool-probe``: where a pool member finds out whether
+    the broker delivers ``$`` topics to a shared subscription, by sending itself a probe. A reply
+    topic of its own id (a replica's is its instance id, new at every start): no requester or
+    observer of the profile's requests, cards or events reads it."""
+    return profile_reply_topic(org, unit, agent, PROFILE_PROBE_SUFFIX)
 
 
 def profile_discovery_filter(org: str | None = None, unit: str | None = None) -> str:

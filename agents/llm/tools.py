@@ -138,19 +138,19 @@ class PeerToolset(AbstractToolset[RunDeps]):
     def _build(
         self, entries: Sequence[Entry], allow: Sequence[str], deny: Sequence[str]
     ) -> dict[str, ToolsetTool[RunDeps]]:
-        mesh_agents = {
-            e.name: e
-            for e in entries
-            if e.dialect == "sam" and self.allowed(e.name) and name_allowed(e.name, allow, deny)
-        }
+        def permitted(name: str) -> bool:
+            return self.allowed(name) and name_allowed(name, allow, deny)
+
         tools: dict[str, ToolsetTool[RunDeps]] = {}
         # Mesh agents first: a clash of tool names keeps the one reached over the mesh's own topics.
+        # A mesh agent serving the profile too is one entry (the registry merged its two cards):
+        # one tool, over the mesh, or through the profile where only its profile address is allowed.
         for entry in sorted(entries, key=lambda e: (e.dialect != "sam", e.name)):
             name = entry.name
-            if not self.allowed(name) or not name_allowed(name, allow, deny):
+            if not permitted(name) and entry.profile is not None and permitted(entry.profile):
+                name = entry.profile
+            if not permitted(name):
                 continue
-            if entry.dialect == "emqx" and _same_agent(entry, mesh_agents.get(name.rsplit("/", 1)[-1])):
-                continue  # a mesh agent serving the profile too: one tool, over the mesh
             tool_name = peer_tool_name(name)
             if tool_name in tools or tool_name in self.reserved:
                 continue
@@ -179,10 +179,6 @@ class PeerToolset(AbstractToolset[RunDeps]):
 def peer_tool_name(agent: str) -> str:
     """The tool name of a peer: its name with what model APIs refuse as ``_``, at most 64 characters."""
     return _NOT_IN_TOOL_NAMES.sub("_", agent)[:64]
-
-
-def _same_agent(profile: Entry, mesh: Entry | None) -> bool:
-    return mesh is not None and mesh.card.description == profile.card.description
 
 
 async def list_artifacts(ctx: RunContext[RunDeps]) -> list[dict[str, Any]]:

@@ -44,7 +44,9 @@ profile agents (publish ``$a2a/v1/request/...``) and read its own replies
 second broker user for its profile connection, :func:`profile_user` (``{name}@a2a``), bound to
 the profile's client id ``{org}/{unit}/{agent}`` (replicas: any client id, as their agent ids
 are instance ids): it reads its request topic and its pool, publishes its card (and will),
-replies in ``$a2a/v1/reply/...`` and events on its own event topic.
+replies in ``$a2a/v1/reply/...`` and events on its own event topic. A pool member's probe of
+``$share`` (``agents.profile``) reads, through a shared subscription only, its own reply topic
+``$a2a/v1/reply/{org}/{unit}/{agent}/a2a-pool-probe`` (replicas: any agent id, that suffix only).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from topics import (
     AGENT_REQUEST_TOPIC,
     ANSWER_TEMPLATES,
     PROFILE_PREFIX,
+    PROFILE_PROBE_SUFFIX,
     get_agent_discovery_topic,
     get_agent_request_topic,
     get_agent_response_subscription_topic,
@@ -236,7 +239,10 @@ def profile_rules(scope: ProfileScope) -> Rules:
     # A replica's agent id is its instance id, new at every start: its own topics are any id's.
     agent = "+" if scope.replica else scope.agent_id
     own = f"{PROFILE_PREFIX}/{{}}/{org}/{unit}/{agent}"
-    read = [own.format("request"), f"$share/+/{own.format('event')}"]  # the pool probe's subscription
+    # The pool probe's subscription: a shared one on a reply topic of the member's own id with the
+    # probe's fixed suffix (a replica's id is any: still only that suffix, never others' replies).
+    probe = f"{PROFILE_PREFIX}/reply/{org}/{unit}/{agent}/{PROFILE_PROBE_SUFFIX}"
+    read = [own.format("request"), f"$share/+/{probe}"]
     if scope.pool is not None:
         read += [profile_pool_subscription(org, unit, scope.pool), profile_pool_topic(org, unit, scope.pool)]
     if not scope.replica:

@@ -168,6 +168,8 @@ def entry_json(entry: Entry, replicas: int | None = None) -> dict[str, Any]:
         "dialect": entry.dialect,
         "card": entry.card.to_wire_dict(),
     }
+    if entry.profile is not None:  # a mesh agent serving the profile too: its other address
+        data["profile"] = entry.profile
     if replicas:  # an agent run as replicas: how many have their instance card up
         data["replicas"] = replicas
     return data
@@ -178,7 +180,8 @@ def agents_table(
 ) -> str:
     """Columns NAME, DESCRIPTION, SKILLS, STREAMING, LAST SEEN (KIND first with ``with_kind``),
     REPLICAS when an agent runs as replicas (their count; 1 for the others), and DIALECT when an
-    EMQX profile agent is listed (``sam``: the mesh's topics; ``emqx``: ``$a2a/v1/...``)."""
+    EMQX profile agent is listed (``sam``: the mesh's topics; ``emqx``: ``$a2a/v1/...``; ``sam+emqx``:
+    a mesh agent serving the profile too, listed once)."""
     header = ["NAME", "DESCRIPTION", "SKILLS", "STREAMING", "LAST SEEN"]
     rows = [
         [
@@ -194,10 +197,10 @@ def agents_table(
         header.insert(1, "REPLICAS")
         for entry, row in zip(entries, rows, strict=True):
             row.insert(1, str(replicas.get(entry.name) or 1) if entry.kind == "agent" else "-")
-    if any(e.dialect != "sam" for e in entries):
+    if any(e.dialect != "sam" or e.profile is not None for e in entries):
         header.insert(1, "DIALECT")
         for entry, row in zip(entries, rows, strict=True):
-            row.insert(1, entry.dialect)
+            row.insert(1, "sam+emqx" if entry.profile is not None else entry.dialect)
     if with_kind:
         header.insert(0, "KIND")
         for entry, row in zip(entries, rows, strict=True):

@@ -200,9 +200,12 @@ async def test_the_registry_lists_both_dialects_and_presence(
         await registry.wait_for(f"{org}/ai/echo", 5)
         await registry.wait_for("echo", 5)
         dialects = {e.name: e.dialect for e in registry.agents()}
-        assert dialects == {"echo": "sam", f"{org}/ai/echo": "emqx", f"{org}/ai/sdk-echo": "emqx"}
+        # The mesh agent serving the profile too is listed once, with both addresses.
+        assert dialects == {"echo": "sam", f"{org}/ai/sdk-echo": "emqx"}
+        echo = registry.get("echo")
+        assert echo is not None and echo.profile == f"{org}/ai/echo"
         table = agents_table(registry.agents(), now=0)
-        assert "DIALECT" in table.splitlines()[0] and "emqx" in table
+        assert "DIALECT" in table.splitlines()[0] and "emqx" in table and "sam+emqx" in table
         # Presence: the killed SDK agent's will marks its card offline, and the registry drops it.
         gone = asyncio.Event()
         registry.add_listener(lambda event: gone.set() if event.name == f"{org}/ai/sdk-echo" else None)
