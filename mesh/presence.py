@@ -17,8 +17,9 @@ Presence heals itself (DESIGN, "Trust"): a component watches its own card topic 
 something else replaced or cleared its card (an empty retained message from anyone who may
 publish there, a forged card), publishes its own again at once, at most twice a second so two
 processes claiming one name cannot spin; each heal is counted (``mesh_cards_healed_total``)
-and logged at most once a minute. Replicas, whose shared card each of them publishes, leave
-that to the broker.
+and logged at most once a minute (:class:`CardHealer`). Replicas, whose shared card each of
+them publishes, leave that to the broker. An agent's EMQX profile card heals the same way
+(:mod:`agents.profile`; each replica there has a card of its own).
 
 A component also answers the discovery roll call (:mod:`mesh.rollcall`): what makes a watcher on
 another node of a cluster, where retained cards may not reach, see it.
