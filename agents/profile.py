@@ -393,7 +393,21 @@ def _profile_broker(
             user,
         )
         return broker, None
-    if not replica or slot is None or slot >= slot_count(settings):
+    if not replica or slot is None:
+        return settings, None
+    if slot >= slot_count(settings):
+        log.warning(
+            "agent %s: its replica holds slot %d but %s has no slots (no %s.slots beside its password in %s); its "
+            "profile connection uses %r under its instance id, which only rules of an older version allow: give the "
+            "replica %s.slots too, or regenerate the rules with `mesh broker-config`",
+            agent_name,
+            slot,
+            user,
+            user,
+            broker.password_file,
+            user,
+            user,
+        )
         return settings, None
     return dataclasses.replace(settings, username=slot_user(user, slot)), slot
 

@@ -281,3 +281,23 @@ def test_profile_agent_ids_of_replicas_and_agents_never_collide() -> None:
         rules_by_user(identities)
     elsewhere = dataclasses.replace(identities[1], profile=ProfileScope("acme", "other-unit", "prep-3"))
     assert profile_user("other") in rules_by_user([identities[0], elsewhere])
+
+
+def test_a_replica_without_its_profile_users_slot_count_says_what_to_mount(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A replica in slot 2 whose credentials hold ``prep@a2a`` but not ``prep@a2a.slots``
+    (mounted before this version): its profile connection is ``prep@a2a`` under its instance id,
+    as older rules allow, and the log names the file to mount. With the file: slot 2's user."""
+    from agents.profile import _profile_broker
+    from mesh.credentials import write_credentials
+
+    write_credentials(tmp_path, {"prep": "p1", "prep@a2a": "p2"})
+    broker = BrokerSettings(username="prep", password="p1", password_file=str(tmp_path))
+    with caplog.at_level("WARNING", logger="agents.profile"):
+        settings, slot = _profile_broker(broker, "prep", replica=True, slot=2)
+    assert (settings.username, settings.password, slot) == ("prep@a2a", "p2", None)
+    assert "prep@a2a.slots" in caplog.text
+    (tmp_path / "prep@a2a.slots").write_text("16\n")
+    settings, slot = _profile_broker(broker, "prep", replica=True, slot=2)
+    assert (settings.username, settings.password, slot) == ("prep@a2a@2", "p2", 2)
