@@ -15,13 +15,17 @@ connection of its own, and nothing else of its own:
   pool members, ``a2a-responder-agent-id``;
 - the card (A2A 1.0, the profile's binding) is retained on ``$a2a/v1/discovery/{org}/{unit}/{agent}``
   with ``a2a-status=online``; the will republishes it with ``a2a-status=offline`` and
-  ``a2a-status-source=lwt``, a clean stop with ``a2a-status-source=agent``.
+  ``a2a-status-source=lwt``, a clean stop with ``a2a-status-source=agent``. It heals like the
+  SAM card (:class:`~mesh.presence.CardHealer`): cleared, replaced or marked offline by another
+  connection while the agent runs, it is published again at once (counted in
+  ``mesh_cards_healed_total``).
 
 A request that cannot be read as the profile's (no Response Topic, a reply topic outside
 ``$a2a/v1/reply/...``) has nowhere to be answered safely: it is logged, counted and dropped.
 
 Pools: replicas (``shared_subscription``) are members of the pool ``emqx.pool`` (default: the
-agent id), each under its instance id. The profile has members subscribe
+agent id), each under the member id of its slot, ``{agent}-{slot}``, whose broker user the rules
+bind to that member's client id and topics (without slots: its instance id). The profile has members subscribe
 ``$share/a2a.{org}.{unit}.{pool}/...``; a broker that does not deliver ``$`` topics to shared
 subscriptions (Mosquitto 2.0 does not) is found out at start with a probe: the member subscribes
 ``$share/<a group of its own>/$a2a/v1/reply/{org}/{unit}/{member}/a2a-pool-probe`` and sends
@@ -47,7 +51,8 @@ from collections.abc import Callable
 from agents.answers import Answers, Route
 from mesh.a2a import Message, Method, RpcError, Task
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import profile_user
+from mesh.brokertools.brokerrules import profile_member_id, profile_user
+from mesh.clientids import slot_count, slot_user
 from mesh.credentials import password_for
 from mesh.emqx import (
     AUTHORIZATION,
@@ -63,6 +68,7 @@ from mesh.emqx import (
     transport_protocol_error,
 )
 from mesh.errors import ConfigError, NoSubscribersError, TransportError, short_repr
+from mesh.presence import CardHealer
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import ComponentMetrics
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will, connect_subscribing
@@ -151,15 +157,23 @@ class ProfileEndpoint:
         max_unacked_requests: int,
         members: Callable[[], set[str]] | None = None,
         transport: Transport | None = None,
+        slot: int | None = None,
     ) -> None:
-        """``instance``: the replica's instance id (its agent id in the profile, a pool member);
-        ``card``: the agent's 0.3 card (JSON); ``members``: the live replicas' instance ids (the
-        split of a pool's requests where ``$share`` cannot carry them); ``transport``: for tests
-        (it must carry the will)."""
+        """``instance``: the replica's instance id (a pool member); ``slot``: the slot its own
+        connection holds (:mod:`mesh.clientids`), whose profile user and member id it takes
+        (``{agent}-{slot}``) where the rules give the profile user slots, else its agent id in
+        the profile is its instance id; ``card``: the agent's 0.3 card (JSON); ``members``: the
+        live replicas' instance ids (the split of a pool's requests where ``$share`` cannot carry
+        them); ``transport``: for tests (it must carry the will)."""
         self.profile = profile
         self.agent_name = agent_name
         base_id = profile.agent_id or agent_name
-        self.agent_id = instance or base_id
+        #: The agent's id in the profile (a replica's: the base of its member ids).
+        self.base_id = base_id
+        self._broker, member_slot = _profile_broker(broker, agent_name, replica=instance is not None, slot=slot)
+        self.agent_id = profile_member_id(base_id, member_slot) if member_slot is not None else instance or base_id
+        #: Who this member is among the replicas (their instance ids: the pool's split by Task.id).
+        self.member = instance or self.agent_id
         org, unit = profile.org, profile.unit
         pool = profile.pool or (base_id if instance else None)
         self.pool = pool
@@ -178,7 +192,6 @@ class ProfileEndpoint:
         self.url = f"{broker.url}"
         self._card_0_3 = card
         self._card: bytes | None = None
-        self._broker = _profile_broker(broker, agent_name, replica=instance is not None)
         self._receive_maximum = max_unacked_requests
         self._owns_transport = transport is None
         self.transport: Transport = transport if transport is not None else self._new_transport()
@@ -191,6 +204,9 @@ class ProfileEndpoint:
         self._on_request: Callable[[InboundMessage], None] | None = None
         self._metrics: ComponentMetrics | None = None
         self._stopped = False
+        #: Set once the card is on the broker: from then on a card of another connection is healed.
+        self._watching = False
+        self.healer = CardHealer(self.card_topic, lambda: self._publish_card("online"), on_heal=self._healed)
 
     def _new_transport(self) -> MqttTransport:
         """The profile connection, its will the card as it is now (offline, lwt)."""
@@ -228,10 +244,12 @@ class ProfileEndpoint:
                 )
             self._subscriptions = await self._subscribe()
             await self._publish_card("online")
+            self._watching = True
             self.transport.add_connect_listener(self._on_reconnect)
             return
         self._subscriptions = await connect_subscribing(self.transport, self._subscribe)
         await self._publish_card("online")
+        self._watching = True
         self.transport.add_connect_listener(self._on_reconnect)
         log.info("agent %s serving the EMQX profile on %s", self.agent_name, ", ".join(self.filters))
 
@@ -267,10 +285,12 @@ class ProfileEndpoint:
         """Whether this member serves the pool request keyed ``key`` (split mode; see the module doc)."""
         if self._members is None:
             return True
-        members = sorted(self._members() | {self.agent_id})
-        return members[zlib.crc32(key.encode()) % len(members)] == self.agent_id
+        members = sorted(self._members() | {self.member})
+        return members[zlib.crc32(key.encode()) % len(members)] == self.member
 
     async def _subscribe(self) -> list[Subscription]:
+        # Its own card, without its own messages (no_local): what arrives is another's (presence heals).
+        await self.transport.subscribe(self.card_topic, self._card_seen, no_local=True)
         return list(
             await asyncio.gather(
                 *(self.transport.subscribe(f, self._on_message, manual_ack=True) for f in self.filters)
@@ -282,11 +302,28 @@ class ProfileEndpoint:
             self.card_topic, self.card(), retain=True, properties=card_properties(status, "agent")
         )
 
+    def _card_seen(self, message: InboundMessage) -> None:
+        """Another connection's message on our card topic (a clear, a forged card, an offline
+        one): our card again at once, as the SAM card heals (:class:`~mesh.presence.CardHealer`).
+        What the broker held before our card (the retained card of our last run, our will after
+        a lost connection) arrives before our publish is acknowledged, so it is not healed."""
+        if self._stopped or not self._watching:
+            return
+        if message.payload == self.card() and message.properties.get_extra(STATUS) == "online":
+            return  # our card as it is
+        self.healer.schedule(cleared=not message.payload)
+
+    def _healed(self) -> None:
+        if self._metrics is not None:
+            self._metrics.card_healed()
+
     async def _on_reconnect(self, _session_present: bool) -> None:
         if self._stopped:
             return
+        self._watching = False  # our will may be on the broker: our card replaces it
         try:
             await self._publish_card("online")
+            self._watching = not self._stopped
         except TransportError as exc:
             log.warning("profile card republish on %s after reconnect failed: %s", self.card_topic, exc)
 
@@ -299,6 +336,7 @@ class ProfileEndpoint:
     async def close(self) -> None:
         """Republish the card offline (``a2a-status-source=agent``) and disconnect (after the answers)."""
         self._stopped = True
+        self.healer.stop()
         if self.transport.is_connected:
             try:
                 await self._publish_card("offline")
@@ -356,16 +394,21 @@ class ProfileEndpoint:
             self._on_request(dataclasses.replace(message, payload=request.payload(), properties=translated))
 
 
-def _profile_broker(broker: BrokerSettings, agent_name: str, *, replica: bool) -> BrokerSettings:
+def _profile_broker(
+    broker: BrokerSettings, agent_name: str, *, replica: bool, slot: int | None = None
+) -> tuple[BrokerSettings, int | None]:
     """The profile connection's settings: its own broker user when the agent has per-component
-    credentials (``{name}@a2a``, bound to the profile's client id by the generated rules)."""
+    credentials (``{name}@a2a``, bound to the profile's client id by the generated rules); and
+    for a replica in slot ``slot`` of its own user, that slot of the profile user
+    (``{name}@a2a@{slot}``, same password), returned with it, where the rules give it slots
+    (``{name}@a2a.slots``; older rules: the profile user itself, and no slot)."""
     if replica:
         broker = dataclasses.replace(broker, session_expiry_s=0)
     if broker.password_file is None or broker.username != agent_name:
-        return broker  # no per-component credentials, or a shared account named in the URL
+        return broker, None  # no per-component credentials, or a shared account named in the URL
     user = profile_user(agent_name)
     try:
-        return dataclasses.replace(broker, username=user, password=password_for(broker.password_file, user))
+        settings = dataclasses.replace(broker, username=user, password=password_for(broker.password_file, user))
     except ConfigError:
         log.warning(
             "agent %s: the password file has no %r (rules made before the agent served the EMQX profile); its "
@@ -373,7 +416,24 @@ def _profile_broker(broker: BrokerSettings, agent_name: str, *, replica: bool) -
             agent_name,
             user,
         )
-        return broker
+        return broker, None
+    if not replica or slot is None:
+        return settings, None
+    if slot >= slot_count(settings):
+        log.warning(
+            "agent %s: its replica holds slot %d but %s has no slots (no %s.slots beside its password in %s); its "
+            "profile connection uses %r under its instance id, which only rules of an older version allow: give the "
+            "replica %s.slots too, or regenerate the rules with `mesh broker-config`",
+            agent_name,
+            slot,
+            user,
+            user,
+            broker.password_file,
+            user,
+            user,
+        )
+        return settings, None
+    return dataclasses.replace(settings, username=slot_user(user, slot)), slot
 
 
 def _decode_card(card: bytes) -> dict[str, object]:

@@ -140,6 +140,8 @@ class AgentService:
         self.instance: str | None = instance if replica else None
         # The broker a start checks the name on (an injected transport: its owner's business).
         self._name_check_broker = broker if transport is None else None
+        #: The slot a replica's connection holds (mesh.clientids); its profile connection takes it too.
+        slot: int | None = None
         if transport is None:
             if broker is None:
                 raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
@@ -155,6 +157,7 @@ class AgentService:
             if replica and client_id is None and broker.username == self.name and broker.password:
                 agent_id = own_client_id("agent", self.namespace, self.name, broker.password)
                 claimed = replica_connection(connect_as, agent_id, own_id)
+                slot = claimed.slot
             transport = claimed.transport(
                 will=presence_will(will_topic),
                 # Requests wait for the task store before their PUBACK: this bounds how many
@@ -297,6 +300,7 @@ class AgentService:
                 answers=self.answers,
                 max_unacked_requests=self.settings.max_unacked_requests,
                 members=self.siblings.others if self.siblings is not None else None,
+                slot=slot,
             )
 
     @property
@@ -305,7 +309,9 @@ class AgentService:
         if self.profile is None:
             return None
         emqx = self.profile.profile
-        return ProfileScope(emqx.org, emqx.unit, self.profile.agent_id, self.profile.pool, self.instance is not None)
+        replica = self.instance is not None
+        agent_id = self.profile.base_id if replica else self.profile.agent_id
+        return ProfileScope(emqx.org, emqx.unit, agent_id, self.profile.pool, replica)
 
     @property
     def registry(self) -> DiscoveryRegistry:

@@ -17,8 +17,9 @@ Presence heals itself (DESIGN, "Trust"): a component watches its own card topic 
 something else replaced or cleared its card (an empty retained message from anyone who may
 publish there, a forged card), publishes its own again at once, at most twice a second so two
 processes claiming one name cannot spin; each heal is counted (``mesh_cards_healed_total``)
-and logged at most once a minute. Replicas, whose shared card each of them publishes, leave
-that to the broker.
+and logged at most once a minute (:class:`CardHealer`). Replicas, whose shared card each of
+them publishes, leave that to the broker. An agent's EMQX profile card heals the same way
+(:mod:`agents.profile`; each replica there has a card of its own).
 
 A component also answers the discovery roll call (:mod:`mesh.rollcall`): what makes a watcher on
 another node of a cluster, where retained cards may not reach, see it.
@@ -34,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
@@ -83,14 +84,8 @@ class CardPresence:
         self._stopped = False
         self._published: set[str] = set()
         self.heal = not extra_topics if heal is None else heal
-        self._on_heal = on_heal
         self._last_card: bytes | None = None
-        self._healing: asyncio.TimerHandle | None = None
-        self._healed_at = 0.0
-        self._logged_at = -HEAL_LOG_INTERVAL_S
-        self._unlogged = 0
-        self.heals = 0
-        self._republishing: set[asyncio.Task[None]] = set()
+        self.healer = CardHealer(card_topic, lambda: self.publish((card_topic,)), on_heal=on_heal)
         self.rollcall = RollCallAnswers(transport, card_topic, lambda: self.publish((card_topic,)))
 
     async def start(self) -> None:
@@ -119,8 +114,7 @@ class CardPresence:
     async def stop(self, *, keep: tuple[str, ...] = ()) -> None:
         """Stop and clear (an empty retained message) the cards we published, but those in ``keep``."""
         self._stopped = True
-        if self._healing is not None:
-            self._healing.cancel()
+        self.healer.stop()
         await self.rollcall.stop()
         if self._task is not None:
             self._task.cancel()
@@ -153,16 +147,56 @@ class CardPresence:
         except TransportError as exc:
             log.warning("card republish on %s after reconnect failed: %s", self.card_topic, exc)
 
+    @property
+    def heals(self) -> int:
+        """How many times the card was republished because another connection replaced or cleared it."""
+        return self.healer.heals
+
     # ------------------------------------------------------------------ healing
 
     def _seen(self, message: InboundMessage) -> None:
         """What the broker holds on our card topic: ours, or something to replace at once."""
         if self._stopped or self._last_card is None or message.payload == self._last_card:
             return
-        if self._healing is not None:
-            return  # a heal is already on its way
+        self.healer.schedule(cleared=not message.payload)
+
+
+class CardHealer:
+    """Republishes a card another connection replaced or cleared on its retained topic: at once,
+    but at most once per :data:`HEAL_INTERVAL_S` (two claimants of a topic cannot spin), each heal
+    counted (``on_heal``) and logged at most once per :data:`HEAL_LOG_INTERVAL_S`.
+
+    Its owner decides what is foreign (:meth:`schedule`); the SAM card's (:class:`CardPresence`)
+    and the EMQX profile's (:mod:`agents.profile`) heal alike.
+    """
+
+    def __init__(
+        self, topic: str, republish: Callable[[], Awaitable[None]], *, on_heal: Callable[[], None] | None = None
+    ) -> None:
+        self.topic = topic
+        self._republish_card = republish
+        self.on_heal = on_heal
+        self._healing: asyncio.TimerHandle | None = None
+        self._healed_at = 0.0
+        self._logged_at = -HEAL_LOG_INTERVAL_S
+        self._unlogged = 0
+        self._stopped = False
+        self.heals = 0
+        self._republishing: set[asyncio.Task[None]] = set()
+
+    def schedule(self, *, cleared: bool) -> None:
+        """Another connection's message is on the topic (``cleared``: an empty one): republish soon."""
+        if self._stopped or self._healing is not None:
+            return  # stopped, or a heal is already on its way
         wait = max(0.0, self._healed_at + HEAL_INTERVAL_S - time.monotonic())
-        self._healing = asyncio.get_running_loop().call_later(wait, self._heal, not message.payload)
+        self._healing = asyncio.get_running_loop().call_later(wait, self._heal, cleared)
+
+    def stop(self) -> None:
+        """No more heals (the component stops; what it publishes now is its own last word)."""
+        self._stopped = True
+        if self._healing is not None:
+            self._healing.cancel()
+            self._healing = None
 
     def _heal(self, cleared: bool) -> None:
         self._healing = None
@@ -170,14 +204,14 @@ class CardPresence:
             return
         self._healed_at = time.monotonic()
         self.heals += 1
-        if self._on_heal is not None:
-            self._on_heal()
+        if self.on_heal is not None:
+            self.on_heal()
         self._unlogged += 1
         now = time.monotonic()
         if now - self._logged_at >= HEAL_LOG_INTERVAL_S:
             log.warning(
                 "the card on %s was %s by another connection; republished it (%d time(s) since the last such line)",
-                self.card_topic,
+                self.topic,
                 "cleared" if cleared else "replaced",
                 self._unlogged,
             )
@@ -188,6 +222,6 @@ class CardPresence:
 
     async def _republish(self) -> None:
         try:
-            await self.publish((self.card_topic,))
+            await self._republish_card()
         except TransportError as exc:
-            log.warning("card republish on %s failed: %s", self.card_topic, exc)
+            log.warning("card republish on %s failed: %s", self.topic, exc)

@@ -42,11 +42,15 @@ is named): every component may read the profile's cards (``$a2a/v1/discovery/+/+
 profile agents (publish ``$a2a/v1/request/...``) and read its own replies
 (``$a2a/v1/reply/+/+/{name}/+``). An agent that serves the profile (``Identity.profile``) has a
 second broker user for its profile connection, :func:`profile_user` (``{name}@a2a``), bound to
-the profile's client id ``{org}/{unit}/{agent}`` (replicas: any client id, as their agent ids
-are instance ids): it reads its request topic and its pool, publishes its card (and will),
-replies in ``$a2a/v1/reply/...`` and events on its own event topic. A pool member's probe of
-``$share`` (``agents.profile``) reads, through a shared subscription only, its own reply topic
-``$a2a/v1/reply/{org}/{unit}/{agent}/a2a-pool-probe`` (replicas: any agent id, that suffix only).
+the profile's client id ``{org}/{unit}/{agent}``: it reads its request topic, its own card (to
+heal it) and its pool, publishes its card (and will), replies in ``$a2a/v1/reply/...`` and
+events on its own event topic. An agent run as replicas has slots there too, like its own user:
+the replica in slot ``k`` is the profile's agent ``{agent}-{k}`` (:func:`profile_member_id`),
+as user ``{name}@a2a@{k}`` (slot 0: ``{name}@a2a``) bound to the client id
+``{org}/{unit}/{agent}-{k}``, with that member's topics and the pool's alone: no replica reads
+another agent's requests or writes another agent's card. A pool member's probe of ``$share``
+(``agents.profile``) reads, through a shared subscription only, its own reply topic
+``$a2a/v1/reply/{org}/{unit}/{agent}/a2a-pool-probe``.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ __all__ = [
     "Rules",
     "bound_users",
     "probe_user",
+    "profile_agent_ids",
+    "profile_member_id",
     "profile_rules",
     "profile_user",
     "rules_by_user",
@@ -190,6 +196,7 @@ def bound_users(identities: Iterable[Identity], passwords: Mapping[str, str]) ->
     namespaces = Counter(identity.name for identity in identities if identity.kind != "client")
     bound: dict[str, BoundUser] = {}
     for identity in identities:
+        bound.update(_profile_slots(identity, passwords))
         name, password = identity.name, passwords.get(identity.name)
         if not password or name in bound or (identity.kind != "client" and namespaces[name] != 1):
             continue
@@ -233,30 +240,51 @@ def _profile_calls(name: str) -> Rules:
     )
 
 
-def profile_rules(scope: ProfileScope) -> Rules:
-    """The rules of an agent's profile connection (:func:`profile_user`)."""
+def profile_member_id(agent_id: str, slot: int) -> str:
+    """The profile's agent id of the replica of ``agent_id`` in slot ``slot``: ``{agent_id}-{slot}``."""
+    return f"{validate_identifier(agent_id, 'agent id')}-{slot}"
+
+
+def profile_agent_ids(scope: ProfileScope) -> list[str]:
+    """The profile's agent ids a scope's connections may take: its agent id, or its replicas' (one per slot)."""
+    if not scope.replica:
+        return [scope.agent_id]
+    return [profile_member_id(scope.agent_id, slot) for slot in range(SLOTS)]
+
+
+def profile_rules(scope: ProfileScope, slot: int = 0) -> Rules:
+    """The rules of an agent's profile connection (:func:`profile_user`); a replica's: those of
+    its slot's member id (:func:`profile_member_id`), whose user is ``slot_user(profile_user(name), slot)``."""
     org, unit = scope.org, scope.unit
-    # A replica's agent id is its instance id, new at every start: its own topics are any id's.
-    agent = "+" if scope.replica else scope.agent_id
-    own = f"{PROFILE_PREFIX}/{{}}/{org}/{unit}/{agent}"
+    agent = profile_member_id(scope.agent_id, slot) if scope.replica else scope.agent_id
+    card = profile_discovery_topic(org, unit, agent)  # validates the ids
+    event = f"{PROFILE_PREFIX}/event/{org}/{unit}/{agent}"
     # The pool probe's subscription: a shared one on a reply topic of the member's own id with the
-    # probe's fixed suffix (a replica's id is any: still only that suffix, never others' replies).
+    # probe's fixed suffix, never others' replies.
     probe = f"{PROFILE_PREFIX}/reply/{org}/{unit}/{agent}/{PROFILE_PROBE_SUFFIX}"
-    read = [own.format("request"), f"$share/+/{probe}"]
+    # Its requests, its own card (watched: it heals, agents.profile), the pool probe's subscription.
+    read = [profile_request_topic(org, unit, agent), card, f"$share/+/{probe}"]
     if scope.pool is not None:
         read += [profile_pool_subscription(org, unit, scope.pool), profile_pool_topic(org, unit, scope.pool)]
-    if not scope.replica:
-        profile_request_topic(org, unit, agent)  # validates the ids
     return Rules(
         "agent",
         read=read,
-        publish=[
-            own.format("discovery") if scope.replica else profile_discovery_topic(org, unit, agent),
-            f"{PROFILE_PREFIX}/reply/+/+/+/#",
-            own.format("event"),
-        ],
-        client_id=None if scope.replica else profile_client_id(org, unit, agent),
+        publish=[card, f"{PROFILE_PREFIX}/reply/+/+/+/#", event],
+        client_id=profile_client_id(org, unit, agent),
     )
+
+
+def _profile_slots(identity: Identity, passwords: Mapping[str, str]) -> dict[str, BoundUser]:
+    """The slot users of a replicated agent's profile connection: ``{name}@a2a@{k}``, each bound
+    to its member id's client id, with the rights of that member alone (slot 0 is ``{name}@a2a``)."""
+    scope, user = identity.profile, profile_user(identity.name)
+    if identity.kind != "agent" or scope is None or not scope.replica or not passwords.get(user):
+        return {}
+    slots: dict[str, BoundUser] = {}
+    for slot in range(1, SLOTS):
+        client_id = profile_client_id(scope.org, scope.unit, profile_member_id(scope.agent_id, slot))
+        slots[slot_user(user, slot)] = BoundUser(user, client_id, f"slot {slot}", profile_rules(scope, slot))
+    return slots
 
 
 def rules_for(identity: Identity) -> Rules:
@@ -345,9 +373,18 @@ def rules_by_user(identities: Iterable[Identity]) -> dict[str, Rules]:
     connect as one broker user, each with the other's rights.
     """
     users: dict[str, Rules] = {}
+    profile_ids: dict[tuple[str, str, str], str] = {}
     for identity in identities:
         if identity.kind == "agent" and identity.profile is not None:
-            users[profile_user(identity.name)] = profile_rules(identity.profile)
+            scope = identity.profile
+            users[profile_user(identity.name)] = profile_rules(scope)
+            for agent_id in profile_agent_ids(scope):
+                holder = profile_ids.setdefault((scope.org, scope.unit, agent_id), identity.name)
+                if holder != identity.name:
+                    raise ValueError(
+                        f"agents {holder!r} and {identity.name!r} would both be {scope.org}/{scope.unit}/{agent_id} "
+                        "in the EMQX profile (replicas are {agent_id}-{slot}); give one of them another emqx.agent_id"
+                    )
         rules = rules_for(identity)
         known = users.get(identity.name)
         if known is None:
