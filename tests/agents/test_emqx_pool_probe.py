@@ -22,9 +22,10 @@ from agents import AgentSettings
 from agents.service import AgentService
 from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_user
+from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_member_id, profile_user
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
+from mesh.clientids import slot_user
 from mesh.credentials import password_for
 from mesh.emqx import EmqxProfile
 from mesh.errors import SubscribeError
@@ -32,6 +33,7 @@ from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Echo
 from tests.agents.test_emqx_responder import message, one_reply, v1_request
 from tests.test_broker_rules import broker_under_rules
+from topics import profile_client_id
 
 pytestmark = pytest.mark.asyncio
 
@@ -112,12 +114,13 @@ async def test_the_probe_stays_within_a_pool_members_broker_rules(
             async with MeshClient.connect(ruled.settings("cli"), namespace) as client:
                 task = await client.send(f"{org}/ai/pool/echoes", "ruled pool")
             assert isinstance(task, Task) and task.status.state is TaskState.completed
-            # The probe's grant is its suffix only: another requester's replies stay unreadable.
+            # The probe's grant is its suffix only: another requester's replies stay unreadable (as
+            # the profile user of another slot than the service's, under that slot's client id).
             user = profile_user("echo")
             probe_user = dataclasses.replace(
-                ruled.settings("echo"), username=user, password=password_for(ruled.files.passwords, user)
+                ruled.settings("echo"), username=slot_user(user, 15), password=password_for(ruled.files.passwords, user)
             )
-            other = MqttTransport(probe_user)
+            other = MqttTransport(probe_user, client_id=profile_client_id(org, "ai", profile_member_id("echo", 15)))
             await other.connect()
             try:
                 with pytest.raises(SubscribeError):
