@@ -731,6 +731,42 @@ async def test_an_llm_agent_on_the_test_model_answers_mesh_send(product: Product
     assert results.get("ask_user") == "yes", shown(step, answered)
 
 
+# ---------------------------------------------------------------- 9. mesh send with data and files
+
+
+async def test_mesh_send_gives_the_workflow_its_input_as_data(product: Product) -> None:
+    await product.serve("flows.yaml", {"flows.yaml": FLOWS})
+    sent = await product.mesh("send", "pipeline", "--data", '{"expression": "6*7"}')
+    assert (sent.code, sent.stdout) == (0, "6*7\n42\n"), shown("mesh send pipeline --data '{...}'", sent)
+    (product.project / "input.json").write_text('{"expression": "2*3"}')
+    sent = await product.mesh("send", "pipeline", "--data", "@input.json")
+    assert (sent.code, sent.stdout) == (0, "2*3\n6\n"), shown("mesh send pipeline --data @input.json", sent)
+    bad = await product.mesh("send", "pipeline", "--data", '{"expression": 6*7}')
+    step = "mesh send pipeline --data with bad JSON"
+    assert bad.code == 2 and "--data is not JSON" in bad.stderr and "Traceback" not in bad.stderr, shown(step, bad)
+
+
+async def test_mesh_send_attaches_files_inline_and_by_artifact_uri(product: Product) -> None:
+    await mine(product)
+    (product.project / "some.txt").write_text("some notes\n")
+    big = bytes(range(256)) * 5000  # 1.28 MB: past the inline threshold
+    (product.project / "big.bin").write_bytes(big)
+    sent = await product.mesh("send", "mine", "here", "--file", "some.txt", "--file", "big.bin", "--json")
+    step = "mesh send mine here --file some.txt --file big.bin --json"
+    assert sent.code == 0, shown(step, sent)
+    task = json.loads(sent.stdout)
+    assert task["status"]["state"] == "completed", shown(step, sent)
+    (asked, *_) = task.get("history") or [{}]
+    files = {p["file"]["name"]: p for p in asked.get("parts", []) if p.get("kind") == "file"}
+    assert base64.b64decode(files["some.txt"]["file"]["bytes"]) == b"some notes\n", shown(step, sent)
+    uri = files["big.bin"]["file"].get("uri", "")
+    assert uri == f"artifact://{task['contextId']}/big.bin?version=1", shown(step, sent)
+    assert files["big.bin"]["metadata"]["size_bytes"] == len(big), shown(step, sent)
+    missing = await product.mesh("send", "mine", "here", "--file", "nope.txt")
+    step = "mesh send mine --file nope.txt"
+    assert missing.code == 2 and "--file nope.txt: no such file" in missing.stderr, shown(step, missing)
+
+
 # ---------------------------------------------------------------- the end: Ctrl-C
 
 

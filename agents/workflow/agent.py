@@ -22,8 +22,9 @@ from typing import Any, ClassVar
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.updates import Rejected, Reply
+from agents.workflow.card import WORKFLOW_EXTENSION, graph_params
 from agents.workflow.engine import NodeFailed, WorkflowRun, fail_text
-from agents.workflow.graph import Graph, Node
+from agents.workflow.graph import Graph
 from agents.workflow.inputs import InputProblem, message_input
 from agents.workflow.store import RunRecord, WorkflowStore
 from agents.workflow.templates import TemplateProblem
@@ -32,10 +33,6 @@ from mesh.a2a import AgentCard, AgentExtension, AgentSkill, Message
 __all__ = ["WORKFLOW_EXTENSION", "WorkflowAgent"]
 
 log = logging.getLogger(__name__)
-
-#: The card extension that describes the graph (``params.nodes``: id, kind, target, dependsOn),
-#: which the dashboard draws.
-WORKFLOW_EXTENSION = "urn:mqtt-agent-mesh:workflow:v1"
 
 
 class WorkflowAgent(Agent):
@@ -64,16 +61,10 @@ class WorkflowAgent(Agent):
 
     def card(self, *, url: str, push_notifications: bool) -> AgentCard:
         card = super().card(url=url, push_notifications=push_notifications)
-        graph = AgentExtension(uri=WORKFLOW_EXTENSION, description="a workflow: its graph", params=self._graph_params())
+        params = graph_params(self.graph)  # its schema: agents.workflow.card.GRAPH_PARAMS_SCHEMA
+        graph = AgentExtension(uri=WORKFLOW_EXTENSION, description="a workflow: its graph", params=params)
         capabilities = card.capabilities.model_copy(update={"extensions": [graph]})
         return card.model_copy(update={"skills": [self._skill], "capabilities": capabilities})
-
-    def _graph_params(self) -> dict[str, Any]:
-        nodes = [
-            {"id": n.id, "kind": _kind(n), "target": n.spec.target, "dependsOn": sorted(n.deps)}
-            for n in self.graph.nodes.values()
-        ]
-        return {"nodes": nodes}
 
     async def setup(self) -> None:
         await self.store.open()
@@ -114,10 +105,6 @@ class WorkflowAgent(Agent):
             await self.store.ended(ctx.task_id)
         data = output if isinstance(output, dict) else {"output": output}
         return Reply(text=_text(data), data=data)
-
-
-def _kind(node: Node) -> str:
-    return "map" if node.map is not None else "loop" if node.spec.loop is not None else node.kind
 
 
 def _text(output: dict[str, Any]) -> str:

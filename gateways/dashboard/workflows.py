@@ -1,7 +1,9 @@
 """Workflows on the dashboard: a workflow agent's graph from its card, its nodes' states from events.
 
 A workflow agent (``agents.workflow``) describes its graph in its card, as the A2A extension
-:data:`WORKFLOW_EXTENSION` (``params.nodes``: ``id``, ``kind``, ``target``, ``dependsOn``), and
+:data:`WORKFLOW_EXTENSION` (``params.nodes``: ``id``, ``kind``, ``target``, ``dependsOn``, and a
+switch's ``cases``: ``{"when", "then"}`` or ``{"else"}``; its schema is
+``agents.workflow.card.GRAPH_PARAMS_SCHEMA``), and
 marks each node's start and end on its status messages (``workflowNode``,
 ``workflowNodeState`` in their metadata); its delegations carry ``workflowNode`` in the
 request's metadata. The page draws the graph with each node's state from these (render.js).
@@ -22,6 +24,7 @@ WORKFLOW_EXTENSION = "urn:mqtt-agent-mesh:workflow:v1"
 #: The most nodes drawn (a workflow has at most 500).
 MAX_NODES = 500
 _MAX_NAME = 128
+_MAX_CONDITION = 500
 
 
 def card_workflow(card: AgentCard) -> list[dict[str, Any]] | None:
@@ -37,16 +40,31 @@ def card_workflow(card: AgentCard) -> list[dict[str, Any]] | None:
             if not isinstance(node, dict) or not isinstance(node.get("id"), str):
                 continue
             depends = node.get("dependsOn")
-            graph.append(
-                {
-                    "id": node["id"][:_MAX_NAME],
-                    "kind": str(node.get("kind", ""))[:_MAX_NAME],
-                    "target": str(node.get("target", ""))[:_MAX_NAME],
-                    "dependsOn": [str(d)[:_MAX_NAME] for d in depends[:MAX_NODES]] if isinstance(depends, list) else [],
-                }
-            )
+            drawn: dict[str, Any] = {
+                "id": node["id"][:_MAX_NAME],
+                "kind": str(node.get("kind", ""))[:_MAX_NAME],
+                "target": str(node.get("target", ""))[:_MAX_NAME],
+                "dependsOn": [str(d)[:_MAX_NAME] for d in depends[:MAX_NODES]] if isinstance(depends, list) else [],
+            }
+            cases = _cases(node.get("cases"))
+            if cases:
+                drawn["cases"] = cases
+            graph.append(drawn)
         return graph
     return None
+
+
+def _cases(value: Any) -> list[dict[str, str]]:
+    """A switch's cases, each ``{"when", "then"}`` or ``{"else"}`` (anything else is left out)."""
+    cases: list[dict[str, str]] = []
+    for case in value[:MAX_NODES] if isinstance(value, list) else ():
+        if not isinstance(case, dict):
+            continue
+        if isinstance(case.get("else"), str):
+            cases.append({"else": case["else"][:_MAX_NAME]})
+        elif isinstance(case.get("then"), str) and isinstance(case.get("when"), str):
+            cases.append({"when": case["when"][:_MAX_CONDITION], "then": case["then"][:_MAX_NAME]})
+    return cases
 
 
 def node_marks(result: dict[str, Any]) -> Iterator[tuple[str, str]]:

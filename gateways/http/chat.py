@@ -19,7 +19,9 @@
 Every call goes through the gateway's own A2A path (:func:`~gateways.http.serving.serve_call`)
 as the caller: the agent sees the real user (``userId`` and the user token the gateway mints),
 tasks and artifacts are owned by them. The gateway records each turn as it streams (the
-agent's stream items, text chunks merged) in :class:`~gateways.chat.store.ChatStore`. Download
+agent's stream items, text chunks merged, and each artifact once: its streamed chunks merged
+into one ``artifact-update`` as A2A's ``append`` says, and the final Task's whole artifact in
+its place rather than beside it) in :class:`~gateways.chat.store.ChatStore`. Download
 links are kept unsigned (plain ``/a2a/artifacts/...`` paths): they work for their owner's
 session only. Files dropped on the page are stored as artifacts of the conversation's context,
 owned by the user, and sent as file parts by URI.
@@ -370,6 +372,49 @@ def _is_text_chunk(item: Any) -> bool:
     return (message.get("metadata") or {}).get("llmEvent") == "text"
 
 
+def _artifact_event_at(events: list[Any], artifact_id: str) -> int | None:
+    for index, event in enumerate(events):
+        artifact = event.get("artifact") if isinstance(event, dict) and event.get("kind") == "artifact-update" else None
+        if isinstance(artifact, dict) and artifact.get("artifactId") == artifact_id:
+            return index
+    return None
+
+
+def _record_artifact(events: list[Any], item: Any) -> bool:
+    """Keep each artifact once in a turn: a streamed chunk goes into the artifact's one
+    ``artifact-update`` (A2A's ``append`` adds its parts, else it replaces them, ``lastChunk``
+    is the latest); a Task's whole artifact replaces that event's and leaves the stored Task
+    (those it streamed). True when ``item`` was merged in (nothing to append)."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("kind")
+    if kind == "artifact-update":
+        artifact = item.get("artifact")
+        artifact_id = artifact.get("artifactId") if isinstance(artifact, dict) else None
+        at = _artifact_event_at(events, artifact_id) if isinstance(artifact_id, str) else None
+        if at is None or not isinstance(artifact, dict):
+            return False
+        stored = events[at]
+        if item.get("append") is True:  # new dicts and lists: what was sent stays as it was
+            parts = [*stored["artifact"].get("parts", []), *artifact.get("parts", [])]
+            artifact = {**stored["artifact"], "parts": parts}
+        events[at] = {**stored, "artifact": artifact, "lastChunk": item.get("lastChunk")}
+        return True
+    if kind == "task" and isinstance(item.get("artifacts"), list):
+        kept = []
+        for artifact in item["artifacts"]:
+            artifact_id = artifact.get("artifactId") if isinstance(artifact, dict) else None
+            at = _artifact_event_at(events, artifact_id) if isinstance(artifact_id, str) else None
+            if at is None:
+                kept.append(artifact)
+            else:
+                events[at] = {**events[at], "artifact": artifact, "lastChunk": True}
+        if len(kept) < len(item["artifacts"]):
+            events.append({**item, "artifacts": kept})
+            return True
+    return False
+
+
 def _sse(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
@@ -429,6 +474,8 @@ class _ChatBinding:
                 self.state = status["state"]
             elif item.get("kind") == "message":
                 self.state = "completed"
+        if _record_artifact(self.events, item):
+            return
         if _is_text_chunk(item) and self.events and _is_text_chunk(self.events[-1]):
             last = self.events[-1]
             merged = json.loads(json.dumps(last))  # a copy: the stored one changes, not the sent one

@@ -20,6 +20,16 @@ class FileWithBytes(A2AModel):
     name: str | None = None
     mime_type: str | None = None
 
+    @property
+    def size(self) -> int:
+        """How many bytes the content decodes to (without decoding it)."""
+        return decoded_size(self.bytes)
+
+
+def decoded_size(encoded: str) -> int:
+    """The length of what base64 ``encoded`` decodes to: 3 bytes per 4 characters, less the padding."""
+    return len(encoded.rstrip("=\n\r ")) * 3 // 4
+
 
 class FileWithUri(A2AModel):
     """File content by reference."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mesh.a2a import FilePart, FileWithUri
+from mesh.a2a.parts import decoded_size
 from mesh.artifacts.errors import InvalidArtifactName
 from mesh.artifacts.store import ArtifactInfo, ArtifactStore
 from mesh.artifacts.uris import is_artifact_uri, validate_name
@@ -59,10 +60,6 @@ def safe_file_name(name: object, fallback: str) -> str:
     return fallback
 
 
-def _inline_size(encoded: str) -> int:
-    return len(encoded) * 3 // 4  # close enough to decide; the store counts exactly
-
-
 async def offload_inline_files(
     message: dict[str, Any],
     store: ArtifactStore,
@@ -83,7 +80,7 @@ async def offload_inline_files(
         file = part.get("file") if isinstance(part, dict) else None
         if not isinstance(file, dict) or not isinstance(file.get("bytes"), str):
             continue
-        if _inline_size(file["bytes"]) <= threshold:
+        if decoded_size(file["bytes"]) <= threshold:
             continue
         try:
             content = base64.b64decode(file["bytes"], validate=True)

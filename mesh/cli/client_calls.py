@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent, TextPart, create_user_message
+from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpdateEvent
 from mesh.a2a.exceptions import TaskNotCancelable
 from mesh.a2a.params import MAX_TASK_PAGE_SIZE
 from mesh.broker import BrokerSettings
@@ -24,6 +24,7 @@ from mesh.cli.artifact_files import save_answer_files
 from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED, Command, broker_is_one_node, client_settings
 from mesh.cli.progress import NoProgress, Progress, progress_line
 from mesh.cli.render import answer_text, as_json, event_line, task_summary, tasks_table
+from mesh.cli.send_parts import data_part_value, file_parts, store_large_files, user_message
 from mesh.client import MeshClient, StreamItem
 from mesh.errors import ConfigError
 from topics import validate_identifier
@@ -81,10 +82,19 @@ def message_metadata(pairs: list[str], skill: str | None) -> dict[str, Any] | No
 
 async def send(args: argparse.Namespace) -> int:
     metadata = message_metadata(args.metadata, args.skill)
-    text = message_text(args.text)
-    args.text = text if metadata is None else create_user_message([TextPart(text=text)], metadata=metadata)
+    if not args.text and args.data is None and not args.file:
+        raise ConfigError("give the message: TEXT, --data JSON or --file PATH (e.g. mesh send echo hello)")
+    text = message_text(args.text) if args.text else ""
+    data = None if args.data is None else data_part_value(args.data, stdin_taken=args.text == ["-"])
+    files = file_parts(args.file)
+    built = None if metadata is None and data is None and not files else user_message(text, data, files, metadata)
     async with connect(args) as client:
         await client.wait_for_agent(args.agent, timeout=args.wait)
+        if built is not None and files:  # a large file goes to the artifact store, in the task's context
+            context = args.context or (await _context_of(client, args) if args.task else None)
+            built = await store_large_files(built, args.namespace, context)
+            args.context = args.context or built.context_id
+        args.text = text if built is None else built
         interrupt = _CancelOnInterrupt(client, args.agent)
         if args.stream:
             async with interrupt:
@@ -115,6 +125,11 @@ async def send(args: argparse.Namespace) -> int:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)
         return _outcome(result, print_answer=True)
+
+
+async def _context_of(client: MeshClient, args: argparse.Namespace) -> str:
+    """The context of the task ``--task`` answers (a file stored for it goes there)."""
+    return (await client.get_task(args.agent, args.task, history_length=0, timeout=args.timeout)).context_id
 
 
 class _CancelOnInterrupt:

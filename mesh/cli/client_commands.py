@@ -33,13 +33,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     send = subparsers.add_parser(
         "send",
         help="send a message to an agent and print its answer",
-        description="Send TEXT to AGENT (message/send, or message/stream with --stream) and print the answer.",
+        description="Send TEXT to AGENT (message/send, or message/stream with --stream) and print the answer. "
+        "The message may also carry data (--data, a DataPart) and files (--file, FileParts).",
     )
     send.add_argument("agent", help="the agent's name")
     send.add_argument(
         "text",
-        nargs="+",
-        help="the message text: several words are joined with spaces; '-' reads standard input, @FILE a file",
+        nargs="*",
+        help="the message text: several words are joined with spaces; '-' reads standard input, @FILE a file "
+        "(optional with --data or --file)",
+    )
+    send.add_argument(
+        "--data",
+        "-d",
+        metavar="JSON",
+        help="send a JSON object as a DataPart (a workflow's input_schema input): the JSON itself, "
+        "@FILE.json, or '-' for standard input",
+    )
+    send.add_argument(
+        "--file",
+        "-f",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="attach a file as a FilePart (repeatable); above the artifact store's inline threshold (1 MB) "
+        "it is stored there and sent by artifact:// URI",
     )
     send.add_argument("--stream", "-s", action="store_true", help="print status and artifact events as they come")
     send.add_argument("--context", "-c", metavar="ID", help="contextId: continue a conversation")

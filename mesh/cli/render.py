@@ -33,7 +33,7 @@ def parts_text(parts: Sequence[Part]) -> str:
         if isinstance(part, DataPart):
             chunks.append(json.dumps(part.data, separators=(",", ":"), ensure_ascii=False))
         elif isinstance(part, FilePart):
-            size = f"{len(part.file.bytes) * 3 // 4} bytes inline" if not isinstance(part.file, FileWithUri) else ""
+            size = f"{part.file.size} bytes inline" if not isinstance(part.file, FileWithUri) else ""
             where = part.file.uri if isinstance(part.file, FileWithUri) else size
             chunks.append(" ".join(x for x in ("<file", part.file.name or "", where) if x) + ">")
     return "\n".join(chunks)

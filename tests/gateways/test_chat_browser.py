@@ -422,3 +422,44 @@ async def test_a_workflows_nodes_show_as_steps_of_the_answer(
     assert "HELLO TWICE" in chat.answers()[-1]["text"]
     await asyncio.to_thread(browser.find_element(By.CSS_SELECTOR, '[data-step="node:again"] summary').click)
     await chat.shot("workflow-steps")
+
+
+_ARTIFACTS = """const turn = [...document.querySelectorAll('.turn.agent')].at(-1);
+    return turn && {state: turn.dataset.state,
+      words: turn.querySelector('.artifacts').innerText.split(/\\s+/).filter(Boolean),
+      boxes: turn.querySelectorAll('.artifacts .artifact').length,
+      paragraphs: turn.querySelectorAll('.artifacts p').length}"""
+_STORED = """return fetch('api/conversations/' + location.hash.slice(1), {credentials: 'same-origin'})
+    .then(r => r.json()).then(c => c.turns.filter(t => t.role === 'agent').at(-1).events)"""
+
+
+async def test_a_streamed_artifact_shows_once_as_one_block_live_and_after_a_reload(chat: Chat) -> None:
+    await chat.sign_in("ada")
+    await chat.new_conversation("countdown")
+    await chat.type("3")
+    seen: list[list[str]] = []
+
+    def finished() -> dict[str, Any] | None:
+        shown: dict[str, Any] | None = chat.run(_ARTIFACTS)
+        if shown and (not seen or seen[-1] != shown["words"]):
+            seen.append(shown["words"])
+        return shown if shown and shown["state"] == "completed" else None
+
+    live = await until(finished, 15, "the countdown's end")
+    # Live: each piece joins the one artifact as it comes, and the final Task adds nothing.
+    assert all(words == ["3", "2", "1", "0"][: len(words)] for words in seen), seen
+    assert (live["words"], live["boxes"], live["paragraphs"]) == (["3", "2", "1", "0"], 1, 1), live
+    await chat.shot("streamed-artifact")
+
+    await asyncio.to_thread(chat.browser.refresh)
+    await chat.ready()
+    again = await until(lambda: chat.run(_ARTIFACTS), 5, "the countdown after a reload")
+    assert (again["words"], again["boxes"], again["paragraphs"]) == (["3", "2", "1", "0"], 1, 1), again
+
+    # The stored turn holds the artifact once: its pieces merged, not repeated by the final Task.
+    events = await asyncio.to_thread(chat.run, _STORED)
+    pieces = [e for e in events if e.get("kind") == "artifact-update"]
+    assert len(pieces) == 1, pieces
+    assert [p["text"] for p in pieces[0]["artifact"]["parts"]] == ["3\n", "2\n", "1\n", "0\n"]
+    assert pieces[0]["lastChunk"] is True
+    assert [e.get("artifacts") for e in events if e.get("kind") == "task"] == [[]]

@@ -214,3 +214,40 @@ async def test_a_running_workflow_is_drawn_as_its_graph_with_each_nodes_state(
     holder.release.set()
     done = dict.fromkeys(running, "completed")
     assert await until(lambda: shows(done), 10, f"the graph with {done}")
+
+
+async def test_a_switch_is_drawn_with_an_arrow_per_case(
+    browser: WebDriver, dashboard_url: str, serve_agent: ServeAgent, tmp_path: Path
+) -> None:
+    await serve_agent(Upper())
+    graph = load_workflow(
+        """
+        nodes:
+          - {id: first, agent: upper, input: "{{ input.text }}"}
+          - id: check
+            switch:
+              - {when: "{{ first.output.text == 'LOUD' }}", then: shout}
+              - {else: quiet}
+          - {id: shout, agent: upper, input: "shout"}
+          - {id: quiet, agent: upper, input: "quiet"}
+        """,
+        name="branches",
+    )
+    await serve_agent(WorkflowAgent(name="branches", graph=graph))
+    await open_page(browser, dashboard_url, {"upper", "branches"})
+    await send_from_page(browser, "branches", "loud")
+
+    def drawn() -> list[str] | None:
+        nodes = texts(browser, "#workflow [data-workflow-node]", "data-workflow-node")
+        return nodes if len(nodes) == 4 else None
+
+    assert sorted(await until(drawn, 10, "the switch workflow's graph")) == ["check", "first", "quiet", "shout"]
+    cases = await asyncio.to_thread(texts, browser, "#workflow line.edge.case", "data-case")
+    assert cases == ["when {{ first.output.text == 'LOUD' }}", "else"]
+    assert len(await asyncio.to_thread(texts, browser, "#workflow line.edge")) == 3  # first -> check, and the cases
+    script = 'return document.querySelector(`#workflow [data-workflow-node="check"] ${arguments[0]}`).textContent'
+    meta, title = [await asyncio.to_thread(browser.execute_script, script, tag) for tag in (".wf-meta", "title")]
+    assert meta.endswith("switch 2 cases"), meta  # SVG text has no innerText: textContent
+    assert "{{ first.output.text == 'LOUD' }} → shout; else quiet" in title, title
+    drawing = await asyncio.to_thread(browser.find_element, By.ID, "workflow")
+    await asyncio.to_thread(drawing.screenshot, str(tmp_path / "dashboard-switch.png"))

@@ -11,7 +11,7 @@ from agents.builtin import CountdownAgent
 from agents.workflow import WorkflowAgent, load_workflow
 from agents.workflow.agent import WORKFLOW_EXTENSION as AGENT_SIDE_URI
 from gateways.dashboard.model import Bounds, Change, MeshView
-from gateways.dashboard.workflows import WORKFLOW_EXTENSION
+from gateways.dashboard.workflows import WORKFLOW_EXTENSION, card_workflow
 from mesh.a2a import AgentCardSignature
 from mesh.registry import Entry
 
@@ -288,3 +288,27 @@ def test_the_dashboards_own_listing_is_not_traffic() -> None:
     assert view.rates.snapshot().get("echo", {}).get("requests", 0) == 0
     view.request_seen("echo", "k2", listing, caller="someone", caller_kind="client")  # another's listing shows
     assert view.rates.snapshot()["echo"]["requests"] == 1
+
+
+def test_a_switchs_cases_reach_the_page_bounded_and_checked() -> None:
+    graph = load_workflow(
+        """
+        nodes:
+          - {id: a, agent: x}
+          - {id: pick, switch: [{when: "{{ a.output.text == 'y' }}", then: b}, {else: c}]}
+          - {id: b, agent: x}
+          - {id: c, agent: x}
+        """,
+        name="flow",
+    )
+    card = WorkflowAgent(name="flow", graph=graph).card(url="mqtt://x", push_notifications=False)
+    nodes = {n["id"]: n for n in card_workflow(card) or []}
+    assert nodes["pick"]["cases"] == [{"when": "{{ a.output.text == 'y' }}", "then": "b"}, {"else": "c"}]
+    assert nodes["pick"]["target"] == "" and nodes["b"]["dependsOn"] == ["pick"]
+    # A card off the wire with junk among its cases: only well-formed cases pass.
+    (extension,) = card.capabilities.extensions or []
+    params = {"nodes": [{"id": "s", "kind": "switch", "cases": [{"then": 3}, "x", {"else": "t"}], "dependsOn": []}]}
+    extensions = [extension.model_copy(update={"params": params})]
+    odd = card.model_copy(update={"capabilities": card.capabilities.model_copy(update={"extensions": extensions})})
+    (drawn,) = card_workflow(odd) or []
+    assert drawn == {"id": "s", "kind": "switch", "target": "", "dependsOn": [], "cases": [{"else": "t"}]}

@@ -93,7 +93,7 @@ class Answer {
     this.streamed = "";
     this.finalText = null;
     this.steps = new Map();
-    this.shown = new Set(); // artifact parts already drawn (a final Task repeats them)
+    this.artifacts = new Map(); // artifactId -> {parts, box}: chunks append or replace (A2A's append)
     this.node = el("li", "turn agent");
     this.node.dataset.seq = seq;
     const head = el("div", "turn-head");
@@ -128,13 +128,13 @@ class Answer {
         else if (TERMINAL.has(status.state) && status.state !== "canceled") this.finalText = textOf(message) || this.finalText;
       }
       if (status.state) this.setState(status.state);
-      for (const artifact of item.artifacts || []) this.artifact(artifact);
+      for (const artifact of item.artifacts || []) this.artifact(artifact); // the whole of each: replaces
       this.draw();
       return;
     }
     if (item.taskId) this.taskId = item.taskId;
     if (item.kind === "status-update") this.status(item.status || {}, item.final === true);
-    else if (item.kind === "artifact-update") this.artifact(item.artifact || {});
+    else if (item.kind === "artifact-update") this.artifact(item.artifact || {}, item.append === true);
     else if (item.kind === "message") {
       this.finalText = textOf(item);
       this.setState("completed");
@@ -218,40 +218,63 @@ class Answer {
     }
   }
 
-  artifact(artifact) {
-    const key = JSON.stringify([artifact.artifactId, artifact.name, artifact.parts]);
-    if (this.shown.has(key)) return;
-    this.shown.add(key);
-    for (const part of artifact.parts || []) {
-      if (part.kind === "file" && part.file?.uri) {
-        const file = part.file;
-        if (!safeUrl(file.uri)) { // an agent's javascript: or data: URI is shown, never opened
-          this.files.append(el("div", "artifact", `${file.name || "file"}: ${file.uri.slice(0, 200)}`));
-          continue;
-        }
-        const name = file.name || artifact.name || "file";
-        const box = el("div", "artifact");
-        if ((file.mimeType || "").startsWith("image/") && file.uri.startsWith("/")) { // our own downloads only
-          const img = el("img", "artifact-image");
-          img.src = file.uri;
-          img.alt = name;
-          img.loading = "lazy";
-          box.append(img);
-        }
-        const a = link(file.uri, `Download ${name}`);
-        a.target = "_self";
-        a.setAttribute("download", name);
-        a.className = "download";
-        box.append(a);
-        this.files.append(box);
-      } else if (part.kind === "text") {
-        const box = el("div", "artifact text-artifact");
-        box.append(renderMarkdown(part.text));
-        this.files.append(box);
-      } else if (part.kind === "data") {
-        this.files.append(el("pre", "artifact step-json", pretty(part.data)));
-      }
+  // An artifact by its id: a chunk with `append` adds its parts to what came, anything else
+  // (a first chunk, a final Task's whole artifact) replaces them; it is drawn in one place.
+  artifact(artifact, append = false) {
+    const id = artifact.artifactId || artifact.name || `artifact-${this.artifacts.size}`;
+    let shown = this.artifacts.get(id);
+    if (!shown) {
+      shown = { parts: [], box: el("div", "artifact-group") };
+      shown.box.dataset.artifact = id;
+      this.artifacts.set(id, shown);
+      this.files.append(shown.box);
     }
+    const parts = Array.isArray(artifact.parts) ? artifact.parts : [];
+    shown.parts = append ? [...shown.parts, ...parts] : [...parts];
+    shown.box.replaceChildren(...this.drawParts(shown.parts, artifact.name));
+  }
+
+  // The parts of one artifact: its text parts joined into one block, each file and data apart.
+  drawParts(parts, artifactName) {
+    const nodes = [];
+    let text = null;
+    for (const part of parts) {
+      if (part.kind === "text") {
+        if (text === null) {
+          text = { value: "", box: el("div", "artifact text-artifact") };
+          nodes.push(text.box);
+        }
+        text.value += part.text ?? "";
+        continue;
+      }
+      if (text !== null) text.box.append(renderMarkdown(text.value));
+      text = null;
+      if (part.kind === "file" && part.file?.uri) nodes.push(this.fileBox(part.file, artifactName));
+      else if (part.kind === "data") nodes.push(el("pre", "artifact step-json", pretty(part.data)));
+    }
+    if (text !== null) text.box.append(renderMarkdown(text.value));
+    return nodes;
+  }
+
+  fileBox(file, artifactName) {
+    if (!safeUrl(file.uri)) { // an agent's javascript: or data: URI is shown, never opened
+      return el("div", "artifact", `${file.name || "file"}: ${file.uri.slice(0, 200)}`);
+    }
+    const name = file.name || artifactName || "file";
+    const box = el("div", "artifact");
+    if ((file.mimeType || "").startsWith("image/") && file.uri.startsWith("/")) { // our own downloads only
+      const img = el("img", "artifact-image");
+      img.src = file.uri;
+      img.alt = name;
+      img.loading = "lazy";
+      box.append(img);
+    }
+    const a = link(file.uri, `Download ${name}`);
+    a.target = "_self";
+    a.setAttribute("download", name);
+    a.className = "download";
+    box.append(a);
+    return box;
   }
 
   draw() {

@@ -187,24 +187,43 @@ export function workflowGraph(tasks, cards, selectedKey, onSelect) {
   const defs = svg("defs");
   defs.append(marker);
   drawing.append(defs);
+  // An arrow per dependency; a switch's arrow to each node it may select carries the case
+  // (its condition, or "else"), also where the card's dependsOn leaves it out.
+  const caseOf = new Map(); // "switch>target" -> the case's label
   for (const node of nodes) {
-    const to = place.get(node.id);
-    for (const dep of node.dependsOn) {
-      const from = place.get(dep);
-      if (!from) continue;
-      drawing.append(svg("line", { class: "edge", x1: from.x + BOX_W, y1: from.y + BOX_H / 2, x2: to.x, y2: to.y + BOX_H / 2, "marker-end": "url(#wf-arrow)" }));
+    for (const c of Array.isArray(node.cases) ? node.cases : []) {
+      const target = c.else ?? c.then;
+      if (typeof target === "string") caseOf.set(`${node.id}>${target}`, c.else !== undefined ? "else" : `when ${c.when}`);
     }
+  }
+  const edges = new Set();
+  for (const node of nodes) for (const dep of node.dependsOn) edges.add(`${dep}>${node.id}`);
+  for (const key of caseOf.keys()) edges.add(key);
+  for (const key of edges) {
+    const [dep, id] = key.split(">");
+    const from = place.get(dep), to = place.get(id);
+    if (!from || !to) continue;
+    const label = caseOf.get(key);
+    const line = svg("line", { class: label ? "edge case" : "edge", x1: from.x + BOX_W, y1: from.y + BOX_H / 2, x2: to.x, y2: to.y + BOX_H / 2, "marker-end": "url(#wf-arrow)" });
+    if (label) {
+      line.setAttribute("data-case", label);
+      line.append(svg("title", {}, `${dep} → ${id}: ${label}`));
+    }
+    drawing.append(line);
   }
   for (const node of nodes) {
     const { x, y } = place.get(node.id);
     const nodeState = stateOf(node.id);
     const sub = subTasks.filter((t) => t.workflowNode === node.id).pop();
+    const cases = Array.isArray(node.cases) ? node.cases : [];
+    const what = cases.length ? `${cases.length} cases` : node.target;
+    const detail = cases.length ? `: ${cases.map((c) => (c.else !== undefined ? `else ${c.else}` : `${c.when} → ${c.then}`)).join("; ")}` : ` ${what}`;
     const box = svg("g", { class: "wf-node", "data-workflow-node": node.id, "data-state": nodeState, transform: `translate(${x},${y})` });
     box.append(
       svg("rect", { width: BOX_W, height: BOX_H, rx: 6 }),
       svg("text", { x: 8, y: 18, class: "wf-id" }, node.id),
-      svg("text", { x: 8, y: 36, class: "wf-meta" }, `${nodeState} · ${node.kind}${node.target ? " " + node.target : ""}`.slice(0, 26)),
-      svg("title", {}, `${node.id}: ${node.kind} ${node.target} (${nodeState})${node.dependsOn.length ? " after " + node.dependsOn.join(", ") : ""}`),
+      svg("text", { x: 8, y: 36, class: "wf-meta" }, `${nodeState} · ${node.kind}${what ? " " + what : ""}`.slice(0, 26)),
+      svg("title", {}, `${node.id}: ${node.kind}${detail} (${nodeState})${node.dependsOn.length ? " after " + node.dependsOn.join(", ") : ""}`),
     );
     if (sub) box.addEventListener("click", () => onSelect(sub.key));
     drawing.append(box);
