@@ -311,8 +311,7 @@ async def sse(
         return _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": result})
 
     def error(exc: RpcError) -> bytes:
-        body = rest_error(exc) if rest_error is not None else error_response(call.version, call.request_id, exc)
-        return _sse_event("error", body)
+        return sse_error(call, exc, rest_error=rest_error)
 
     try:
         async for frame in frames:
@@ -343,6 +342,14 @@ async def sse(
     finally:
         # A client that left, or an error: release the mesh call now.
         await frames.aclose()  # type: ignore[attr-defined]
+
+
+def sse_error(
+    call: RpcCall, error: RpcError, *, rest_error: Callable[[RpcError], dict[str, Any]] | None = None
+) -> bytes:
+    """The ``error`` event of a stream: the JSON-RPC error response (``rest_error``: its body)."""
+    body = rest_error(error) if rest_error is not None else error_response(call.version, call.request_id, error)
+    return _sse_event("error", body)
 
 
 def _snapshot_0_3(event: dict[str, Any]) -> dict[str, Any]:

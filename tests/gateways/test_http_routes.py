@@ -315,10 +315,10 @@ async def test_task_errors_from_the_agent(
     assert finished["code"] == -32002 and finished["message"] == "Task cannot be canceled"
     assert "completed" in finished["data"]["detail"]
 
-    # Known before a stream would start: a plain JSON-RPC error, not an SSE stream holding one.
-    response = await call(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
-    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
-    data = response.json()
+    # A streaming method answers on its event stream, an error known at once included.
+    response, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
+    assert response.status_code == 200 and [name for name, _ in events] == ["error"], events
+    data = events[0][1]
     assert data["id"] == "r"
     assert data["error"]["code"] == -32004 and data["error"]["data"]["state"] == "completed"
     assert data["error"]["message"] == "This operation is not supported"

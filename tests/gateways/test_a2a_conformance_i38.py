@@ -1,0 +1,102 @@
+"""A2A conformance of the HTTP gateway (issue 38), each test failing before its fix:
+
+1. a streaming JSON-RPC method answers ``text/event-stream`` even for an error (``tasks/resubscribe``
+   and ``SubscribeToTask`` of an unknown, finished or another caller's task), as the 0.3 TCK's
+   ``test_tasks_resubscribe_nonexistent`` reads it;
+2. each A2A version's clients get that version's card, valid against its schema: a strict 1.0
+   card (no 0.3 member) for 1.0 clients, the 0.3 card for 0.3 clients;
+3. a JSON-RPC body of an unsupported content type is -32005 ContentTypeNotSupported (the 1.0
+   TCK's JSONRPC-SSE-002), not -32600.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.compat.v0_3 import types as types_v03
+from a2a.types import Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest, TaskState
+from a2a.utils.errors import TaskNotFoundError
+
+from tests.agents.service_agents import Echo
+from tests.conftest import ServeAgent
+from tests.gateways.conftest import StartGateway
+from tests.gateways.jsonrpc_http import V1, message, message_v1, rpc, sse_events
+from tests.gateways.test_http_cards import assert_strict_v1_card
+
+#: The members of a 0.3 card a strict 1.0 reader refuses.
+CARD_0_3_MEMBERS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security"}
+
+TOKENS = {"mode": "bearer", "tokens": [{"name": "ada", "secret": "i38-ada"}, {"name": "bob", "secret": "i38-bob"}]}
+ADA = {"Authorization": "Bearer i38-ada"}
+BOB = {"Authorization": "Bearer i38-bob"}
+
+
+async def stream_error(http: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    """POST a streaming request; assert it answers one SSE ``error`` event and return its error."""
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream"), response.headers
+        events = [event async for event in sse_events(response)]
+    assert [name for name, _ in events] == ["error"], events
+    answer = events[0][1]
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == body["id"] and "result" not in answer, answer
+    return answer["error"]
+
+
+# ---------------------------------------------------------------- 1. errors of a streaming method
+
+
+async def test_a_subscription_to_an_unknown_task_answers_its_error_on_the_event_stream(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo")
+    url = f"{gateway.public_url}/a2a"
+    unknown = f"no-such-task-{uuid.uuid4().hex}"
+
+    error = await stream_error(http, url, rpc("tasks/resubscribe", {"id": unknown}, request_id="r03"), {})
+    assert error["code"] == -32001 and error["message"] == "Task not found", error  # the 0.3 TCK reads "not found"
+    error = await stream_error(http, url, rpc("SubscribeToTask", {"id": unknown}, request_id="r10"), V1)
+    assert error["code"] == -32001 and error["data"][0]["reason"] == "TASK_NOT_FOUND", error
+
+    # A finished task: its error (UnsupportedOperation) on the stream too, in both versions.
+    sent = await http.post(url, json=rpc("message/send", {"message": message("done")}))
+    task_id = sent.json()["result"]["id"]
+    error = await stream_error(http, url, rpc("tasks/resubscribe", {"id": task_id}), {})
+    assert error["code"] == -32004, error
+    error = await stream_error(http, url, rpc("SubscribeToTask", {"id": task_id}), V1)
+    assert error["code"] == -32004, error
+
+    # REST keeps its plain error with the HTTP status (the binding's way).
+    rest = await http.post(f"{gateway.public_url}/a2a/rest/tasks/{unknown}:subscribe")
+    assert rest.status_code == 404 and rest.headers["content-type"].startswith("application/json"), rest.text
+
+
+async def test_another_callers_task_is_answered_on_the_stream_as_an_unknown_one(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo", auth=TOKENS)
+    url = f"{gateway.public_url}/a2a"
+    sent = await http.post(url, json=rpc("SendMessage", {"message": message_v1("ada's")}), headers={**V1, **ADA})
+    task_id = sent.json()["result"]["task"]["id"]
+    theirs = await stream_error(http, url, rpc("SubscribeToTask", {"id": task_id}), {**V1, **BOB})
+    unknown = await stream_error(http, url, rpc("SubscribeToTask", {"id": "never-was"}), {**V1, **BOB})
+    assert theirs["code"] == unknown["code"] == -32001 and theirs["message"] == unknown["message"]
+
+
+async def test_the_a2a_sdk_client_gets_task_not_found_from_a_subscription(
+    serve_agent: ServeAgent, start_gateway: StartGateway
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(wait_for=("echo",))
+    async with httpx.AsyncClient() as http:
+        config = ClientConfig(streaming=True, httpx_client=http)
+        url = f"{gateway.public_url}/a2a/agents/echo"
+        async with await create_client(url, client_config=config, relative_card_path="card") as client:
+            with pytest.raises(TaskNotFoundError):
+                [event async for event in client.subscribe(SubscribeToTaskRequest(id="no-such-task"))]
