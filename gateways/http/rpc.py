@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
@@ -278,6 +279,11 @@ def error_response(version: Version, request_id: str | int | None, error: RpcErr
     return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
 
 
+#: Edge refusals that are A2A's own error of their code, not a JAF error colliding with it: they
+#: keep A2A's reason (an unsupported media type is ContentTypeNotSupported).
+A2A_EDGE_ERRORS: Final[Mapping[str, int]] = MappingProxyType({"UnsupportedMediaType": -32005})
+
+
 def jaf_reason(error: RpcError) -> str | None:
     """The ErrorInfo reason of a JAF error (``data.errorType`` set, a server-error code): its codes
     -32000..-32007 are A2A's for other errors (-32003 RateLimited is PushNotificationNotSupported),
@@ -285,6 +291,8 @@ def jaf_reason(error: RpcError) -> str | None:
     data = error.data
     error_type = data.get("errorType") if isinstance(data, dict) else None
     if not isinstance(error_type, str) or not error_type or not -32099 <= error.code <= -32000:
+        return None
+    if A2A_EDGE_ERRORS.get(error_type) == error.code:
         return None
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", error_type).upper()
 

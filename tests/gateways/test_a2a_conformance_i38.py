@@ -17,15 +17,15 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.compat.v0_3 import types as types_v03
-from a2a.types import Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest, TaskState
+from a2a.types import SubscribeToTaskRequest
 from a2a.utils.errors import TaskNotFoundError
 
+from gateways.http.rest_errors import status_of
+from mesh.a2a import RpcError
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import V1, message, message_v1, rpc, sse_events
-from tests.gateways.test_http_cards import assert_strict_v1_card
 
 #: The members of a 0.3 card a strict 1.0 reader refuses.
 CARD_0_3_MEMBERS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security"}
@@ -100,3 +100,48 @@ async def test_the_a2a_sdk_client_gets_task_not_found_from_a_subscription(
         async with await create_client(url, client_config=config, relative_card_path="card") as client:
             with pytest.raises(TaskNotFoundError):
                 [event async for event in client.subscribe(SubscribeToTaskRequest(id="no-such-task"))]
+
+
+# ---------------------------------------------------------------- 3. error codes
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_body_of_an_unsupported_content_type_is_content_type_not_supported(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient, version: str
+) -> None:
+    """As the 1.0 TCK sends it (JSONRPC-SSE-002): a Python repr of the request as ``text/plain``."""
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo")
+    payload = rpc("SendMessage" if version == "1.0" else "message/send", {"message": message_v1("content type")})
+    headers = {"Content-Type": "text/plain", **(V1 if version == "1.0" else {})}
+    for url in (f"{gateway.public_url}/a2a", f"{gateway.public_url}/a2a/agents/echo"):
+        response = await http.post(url, content=str(payload).encode(), headers=headers)
+        assert response.status_code == 415, response.text
+        error = response.json()["error"]
+        assert error["code"] == -32005, error  # ContentTypeNotSupported, not -32600
+        if version == "1.0":
+            [info] = [d for d in error["data"] if d["@type"].endswith("google.rpc.ErrorInfo")]
+            assert info["reason"] == "CONTENT_TYPE_NOT_SUPPORTED" and info["domain"] == "a2a-protocol.org", info
+        else:
+            assert error["data"]["errorType"] == "UnsupportedMediaType", error
+
+
+#: A2A 1.0.1 spec section 5.4 (a2aproject/A2A v1.0.1, docs/specification.md; a2a-sdk 1.3's
+#: grpc_handler agrees): the gRPC status of each A2A error. A2A 1.0.0 had UNIMPLEMENTED for
+#: -32003/-32004/-32009; 1.0.1 (#1627) made them FAILED_PRECONDITION. The 1.0 TCK's GRPC-ERR-002
+#: still reads 1.0.0's table.
+GRPC_STATUS_1_0_1 = {
+    -32001: "NOT_FOUND",
+    -32002: "FAILED_PRECONDITION",
+    -32003: "FAILED_PRECONDITION",
+    -32004: "FAILED_PRECONDITION",
+    -32005: "INVALID_ARGUMENT",
+    -32006: "INTERNAL",
+    -32007: "FAILED_PRECONDITION",
+    -32008: "FAILED_PRECONDITION",
+    -32009: "FAILED_PRECONDITION",
+}
+
+
+def test_a2a_errors_map_to_the_grpc_statuses_of_the_1_0_1_spec() -> None:
+    assert {code: status_of(RpcError("x", code=code))[1] for code in GRPC_STATUS_1_0_1} == GRPC_STATUS_1_0_1
