@@ -17,15 +17,19 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.types import SubscribeToTaskRequest
+from a2a.client.card_resolver import parse_agent_card
+from a2a.compat.v0_3 import types as types_v03
+from a2a.types import Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
 from gateways.http.rest_errors import status_of
+from mesh.a2a import AgentCard as MeshAgentCard
 from mesh.a2a import RpcError
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import V1, message, message_v1, rpc, sse_events
+from tests.gateways.test_http_cards import assert_strict_v1_card
 
 #: The members of a 0.3 card a strict 1.0 reader refuses.
 CARD_0_3_MEMBERS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security"}
@@ -100,6 +104,88 @@ async def test_the_a2a_sdk_client_gets_task_not_found_from_a_subscription(
         async with await create_client(url, client_config=config, relative_card_path="card") as client:
             with pytest.raises(TaskNotFoundError):
                 [event async for event in client.subscribe(SubscribeToTaskRequest(id="no-such-task"))]
+
+
+# ---------------------------------------------------------------- 2. a card per A2A version
+
+
+def assert_1_0_card(card: dict[str, Any], url: str) -> None:
+    """A strict A2A 1.0 card (no 0.3 member) listing every interface, the 0.3 one included."""
+    assert not CARD_0_3_MEMBERS & set(card), card
+    assert "stateTransitionHistory" not in card["capabilities"], card
+    parsed = assert_strict_v1_card(card)  # unknown members refused, every REQUIRED one there
+    interfaces = [(i.protocol_binding, i.protocol_version, i.url) for i in parsed.supported_interfaces]
+    assert interfaces[0] == ("JSONRPC", "1.0", url) and ("JSONRPC", "0.3", url) in interfaces, interfaces
+    assert {(b, v) for b, v, _ in interfaces} == {
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("GRPC", "1.0"),
+        ("JSONRPC", "0.3"),
+    }
+
+
+def assert_0_3_card(card: dict[str, Any], url: str) -> None:
+    """The A2A 0.3 card, as a2a-sdk's 0.3 types and the mesh's read it."""
+    assert "supportedInterfaces" not in card, card
+    sdk = types_v03.AgentCard.model_validate(card)
+    assert (sdk.url, sdk.protocol_version, sdk.preferred_transport) == (url, "0.3.0", "JSONRPC"), sdk
+    assert MeshAgentCard.model_validate(card).url == url
+
+
+async def test_each_a2a_version_gets_its_own_card(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo", grpc_port=0)
+    base = gateway.public_url
+    for path, url in (
+        ("/a2a/agents/echo/card", f"{base}/a2a/agents/echo"),
+        ("/.well-known/agent-card.json", f"{base}/a2a"),
+    ):
+        # 1.0: named by the header or the query parameter, or no version named (the gateway's first)
+        for params, headers in (({}, V1), ({"A2A-Version": "1.0"}, {}), ({}, {})):
+            response = await http.get(base + path, params=params, headers=headers)
+            assert response.status_code == 200 and response.headers["vary"] == "A2A-Version", response.headers
+            assert_1_0_card(response.json(), url)
+        for params, headers in (({}, {"A2A-Version": "0.3"}), ({"A2A-Version": "0.3"}, {})):
+            assert_0_3_card((await http.get(base + path, params=params, headers=headers)).json(), url)
+        one, other = [await http.get(base + path, headers=h) for h in (V1, {"A2A-Version": "0.3"})]
+        assert one.headers["etag"] != other.headers["etag"]  # two representations, two ETags
+    # A2A 0.2's well-known path: 0.3 clients' card
+    assert_0_3_card((await http.get(f"{base}/.well-known/agent.json")).json(), f"{base}/a2a")
+
+
+async def test_a_0_3_first_gateway_gives_a_client_naming_no_version_the_0_3_card(
+    serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
+) -> None:
+    await serve_agent(Echo())
+    gateway = await start_gateway(default_agent="echo", grpc_port=0, a2a_versions=["0.3", "1.0"])
+    url = f"{gateway.public_url}/a2a/agents/echo"
+    assert_0_3_card((await http.get(f"{url}/card")).json(), url)
+    assert_1_0_card((await http.get(f"{url}/card", headers=V1)).json(), url)
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_the_a2a_sdk_client_sends_with_each_versions_card(
+    serve_agent: ServeAgent, start_gateway: StartGateway, version: str
+) -> None:
+    """a2a-sdk 1.3 reads the card it fetched (its ``A2A-Version: 1.0``: the 1.0 card) or the 0.3 one
+    (parse_agent_card's compat reading: its 0.3 JSON-RPC transport) and sends through it."""
+    await serve_agent(Echo())
+    gateway = await start_gateway(wait_for=("echo",))
+    url = f"{gateway.public_url}/a2a/agents/echo"
+    message_pb = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=f"hi in {version}")])
+    async with httpx.AsyncClient() as http:
+        config = ClientConfig(streaming=False, httpx_client=http)
+        if version == "1.0":
+            client = await create_client(url, client_config=config, relative_card_path="card")
+        else:
+            card = (await http.get(f"{url}/card", headers={"A2A-Version": "0.3"})).json()
+            client = await create_client(parse_agent_card(card), client_config=config)
+        async with client:
+            [response] = [event async for event in client.send_message(SendMessageRequest(message=message_pb))]
+    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert response.task.status.message.parts[0].text == f"hi in {version}"
 
 
 # ---------------------------------------------------------------- 3. error codes
