@@ -343,7 +343,13 @@ async def test_the_dashboard_watcher_only_reads_and_the_doctor_only_probes(
             f"{base}/gateway/response/http/t1",
             f"{base}/agent/response/echo/t1",
         ],
-        "doctor": [echo_requests, f"{base}/discovery/agentcards/doctor", f"{base}/rollcall", f"{base}/discovery/rollcall", "outside/x"],
+        "doctor": [
+            echo_requests,
+            f"{base}/discovery/agentcards/doctor",
+            f"{base}/rollcall",
+            f"{base}/discovery/rollcall",
+            "outside/x",
+        ],
     }
     unexpected: list[str] = []
     for user in ("http@watch", "doctor"):
