@@ -63,23 +63,24 @@ def served_card(
     binding_v1: str = "JSONRPC",
     version_v1: str = "1.0",
 ) -> JSON:
-    """The card the gateway serves for a mesh agent, for the A2A versions it serves.
+    """The card served for a mesh agent: the A2A 1.0 card, or (``url_v1`` None) the 0.3 card.
 
     ``url_v1`` / ``url_v0_3`` are the JSON-RPC URLs of each version, ``None`` for a version not
     served; ``more_v1`` are further 1.0 interfaces (other bindings) to list; ``binding_v1`` and
     ``version_v1`` name the first 1.0 interface's ``protocolBinding`` and ``protocolVersion``.
 
-    - 1.0 only: a strict 1.0 card (it validates against a2a-sdk's ``AgentCard``, unknown members
-      refused): ``supportedInterfaces``, security schemes in their 1.0 form,
-      ``securityRequirements``; no 0.3 member (``url``, ``protocolVersion``, ``security``,
+    - ``url_v1`` set: a strict 1.0 card (it validates against a2a-sdk's ``AgentCard`` with
+      unknown members refused, and the A2A 1.0 JSON schema): ``supportedInterfaces`` (the 1.0
+      ones, then a JSONRPC 0.3 one at ``url_v0_3`` if set: how 1.0 lists several versions),
+      security schemes in their 1.0 form, ``securityRequirements``; no 0.3 member (``url``,
+      ``preferredTransport``, ``protocolVersion``, ``additionalInterfaces``, ``security``,
       ``capabilities.stateTransitionHistory``...).
-    - 0.3 only: the 0.3 card (``url``, ``preferredTransport``, ``protocolVersion`` "0.3.0").
-    - both: as a2a-sdk 1.3's server does for a card with both interfaces, the 1.0 card plus the
-      0.3 members, each security scheme in both forms, ``securityRequirements`` next to
-      ``security`` (card and skills).
+    - ``url_v1`` None: the 0.3 card (``url``, ``preferredTransport``, ``protocolVersion``
+      "0.3.0", ``additionalInterfaces``), as a2a-sdk's 0.3 ``AgentCard`` reads it.
 
-    The agent's own URLs and signatures are dropped, extended cards are not advertised, and an
-    OAuth scheme keeps one flow (1.0 allows one).
+    Which one a client gets is the server's choice (the HTTP gateway: by the version the client
+    asks for). The agent's own URLs and signatures are dropped, extended cards are not
+    advertised, and an OAuth scheme keeps one flow (1.0 allows one).
     """
     try:
         parsed = card_0_3 if isinstance(card_0_3, AgentCard) else AgentCard.model_validate(card_0_3)
@@ -96,7 +97,7 @@ def served_card(
     if url_v0_3 is not None:
         interfaces.append({"url": url_v0_3, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
     card: JSON = {"supportedInterfaces": interfaces, **legacy} if url_v1 is not None else legacy
-    if url_v0_3 is not None:
+    if url_v1 is None and url_v0_3 is not None:
         card |= {
             "url": url_v0_3,
             "preferredTransport": "JSONRPC",
@@ -112,8 +113,7 @@ def served_card(
     for skill in card["skills"]:
         if "security" in skill:
             skill["securityRequirements"] = _requirements(skill["security"])
-    if url_v0_3 is None:
-        _strip_0_3(card)
+    _strip_0_3(card)
     return card
 
 

@@ -767,6 +767,37 @@ async def test_mesh_send_attaches_files_inline_and_by_artifact_uri(product: Prod
     assert missing.code == 2 and "--file nope.txt: no such file" in missing.stderr, shown(step, missing)
 
 
+# ---------------------------------------------------------------- A2A conformance (issue 38)
+
+
+async def test_the_gateway_serves_each_a2a_versions_card_and_streams_a_subscriptions_error(product: Product) -> None:
+    """On the default mesh's gateway: the 1.0 card (what a 1.0 client asks for, and what a client
+    naming no version gets) has no 0.3 member and validates as a strict 1.0 AgentCard; a 0.3
+    client gets the 0.3 card; ``tasks/resubscribe`` of an unknown task answers
+    ``text/event-stream`` with the -32001 error."""
+    from a2a.compat.v0_3.types import AgentCard as AgentCard03
+
+    from tests.gateways.test_http_cards import assert_strict_v1_card
+
+    url = f"{product.gateway}/a2a/agents/echo"
+    async with httpx.AsyncClient(headers=product.headers, timeout=30) as http:
+        for headers in ({"A2A-Version": "1.0"}, {}):
+            card = (await http.get(f"{url}/card", headers=headers)).json()
+            step = f"step 1: the 1.0 card at {url}/card (headers {headers})"
+            legacy = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security"} & set(card)
+            assert not legacy and "stateTransitionHistory" not in card.get("capabilities", {}), f"{step}: {card}"
+            assert_strict_v1_card(card)
+        card = (await http.get(f"{url}/card", headers={"A2A-Version": "0.3"})).json()
+        assert AgentCard03.model_validate(card).url == url, f"step 2: the 0.3 card: {card}"
+        body = {"jsonrpc": "2.0", "id": "i38", "method": "tasks/resubscribe", "params": {"id": "no-such-task"}}
+        async with http.stream("POST", url, json=body) as response:
+            step = f"step 3: tasks/resubscribe of an unknown task at {url}"
+            assert response.headers["content-type"].startswith("text/event-stream"), f"{step}: {response.headers}"
+            text = (await response.aread()).decode()
+    data = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+    assert [d.get("error", {}).get("code") for d in data] == [-32001], f"{step}: {text}"
+
+
 # ---------------------------------------------------------------- the end: Ctrl-C
 
 

@@ -53,7 +53,7 @@ from starlette.routing import Route
 from gateways.http.artifacts import artifact_routes
 from gateways.http.auth import Authenticator
 from gateways.http.card_responses import CardResponses
-from gateways.http.cards import http_card
+from gateways.http.cards import card_version, http_card
 from gateways.http.chat import RequirePageCaller, chat_routes
 from gateways.http.dashboard import dashboard_routes
 from gateways.http.edge import (
@@ -166,11 +166,13 @@ async def _agent_card(request: Request) -> Response:
 
 
 def _card_response(request: Request, gateway: HttpGateway, name: str, url: str) -> Response:
+    """The card of the A2A version the client asks for (:func:`~gateways.http.cards.card_version`)."""
     entry = _entry_of(gateway, name)
     settings = gateway.settings
-    card = http_card(entry.card, url, settings.auth, settings.a2a_versions, grpc_url=gateway.grpc_url)
+    version = card_version(version_asked(request), request.url.path, settings.a2a_versions)
+    card = http_card(entry.card, url, settings.auth, settings.a2a_versions, version=version, grpc_url=gateway.grpc_url)
     responses: CardResponses = request.app.state.cards
-    return responses.respond(request, card, first_seen=entry.first_seen)
+    return responses.respond(request, card, first_seen=entry.first_seen, variant=version)
 
 
 async def _health(request: Request) -> Response:

@@ -39,13 +39,16 @@ class CardResponses:
         self._key = signing_key
         self._signed: OrderedDict[bytes, bytes] = OrderedDict()  # unsigned body -> signed body
 
-    def respond(self, request: Request, card: dict[str, Any], *, first_seen: float) -> Response:
-        """The card as JSON, or 304 when the client's ``If-None-Match`` names its ETag."""
+    def respond(self, request: Request, card: dict[str, Any], *, first_seen: float, variant: str = "") -> Response:
+        """The card as JSON, or 304 when the client's ``If-None-Match`` names its ETag.
+
+        ``variant`` names which of a URL's cards this is (the A2A version: the ``A2A-Version``
+        header picks it, so answers say ``Vary: A2A-Version``); each has its own Last-Modified."""
         body = json.dumps(card, separators=(",", ":"), ensure_ascii=False).encode()
         if self._key is not None:
             body = self._signed_body(card, body, self._key)
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        key = request.url.path.rstrip("/")
+        key = f"{request.url.path.rstrip('/')} {variant}"
         known = self._changed.get(key)
         if known is None or known[0] != etag:
             since = first_seen if known is None else time.time()
@@ -56,6 +59,7 @@ class CardResponses:
             "Cache-Control": self.cache_control,
             "ETag": etag,
             "Last-Modified": formatdate(known[1], usegmt=True),
+            "Vary": "A2A-Version",
         }
         if _matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers=headers)

@@ -1,12 +1,13 @@
-"""The cards an HTTP gateway shows: per agent over HTTP, its own on the mesh."""
+"""The cards an HTTP gateway shows: per agent over HTTP (one per A2A version), its own on the mesh."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 from typing import Any
 
 from gateways.http.a2a_v1 import served_card
 from gateways.http.protection import AuthConfig
+from gateways.http.settings import A2AVersion
 from mesh.a2a import (
     AgentCapabilities,
     AgentCard,
@@ -19,17 +20,39 @@ from mesh.registry import GATEWAY_ROLE_EXTENSION
 SCHEME_NAME = "gateway"
 
 
+#: The well-known path of A2A 0.2 (0.3 and 1.0 use ``/.well-known/agent-card.json``).
+CARD_PATH_0_2 = "/.well-known/agent.json"
+
+
+def card_version(asked: str | None, path: str, served: Sequence[A2AVersion]) -> A2AVersion:
+    """The A2A version of the card a client gets, one of the ``served`` versions.
+
+    The version it names (``A2A-Version`` header or query parameter: ``1.x`` is 1.0, ``0.x``
+    0.3), else 0.3 at A2A 0.2's well-known path, else the gateway's first (``a2a_versions``
+    order: ``["1.0", "0.3"]`` gives a client that names none the 1.0 card, which also lists the
+    JSONRPC 0.3 interface; ``["0.3", "1.0"]`` the 0.3 card). A version not served: the first.
+    """
+    named = (asked or "").strip()
+    wanted: A2AVersion | None = "1.0" if named.startswith("1") else "0.3" if named.startswith("0") else None
+    if wanted is None and path.rstrip("/") == CARD_PATH_0_2:
+        wanted = "0.3"
+    return wanted if wanted is not None and wanted in served else served[0]
+
+
 def http_card(
     card: AgentCard,
     url: str,
     auth: AuthConfig,
-    versions: Collection[str] = ("1.0", "0.3"),
+    versions: Sequence[A2AVersion] = ("1.0", "0.3"),
     *,
+    version: A2AVersion | None = None,
     grpc_url: str | None = None,
 ) -> dict[str, Any]:
-    """An agent's mesh card as an HTTP client needs it: the gateway's URL, the members of the
-    A2A ``versions`` served (a 1.0-only card is strictly 1.0), and the authentication the
-    gateway asks for."""
+    """An agent's mesh card as an HTTP client of A2A ``version`` (default: the first of the
+    ``versions`` served) needs it: the gateway's URL and the authentication it asks for. The 1.0
+    card is strictly 1.0 (listing the JSONRPC 0.3 interface if 0.3 is served); the 0.3 card is
+    the 0.3 one."""
+    version = version or card_version(None, "", versions)
     updates: dict[str, Any] = {"url": url, "preferred_transport": "JSONRPC"}
     scheme = _security_scheme(auth)
     if scheme is not None:
@@ -37,7 +60,7 @@ def http_card(
         updates["security"] = [{SCHEME_NAME: []}]
     return served_card(
         card.model_copy(update=updates),
-        url_v1=url if "1.0" in versions else None,
+        url_v1=url if version == "1.0" else None,
         url_v0_3=url if "0.3" in versions else None,
         more_v1=[
             {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
@@ -49,13 +72,6 @@ def http_card(
             ),
         ],
     )
-
-
-def _grpc_interface(grpc_url: str | None, agent: str) -> list[dict[str, str]]:
-    """The gRPC interface, if served: one server for every agent, the tenant names the agent."""
-    if grpc_url is None:
-        return []
-    return [{"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": agent}]
 
 
 def gateway_card(gateway_id: str, namespace: str, public_url: str) -> AgentCard:

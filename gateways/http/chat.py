@@ -422,6 +422,8 @@ def _sse(name: str, data: Any) -> bytes:
 class _ChatBinding:
     """Serves the chat's SSE and writes the answer down as it comes (a :class:`Binding`)."""
 
+    errors_in_stream = False
+
     def __init__(self, store: ChatStore, conversation: str, seq: int, events: list[Any]) -> None:
         self.store = store
         self.conversation = conversation
@@ -530,6 +532,8 @@ class _ChatBinding:
 
 class _CancelBinding:
     """``tasks/cancel``'s answer as plain JSON."""
+
+    errors_in_stream = False
 
     def result(self, call: RpcCall, result: Any) -> Response:  # pragma: no cover
         return JSONResponse(result)

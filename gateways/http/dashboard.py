@@ -157,6 +157,8 @@ async def _send_as_caller(request: Request, agent: str, text: str) -> Response:
 class _DashboardBinding:
     """The gateway's answer in the dashboard's stream format (``item``, ``end``, ``error``)."""
 
+    errors_in_stream = False
+
     def result(self, call: RpcCall, result: Any) -> Response:  # pragma: no cover - message/stream only
         return JSONResponse(result)
 

@@ -22,7 +22,7 @@ Errors. JAF's codes -32003..-32004 are the same numbers A2A uses for other error
                                                                      is full; 503: the gateway's)
         -32600  PayloadTooLarge          413  payload_too_large()
         -32600  InvalidHeader            400  invalid_header()
-        -32600  UnsupportedMediaType     415  unsupported_media_type()
+        -32005  UnsupportedMediaType     415  unsupported_media_type()  (A2A's ContentTypeNotSupported)
         -32600  RequestTimeout           408  body_too_slow()
 
 Errors the mesh answers (an agent's InvalidParams, TaskNotFound...) are ordinary JSON-RPC
@@ -168,11 +168,15 @@ JSON_MEDIA_TYPES = ("application/json", "application/a2a+json")
 
 
 def unsupported_media_type(content_type: str | None) -> EdgeError:
-    """-32600 / 415: the body is not JSON; ``accepted`` lists the media types that are."""
+    """-32005 / 415: the body is not JSON; ``accepted`` lists the media types that are.
+
+    A2A's ContentTypeNotSupported (-32005, reason ``CONTENT_TYPE_NOT_SUPPORTED``), as the A2A
+    1.0 conformance kit asks of a JSON-RPC request sent as ``text/plain`` (JSONRPC-SSE-002);
+    -32600 would say the body was JSON but no JSON-RPC request, and it was never read."""
     shown = "no Content-Type" if not content_type else f"Content-Type {content_type[:60]!r}"
     return EdgeError(
         f"{shown} is not accepted; send the JSON-RPC request as {' or '.join(JSON_MEDIA_TYPES)}",
-        code=-32600,
+        code=int(ErrorCode.CONTENT_TYPE_NOT_SUPPORTED),
         error_type="UnsupportedMediaType",
         http_status=415,
         details={"accepted": list(JSON_MEDIA_TYPES)},

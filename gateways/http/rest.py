@@ -48,6 +48,8 @@ __all__ = ["REST", "rest_error", "rest_routes"]
 class _Rest:
     """The HTTP+JSON binding: bare results, ``google.rpc.Status`` errors with HTTP statuses."""
 
+    errors_in_stream = False
+
     def result(self, call: RpcCall, result: Any) -> Response:
         return JSONResponse(result)
 

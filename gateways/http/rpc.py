@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
@@ -278,6 +279,11 @@ def error_response(version: Version, request_id: str | int | None, error: RpcErr
     return {"jsonrpc": "2.0", "id": request_id, "error": error_object}
 
 
+#: Edge refusals that are A2A's own error of their code, not a JAF error colliding with it: they
+#: keep A2A's reason (an unsupported media type is ContentTypeNotSupported).
+A2A_EDGE_ERRORS: Final[Mapping[str, int]] = MappingProxyType({"UnsupportedMediaType": -32005})
+
+
 def jaf_reason(error: RpcError) -> str | None:
     """The ErrorInfo reason of a JAF error (``data.errorType`` set, a server-error code): its codes
     -32000..-32007 are A2A's for other errors (-32003 RateLimited is PushNotificationNotSupported),
@@ -285,6 +291,8 @@ def jaf_reason(error: RpcError) -> str | None:
     data = error.data
     error_type = data.get("errorType") if isinstance(data, dict) else None
     if not isinstance(error_type, str) or not error_type or not -32099 <= error.code <= -32000:
+        return None
+    if A2A_EDGE_ERRORS.get(error_type) == error.code:
         return None
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", error_type).upper()
 
@@ -311,8 +319,7 @@ async def sse(
         return _sse_event(name, {"jsonrpc": "2.0", "id": call.request_id, "result": result})
 
     def error(exc: RpcError) -> bytes:
-        body = rest_error(exc) if rest_error is not None else error_response(call.version, call.request_id, exc)
-        return _sse_event("error", body)
+        return sse_error(call, exc, rest_error=rest_error)
 
     try:
         async for frame in frames:
@@ -343,6 +350,14 @@ async def sse(
     finally:
         # A client that left, or an error: release the mesh call now.
         await frames.aclose()  # type: ignore[attr-defined]
+
+
+def sse_error(
+    call: RpcCall, error: RpcError, *, rest_error: Callable[[RpcError], dict[str, Any]] | None = None
+) -> bytes:
+    """The ``error`` event of a stream: the JSON-RPC error response (``rest_error``: its body)."""
+    body = rest_error(error) if rest_error is not None else error_response(call.version, call.request_id, error)
+    return _sse_event("error", body)
 
 
 def _snapshot_0_3(event: dict[str, Any]) -> dict[str, Any]:

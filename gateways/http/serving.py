@@ -35,6 +35,7 @@ from gateways.http.rpc import (
     error_of,
     error_response,
     sse,
+    sse_error,
 )
 from gateways.http.streams import EventStream
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, Method, RpcError, TaskNotFound
@@ -49,6 +50,12 @@ __all__ = ["JSON_RPC", "Binding", "local_result", "read_body", "serve_call", "ta
 
 class Binding(Protocol):
     """How one A2A binding writes answers."""
+
+    #: Whether a streaming call's errors are events of its stream. JSON-RPC: a streaming method
+    #: always answers ``text/event-stream``, an unknown or finished task included (as a2a-sdk's
+    #: servers do). REST: an error known before a subscription's stream starts is a plain error
+    #: with its HTTP status (404 for an unknown task).
+    errors_in_stream: bool
 
     def result(self, call: RpcCall, result: Any) -> Response:
         """A result the gateway computed itself (``ListTasks``)."""
@@ -65,6 +72,8 @@ class Binding(Protocol):
 
 class _JsonRpc:
     """A2A JSON-RPC: errors are JSON-RPC errors with HTTP 200, streams of JSON-RPC responses."""
+
+    errors_in_stream = True
 
     def result(self, call: RpcCall, result: Any) -> Response:
         return JSONResponse({"jsonrpc": "2.0", "id": call.request_id, "result": result})
@@ -118,15 +127,20 @@ async def serve_call(
         if isinstance(exc, EdgeError):
             raise  # counted where it is answered (edge_refusal)
         count_refusal(request, type(exc).__name__)
+        if call is not None and call.streaming and binding.errors_in_stream and isinstance(exc, TaskNotFound):
+            # Another caller's task: answered as an unknown one is (on the stream), not told apart.
+            keep_alive_s = gateway.settings.sse_keep_alive_s
+            return EventStream(_one_error(call, exc), request.app.state.streams, None, keep_alive_s=keep_alive_s)
         return binding.error(call.version if call is not None else asked_version(request), call, exc)
     envelope = envelope_for(call, user_id=principal.name)
     frames = gateway.runtime.forward(envelope, agent, deadline_s=timeout, owner=principal.name)
     frames = gateway.artifacts.rewrite(frames, gateway.public_url, principal.name)
     if call.streaming:
-        # A subscription's errors are known at once (the task is finished, unknown, another's):
-        # wait for its first frame. A new stream starts at once, as before: the client may
-        # leave before anything is sent, and nothing then reaches the mesh.
-        if call.mesh_method is Method.tasks_resubscribe:
+        # REST: a subscription's errors are known at once (the task is finished, unknown,
+        # another's): wait for its first frame, to answer one as a plain error. A new stream
+        # starts at once: the client may leave before anything is sent, and nothing then
+        # reaches the mesh. JSON-RPC streams every error (errors_in_stream).
+        if call.mesh_method is Method.tasks_resubscribe and not binding.errors_in_stream:
             first = await _first_frame(frames)
             if isinstance(first, E2AResponse) and first.is_final and first.response_kind == "e2a.error":
                 # A plain error (REST: its HTTP status), not an HTTP 200 stream holding one event.
@@ -149,6 +163,11 @@ async def serve_call(
             context_slot.release()
         await frames.aclose()  # type: ignore[attr-defined]
     raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
+
+
+async def _one_error(call: RpcCall, error: RpcError) -> AsyncIterator[bytes]:
+    """A JSON-RPC stream holding one ``error`` event."""
+    yield sse_error(call, error)
 
 
 #: How long a stream waits for the mesh's first frame before it starts: an agent answers an error

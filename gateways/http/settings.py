@@ -23,7 +23,7 @@ gateways:
     chat_store: null             # its SQLite file (default: in the state dir)
     session_ttl_s: 28800         # a browser's sign-in lasts this long
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
-    a2a_versions: ["1.0", "0.3"] # the A2A versions served (cards and requests)
+    a2a_versions: ["1.0", "0.3"] # the A2A versions served; the first: the card of a client naming none
     card_max_age_s: 300          # Cache-Control max-age of the cards
     grpc_port: 50051             # A2A 1.0 over gRPC too (the grpc extra); 0 picks a free port
 ```
@@ -74,7 +74,7 @@ class HttpGatewaySettings(EdgeConfig):
     a2a_versions: list[A2AVersion] = Field(
         default_factory=lambda: list(ALL_VERSIONS),
         min_length=1,
-        description="A2A versions served: cards list only their interfaces; other requests get -32009",
+        description="A2A versions served (others: -32009); a card request naming no A2A-Version gets the first's card",
     )
     card_max_age_s: int = Field(300, ge=0, description="Cache-Control max-age of the agent cards served")
     grpc_port: int | None = Field(

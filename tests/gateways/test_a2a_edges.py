@@ -1,14 +1,13 @@
 """The A2A edge defects a review and the conformance kit found (issue 24), each failing before
 its fix: the A2A-Version check on REST and gRPC, ListTasks' boolean query members, REST
 subscribe routed for GET and POST, an error known before a stream starts answered as a plain
-error, the gateway's codes apart from A2A's, and one "agent not found"."""
+error (REST; JSON-RPC streams it since issue 38), the gateway's codes apart from A2A's, and one
+"agent not found"."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
-from typing import Any
 
 import grpc
 import httpx
@@ -125,16 +124,20 @@ async def test_an_error_known_before_a_stream_starts_is_a_plain_error(
         assert refused.status_code == 400, (method, refused.status_code, refused.text)
         assert refused.headers["content-type"].startswith("application/json")
         assert refused.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
-    # JSON-RPC, 1.0 and 0.3: a plain JSON-RPC error, not an SSE stream holding one
+    # JSON-RPC, 1.0 and 0.3: a streaming method answers on its event stream, errors included
+    # (issue 38: tests/gateways/test_a2a_conformance_i38.py)
     for version, method, params in (
         ("1.0", "SubscribeToTask", {"id": task_id}),
         ("0.3", "tasks/resubscribe", {"id": task_id}),
     ):
         headers = V1 if version == "1.0" else {}
-        answer = await http.post(f"{gateway.public_url}/a2a/agents/echo", json=rpc(method, params), headers=headers)
-        assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json"), version
-        body: dict[str, Any] = json.loads(answer.text)
-        assert body["id"] == 1 and body["error"]["code"] == ErrorCode.UNSUPPORTED_OPERATION, body
+        url = f"{gateway.public_url}/a2a/agents/echo"
+        async with http.stream("POST", url, json=rpc(method, params), headers=headers) as answer:
+            assert answer.status_code == 200, version
+            events = [event async for event in sse_events(answer)]
+        [(name, body)] = events
+        assert name == "error" and body["id"] == 1, body
+        assert body["error"]["code"] == ErrorCode.UNSUPPORTED_OPERATION, body
 
 
 def test_the_gateways_resource_exhausted_is_not_a2as_extended_card_code() -> None:

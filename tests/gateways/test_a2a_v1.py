@@ -1084,7 +1084,7 @@ def test_served_card_reads_as_1_0_in_a2a_sdk() -> None:
 
 
 def test_served_card_reads_as_0_3() -> None:
-    served = served_card(card_0_3(), url_v1=URL_V1, url_v0_3=URL_V03)
+    served = served_card(card_0_3(), url_v1=None, url_v0_3=URL_V03)
     mesh_card = AgentCard.model_validate(served)
     assert (mesh_card.url, mesh_card.preferred_transport, mesh_card.protocol_version) == (URL_V03, "JSONRPC", "0.3.0")
     assert [(i.url, i.transport) for i in mesh_card.additional_interfaces or []] == [(URL_V03, "JSONRPC")]
@@ -1107,9 +1107,18 @@ def test_served_card_equals_what_a2a_sdk_serves() -> None:
     )
     theirs = agent_card_to_dict(core)
     assert parse_agent_card(copy.deepcopy(ours)) == parse_agent_card(copy.deepcopy(theirs))
-    assert set(theirs) <= set(ours)  # and the same legacy 0.3 members
+    # a2a-sdk adds the legacy 0.3 members to its 1.0 card; ours is strict and 0.3 clients get
+    # the 0.3 card, with the same security schemes
+    assert set(ours) == set(theirs) - {
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "additionalInterfaces",
+        "security",
+    }
+    ours_0_3 = served_card(AgentCard.model_validate(source), url_v1=None, url_v0_3=URL_V03)
     assert (
-        types_v03.AgentCard.model_validate(ours).security_schemes
+        types_v03.AgentCard.model_validate(ours_0_3).security_schemes
         == types_v03.AgentCard.model_validate(theirs).security_schemes
     )
 

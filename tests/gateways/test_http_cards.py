@@ -14,7 +14,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest, TaskState
@@ -100,16 +99,19 @@ async def test_a_0_3_only_gateway_serves_a_0_3_card_and_refuses_1_0(
     assert result_of(await call(http, url, "message/send", {"message": message()}))["status"]["state"] == "completed"
 
 
-async def test_both_versions_by_default_the_dual_card(
+async def test_both_versions_by_default_a_card_for_each(
     serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
 ) -> None:
+    """No dual card any more (issue 38): a strict 1.0 card listing the 0.3 interface, and the 0.3
+    card for a client asking for 0.3 (tests/gateways/test_a2a_conformance_i38.py)."""
     await serve_agent(Echo())
     gateway = await start_gateway(wait_for=("echo",))
     card = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card")).json()
     assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0", "0.3"}
-    assert card["protocolVersion"] == "0.3.0"
-    with pytest.raises(json_format.ParseError):  # the 0.3 members make it no strict 1.0 card
-        assert_strict_v1_card(card)
+    assert "protocolVersion" not in card
+    assert_strict_v1_card(card)
+    card_0_3 = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card", headers={"A2A-Version": "0.3"})).json()
+    assert card_0_3["protocolVersion"] == "0.3.0" and "supportedInterfaces" not in card_0_3
 
 
 async def test_cards_carry_cache_headers_and_answer_304_to_their_etag(

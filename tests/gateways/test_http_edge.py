@@ -86,7 +86,13 @@ async def test_each_auth_mode_refuses_strangers_and_passes_the_principal_as_user
     # discovery stays public, and the cards say how to authenticate
     for path in ("/.well-known/agent-card.json", "/a2a/agents/whoami/card", "/a2a/health"):
         assert (await http.get(gateway.public_url + path)).status_code == 200, path
-    card = (await http.get(f"{gateway.public_url}/a2a/agents/whoami/card")).json()
+    card = (await http.get(f"{gateway.public_url}/a2a/agents/whoami/card")).json()  # 1.0
+    assert (
+        card["securityRequirements"] == [{"schemes": {"gateway": {"list": []}}}]
+        and "gateway" in card["securitySchemes"]
+    )
+    assert SECRET not in json.dumps(card)
+    card = (await http.get(f"{gateway.public_url}/a2a/agents/whoami/card", headers={"A2A-Version": "0.3"})).json()
     assert card["security"] == [{"gateway": []}] and "gateway" in card["securitySchemes"]
     assert SECRET not in json.dumps(card)
 

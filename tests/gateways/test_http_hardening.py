@@ -38,7 +38,7 @@ async def test_a_body_that_is_not_json_is_415_and_never_reaches_an_agent(
         response = await http.post(url, content=body, headers=headers)
         assert response.status_code == 415, response.text
         error = error_of(response, None)
-        assert error["code"] == -32600 and error["data"]["errorType"] == "UnsupportedMediaType"
+        assert error["code"] == -32005 and error["data"]["errorType"] == "UnsupportedMediaType"
         assert error["data"]["accepted"] == ["application/json", "application/a2a+json"]
         assert "application/json" in error["message"]
     assert len(echo.tasks) == 0

@@ -79,12 +79,16 @@ async def test_the_well_known_card_is_the_default_agents_at_the_gateway_url(
     card = response.json()
     url = f"{gateway.public_url}/a2a"
     assert card["name"] == "echo" and card["skills"][0]["id"] == "echo"
-    assert card["supportedInterfaces"] == [
-        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-    ]
-    assert card["url"] == url and card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
+    if path == "/.well-known/agent.json":  # A2A 0.2's path: the 0.3 card
+        assert card["url"] == url and card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
+        assert "supportedInterfaces" not in card
+    else:  # the 1.0 card, listing the 0.3 interface too
+        assert card["supportedInterfaces"] == [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": f"{url}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ]
+        assert "url" not in card and "protocolVersion" not in card
     assert "securitySchemes" not in card  # no authentication configured
     rate_limit_headers(response)
 
@@ -166,8 +170,10 @@ async def test_an_agents_card_points_at_its_gateway_route(
     gateway = await start_gateway(wait_for=("echo",))
     card = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card")).json()
     url = f"{gateway.public_url}/a2a/agents/echo"
-    assert card["url"] == url and {i["url"] for i in card["supportedInterfaces"]} == {url, f"{url}/rest"}
+    assert {i["url"] for i in card["supportedInterfaces"]} == {url, f"{url}/rest"}
     assert "mqtt" not in json.dumps(card)  # the agent's broker URL stays on the mesh
+    card_0_3 = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card", headers={"A2A-Version": "0.3"})).json()
+    assert card_0_3["url"] == url and "mqtt" not in json.dumps(card_0_3)
 
 
 # ---------------------------------------------------------------- POST routes
@@ -315,10 +321,10 @@ async def test_task_errors_from_the_agent(
     assert finished["code"] == -32002 and finished["message"] == "Task cannot be canceled"
     assert "completed" in finished["data"]["detail"]
 
-    # Known before a stream would start: a plain JSON-RPC error, not an SSE stream holding one.
-    response = await call(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
-    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
-    data = response.json()
+    # A streaming method answers on its event stream, an error known at once included.
+    response, events = await stream_events(http, url, "tasks/resubscribe", {"id": task["id"]}, request_id="r")
+    assert response.status_code == 200 and [name for name, _ in events] == ["error"], events
+    data = events[0][1]
     assert data["id"] == "r"
     assert data["error"]["code"] == -32004 and data["error"]["data"]["state"] == "completed"
     assert data["error"]["message"] == "This operation is not supported"

@@ -72,7 +72,7 @@ async def test_the_secured_edge_asks_for_its_api_key_and_serves_signed_cards(nam
             # The card (public) names the scheme and is signed by the gateway's key.
             card = (await http.get(f"{base}/a2a/agents/echo/card")).json()
         assert card["securitySchemes"]["gateway"]["apiKeySecurityScheme"]["name"] == "X-API-Key", card
-        assert card["security"] == [{"gateway": []}], card
+        assert card["securityRequirements"] == [{"schemes": {"gateway": {"list": []}}}], card
         assert key not in json.dumps(card)
         [signature] = card["signatures"]
         header = json.loads(base64.urlsafe_b64decode(signature["protected"] + "=="))
@@ -81,7 +81,7 @@ async def test_the_secured_edge_asks_for_its_api_key_and_serves_signed_cards(nam
         gateway_key = jwk.KeySet.import_key_set(public).get_by_kid("http")
         compact = f"{signature['protected']}..{signature['signature']}"
         jws.deserialize_compact(compact, gateway_key, algorithms=ALGORITHMS, payload=canonical_card(card))
-        tampered = {**card, "url": "http://evil.example/a2a"}
+        tampered = {**card, "name": "evil"}
         with pytest.raises(Exception, match=r"(?i)signature"):
             jws.deserialize_compact(compact, gateway_key, algorithms=ALGORITHMS, payload=canonical_card(tampered))
     finally:
@@ -110,7 +110,7 @@ async def test_mesh_up_insecure_keeps_the_open_edge(broker_url: str, namespace: 
             answer = await http.post(f"http://127.0.0.1:{http_port}/a2a/agents/echo", json=SEND)
             assert answer.status_code == 200, answer.text
             card = (await http.get(f"http://127.0.0.1:{http_port}/a2a/agents/echo/card")).json()
-        assert "security" not in card and "signatures" not in card
+        assert not {"security", "securityRequirements", "signatures"} & set(card)
         assert not api_key_file(namespace, tmp_path).exists()
     finally:
         assert await up.stop() == 0, up.output
