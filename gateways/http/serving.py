@@ -51,10 +51,12 @@ __all__ = ["JSON_RPC", "Binding", "local_result", "read_body", "serve_call", "ta
 class Binding(Protocol):
     """How one A2A binding writes answers."""
 
-    #: Whether a streaming call's errors are events of its stream. JSON-RPC: a streaming method
-    #: always answers ``text/event-stream``, an unknown or finished task included (as a2a-sdk's
-    #: servers do). REST: an error known before a subscription's stream starts is a plain error
-    #: with its HTTP status (404 for an unknown task).
+    #: Whether a streaming call's errors are events of its stream (:func:`errors_in_stream`).
+    #: JSON-RPC 0.3: a streaming method always answers ``text/event-stream``, an unknown or
+    #: finished task included (the 0.3 TCK's ``test_tasks_resubscribe_nonexistent``). JSON-RPC 1.0
+    #: and REST: an error known before a subscription's stream starts is a plain error (REST: with
+    #: its HTTP status, 404 for an unknown task), as a2a-sdk 1.x's servers answer and the 1.0
+    #: TCK's STREAM-SUB-003 asks.
     errors_in_stream: bool
 
     def result(self, call: RpcCall, result: Any) -> Response:
@@ -127,7 +129,7 @@ async def serve_call(
         if isinstance(exc, EdgeError):
             raise  # counted where it is answered (edge_refusal)
         count_refusal(request, type(exc).__name__)
-        if call is not None and call.streaming and binding.errors_in_stream and isinstance(exc, TaskNotFound):
+        if call is not None and call.streaming and errors_in_stream(binding, call) and isinstance(exc, TaskNotFound):
             # Another caller's task: answered as an unknown one is (on the stream), not told apart.
             keep_alive_s = gateway.settings.sse_keep_alive_s
             return EventStream(_one_error(call, exc), request.app.state.streams, None, keep_alive_s=keep_alive_s)
@@ -139,8 +141,8 @@ async def serve_call(
         # REST: a subscription's errors are known at once (the task is finished, unknown,
         # another's): wait for its first frame, to answer one as a plain error. A new stream
         # starts at once: the client may leave before anything is sent, and nothing then
-        # reaches the mesh. JSON-RPC streams every error (errors_in_stream).
-        if call.mesh_method is Method.tasks_resubscribe and not binding.errors_in_stream:
+        # reaches the mesh. JSON-RPC 0.3 streams every error (errors_in_stream).
+        if call.mesh_method is Method.tasks_resubscribe and not errors_in_stream(binding, call):
             first = await _first_frame(frames)
             if isinstance(first, E2AResponse) and first.is_final and first.response_kind == "e2a.error":
                 # A plain error (REST: its HTTP status), not an HTTP 200 stream holding one event.
@@ -163,6 +165,11 @@ async def serve_call(
             context_slot.release()
         await frames.aclose()  # type: ignore[attr-defined]
     raise AssertionError("the runtime ended a request without a final frame")  # pragma: no cover
+
+
+def errors_in_stream(binding: Binding, call: RpcCall) -> bool:
+    """Whether ``call``'s errors are answered on its stream (see :attr:`Binding.errors_in_stream`)."""
+    return binding.errors_in_stream and call.version == "0.3"
 
 
 async def _one_error(call: RpcCall, error: RpcError) -> AsyncIterator[bytes]:

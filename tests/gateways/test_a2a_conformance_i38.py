@@ -1,8 +1,10 @@
 """A2A conformance of the HTTP gateway (issue 38), each test failing before its fix:
 
-1. a streaming JSON-RPC method answers ``text/event-stream`` even for an error (``tasks/resubscribe``
-   and ``SubscribeToTask`` of an unknown, finished or another caller's task), as the 0.3 TCK's
-   ``test_tasks_resubscribe_nonexistent`` reads it;
+1. a 0.3 streaming JSON-RPC method answers ``text/event-stream`` even for an error
+   (``tasks/resubscribe`` of an unknown, finished or another caller's task), as the 0.3 TCK's
+   ``test_tasks_resubscribe_nonexistent`` reads it; 1.0 ``SubscribeToTask`` answers an error known
+   before its stream as a plain JSON-RPC error, as a2a-sdk 1.x's server does and the 1.0 TCK's
+   STREAM-SUB-003 reads it (a stream holding the error counts there as a subscription that worked);
 2. each A2A version's clients get that version's card, valid against its schema: a strict 1.0
    card (no 0.3 member) for 1.0 clients, the 0.3 card for 0.3 clients;
 3. a JSON-RPC body of an unsupported content type is -32005 ContentTypeNotSupported (the 1.0
@@ -39,6 +41,15 @@ ADA = {"Authorization": "Bearer i38-ada"}
 BOB = {"Authorization": "Bearer i38-bob"}
 
 
+async def plain_error(http: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    """POST a streaming request; assert it answers a plain JSON-RPC error and return it."""
+    response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json"), response
+    answer = response.json()
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == body["id"] and "result" not in answer, answer
+    return answer["error"]
+
+
 async def stream_error(http: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
     """POST a streaming request; assert it answers one SSE ``error`` event and return its error."""
     async with http.stream("POST", url, json=body, headers=headers) as response:
@@ -64,15 +75,15 @@ async def test_a_subscription_to_an_unknown_task_answers_its_error_on_the_event_
 
     error = await stream_error(http, url, rpc("tasks/resubscribe", {"id": unknown}, request_id="r03"), {})
     assert error["code"] == -32001 and error["message"] == "Task not found", error  # the 0.3 TCK reads "not found"
-    error = await stream_error(http, url, rpc("SubscribeToTask", {"id": unknown}, request_id="r10"), V1)
+    error = await plain_error(http, url, rpc("SubscribeToTask", {"id": unknown}, request_id="r10"), V1)
     assert error["code"] == -32001 and error["data"][0]["reason"] == "TASK_NOT_FOUND", error
 
-    # A finished task: its error (UnsupportedOperation) on the stream too, in both versions.
+    # A finished task: its error (UnsupportedOperation) on the stream in 0.3, plain in 1.0.
     sent = await http.post(url, json=rpc("message/send", {"message": message("done")}))
     task_id = sent.json()["result"]["id"]
     error = await stream_error(http, url, rpc("tasks/resubscribe", {"id": task_id}), {})
     assert error["code"] == -32004, error
-    error = await stream_error(http, url, rpc("SubscribeToTask", {"id": task_id}), V1)
+    error = await plain_error(http, url, rpc("SubscribeToTask", {"id": task_id}), V1)
     assert error["code"] == -32004, error
 
     # REST keeps its plain error with the HTTP status (the binding's way).
@@ -80,7 +91,7 @@ async def test_a_subscription_to_an_unknown_task_answers_its_error_on_the_event_
     assert rest.status_code == 404 and rest.headers["content-type"].startswith("application/json"), rest.text
 
 
-async def test_another_callers_task_is_answered_on_the_stream_as_an_unknown_one(
+async def test_another_callers_task_is_answered_as_an_unknown_one(
     serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
 ) -> None:
     await serve_agent(Echo())
@@ -88,8 +99,11 @@ async def test_another_callers_task_is_answered_on_the_stream_as_an_unknown_one(
     url = f"{gateway.public_url}/a2a"
     sent = await http.post(url, json=rpc("SendMessage", {"message": message_v1("ada's")}), headers={**V1, **ADA})
     task_id = sent.json()["result"]["task"]["id"]
-    theirs = await stream_error(http, url, rpc("SubscribeToTask", {"id": task_id}), {**V1, **BOB})
-    unknown = await stream_error(http, url, rpc("SubscribeToTask", {"id": "never-was"}), {**V1, **BOB})
+    theirs = await plain_error(http, url, rpc("SubscribeToTask", {"id": task_id}), {**V1, **BOB})
+    unknown = await plain_error(http, url, rpc("SubscribeToTask", {"id": "never-was"}), {**V1, **BOB})
+    assert theirs["code"] == unknown["code"] == -32001 and theirs["message"] == unknown["message"]
+    theirs = await stream_error(http, url, rpc("tasks/resubscribe", {"id": task_id}), BOB)
+    unknown = await stream_error(http, url, rpc("tasks/resubscribe", {"id": "never-was"}), BOB)
     assert theirs["code"] == unknown["code"] == -32001 and theirs["message"] == unknown["message"]
 
 
