@@ -118,7 +118,7 @@ from .parse import (
     parse_result,
     result_of,
 )
-from .parts import DataPart, FileContent, FilePart, FileWithBytes, FileWithUri, Part, TextPart
+from .parts import DataPart, FileContent, FilePart, FileWithBytes, FileWithUri, Part, TextPart, decoded_size
 from .push import (
     PushNotificationAuthenticationInfo,
     PushNotificationConfig,
@@ -291,6 +291,7 @@ __all__ = [
     "create_text_part",
     "create_user_message",
     "decode_json",
+    "decoded_size",
     "find_unserializable",
     "format_validation_error",
     "get_message_from_status_update",
