@@ -95,7 +95,6 @@ def build_graph(spec: WorkflowSpec, *, own_name: str) -> Graph:
         if node.spec.switch is not None:
             node.cases = _cases(node, ids, gates)
         names: set[str] = set()
-        allowed = set(ids) | {"input"}
         if node.spec.map is not None:
             node.map = _compile(node.spec.map, (*here, "map"))
             names |= node.map.names
@@ -115,14 +114,14 @@ def build_graph(spec: WorkflowSpec, *, own_name: str) -> Graph:
                 raise GraphProblem(
                     here, f"node {node.id!r} reads its own output in a template", "read another node's output"
                 )
-            _must_be_node(name, allowed, here, f"a template names {name!r}", node.id)
+            _must_be_node(name, ids, here, f"a template names {name!r}", node.id, also=("input",))
         node.deps = frozenset(set(node.spec.depends_on) | (names & set(ids)))
     for target, switch in gates.items():
         nodes[target].gate = switch
         nodes[target].deps = nodes[target].deps | {switch}
     output = _compile_input(spec.output, ("output",))
     for name in sorted(template_names(output)):
-        _must_be_node(name, set(ids) | {"input"}, ("output",), f"the output names {name!r}", None)
+        _must_be_node(name, ids, ("output",), f"the output names {name!r}", None, also=("input",))
     return Graph(spec=spec, nodes=_in_order(nodes), output=output)
 
 
@@ -229,15 +228,24 @@ def _compile_input(value: Any, where: tuple[KeyPart, ...]) -> Any:
 
 
 def _must_be_node(
-    name: str, known: Sequence[str] | set[str], where: tuple[KeyPart, ...], what: str, node: str | None
+    name: str,
+    ids: Sequence[str],
+    where: tuple[KeyPart, ...],
+    what: str,
+    node: str | None,
+    *,
+    also: Sequence[str] = (),
 ) -> None:
-    if name in known:
+    """Refuse ``name`` unless it is a node (or one of the names ``also`` a template may read):
+    the closest name suggested, the nodes listed (``input`` is no node, so it is said apart)."""
+    if name in ids or name in also:
         return
-    close = suggest(name, known)
+    close = suggest(name, [*ids, *also])
     hint = f"did you mean {close!r}? " if close else ""
     at = f"node {node!r}: " if node else ""
+    others = f"; templates also read {', '.join(also)}" if also else ""
     raise GraphProblem(
-        where, f"{at}{what}, which is no node of the workflow", f"{hint}nodes: {', '.join(sorted(known))}"
+        where, f"{at}{what}, which is no node of the workflow", f"{hint}nodes: {', '.join(sorted(ids))}{others}"
     )
 
 
