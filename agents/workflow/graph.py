@@ -21,12 +21,15 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic.errors import PydanticUserError
+
 from agents.workflow.spec import KIND_KEYS, NodeSpec, WorkflowSpec
 from agents.workflow.templates import Template, TemplateProblem, compile_value, template_names
+from agents.workflow.tools import Tool
 from mesh.config_errors import KeyPart, suggest
 from topics import validate_identifier
 
@@ -59,7 +62,7 @@ class Node:
     map: Template | None = None
     loop_while: Template | None = None
     cases: list[tuple[Template | None, str]] = field(default_factory=list)
-    function: Callable[..., Any] | None = None
+    tool: Tool | None = None
 
     @property
     def id(self) -> str:
@@ -168,10 +171,10 @@ def _check_kind(node: Node, own_name: str) -> None:
                 (*here, kind), f"workflow {own_name!r} calls itself", "use a loop node to run something again"
             )
     if kind == "tool":
-        node.function = _import_tool(spec.target, (*here, "tool"))
+        node.tool = _import_tool(spec.target, (*here, "tool"))
 
 
-def _import_tool(spec: str, where: tuple[KeyPart, ...]) -> Callable[..., Any]:
+def _import_tool(spec: str, where: tuple[KeyPart, ...]) -> Tool:
     module_name, _, attribute = spec.partition(":")
     form = "name the function as 'module:function', e.g. tool: mytools:summarize"
     if not (module_name.strip() and attribute.strip()):
@@ -189,7 +192,10 @@ def _import_tool(spec: str, where: tuple[KeyPart, ...]) -> Callable[..., Any]:
         raise GraphProblem(where, f"module {module_name!r} has no function {attribute!r}", f"{hint}{form}")
     if inspect.isclass(found):
         raise GraphProblem(where, f"{spec!r} is a class", f"point it at a function; {form}")
-    return found  # type: ignore[no-any-return]
+    try:
+        return Tool(spec, found)
+    except (TypeError, ValueError, PydanticUserError) as exc:  # a signature pydantic cannot check
+        raise GraphProblem(where, f"{spec!r} cannot be called as a tool ({exc})", "annotate its parameters") from None
 
 
 def _cases(node: Node, ids: list[str], gates: dict[str, str]) -> list[tuple[Template | None, str]]:
