@@ -259,7 +259,9 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, RpcError):
         return f"the agent answered with error {exc.code}: {exc.error.message}"
     fix = refusal_fix(exc)  # the broker refused this command's identity: what to do about it
-    return f"{exc}; {fix}" if fix else str(exc)
+    said = f"{exc}; {fix}" if fix else str(exc)
+    notes = getattr(exc, "__notes__", None) or []  # e.g. which broker and namespace a command asked
+    return "; ".join([said, *notes])
 
 
 @contextlib.contextmanager
