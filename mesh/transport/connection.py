@@ -205,6 +205,7 @@ class Connection:
             user = f" of broker user {self.settings.username!r}" if self.settings.username else ""
             error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection{user}: {reason}{hint}")
             error.reason_code = _code(reason)
+            error.hint = hint  # a generic way out: the CLI, which knows this machine's mesh up, says a better one
             error.refused_as(self.settings.url, self.settings.username)
             self._connack.set_exception(error)
 
