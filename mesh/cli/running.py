@@ -277,6 +277,9 @@ def up_banner(
     ]
     if dashboards:
         lines.append(f"  dashboard  {', '.join(dashboards)}")
+    chats = [f"{getattr(c, 'public_url', '')}/chat" for c in components if getattr(c, "serves_chat", False)]
+    if chats:
+        lines.append(f"  chat       {', '.join(chats)}")
     lines += edge  # the HTTP edge's API key (a secured mesh up)
     lines += [f"  not run    {hint}" for hint in missing]
     lines += [f"try:  {mesh_command()} send {first} hi", "Ctrl-C stops everything."]

@@ -43,6 +43,7 @@ async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) 
         assert any("echo, calculator, countdown, orchestrator" in line for line in up.stdout_lines)
         assert any(f"http http://127.0.0.1:{http_port}" in line for line in up.stdout_lines)  # the gateway's URL
         assert any(f"dashboard  http://127.0.0.1:{http_port}/ui" in line for line in up.stdout_lines)
+        assert any(f"chat       http://127.0.0.1:{http_port}/chat" in line for line in up.stdout_lines)
         env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         hi = await mesh("send", "echo", "hi", **env)
         assert (hi.code, hi.stdout) == (0, "hi\n")
