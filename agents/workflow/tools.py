@@ -39,7 +39,7 @@ class Tool:
         self.signature = inspect.signature(function)
         self._is_async = inspect.iscoroutinefunction(function)
         # Built at load time: a parameter type pydantic cannot check fails here, not on a call.
-        self._validated = validate_call(function, config=ConfigDict(arbitrary_types_allowed=True))
+        self._validated = validate_call(config=ConfigDict(arbitrary_types_allowed=True))(function)
 
     def arguments(self, payload: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments of ``payload``; :class:`ToolInputProblem` if they do not bind."""

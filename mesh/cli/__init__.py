@@ -83,7 +83,8 @@ class MeshArgumentParser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if not extras:
             return parsed
-        owner, close = getattr(parsed, _UNKNOWN_OPTIONS, (self, {}))
+        found: tuple[argparse.ArgumentParser, dict[str, str]] = getattr(parsed, _UNKNOWN_OPTIONS, (self, {}))
+        owner, close = found
         message = f"unrecognized arguments: {' '.join(extras)}"
         if len(close) == 1:
             message += f"; did you mean {next(iter(close.values()))!r}?"
