@@ -26,6 +26,10 @@ class TaskContext:
     ``call_chain`` lists the agents the request came through when it was delegated.
     ``identity`` says who the user is and whether a trusted token proves it: ``user_id`` is the
     token's subject when ``user_verified``, else only what the sender claimed (``userId``).
+    ``caller`` is the component that sent the request, ``kind:name`` (``client:cli`` for ``mesh
+    send``, ``gateway:http``, ``agent:orchestrator``): what its caller token proves when the agent
+    trusts keys (the secured ``mesh up``), else what its answer topic says; None when unknown (a
+    task resumed after a restart). A person is ``user_id``; a program without a user is ``caller``.
     """
 
     task_id: str
@@ -34,6 +38,7 @@ class TaskContext:
     history: list[Message] = field(default_factory=list)
     user_id: str | None = None
     identity: Identity = field(default_factory=lambda: Identity(None))
+    caller: str | None = None
     user_config: dict[str, Any] = field(default_factory=dict)
     auth_token: str | None = field(default=None, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)

@@ -207,7 +207,8 @@ class AgentMethods:
         identity = self.guard(props)  # verified tokens are cached: a dict lookup after the dispatcher's check
         if self.runner.at_capacity:
             raise AtCapacity  # the request waits, unacknowledged, for a place (agents.admission)
-        owner = owner_of(identity, self.guard.caller(props, route.topic, self.answers.namespace))
+        caller = self.guard.caller(props, route.topic, self.answers.namespace)
+        owner = owner_of(identity, caller)
         if message.task_id and route.dialect is not None and message.task_id not in self.tasks:
             # The EMQX profile: the requester generates the Task.id of a new task.
             record = TaskRecord.new(message.task_id, message.context_id or uuid.uuid4().hex)
@@ -240,6 +241,7 @@ class AgentMethods:
             history=self.contexts.messages(record.context_id),
             user_id=identity.user_id,
             identity=identity,
+            caller=caller,
             user_config=props.user_config or {},
             auth_token=props.auth_token,
             metadata=params.metadata or {},

@@ -66,6 +66,9 @@ class ConnectError(TransportError):
 
     #: The CONNACK's failure reason code, when the broker refused the connection.
     reason_code: int | None = None
+    #: The end of the message that guesses the way out without knowing this machine (a refused
+    #: anonymous login: "it may still want a user name and password"), "" when there is none.
+    hint: str = ""
 
 
 class NotConnectedError(TransportError):

@@ -136,6 +136,51 @@ async def test_a_foreign_caller_gets_task_not_found(
         assert (await root.cancel_task("echo", mine.id)).status.state is TaskState.canceled
 
 
+class Witness(Agent):
+    """Says who its handler was told asked: the user and the calling component (as echo: the broker's rules)."""
+
+    name = "echo"
+    description = "who asks"
+
+    async def handle(self, message, ctx):  # type: ignore[no-untyped-def]
+        return f"user={ctx.user_id} verified={ctx.user_verified} caller={ctx.caller}"
+
+
+async def test_a_handler_knows_the_calling_component_and_the_user_apart(
+    ruled_broker: RuledBroker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    ns = ruled_broker.namespace
+    keys = tmp_path / "keys"
+    generate_keys(keys, [*SIGNERS])
+    trust = resolve(TrustSettings(keys=keys, token_issuers=("http",)), "echo", tmp_path)
+    service = AgentService(
+        Witness(),
+        namespace=ns,
+        broker=ruled_broker.settings("echo"),
+        settings=AgentSettings(task_store=":memory:"),
+        trust=trust,
+    )
+    await service.start()
+    cli = ruled_broker.settings("cli")
+    minter = _minter(tmp_path, ns)
+    try:
+        async with (
+            MeshClient.connect(cli, ns, caller_key=_key(tmp_path, "cli")) as plain,  # what `mesh send` is
+            MeshClient.connect(
+                cli, ns, user_id="alice", auth_token=minter.mint("alice"), caller_key=_key(tmp_path, "cli")
+            ) as alice,
+        ):
+            said = await plain.send("echo", "who?")
+            assert isinstance(said, Task) and said.status.message is not None
+            assert said.status.message.parts[0].text == "user=None verified=False caller=client:cli"
+            as_alice = await alice.send("echo", "who?")
+            assert isinstance(as_alice, Task) and as_alice.status.message is not None
+            assert as_alice.status.message.parts[0].text == "user=alice verified=True caller=client:cli"
+    finally:
+        await service.stop()
+
+
 async def test_a_message_continuing_anothers_task_is_refused(
     ruled_broker: RuledBroker,  # noqa: F811
     echo: AgentService,

@@ -183,13 +183,14 @@ class WorkerAgent(Agent):
             if len(names) == 1:
                 return names[0]
             raise TaskFailed(
-                f"agent {self.name!r} serves {len(names)} skills ({', '.join(names) or 'none'}); "
-                'name one in the message\'s metadata as {"skill": "<name>"}'
+                f"agent {self.name!r} serves {len(names)} skills ({', '.join(names) or 'none'}); name one: "
+                f"mesh send {self.name} --skill {names[0] if names else '<name>'} ..., or in the message's "
+                'metadata as {"skill": "<name>"}'
             )
         if asked not in names:
             raise TaskFailed(
                 f"unknown_skill: agent {self.name!r} has no skill {asked!r}; "
-                f"its skills are: {', '.join(names) or 'none'}",
+                f"its skills are: {', '.join(names) or 'none'} (mesh send {self.name} --skill NAME ...)",
                 data={"code": "unknown_skill", "skill": asked, "skills": names},
             )
         return str(asked)

@@ -205,12 +205,16 @@ def explain(exc: BaseException, config: LlmConfig) -> str:
             fix = "check the request settings (llm.settings) against the provider's documentation"
         return f"model {model}{where} answered HTTP {status}: {_short(exc.body)}; {fix}"
     if isinstance(exc, errors.ModelConnectionError):
-        return (
-            f"model {model}: cannot reach the provider{where}: {exc.message}; "
+        # No base_url: the provider's own endpoint, so there is no URL of the user's to check.
+        reach = (
             "check base_url and that the server is running"
+            if config.base_url
+            else "check this machine's network and the provider's status (or set base_url for a server of your own)"
         )
+        return f"model {model}: cannot reach the provider{where}: {exc.message}; {reach}"
     if isinstance(exc, errors.ModelAPIError):
-        return f"model {model}{where} failed: {exc.message}; check the model id, key and base_url"
+        settings = "the model id, key and base_url" if config.base_url else "the model id and key"
+        return f"model {model}{where} failed: {exc.message}; check {settings}"
     if isinstance(exc, errors.UnexpectedModelBehavior):
         return f"model {model} behaved unexpectedly: {exc.message}; try again or use a more capable model"
     if isinstance(exc, errors.UserError | errors.AgentRunError):

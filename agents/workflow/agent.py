@@ -2,7 +2,8 @@
 
 Its card has one skill made of its description and input schema. A call (message text, or a
 DataPart matching ``input_schema``) runs the graph (:mod:`agents.workflow.engine`) and is
-answered with the ``output`` mapping as a DataPart and as text.
+answered with the ``output`` mapping as a DataPart and as text (an ``output`` that is a string
+answers that text alone, a list ``{"items": [...]}``, another value ``{"value": ...}``).
 
 Restarts: the agent declares :attr:`~agents.agent.Agent.resumes_tasks`, so the runtime hands
 it the tasks the previous process left running instead of failing them. Each one finds its
@@ -28,6 +29,7 @@ from agents.workflow.graph import Graph
 from agents.workflow.inputs import InputProblem, message_input
 from agents.workflow.store import RunRecord, WorkflowStore
 from agents.workflow.templates import TemplateProblem
+from agents.workflow.tools import output_of_value
 from mesh.a2a import AgentCard, AgentExtension, AgentSkill, Message
 
 __all__ = ["WORKFLOW_EXTENSION", "WorkflowAgent"]
@@ -103,8 +105,10 @@ class WorkflowAgent(Agent):
             raise fail_text(NodeFailed("output", str(exc))) from None
         finally:
             await self.store.ended(ctx.task_id)
-        data = output if isinstance(output, dict) else {"output": output}
-        return Reply(text=_text(data), data=data)
+        if isinstance(output, dict):
+            return Reply(text=_text(output), data=output)
+        answer = output_of_value(output)  # a string answers text alone; a list data.items; a number data.value
+        return Reply(text=answer["text"], data=answer["data"])
 
 
 def _text(output: dict[str, Any]) -> str:

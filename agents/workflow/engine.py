@@ -22,10 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
-import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from agents.context import TaskContext
@@ -35,6 +33,7 @@ from agents.workflow.graph import Graph, Node
 from agents.workflow.spec import RetrySpec
 from agents.workflow.store import NodeRecord, WorkflowStore
 from agents.workflow.templates import Template, TemplateProblem, render_value
+from agents.workflow.tools import Tool, ToolInputProblem, output_of_value
 from mesh.a2a import DataPart, Message, Part, Task, TextPart, create_user_message
 from mesh.telemetry import tracing
 
@@ -246,8 +245,8 @@ class WorkflowRun:
     async def _once(self, node: Node, scope: dict[str, Any]) -> Any:
         payload = _render(node, node.input, scope) if node.input is not None else _passed_on(self.input)
         timeout_s = node.spec.timeout_s or self.graph.spec.node_timeout_s
-        if node.function is not None:
-            return await self._tool(node, node.function, payload, timeout_s)
+        if node.tool is not None:
+            return await self._tool(node, node.tool, payload, timeout_s)
         try:
             task = await self._node_ctx(node.id).delegate(
                 node.spec.target,
@@ -263,18 +262,17 @@ class WorkflowRun:
             raise NodeFailed(node.id, str(exc)) from None
         return output_of_task(task)
 
-    async def _tool(self, node: Node, function: Callable[..., Any], payload: Any, timeout_s: float) -> Any:
+    async def _tool(self, node: Node, tool: Tool, payload: Any, timeout_s: float) -> Any:
         try:
             async with asyncio.timeout(timeout_s):
-                if inspect.iscoroutinefunction(function):
-                    result = await function(payload)
-                else:  # a plain function may block: off the loop
-                    result = await asyncio.to_thread(function, payload)
+                result = await tool(payload)  # as an LLM agent's python tools are called (agents.workflow.tools)
         except TimeoutError:
             raise NodeFailed(node.id, f"tool {node.spec.target!r} took more than {timeout_s:g} s") from None
+        except ToolInputProblem as exc:
+            raise NodeFailed(node.id, str(exc)) from None
         except Exception as exc:  # the tool's own failure fails its node, not the agent
             raise NodeFailed(node.id, f"tool {node.spec.target!r} raised {type(exc).__name__}: {exc}") from None
-        return _output_of_value(result)
+        return output_of_value(result)
 
     # ------------------------------------------------------------------ events
 
@@ -362,16 +360,6 @@ def output_of_task(task: Task) -> dict[str, Any]:
         elif isinstance(root, DataPart) and data is None:
             data = root.data
     return {"text": "\n".join(texts), "data": data, "task_id": task.id, "state": task.status.state.value}
-
-
-def _output_of_value(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        return {"text": value, "data": None}
-    if isinstance(value, Mapping):
-        return {"text": json.dumps(value, default=str), "data": dict(value)}
-    if isinstance(value, list | tuple):
-        return {"text": json.dumps(list(value), default=str), "data": {"items": list(value)}}
-    return {"text": "" if value is None else str(value), "data": {"value": value}}
 
 
 def fail_text(failure: NodeFailed) -> TaskFailed:

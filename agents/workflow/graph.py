@@ -21,12 +21,15 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic.errors import PydanticUserError
+
 from agents.workflow.spec import KIND_KEYS, NodeSpec, WorkflowSpec
 from agents.workflow.templates import Template, TemplateProblem, compile_value, template_names
+from agents.workflow.tools import Tool
 from mesh.config_errors import KeyPart, suggest
 from topics import validate_identifier
 
@@ -59,7 +62,7 @@ class Node:
     map: Template | None = None
     loop_while: Template | None = None
     cases: list[tuple[Template | None, str]] = field(default_factory=list)
-    function: Callable[..., Any] | None = None
+    tool: Tool | None = None
 
     @property
     def id(self) -> str:
@@ -95,7 +98,6 @@ def build_graph(spec: WorkflowSpec, *, own_name: str) -> Graph:
         if node.spec.switch is not None:
             node.cases = _cases(node, ids, gates)
         names: set[str] = set()
-        allowed = set(ids) | {"input"}
         if node.spec.map is not None:
             node.map = _compile(node.spec.map, (*here, "map"))
             names |= node.map.names
@@ -115,14 +117,14 @@ def build_graph(spec: WorkflowSpec, *, own_name: str) -> Graph:
                 raise GraphProblem(
                     here, f"node {node.id!r} reads its own output in a template", "read another node's output"
                 )
-            _must_be_node(name, allowed, here, f"a template names {name!r}", node.id)
+            _must_be_node(name, ids, here, f"a template names {name!r}", node.id, also=("input",))
         node.deps = frozenset(set(node.spec.depends_on) | (names & set(ids)))
     for target, switch in gates.items():
         nodes[target].gate = switch
         nodes[target].deps = nodes[target].deps | {switch}
     output = _compile_input(spec.output, ("output",))
     for name in sorted(template_names(output)):
-        _must_be_node(name, set(ids) | {"input"}, ("output",), f"the output names {name!r}", None)
+        _must_be_node(name, ids, ("output",), f"the output names {name!r}", None, also=("input",))
     return Graph(spec=spec, nodes=_in_order(nodes), output=output)
 
 
@@ -169,10 +171,10 @@ def _check_kind(node: Node, own_name: str) -> None:
                 (*here, kind), f"workflow {own_name!r} calls itself", "use a loop node to run something again"
             )
     if kind == "tool":
-        node.function = _import_tool(spec.target, (*here, "tool"))
+        node.tool = _import_tool(spec.target, (*here, "tool"))
 
 
-def _import_tool(spec: str, where: tuple[KeyPart, ...]) -> Callable[..., Any]:
+def _import_tool(spec: str, where: tuple[KeyPart, ...]) -> Tool:
     module_name, _, attribute = spec.partition(":")
     form = "name the function as 'module:function', e.g. tool: mytools:summarize"
     if not (module_name.strip() and attribute.strip()):
@@ -190,7 +192,10 @@ def _import_tool(spec: str, where: tuple[KeyPart, ...]) -> Callable[..., Any]:
         raise GraphProblem(where, f"module {module_name!r} has no function {attribute!r}", f"{hint}{form}")
     if inspect.isclass(found):
         raise GraphProblem(where, f"{spec!r} is a class", f"point it at a function; {form}")
-    return found  # type: ignore[no-any-return]
+    try:
+        return Tool(spec, found)
+    except (TypeError, ValueError, PydanticUserError) as exc:  # a signature pydantic cannot check
+        raise GraphProblem(where, f"{spec!r} cannot be called as a tool ({exc})", "annotate its parameters") from None
 
 
 def _cases(node: Node, ids: list[str], gates: dict[str, str]) -> list[tuple[Template | None, str]]:
@@ -229,15 +234,24 @@ def _compile_input(value: Any, where: tuple[KeyPart, ...]) -> Any:
 
 
 def _must_be_node(
-    name: str, known: Sequence[str] | set[str], where: tuple[KeyPart, ...], what: str, node: str | None
+    name: str,
+    ids: Sequence[str],
+    where: tuple[KeyPart, ...],
+    what: str,
+    node: str | None,
+    *,
+    also: Sequence[str] = (),
 ) -> None:
-    if name in known:
+    """Refuse ``name`` unless it is a node (or one of the names ``also`` a template may read):
+    the closest name suggested, the nodes listed (``input`` is no node, so it is said apart)."""
+    if name in ids or name in also:
         return
-    close = suggest(name, known)
+    close = suggest(name, [*ids, *also])
     hint = f"did you mean {close!r}? " if close else ""
     at = f"node {node!r}: " if node else ""
+    others = f"; templates also read {', '.join(also)}" if also else ""
     raise GraphProblem(
-        where, f"{at}{what}, which is no node of the workflow", f"{hint}nodes: {', '.join(sorted(known))}"
+        where, f"{at}{what}, which is no node of the workflow", f"{hint}nodes: {', '.join(sorted(ids))}{others}"
     )
 
 

@@ -323,6 +323,11 @@ class AuthConfig(_Config):
     users: dict[str, SecretStr] = Field(default_factory=dict, description="mode basic: user name -> password")
     realm: str = Field("a2a", pattern=r'^[^"\\]+$', description="realm of the WWW-Authenticate challenge")
     oidc: OidcConfig | None = Field(None, description="browser sign-in with an OpenID Connect provider too")
+    signin_hint: str | None = Field(
+        None,
+        max_length=500,
+        description="what the sign-in page says under the form: where a person finds the key, token or password",
+    )
 
     @field_validator("users")
     @classmethod

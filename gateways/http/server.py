@@ -89,6 +89,11 @@ class HttpGateway:
         return self.settings.dashboard
 
     @property
+    def serves_chat(self) -> bool:
+        """Whether /chat serves the chat for people (``chat`` setting)."""
+        return self.settings.chat
+
+    @property
     def public_url(self) -> str:
         """The base URL clients use (``public_url`` setting, else ``http://host:port``)."""
         if self.settings.public_url:

@@ -74,6 +74,14 @@ _FIELDS = {
 }
 
 
+#: What the sign-in page says about where the credential comes from, unless ``auth.signin_hint`` says it.
+_HINTS = {
+    "api_key": "The gateway's operator gives out its keys (its config's auth.keys).",
+    "bearer": "An access token the gateway accepts (its config's auth.tokens), from its operator.",
+    "basic": "The user names and passwords are in the gateway's config (auth.users).",
+}
+
+
 def html_escape(text: str) -> str:
     return (
         text.replace("&", "&amp;")
@@ -145,7 +153,10 @@ def _oidc_button(request: Request, next_path: str) -> str:
 
 def _form_page(request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
     token = secrets.token_urlsafe(24)
-    fields = _FIELDS[_mode(request)]
+    mode = _mode(request)
+    authenticator: Authenticator = request.app.state.authenticator
+    hint = authenticator.config.signin_hint or _HINTS[mode]
+    fields = _FIELDS[mode] + f'<p class="signin-hint" id="signin-hint">{html_escape(hint)}</p>'
     root = request.scope.get("root_path", "")
     html = (
         _PAGE.replace("{{ACTION}}", html_escape(root + SIGNIN_PATH))

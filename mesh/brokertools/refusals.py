@@ -12,12 +12,10 @@ did not start, whose users come from ``mesh broker-config``). A refusal is never
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
-from urllib.parse import unquote
 
-from mesh.brokertools.upstate import UpRecord, running_up, running_up_of_broker, up_files
+from mesh.brokertools.upstate import running_up_of_broker, running_ups
 from mesh.errors import ConnectError, NotAuthorizedError, SubscribeError, TransportError
 from mesh.statedir import STATE_DIR_ENV, default_state_dir
 
@@ -42,7 +40,7 @@ def refusal_fix(exc: BaseException, state_dir: Path | None = None) -> str | None
             "MESH_BROKER_PASSWORD_FILE, so it gets its own from mesh up), or that mesh up is of an older version "
             "(restart it)"
         )
-    elsewhere = sorted({r.broker_url for r in _live_ups(state) if r.broker_url})
+    elsewhere = sorted({r.broker_url for r in running_ups(state) if r.broker_url})
     if elsewhere:
         return (
             f"the mesh up running here uses the broker {', '.join(elsewhere)}, not {url}: leave out --broker and "
@@ -63,14 +61,3 @@ def _authorization(exc: TransportError) -> bool:
     if isinstance(exc, SubscribeError):
         return "not authorized" in exc.reason.lower()
     return isinstance(exc, NotAuthorizedError)
-
-
-def _live_ups(state: Path) -> list[UpRecord]:
-    base = up_files("-", state).state.parent
-    found: list[UpRecord] = []
-    with contextlib.suppress(OSError):
-        for path in sorted(base.glob("*.json")):
-            record = running_up(unquote(path.stem), state)
-            if record is not None:
-                found.append(record)
-    return found

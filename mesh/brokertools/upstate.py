@@ -37,6 +37,8 @@ __all__ = [
     "running_up",
     "running_up_broker_url",
     "running_up_of_broker",
+    "running_up_with_broker",
+    "running_ups",
     "suggested_http_port",
     "up_files",
 ]
@@ -226,6 +228,23 @@ def running_up(namespace: str, state_dir: Path | None = None) -> UpRecord | None
         return None  # nobody holds it: stale
     finally:
         os.close(fd)
+
+
+def running_ups(state_dir: Path | None = None) -> list[UpRecord]:
+    """The records of every live ``mesh up`` here, of any namespace."""
+    base = up_files("-", state_dir).state.parent
+    found: list[UpRecord] = []
+    with contextlib.suppress(OSError):
+        for path in sorted(base.glob("*.json")):
+            record = running_up(unquote(path.stem), state_dir)
+            if record is not None:
+                found.append(record)
+    return found
+
+
+def running_up_with_broker(url: str, state_dir: Path | None = None) -> UpRecord | None:
+    """A live ``mesh up`` here whose broker is ``url``, secured or open."""
+    return next((r for r in running_ups(state_dir) if _same_url(r.broker_url, url)), None)
 
 
 def running_up_broker_url(namespace: str | None, state_dir: Path | None = None) -> str | None:

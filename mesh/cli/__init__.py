@@ -42,8 +42,14 @@ COMMANDS_GROUP = "mesh.commands"  # entry points adding commands from other pack
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
+#: Where a subcommand's parser leaves, on the namespace, the options it did not know and the
+#: closest ones it has, for the top-level parser that reports them.
+_UNKNOWN_OPTIONS = "_mesh_unknown_options"
+
+
 class MeshArgumentParser(argparse.ArgumentParser):
-    """argparse with a did-you-mean for a mistyped command or subcommand (``mesh sned``)."""
+    """argparse with a did-you-mean for a mistyped command or subcommand (``mesh sned``) and for a
+    mistyped option (``mesh send --strem``: Python 3.11's argparse has no ``suggest_on_error``)."""
 
     def error(self, message: str) -> NoReturn:
         found = _INVALID_CHOICE.search(message)
@@ -55,6 +61,36 @@ class MeshArgumentParser(argparse.ArgumentParser):
             if close is not None:
                 message = f"{message}; did you mean {close!r}?"
         super().error(message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # The deepest parser that met an unknown option names it first (a subcommand's parser
+        # runs inside its parent's and copies its namespace up): its options are the ones meant.
+        if extras and not hasattr(parsed, _UNKNOWN_OPTIONS):
+            from mesh.config_errors import suggest
+
+            # Compared without their dashes, which every option shares (``--xyz`` is not close to ``--key``).
+            options = {o.lstrip("-"): o for action in self._actions for o in action.option_strings}
+            close = {w: suggest(w.partition("=")[0].lstrip("-"), options) for w in extras if w.startswith("-")}
+            setattr(parsed, _UNKNOWN_OPTIONS, (self, {w: options[c] for w, c in close.items() if c is not None}))
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if not extras:
+            return parsed
+        found: tuple[argparse.ArgumentParser, dict[str, str]] = getattr(parsed, _UNKNOWN_OPTIONS, (self, {}))
+        owner, close = found
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        if len(close) == 1:
+            message += f"; did you mean {next(iter(close.values()))!r}?"
+        elif close:
+            message += "; did you mean " + ", ".join(f"{c!r} for {w!r}" for w, c in close.items()) + "?"
+        owner.error(message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,8 @@ from mesh.cli.progress import NoProgress, Progress, progress_line
 from mesh.cli.render import answer_text, as_json, event_line, task_summary, tasks_table
 from mesh.cli.send_parts import data_part_value, file_parts, store_large_files, user_message
 from mesh.client import MeshClient, StreamItem
-from mesh.errors import ConfigError
+from mesh.errors import AgentNotFoundError, AgentUnavailableError, ConfigError, RequestTimeoutError
+from mesh.redaction import redact_url
 from topics import validate_identifier
 
 __all__ = ["TASK_COMMANDS", "connect", "message_metadata", "message_text", "send", "task_list"]
@@ -48,7 +49,18 @@ def connect(args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[
 async def _connected(settings: BrokerSettings, namespace: str, client_id: str | None) -> AsyncIterator[MeshClient]:
     async with MeshClient.connect(settings, namespace, client_id=client_id) as client:
         client.one_node_broker = broker_is_one_node(settings)
-        yield client
+        try:
+            yield client
+        except (AgentNotFoundError, AgentUnavailableError, RequestTimeoutError) as exc:
+            # Which mesh was asked: with no `mesh up` here, the broker on localhost:1883 may be anyone's.
+            exc.add_note(asked_where(settings, namespace))
+            raise
+
+
+def asked_where(settings: BrokerSettings, namespace: str) -> str:
+    """``asked the broker mqtt://localhost:1883 on namespace 'mesh' as broker user 'cli'``."""
+    who = f"as broker user {settings.username!r}" if settings.username else "without credentials"
+    return f"asked the broker {redact_url(settings.url)} on namespace {namespace!r} {who}"
 
 
 def message_text(words: list[str]) -> str:

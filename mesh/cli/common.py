@@ -259,7 +259,11 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, RpcError):
         return f"the agent answered with error {exc.code}: {exc.error.message}"
     fix = refusal_fix(exc)  # the broker refused this command's identity: what to do about it
-    return f"{exc}; {fix}" if fix else str(exc)
+    said = str(exc)
+    if fix:  # instead of the transport's guess (which knows no mesh up nor state dir)
+        said = f"{said.removesuffix(exc.hint) if isinstance(exc, ConnectError) else said}; {fix}"
+    notes = getattr(exc, "__notes__", None) or []  # e.g. which broker and namespace a command asked
+    return "; ".join([said, *notes])
 
 
 @contextlib.contextmanager

@@ -257,8 +257,9 @@ async def _watch(args: argparse.Namespace) -> int:
         else:  # the roll calls too (its own first), on their topic outside the discovery tree
             await transport.subscribe(get_rollcall_topic(namespace), print_raw)
         with stopped_by_signals(stop):
-            await registry.start()  # the cards already there come right after, as "added"
+            # Said first: the cards already there come as "added" while the registry starts.
             print(f"watching {namespace!r} at {settings.url}; Ctrl-C stops", file=sys.stderr, flush=True)
+            await registry.start()
             await stop.wait()
         await registry.stop()
     return EXIT_OK

@@ -16,7 +16,7 @@ from pathlib import Path
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, resolve_broker_url
 from mesh.brokertools.brokerfiles import CREDENTIALS_DIR, identities_of
 from mesh.brokertools.joining import local_up
-from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url, up_files
+from mesh.brokertools.upstate import UpClaim, UpRecord, running_up_broker_url, running_up_with_broker, up_files
 from mesh.cli.broker_commands import secure_broker
 from mesh.cli.common import (
     EXIT_OK,
@@ -39,6 +39,7 @@ from mesh.errors import ConfigError, ConnectError
 from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
 from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
+from mesh.statedir import STATE_DIR_ENV, default_state_dir
 from mesh.telemetry import tracing
 from topics import validate_namespace
 
@@ -62,6 +63,8 @@ async def run(args: argparse.Namespace) -> int:
     # The broker of a running `mesh up` of the namespace, if the files and $MESH_BROKER_URL name none.
     configured = configured_broker(configs) or running_up_broker_url(configs[0].namespace)
     broker = broker_settings(args, configured, configured_tls(configs))
+    if (warning := open_broker_warning(broker)) is not None:
+        log.warning(warning)
     configs = await _joined(configs, broker)
     try:
         if args.metrics_port is None:
@@ -80,6 +83,25 @@ async def run(args: argparse.Namespace) -> int:
             "same MESH_STATE_DIR); for another broker, point MESH_BROKER_PASSWORD_FILE at the credentials directory "
             "`mesh broker-config FILE... --out DIR` wrote (DIR/credentials)"
         ) from None
+
+
+def open_broker_warning(broker: BrokerSettings) -> str | None:
+    """What ``mesh run`` says once when it is about to join, without credentials, a broker that
+    no ``mesh up`` here uses: whatever answers there (someone else's broker on localhost:1883)
+    gets the open mesh. None: it has credentials, or it joins the open ``mesh up --insecure``
+    running here (which warns on its own)."""
+    certificate = broker.tls is not None and broker.tls.cert_file is not None
+    if broker.username is not None or broker.password_file is not None or certificate:
+        return None
+    if running_up_with_broker(broker.url) is not None:
+        return None
+    return (
+        f"no `mesh up` runs here with the broker {redact_url(broker.url)} (state dir {default_state_dir()}): "
+        "connecting to it anonymously, as the open mesh: whoever runs that broker, or reaches it, can read "
+        "and answer these components' tasks. For the secured mesh, start `mesh up` first (as this user, with "
+        f"the same {STATE_DIR_ENV}) and run this again: it joins it; for another secured broker give credentials "
+        "(--broker mqtt://USER:PASS@HOST, or MESH_BROKER_PASSWORD_FILE)"
+    )
 
 
 async def _joined(configs: list[MeshConfig], broker: BrokerSettings) -> list[MeshConfig]:
@@ -255,6 +277,9 @@ def up_banner(
     ]
     if dashboards:
         lines.append(f"  dashboard  {', '.join(dashboards)}")
+    chats = [f"{getattr(c, 'public_url', '')}/chat" for c in components if getattr(c, "serves_chat", False)]
+    if chats:
+        lines.append(f"  chat       {', '.join(chats)}")
     lines += edge  # the HTTP edge's API key (a secured mesh up)
     lines += [f"  not run    {hint}" for hint in missing]
     lines += [f"try:  {mesh_command()} send {first} hi", "Ctrl-C stops everything."]

@@ -19,7 +19,16 @@ from mesh.brokertools.upstate import up_files
 from mesh.config import MeshConfig
 from mesh.credentials import write_private_file
 
-__all__ = ["API_KEY_ENV", "API_KEY_PRINCIPAL", "ApiKey", "api_key_file", "banner_lines", "up_api_key", "with_api_key"]
+__all__ = [
+    "API_KEY_ENV",
+    "API_KEY_PRINCIPAL",
+    "ApiKey",
+    "api_key_file",
+    "banner_lines",
+    "signin_hint",
+    "up_api_key",
+    "with_api_key",
+]
 
 #: What the banner tells the user to set, and what the examples read the key from.
 API_KEY_ENV = "MESH_API_KEY"
@@ -61,7 +70,11 @@ def up_api_key(namespace: str, state_dir: Path | None = None) -> ApiKey:
 
 def with_api_key(configs: Sequence[MeshConfig], key: ApiKey) -> list[MeshConfig]:
     """``configs`` with every HTTP gateway that sets no ``auth:`` asking for ``key``."""
-    auth = {"mode": "api_key", "keys": [{"name": API_KEY_PRINCIPAL, "secret": key.secret}]}
+    auth = {
+        "mode": "api_key",
+        "keys": [{"name": API_KEY_PRINCIPAL, "secret": key.secret}],
+        "signin_hint": signin_hint(key),
+    }
     updated: list[MeshConfig] = []
     for config in configs:
         entries = config.sections.get("gateways")
@@ -79,6 +92,14 @@ def with_api_key(configs: Sequence[MeshConfig], key: ApiKey) -> list[MeshConfig]
             config = dataclasses.replace(config, sections={**config.sections, "gateways": gateways})
         updated.append(config)
     return updated
+
+
+def signin_hint(key: ApiKey) -> str:
+    """What the sign-in page of ``mesh up``'s gateway says about its key: the file the banner names."""
+    return (
+        f"mesh up keeps this gateway's API key in {key.path} (its banner says so): paste what that file holds, "
+        f'e.g. from cat {key.path}; for scripts: export {API_KEY_ENV}="$(cat {key.path})"'
+    )
 
 
 def banner_lines(key: ApiKey) -> list[str]:

@@ -205,6 +205,7 @@ class Connection:
             user = f" of broker user {self.settings.username!r}" if self.settings.username else ""
             error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection{user}: {reason}{hint}")
             error.reason_code = _code(reason)
+            error.hint = hint  # a generic way out: the CLI, which knows this machine's mesh up, says a better one
             error.refused_as(self.settings.url, self.settings.username)
             self._connack.set_exception(error)
 
@@ -333,15 +334,28 @@ class Connection:
             # Whose connection, and why: a takeover (another connection with this client id, a
             # second instance or someone holding the component's credentials) must be told apart.
             code = _code(reason)
-            log.warning(
-                "%s: connection to %s lost (%s, reason code 0x%02X, broker user %s%s); reconnecting",
-                self.client_id,
-                self.settings.url,
-                _why_lost(reason),
-                code,
-                self.settings.username or "anonymous",
-                _TAKEN_OVER if code == SESSION_TAKEN_OVER else _MAYBE_TAKEN_OVER if code == _UNSPECIFIED else "",
-            )
+            if code == ADMINISTRATIVE_ACTION:
+                # Mosquitto's dynamic-security plugin closes the connections of a user whose rights it
+                # changed (another `mesh run` beside `mesh up` enrolling a namespace adds to the CLI's):
+                # routine, and the reconnect gets the new rules.
+                log.info(
+                    "%s: reconnecting to %s after the broker changed its rules (Administrative action, reason code "
+                    "0x%02X, broker user %s)",
+                    self.client_id,
+                    self.settings.url,
+                    code,
+                    self.settings.username or "anonymous",
+                )
+            else:
+                log.warning(
+                    "%s: connection to %s lost (%s, reason code 0x%02X, broker user %s%s); reconnecting",
+                    self.client_id,
+                    self.settings.url,
+                    _why_lost(reason),
+                    code,
+                    self.settings.username or "anonymous",
+                    _TAKEN_OVER if code == SESSION_TAKEN_OVER else _MAYBE_TAKEN_OVER if code == _UNSPECIFIED else "",
+                )
             for listener in self._disconnect_listeners:
                 self._callbacks.run(listener, str(reason))
         if self._reconnect_task is None or self._reconnect_task.done():
@@ -417,6 +431,9 @@ _TAKEN_OVER = (
 
 
 _UNSPECIFIED = 0x80
+#: MQTT v5 DISCONNECT reason "Administrative action": the broker's administrator, or its
+#: dynamic-security plugin re-applying a user's changed rights, closed the connection.
+ADMINISTRATIVE_ACTION = 0x98
 _MAYBE_TAKEN_OVER = (
     ": the broker closed it; if its log says the client id was already connected, another connection took it"
 )

@@ -117,6 +117,7 @@ async def test_failing_and_unknown_skills(serve_agent: ServeAgent, client: MeshC
     unnamed = await client.send("misfit", "which one?")
     assert isinstance(unnamed, Task) and unnamed.status.state is TaskState.failed
     assert "serves 7 skills" in text_of(unnamed) and '{"skill": "<name>"}' in text_of(unnamed)
+    assert "name one: mesh send misfit --skill echo ..., or" in text_of(unnamed)  # the CLI's way first
 
 
 async def test_the_only_skill_needs_no_name_and_data_parts_are_the_arguments(

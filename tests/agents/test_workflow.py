@@ -209,6 +209,41 @@ async def test_a_loop_runs_while_its_condition_holds_and_tools_run(serve_agent: 
     assert data == {"grown": "axxx", "runs": 3, "words": 3, "bounded": 3}
 
 
+async def test_a_tool_takes_a_mapping_as_keyword_arguments_and_anything_else_as_its_argument(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    await serve_workflow(
+        serve_agent,
+        "tooled",
+        """
+        nodes:
+          - {id: keywords, tool: "tests.agents.workflow_agents:count_words", input: {text: "a b", at_least: "3"}}
+          - {id: positional, tool: "tests.agents.workflow_agents:count_words", input: "{{ input.text }}"}
+        output: {keywords: "{{ keywords.output.data.words }}", positional: "{{ positional.output.data.words }}"}
+        """,
+    )
+    _, data = answer(await client.send("tooled", "one two three four"))
+    assert data == {"keywords": 3, "positional": 4}  # "3" validated to the int parameter, as an LLM tool call's
+
+    await serve_workflow(
+        serve_agent, "mistooled", 'nodes: [{id: c, tool: "tests.agents.workflow_agents:count_words", input: {txt: a}}]'
+    )
+    said = failure(await client.send("mistooled", "x"))
+    assert "node 'c' failed: tool 'tests.agents.workflow_agents:count_words' takes (text, *, at_least=0) but " in said
+    assert "the node's input gives the keys txt" in said
+
+
+async def test_an_output_that_is_no_mapping_is_answered_as_it_is(serve_agent: ServeAgent, client: MeshClient) -> None:
+    await serve_workflow(serve_agent, "says", "nodes: [{id: up, agent: upper}]\noutput: 'said {{ up.output.text }}'")
+    await serve_workflow(serve_agent, "lists", "nodes: [{id: up, agent: upper}]\noutput: ['{{ up.output.text }}', b]")
+    await serve_agent(Upper(), MEMORY)
+    said = await client.send("says", "hi")
+    assert isinstance(said, Task) and said.status.message is not None
+    assert [p.kind for p in said.status.message.parts] == ["text"]  # text alone: no {"output": ...} data
+    assert get_text_from_message(said.status.message) == "said HI"
+    assert answer(await client.send("lists", "hi"))[1] == {"items": ["HI", "b"]}
+
+
 async def test_a_nested_workflow_is_a_delegation_to_another_workflow(
     serve_agent: ServeAgent, client: MeshClient
 ) -> None:

@@ -87,6 +87,11 @@ def test_a_good_entry_builds_a_workflow_agent_with_its_store_beside_the_task_sto
             "flows.yaml: agents[0].workflow.nodes[1]: node 'b': a template names 'reserch', which is no node of the "
             "workflow; did you mean 'research'?",
         ),
+        (  # ... or input mistyped: `input` is suggested, and said apart from the nodes
+            "nodes: [{id: a, agent: x, input: '{{ inptu.text }}'}]",
+            "node 'a': a template names 'inptu', which is no node of the workflow; did you mean 'input'? nodes: a; "
+            "templates also read input",
+        ),
         (  # ... in the output
             "nodes: [{id: a, agent: x}]\noutput: {r: '{{ b.output.text }}'}",
             "flows.yaml: agents[0].workflow.output: the output names 'b', which is no node of the workflow",

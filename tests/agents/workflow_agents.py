@@ -129,9 +129,9 @@ class Holder(Agent):
         return f"held {text}"
 
 
-def count_words(payload: Any) -> dict[str, Any]:
-    """A tool: counts the words of ``payload['text']``."""
-    return {"words": len(str(payload["text"]).split())}
+def count_words(text: str, *, at_least: int = 0) -> dict[str, Any]:
+    """A tool: counts the words of ``text`` (called with a mapping input's keys as its arguments)."""
+    return {"words": max(at_least, len(text.split()))}
 
 
 async def grow(payload: Any) -> str:

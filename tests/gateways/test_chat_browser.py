@@ -463,3 +463,41 @@ async def test_a_streamed_artifact_shows_once_as_one_block_live_and_after_a_relo
     assert [p["text"] for p in pieces[0]["artifact"]["parts"]] == ["3\n", "2\n", "1\n", "0\n"]
     assert pieces[0]["lastChunk"] is True
     assert [e.get("artifacts") for e in events if e.get("kind") == "task"] == [[]]
+
+
+async def test_at_375_px_sign_out_stays_on_one_line_and_a_long_user_name_is_ellipsized_with_a_title(
+    browser: WebDriver, serve_agent: ServeAgent, start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    name = "margaret.hamilton-apollo"
+    await serve_agent(CountdownAgent(interval_s=0.3))
+    gateway = await start_gateway(
+        default_agent="countdown",
+        auth={"mode": "basic", "users": {name: "pw-0123456789"}},
+        chat_store=str(tmp_path / "chat.sqlite"),
+    )
+    chat = Chat(gateway, browser, Gate(), Reader(), tmp_path)
+    await asyncio.to_thread(browser.set_window_size, *PHONE)
+    await asyncio.to_thread(browser.get, f"{gateway.public_url}/signin")
+    await asyncio.to_thread(browser.delete_all_cookies)
+    try:
+        await chat.sign_in(name, "pw-0123456789")
+        await chat.ready()
+        header = chat.run("""
+            const lines = el => { const r = document.createRange(); r.selectNodeContents(el);
+                                  return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; };
+            const who = document.getElementById('who'), out = document.getElementById('signout');
+            const box = who.getBoundingClientRect(), top = document.querySelector('.top');
+            return {outLines: lines(out), whoLines: lines(who), whoWidth: box.width, whoRight: box.right,
+                    cut: who.scrollWidth > who.clientWidth, ellipsis: getComputedStyle(who).textOverflow,
+                    title: who.title, text: who.textContent, overflow: top.scrollWidth - top.clientWidth,
+                    outRight: out.getBoundingClientRect().right, width: window.innerWidth};""")
+        await chat.shot("header-phone", PHONE)
+        assert header["outLines"] == 1, header  # "Sign out" does not wrap
+        assert header["overflow"] <= 0 and header["outRight"] <= header["width"], header  # nothing off screen
+        assert header["whoLines"] == 1 and header["whoWidth"] >= 40, header  # the name shows, on one line
+        assert header["text"] == name and header["title"] == name, header  # the whole name on hover
+        if header["cut"]:
+            assert header["ellipsis"] == "ellipsis", header
+    finally:
+        await asyncio.to_thread(browser.set_window_size, *WIDE)
+        await asyncio.to_thread(browser.get, "about:blank")

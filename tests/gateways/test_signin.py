@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -100,6 +101,7 @@ async def test_an_api_key_signs_in_and_a_bad_form_or_redirect_is_refused(
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         form = await client.get("/signin")
         assert 'type="password"' in form.text and "API key" in form.text
+        assert "The gateway&#39;s operator gives out its keys (its config&#39;s auth.keys)." in form.text  # where from
         bad = await client.post("/signin", data={"csrf": form_token(form), "key": "wrong"})
         assert bad.status_code == 401 and "not valid" in bad.text
         # A form posted from elsewhere has no matching sign-in token.
@@ -110,6 +112,28 @@ async def test_an_api_key_signs_in_and_a_bad_form_or_redirect_is_refused(
         assert away.status_code == 303 and away.headers["location"] == "/chat"
         # A credential header still wins over a cookie (HTTP clients as before).
         assert (await client.get("/a2a/agents", headers={"X-API-Key": "wrong"})).status_code == 401
+
+
+async def test_the_sign_in_page_says_where_the_key_is_as_the_config_tells_it(
+    serve_agent: ServeAgent, start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    from mesh.cli.up_edge import up_api_key, with_api_key
+    from mesh.config import MeshConfig
+
+    # mesh up's gateways: the file its banner names, and the export line for scripts.
+    key = up_api_key("ns", tmp_path)
+    config = MeshConfig(
+        namespace="ns", sections={"gateways": [{"kind": "http", "port": 0}]}, source=tmp_path / "x.yaml"
+    )
+    [up_config] = with_api_key([config], key)
+    auth = up_config.sections["gateways"][0]["auth"]
+    await serve_agent(EchoAgent())
+    gateway = await start_gateway(default_agent="echo", auth=auth)
+    async with httpx.AsyncClient(base_url=gateway.public_url, timeout=30) as client:
+        page = (await client.get("/signin")).text
+    assert f"mesh up keeps this gateway&#39;s API key in {key.path}" in page
+    assert f"export MESH_API_KEY=&quot;$(cat {key.path})&quot;" in page
+    assert key.secret not in page
 
 
 @pytest.mark.parametrize("path", ["/chat/api/conversations"])

@@ -43,6 +43,7 @@ async def test_up_then_send_as_the_readme_says(broker_url: str, namespace: str) 
         assert any("echo, calculator, countdown, orchestrator" in line for line in up.stdout_lines)
         assert any(f"http http://127.0.0.1:{http_port}" in line for line in up.stdout_lines)  # the gateway's URL
         assert any(f"dashboard  http://127.0.0.1:{http_port}/ui" in line for line in up.stdout_lines)
+        assert any(f"chat       http://127.0.0.1:{http_port}/chat" in line for line in up.stdout_lines)
         env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         hi = await mesh("send", "echo", "hi", **env)
         assert (hi.code, hi.stdout) == (0, "hi\n")
@@ -91,6 +92,11 @@ async def test_run_serves_the_agents_of_a_file_and_stops_on_sigterm(
     run = await start_mesh("run", str(config))
     try:
         await run.wait_for_line("running agent parrot, agent blocker")
+        # No mesh up here: it says, once, that it joins that broker anonymously, and how to be secured.
+        warned = [line for line in run.stderr_lines if "WARNING" in line and "no `mesh up` runs here" in line]
+        assert len(warned) == 1, run.output
+        assert f"with the broker {broker_url}" in warned[0] and "anonymously, as the open mesh" in warned[0]
+        assert "start `mesh up` first" in warned[0]
         env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
         sent = await mesh("send", "parrot", "polly", "--json", **env)
         assert sent.code == 0
@@ -102,6 +108,7 @@ async def test_run_serves_the_agents_of_a_file_and_stops_on_sigterm(
 
         slow = await mesh("send", "blocker", "forever", "--timeout", "0.5", **env)
         assert slow.code == 5 and "no reply" in slow.stderr
+        assert f"asked the broker {broker_url} on namespace {namespace!r} without credentials" in slow.stderr
     finally:
         code = await run.stop(signal.SIGTERM)
     assert code == 0, run.output
@@ -115,6 +122,7 @@ async def test_errors_exit_with_their_code_and_a_message(broker_url: str, namesp
     env: dict[str, Any] = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
     unknown = await mesh("send", "ghost", "hi", "--wait", "0.3", **env)
     assert unknown.code == 4 and "unknown agent 'ghost'" in unknown.stderr
+    assert f"asked the broker {broker_url} on namespace {namespace!r}" in unknown.stderr  # which mesh was asked
 
     bad_yaml = tmp_path / "bad.yaml"
     bad_yaml.write_text("agents:\n  - class: [unclosed\n")
@@ -285,3 +293,11 @@ def test_the_banner_names_mesh_as_the_user_can_type_it(monkeypatch: pytest.Monke
     assert mesh_command() == ".venv/bin/mesh"  # not on PATH: what the README's users typed
     monkeypatch.setenv("PATH", str(bin_dir))
     assert mesh_command() == "mesh"
+
+
+def test_only_an_anonymous_run_without_a_mesh_up_is_warned_about_its_broker() -> None:
+    from mesh.cli.running import open_broker_warning
+
+    assert open_broker_warning(BrokerSettings.from_url("mqtt://someone:secret@localhost:1883")) is None
+    warning = open_broker_warning(BrokerSettings.from_url("mqtt://localhost:1883"))
+    assert warning is not None and "mqtt://localhost:1883" in warning and "MESH_BROKER_PASSWORD_FILE" in warning

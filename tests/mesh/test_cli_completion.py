@@ -1,4 +1,4 @@
-"""The command line's shape: completion scripts that load and complete, did-you-mean for commands,
+"""The command line's shape: completion scripts that load and complete, did-you-mean for commands and options,
 and ``--namespace/-n`` with ``$MESH_NAMESPACE`` on every command that talks to the mesh."""
 
 from __future__ import annotations
@@ -59,6 +59,24 @@ async def test_a_mistyped_command_gets_a_suggestion() -> None:
     assert sub.code == 2 and "did you mean 'list'?" in sub.stderr
     far = await mesh("xyzzy")
     assert far.code == 2 and "did you mean" not in far.stderr
+
+
+def test_a_mistyped_option_gets_a_suggestion_from_its_own_command(capsys: pytest.CaptureFixture[str]) -> None:
+    def refused(*argv: str) -> str:
+        with pytest.raises(SystemExit) as ended:
+            build_parser().parse_args(argv)
+        assert ended.value.code == 2
+        return capsys.readouterr().err
+
+    typo = refused("send", "echo", "hi", "--strem")
+    assert "usage: mesh send" in typo  # the subcommand's usage, not mesh's
+    assert "unrecognized arguments: --strem; did you mean '--stream'?" in typo
+    two = refused("task", "list", "echo", "--limt", "3", "--jsn")
+    assert "did you mean '--limit' for '--limt', '--json' for '--jsn'?" in two
+    assert "did you mean '--namespace'?" in refused("watch", "--namespce=x")
+    far = refused("send", "echo", "hi", "--xyz")  # no option is close (the shared "--" does not count)
+    assert "unrecognized arguments: --xyz" in far and "did you mean" not in far
+    assert build_parser().parse_args(["send", "echo", "hi", "--stream"]).stream  # right ones still parse
 
 
 async def test_completion_scripts_print_for_each_shell() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import signal
 import stat
@@ -30,7 +31,7 @@ from mesh.credentials import private_client_id, read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys, load_private_key, sign_card
-from tests.mesh.cli_process import mesh, mesh_env, start_mesh
+from tests.mesh.cli_process import Service, mesh, mesh_env, start_mesh
 from tests.mesh.test_cli_up import wait_until_gone
 from tests.mesh.test_trust import card
 from tests.support import Inbox
@@ -102,6 +103,70 @@ async def test_plain_mesh_up_is_secured_and_the_commands_find_their_credentials(
     assert not port_answers("127.0.0.1", port)
     assert not up_files(namespace, tmp_path).secure_dir.exists()  # the credentials go with the broker
     assert "Traceback" not in up.output
+
+
+@needs_mosquitto
+async def test_mesh_watch_says_its_banner_first_and_an_enrolment_elsewhere_is_no_warning(
+    namespace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))  # this process's CLI connection claims a slot there too
+    port = free_port()
+    url = f"mqtt://localhost:{port}"
+    state = {"MESH_STATE_DIR": str(tmp_path)}
+    up = await start_mesh("up", "--broker", url, "--namespace", namespace, MESH_HTTP_PORT=str(free_port()), **state)
+    runs = []
+    try:
+        await up.wait_for_line("mesh up: ready", stream="stdout")
+        # stderr into stdout: one stream, in the order the command wrote it
+        argv = [sys.executable, "-m", "mesh.cli", "watch", "-n", namespace]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, env=mesh_env(**state), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        watch = Service(proc)
+        watch._readers = [asyncio.create_task(_read_lines(proc.stdout, watch))]
+        await watch.wait_for_line("added    agent    echo", stream="stdout")
+        assert watch.stdout_lines[0].startswith(f"watching {namespace!r} at {url}"), watch.output  # before "added"
+
+        # A mesh run of another namespace adds it to the CLI user's rules: the broker (its dynamic-security
+        # plugin) closes that user's connections, which reconnect, saying so at INFO only.
+        record = running_up(namespace, tmp_path)
+        assert record is not None and record.credentials is not None
+        as_cli = BrokerSettings.from_url(url, password_file=str(record.credentials)).for_identity("cli")
+        reconnected = asyncio.Event()
+        with caplog.at_level(logging.INFO, logger="mesh.transport"):
+            async with client_transport(as_cli) as cli:
+                cli.add_connect_listener(lambda _session: reconnected.set())
+                other = tmp_path / "other.yaml"
+                other.write_text(
+                    f"namespace: {namespace}-2\nagents:\n  - class: agents.builtin.echo:EchoAgent\n    name: robin\n"
+                )
+                runs.append(await start_mesh("run", str(other), **state))
+                await runs[-1].wait_for_line("running agent robin")
+                await asyncio.wait_for(reconnected.wait(), 10)
+        kicked = [r for r in caplog.records if "after the broker changed its rules" in r.getMessage()]
+        assert kicked and all(r.levelno == logging.INFO for r in kicked), caplog.text
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+        # The watch is still there, and said nothing about it.
+        mine = tmp_path / "mine.yaml"
+        mine.write_text(
+            f"namespace: {namespace}\nagents:\n  - class: agents.builtin.echo:EchoAgent\n    name: parrot\n"
+        )
+        runs.append(await start_mesh("run", str(mine), **state))
+        await watch.wait_for_line("added    agent    parrot", stream="stdout")
+        assert not [line for line in watch.stdout_lines if "WARNING" in line or "lost" in line], watch.output
+        await watch.stop()
+    finally:
+        for run in runs:
+            await run.stop()
+        assert await up.stop() == 0, up.output
+
+
+async def _read_lines(stream: asyncio.StreamReader | None, service: Service) -> None:
+    assert stream is not None
+    while line := await stream.readline():
+        service.stdout_lines.append(line.decode())
+        service._changed.set()
+    service._changed.set()
 
 
 @needs_mosquitto

@@ -68,3 +68,17 @@ def test_what_is_no_refusal_of_an_identity_gets_no_fix(tmp_path: Path) -> None:
     assert refusal_fix(_refused_subscription(reason="Quota exceeded"), tmp_path) is None
     assert refusal_fix(SubscribeError("x", topic_filter="t", reason="Not authorized"), tmp_path) is None  # unmarked
     assert refusal_fix(ValueError("no"), tmp_path) is None
+
+
+def test_the_cli_says_the_state_dir_fix_instead_of_the_transports_guess(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mesh.cli.common import describe
+
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path))
+    hint = "; if the broker allows anonymous logins, it may still want a user name and password (ejabberd does)"
+    refused = ConnectError(f"the MQTT broker at {URL} refused the connection: Not authorized{hint}")
+    refused.reason_code, refused.hint = 0x87, hint
+    said = describe(refused.refused_as(URL, None))
+    assert said.startswith(f"the MQTT broker at {URL} refused the connection: Not authorized; no mesh up runs here")
+    assert "ejabberd" not in said and f"$MESH_STATE_DIR={tmp_path}" in said

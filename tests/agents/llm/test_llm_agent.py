@@ -306,3 +306,20 @@ async def test_peer_tools_are_named_as_model_apis_accept_and_never_take_a_builti
         task = await mesh.send("hi")
     assert task.status.state is TaskState.completed  # a clash of names would fail every run
     assert offered == [sorted(["ask_user", *ARTIFACT_TOOLS, "word_count", "weather_v2"])]
+
+
+def test_a_provider_failure_points_at_base_url_only_when_one_is_set() -> None:
+    from pydantic_ai.exceptions import ModelAPIError, ModelConnectionError
+
+    from agents.llm.config import LlmConfig
+    from agents.llm.model import explain
+
+    default = LlmConfig.model_validate({"model": "openai:gpt-x"})
+    own = LlmConfig.model_validate({"model": "openai:gpt-x", "base_url": "http://127.0.0.1:11434/v1"})
+    unreachable = ModelConnectionError("gpt-x", "connection refused")
+    assert "base_url" not in explain(unreachable, default).replace("set base_url for a server", "")
+    assert "check this machine's network" in explain(unreachable, default)
+    assert "at http://127.0.0.1:11434/v1" in explain(unreachable, own) and "check base_url" in explain(unreachable, own)
+    failed = ModelAPIError("gpt-x", "bad")
+    assert explain(failed, default).endswith("check the model id and key")
+    assert explain(failed, own).endswith("check the model id, key and base_url")
