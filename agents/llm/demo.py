@@ -197,7 +197,7 @@ def _said(call: Call, result: ToolReturnPart | RetryPromptPart) -> str:
     if isinstance(result, RetryPromptPart) or result.outcome != "success":
         return f"{call.tool} failed: {_first_line(_text_of(result.content))}"
     content: Any = result.content
-    text = _first_line(str(content.get("text", "")) if isinstance(content, dict) else _text_of(content))
+    text = _gist(str(content.get("text", "")) if isinstance(content, dict) else _text_of(content))
     state = content.get("state") if isinstance(content, dict) else None
     if state not in (None, "completed"):
         return f"{call.tool} is {state}: {text}" if text else f"{call.tool} is {state}"
@@ -216,6 +216,15 @@ def _text_of(content: Any) -> str:
 
 def _first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0]
+
+
+def _gist(text: str, limit: int = 80) -> str:
+    """A peer's text in one line: its first line, the others after it in brackets (bounded)."""
+    first, *rest = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
+    more = " ".join(rest)
+    if len(more) > limit:
+        more = more[: limit - 3] + "..."
+    return f"{first} ({more})" if more else first
 
 
 _WHAT = "I am the demo model, a scripted stand-in: no provider, no network, no API key."

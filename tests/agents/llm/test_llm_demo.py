@@ -94,7 +94,7 @@ def test_each_request_is_one_step_plan_call_result_next_call_answer() -> None:
     counted = ModelRequest(parts=[returned("countdown", second.call_id, "Liftoff! Counted down from 3.\n3\n2\n1\n0")])
     last = step([asked, called, calculated, called, counted], MESH_TOOLS)
     assert last.call is None
-    assert last.text == "7*6 = 42; countdown: Liftoff! Counted down from 3."
+    assert last.text == "7*6 = 42; countdown: Liftoff! Counted down from 3. (3 2 1 0)."
 
 
 def test_a_new_turn_plans_afresh() -> None:
@@ -148,7 +148,7 @@ async def test_the_demo_model_calls_calculator_then_countdown_and_answers_from_t
     ]
     final = items[-1]
     assert isinstance(final, Task) and final.status.state is TaskState.completed
-    assert mesh.text(final) == "7*6 = 42; countdown: Liftoff! Counted down from 3."
+    assert mesh.text(final) == "7*6 = 42; countdown: Liftoff! Counted down from 3. (3 2 1 0)."
     if stream:  # the thinking is streamed before each call: plan, result and next call, answer
         texts = [s for s in shown if isinstance(s, str)]
         assert texts[:2] == ['Plan: calculator "7*6", then countdown "3".', '7*6 = 42. Next: countdown "3".']
