@@ -22,7 +22,8 @@ On that mesh, each client a user has, for real (``tests/whole_product_clients.py
 5. ``mesh doctor``; 6. a workflow served by ``mesh run``, and artifacts (an agent's file saved by
 ``mesh send --save-artifacts`` and downloaded through the gateway; a file attached in the chat
 and downloaded again); 7. an LLM agent on pydantic-ai's test model;
-8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool.
+8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool; (its
+own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows.
 
 Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
 per variant (its own event loop scope: the module's); the last check of each stops everything
@@ -63,7 +64,7 @@ from tests.gateways.acp_client import Editor, RecordingClient
 from tests.gateways.mcp_client import McpClient, Recorder
 from tests.mesh.cli_process import Result, Service, spawn
 from tests.support import alive
-from tests.test_readme import CONSOLE_BLOCK, README, Step, check_output, readme_steps
+from tests.test_readme import CONSOLE_BLOCK, README, Step, check_output, line_pattern, readme_steps
 from tests.whole_product_clients import (
     BIN,
     INPUT_REQUIRED,
@@ -281,6 +282,59 @@ async def test_the_model_assistant_calls_a_mesh_run_agent_as_a_tool(tmp_path_fac
     for name, (exit_code, service) in stopped.items():
         assert exit_code == 0 and "Traceback" not in service.output, f"mesh run {name}:\n{service.output}"
     assert code == 0 and "Traceback" not in product.up.output, f"mesh up --model test, Ctrl-C:\n{product.up.output}"
+
+
+DEMO_ASK = "what is 7 times 6, then count down from 3"
+
+
+def illustration_pattern(line: str) -> re.Pattern[str]:
+    """A line of an illustrative block as a pattern: ``<TASK_ID>``, ``<ID>``, and ``...`` for the rest of a result."""
+    return re.compile(line_pattern(line).pattern.replace(re.escape("..."), ".*"))
+
+
+@pytest.mark.timeout(180)
+async def test_the_demo_model_assistant_plans_calls_calculator_then_countdown_and_answers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``mesh up --model demo``: the README's illustration of ``mesh send assistant ... --stream``
+    is what it prints (the plan, each tool call and result, the answer with 42 and the countdown);
+    the chat shows the same tool calls; a request it cannot map says what the model is."""
+    async with mesh_up(tmp_path_factory.mktemp("whole-product-demo"), "--model", "demo") as product:
+        command = f'mesh send assistant "{DEMO_ASK}" --stream'
+        expected = readme_illustration(command)
+        assert expected, f"the README shows no `{command}`"
+        sent = await product.mesh("send", "assistant", DEMO_ASK, "--stream")
+        step = "step 1: mesh send assistant --stream prints what the README shows"
+        printed = sent.stdout.rstrip("\n").splitlines()
+        assert sent.code == 0 and len(printed) == len(expected), shown(step, sent)
+        for line, shows in zip(printed, expected, strict=True):
+            assert illustration_pattern(shows).match(line), shown(f"{step}: {line!r} is not {shows!r}", sent)
+        assert "42" in printed[-2] and "Liftoff! Counted down from 3." in printed[-2], shown(step, sent)
+
+        async with signed_in(product.gateway, product.api_key) as browser:
+            made = await new_conversation(browser, "assistant", "step 2: a chat conversation with the assistant")
+            path = f"/chat/api/conversations/{made['id']}/messages"
+            status, events = await sse_post(browser, path, {"text": DEMO_ASK})
+            step = f"step 3: the chat streams the tool calls and the answer: {status} {events}"
+            assert status == 200 and events and events[-1][0] == "end", step
+            data = [
+                part["data"]
+                for name, item in events
+                if name == "item" and item.get("kind") == "status-update"
+                for part in (item["status"].get("message") or {}).get("parts", [])
+                if part.get("kind") == "data"
+            ]
+            called = [d["function_name"] for d in data if d.get("type") == "tool_call"]
+            assert called == ["calculator", "countdown"], step
+            assert final_text(events) == "7*6 = 42; countdown: Liftoff! Counted down from 3. (3 2 1 0).", step
+
+        plain = await product.mesh("send", "assistant", "write me a poem")
+        step = "step 4: a request it cannot map: it says what it is and what it can do"
+        assert plain.code == 0, shown(step, plain)
+        for said in ("no provider, no network, no API key", "calculator, countdown, echo, orchestrator"):
+            assert said in plain.stdout, shown(step, plain)
+        code = await stop(product.up)
+    assert code == 0 and "Traceback" not in product.up.output, f"mesh up --model demo, Ctrl-C:\n{product.up.output}"
 
 
 # ---------------------------------------------------------------- 1. the README's tour

@@ -5,6 +5,11 @@
 :class:`RetryingModel` retries a request the provider answered 429 or 5xx (or could not be
 reached), with bounded, jittered exponential backoff; :func:`explain` turns what the model
 raised into the one line a failed task says: the provider, the status and the fix.
+
+``model: demo`` is the scripted demo model of :mod:`agents.llm.demo` (no provider, no key); a
+model that cannot be built (no key, an unknown id, a provider not installed) is a
+:class:`ConfigError` in the mesh's words: the variable to set, or ``model: demo`` to try
+without one (not pydantic-ai's advice for its Python API).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,18 +30,26 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
 from agents.llm.config import LlmConfig
+from agents.llm.demo import DEMO_MODEL, demo_model
 from mesh.errors import ConfigError
 from mesh.telemetry import tracing
 
-__all__ = ["RetryingModel", "build_model", "explain"]
+__all__ = ["TRY_DEMO", "RetryingModel", "build_model", "explain", "model_error"]
 
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_CAP_S = 8.0
 _OPENAI_COMPATIBLE = ("openai", "ollama", "openai-chat")
+#: What to try without a key or a provider, in every model error that could end there.
+TRY_DEMO = "or try without one: --model demo (mesh up) or model: demo (a scripted demo model, no provider)"
+_KEYLESS_HINT = "To try Pydantic AI without an API key"
+_VARIABLES = re.compile(r"Set the ((?:`\w+`(?:,? or |, )?)+) environment variable")
+_PACKAGE = re.compile(r"""pip install ["']([^"']+)["']""")
 
 
 def build_model(config: LlmConfig) -> Model:
     """The configured model; a bad id or a missing key is a :class:`ConfigError` naming the fix."""
+    if config.model == DEMO_MODEL:
+        return demo_model()
     provider_name, _, model_name = config.model.partition(":")
     api_key = _api_key(config)
     try:
@@ -60,9 +74,9 @@ def build_model(config: LlmConfig) -> Model:
             return infer_model(config.model, provider_factory=provider_factory)
         return infer_model(config.model)
     except errors.UserError as exc:
-        raise ConfigError(f"model {config.model!r}: {exc.message}; {_model_fix(provider_name)}") from None
+        raise ConfigError(model_error(config.model, exc.message)) from None
     except (ValueError, ImportError) as exc:
-        raise ConfigError(f"model {config.model!r}: {exc}; {_model_fix(provider_name)}") from None
+        raise ConfigError(model_error(config.model, str(exc))) from None
 
 
 def _api_key(config: LlmConfig) -> str | None:
@@ -72,15 +86,37 @@ def _api_key(config: LlmConfig) -> str | None:
     if not key:
         raise ConfigError(
             f"model {config.model!r}: the variable {config.api_key_env} (api_key_env) is not set; "
-            f"export {config.api_key_env}=<your key> before starting the mesh"
+            f"export {config.api_key_env}=<your key> before starting the mesh, {TRY_DEMO}"
         )
     return key
 
 
-def _model_fix(provider: str) -> str:
+def model_error(model: str, message: str) -> str:
+    """What the mesh says when pydantic-ai cannot build ``model``: the fix in the mesh's terms.
+
+    pydantic-ai's own advice is for its Python API (``OpenAIProvider(api_key=...)``,
+    ``Agent('test')``); here it is a variable to set, a package to install or ``model: demo``.
+    """
+    provider = model.partition(":")[0] if ":" in model else None
+    if _KEYLESS_HINT in message or "API key" in message:
+        names = re.findall(r"`(\w+)`", found[1]) if (found := _VARIABLES.search(message)) else []
+        variable = " or ".join(names) or "the provider's API key variable"
+        return (
+            f"model {model!r}: no API key; set {variable} (export {names[0] if names else 'ITS_NAME'}=<your key> "
+            f"before starting the mesh; llm.api_key_env names another variable), {TRY_DEMO}"
+        )
+    if (package := _PACKAGE.search(message)) is not None:
+        return f"model {model!r}: the {provider or model} provider is not installed; pip install '{package[1]}'"
+    if message.startswith("Unknown model"):
+        hint = message.partition(". ")[2].strip()  # pydantic-ai's "Did you mean ...?", when it has one
+        return (
+            f"model {model!r}: unknown model id{'; ' + hint if hint else ''}; write provider:model "
+            f"(openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5, ollama:llama3.2 with base_url), "
+            "or model: demo (a scripted demo model, no provider)"
+        )
     return (
-        f"check the model id ('{provider}:<model>'), set the provider's API key variable "
-        "(or api_key_env), and install the provider: pip install 'mqtt-agent-mesh[llm]'"
+        f"model {model!r}: {message.rstrip('.')}; check the model id and the provider's settings, "
+        + TRY_DEMO.replace("one", "a provider", 1)
     )
 
 

@@ -88,6 +88,38 @@ def test_mistakes_name_the_key_and_the_fix(tmp_path: Path, llm: str, message: st
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("model", "variable"), [("openai:gpt-4o", "OPENAI_API_KEY"), ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY")]
+)
+def test_a_missing_key_names_the_variable_and_model_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, variable: str
+) -> None:
+    """Not pydantic-ai's advice for its Python API, nor an extra to install: it is installed."""
+    monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ConfigError) as error:
+        build(tmp_path, entry(f"{{model: '{model}'}}"))
+    message = str(error.value)
+    assert f"model '{model}': no API key; set {variable} (export {variable}=<your key>" in message
+    assert "--model demo (mesh up) or model: demo (a scripted demo model, no provider)" in message
+    for advice in ("Agent('test')", "Provider(api_key=", "pip install", "https://"):
+        assert advice not in message, message
+
+
+def test_an_unknown_model_id_suggests_model_demo(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        build(tmp_path, entry("{model: 'nosuchprovider:m'}"))
+    message = str(error.value)
+    assert "model 'nosuchprovider:m': unknown model id; write provider:model" in message
+    assert "model: demo" in message and "pip install" not in message
+
+
+def test_model_demo_needs_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    agent = build(tmp_path, entry("{model: demo, peers: ['*']}"))
+    assert agent.llm.model == "demo" and agent.engine.model is not None
+
+
 def test_class_and_llm_together_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="either 'class:' or 'llm:'"):
         build(tmp_path, entry("{model: test}") + "    class: agents.builtin.echo:EchoAgent\n")
