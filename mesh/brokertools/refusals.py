@@ -51,7 +51,7 @@ def refusal_fix(exc: BaseException, state_dir: Path | None = None) -> str | None
         f"no mesh up runs here with {where}: if `mesh up` started this broker, run this command as the same user "
         f"with the same HOME (or {STATE_DIR_ENV}) as it; for a broker mesh up did not start, give the component a "
         "user of its own with `mesh broker-config FILE... --out DIR` and point MESH_BROKER_PASSWORD_FILE at "
-        "DIR/credentials"
+        "DIR/credentials, or give the broker's own user in the URL (--broker mqtt://user:password@host:port)"
     )
 
 

@@ -30,7 +30,8 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
         metavar="MODEL",
         help=(
             f"also run an 'assistant' LLM agent on this pydantic-ai model (e.g. openai:gpt-4.1-mini, "
-            f"ollama:llama3.2) with every agent as a tool; default ${MODEL_ENV}; needs the llm extra"
+            f"ollama:llama3.2; demo: a scripted model, no key) with every agent as a tool; default ${MODEL_ENV}; "
+            "needs the llm extra"
         ),
     )
 
