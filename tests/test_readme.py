@@ -93,16 +93,20 @@ def readme_steps(text: str) -> list[Step]:
     return [step for block in blocks(text) if block.runs for step in steps(block)]
 
 
+def line_source(line: str) -> str:
+    """One printed line as the page shows it: its placeholders stand for what varies, the rest is literal."""
+    pattern = re.escape(line)
+    for placeholder, meaning in PLACEHOLDERS.items():
+        pattern = pattern.replace(re.escape(placeholder), meaning)
+    return pattern
+
+
+def line_pattern(line: str) -> re.Pattern[str]:
+    return re.compile(line_source(line) + r"\Z")
+
+
 def output_pattern(expected: list[str]) -> re.Pattern[str]:
-    parts = []
-    for line in expected:
-        if line == "...":
-            parts.append(r"(?:[^\n]*\n)*?")
-            continue
-        pattern = re.escape(line)
-        for placeholder, meaning in PLACEHOLDERS.items():
-            pattern = pattern.replace(re.escape(placeholder), meaning)
-        parts.append(pattern + r"\n")
+    parts = [r"(?:[^\n]*\n)*?" if line == "..." else line_source(line) + r"\n" for line in expected]
     return re.compile("".join(parts) + r"\Z")
 
 
