@@ -14,7 +14,7 @@ usual); reading resumes below the bound. While paused, reading resumes briefly e
 
 - its Message Expiry (the caller's timeout) runs out while it is held (the error's data says
   ``"expired": true``: a profile requester gets the EMQX profile's -32003 ``request_expired``,
-  :func:`mesh.emqx.profile_error`);
+  :func:`mesh.profile.emqx.profile_error`);
 - twice the bound is held already (what one read brought in beyond it);
 - the agent delegates (calls of its own are open) and the bound is held: its reading is not
   paused then, since the answers to its calls come on the same connection and are what frees

@@ -16,7 +16,7 @@ env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), ``llm: {model
 instructions: ..., tools: ..., peers: ...}`` an LLM agent (:mod:`agents.llm`), and ``workflow:
 {nodes: [...], ...}`` a DAG of agents (:mod:`agents.workflow`); ``name:`` is then required.
 
-Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
+Registered under the ``mesh.config.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
 ``<file>: <key path>: <problem>; <fix>`` form.
 """
@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from agents.agent import CARD_OPTIONS, Agent, UnknownOptionsError, agent_options
 from agents.settings import AgentSettings
 from mesh.component import BuildContext, Component, component_trust
-from mesh.config_errors import KeyPart, check_keys, config_error, suggest, validation_error_text
+from mesh.config.errors import KeyPart, check_keys, config_error, suggest, validation_error_text
 from mesh.errors import ConfigError
 from mesh.trust import Trust
 from topics import validate_identifier
@@ -62,7 +62,7 @@ class AgentSpec:
 
 
 def build_agents(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
-    """The ``mesh.sections`` factory for ``agents:``: one :class:`AgentService` per entry."""
+    """The ``mesh.config.sections`` factory for ``agents:``: one :class:`AgentService` per entry."""
     token = _BUILD_MODULES.set({})
     try:
         specs = [parse_agent_entry(entry, ctx, index) for index, entry in enumerate(entries)]

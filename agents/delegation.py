@@ -53,9 +53,9 @@ from mesh.a2a import (
 )
 from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.discovery import LazyRegistry
-from mesh.emqx_requester import ProfileRequester, is_profile_agent
+from mesh.discovery.registry import name_allowed
 from mesh.errors import AgentNotFoundError, AgentUnavailableError, CallTimeoutError
-from mesh.registry import name_allowed
+from mesh.profile.requester import ProfileRequester, is_profile_agent
 from mesh.timestamps import utc_now_iso
 from mesh.transport import Transport
 
@@ -162,7 +162,7 @@ class Delegator:
         forwarder: Callable[[TaskStatusUpdateEvent | TaskArtifactUpdateEvent], None] | None,
         idle_s: float,
     ) -> Task:
-        """A sub-task to an EMQX profile agent (:mod:`mesh.emqx_requester`); same errors as any peer's."""
+        """A sub-task to an EMQX profile agent (:mod:`mesh.profile.requester`); same errors as any peer's."""
         if not params.message.task_id:
             params.message.task_id = str(uuid.uuid4())  # the profile's requester names the task
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mesh.a2a import Task
-from mesh.statedir import STATE_DIR_ENV, default_state_dir, namespace_state_dir, path_component
+from mesh.config.statedir import STATE_DIR_ENV, default_state_dir, namespace_state_dir, path_component
 
 if TYPE_CHECKING:
     from agents.tasks import TaskRecord
@@ -137,7 +137,7 @@ def journal_path(task_store: str, namespace: str, instance: str) -> Path | None:
 
     ``task_store`` is the agent's setting: ``":memory:"``, a file path, or empty for
     ``<state dir>/<namespace>/<instance>.sqlite3`` (each a single file name, see
-    :func:`~mesh.statedir.path_component`).
+    :func:`~mesh.config.statedir.path_component`).
     """
     if task_store == MEMORY:
         return None

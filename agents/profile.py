@@ -1,7 +1,7 @@
 """An agent in the EMQX "A2A over MQTT" profile too: its second connection, one runtime.
 
 With ``emqx: {org, unit}`` configured, an :class:`~agents.service.AgentService` also serves the
-profile (:mod:`mesh.emqx`, topics in :mod:`topics.profile`). The profile needs what one MQTT
+profile (:mod:`mesh.profile.emqx`, topics in :mod:`topics.profile`). The profile needs what one MQTT
 connection cannot give beside the mesh's own: the client id ``{org}/{unit}/{agent}`` and a will
 that republishes the card offline (the mesh's will clears its SAM card). So the profile gets a
 connection of its own, and nothing else of its own:
@@ -16,7 +16,7 @@ connection of its own, and nothing else of its own:
 - the card (A2A 1.0, the profile's binding) is retained on ``$a2a/v1/discovery/{org}/{unit}/{agent}``
   with ``a2a-status=online``; the will republishes it with ``a2a-status=offline`` and
   ``a2a-status-source=lwt``, a clean stop with ``a2a-status-source=agent``. It heals like the
-  SAM card (:class:`~mesh.presence.CardHealer`): cleared, replaced or marked offline by another
+  SAM card (:class:`~mesh.discovery.presence.CardHealer`): cleared, replaced or marked offline by another
   connection while the agent runs, it is published again at once (counted in
   ``mesh_cards_healed_total``).
 
@@ -53,8 +53,10 @@ from mesh.a2a import Message, Method, RpcError, Task
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import profile_member_id, profile_user
 from mesh.clientids import slot_count, slot_user
-from mesh.credentials import password_for
-from mesh.emqx import (
+from mesh.config.credentials import password_for
+from mesh.discovery.presence import CardHealer
+from mesh.errors import ConfigError, NoSubscribersError, TransportError, short_repr
+from mesh.profile.emqx import (
     AUTHORIZATION,
     CONTEXT_ID,
     RESPONDER_AGENT_ID,
@@ -67,8 +69,6 @@ from mesh.emqx import (
     request_from_profile,
     transport_protocol_error,
 )
-from mesh.errors import ConfigError, NoSubscribersError, TransportError, short_repr
-from mesh.presence import CardHealer
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.telemetry import ComponentMetrics
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, Will, connect_subscribing
@@ -183,7 +183,7 @@ class ProfileEndpoint:
         self.pool_topic = profile_pool_topic(org, unit, pool) if pool is not None else None
         if pool is not None:
             self.filters.append(profile_pool_subscription(org, unit, pool))
-        #: The agent's address in the profile, as its cards claim it (:class:`~mesh.emqx.DialectClaim`):
+        #: The agent's address in the profile, as its cards claim it (:class:`~mesh.profile.emqx.DialectClaim`):
         #: ``org/unit/agent``; a replica's, the pool's (its agent id is new at every start).
         self.address = f"{org}/{unit}/pool/{pool}" if instance is not None and pool else f"{org}/{unit}/{self.agent_id}"
         self._members = members
@@ -304,7 +304,7 @@ class ProfileEndpoint:
 
     def _card_seen(self, message: InboundMessage) -> None:
         """Another connection's message on our card topic (a clear, a forged card, an offline
-        one): our card again at once, as the SAM card heals (:class:`~mesh.presence.CardHealer`).
+        one): our card again at once, as the SAM card heals (:class:`~mesh.discovery.presence.CardHealer`).
         What the broker held before our card (the retained card of our last run, our will after
         a lost connection) arrives before our publish is acknowledged, so it is not healed."""
         if self._stopped or not self._watching:

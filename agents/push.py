@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 from agents.journal import NullJournal, TaskJournal
 from mesh.a2a import InvalidParams, PushNotificationConfig, Task, TaskPushNotificationConfig
-from mesh.a2a_v1 import push_payload_v1
+from mesh.profile.v1 import push_payload_v1
 
 __all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigStore", "PushNotifier", "check_push_url", "validate_push_url"]
 

@@ -52,13 +52,13 @@ from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
 from mesh.clientids import REFUSED_USER, Claimed, own_client_id, replica_connection
-from mesh.credentials import PROBE_ROLE, private_client_id, probe_client_id, role_user
+from mesh.config.credentials import PROBE_ROLE, private_client_id, probe_client_id, role_user
 from mesh.discovery import LazyRegistry
-from mesh.emqx import DialectClaim, with_dialect_claim
+from mesh.discovery.ownership import check_agent_name, ensure_agent_name_free
+from mesh.discovery.presence import CardPresence, presence_will
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.errors import ConfigError, ConnectError
-from mesh.ownership import check_agent_name, ensure_agent_name_free
-from mesh.presence import CardPresence, presence_will
-from mesh.registry import DiscoveryRegistry
+from mesh.profile.emqx import DialectClaim, with_dialect_claim
 from mesh.telemetry import METRICS
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, connect_subscribing
 from mesh.trust import Trust
@@ -327,7 +327,7 @@ class AgentService:
 
     def card_bytes(self) -> bytes:
         card = self.agent.card(url=self.url, push_notifications=self.settings.push_notifications)
-        if self.profile is not None:  # both dialects: one agent, one registry entry (mesh.registry)
+        if self.profile is not None:  # both dialects: one agent, one registry entry (mesh.discovery.registry)
             card = with_dialect_claim(
                 card, DialectClaim(namespace=self.namespace, name=self.name, address=self.profile.address)
             )
@@ -356,7 +356,7 @@ class AgentService:
                     raise
                 log.debug("agent %s: no name-check user on the broker (%s); checking as itself", self.name, exc)
         # A broker identity shared by the agents (or none): one probe for all the agents of
-        # this process that start together (mesh.ownership).
+        # this process that start together (mesh.discovery.ownership).
         await check_agent_name(broker, self.namespace, self.name, timeout_s=timeout_s)
 
     async def start(self) -> None:
@@ -379,7 +379,7 @@ class AgentService:
                 subscriptions = await self._connect_and_announce(filters)
         except BaseException:
             # A clean DISCONNECT discards our will, which would clear a card we never published.
-            await self.presence.rollcall.stop()  # no longer hears roll calls (mesh.rollcall)
+            await self.presence.rollcall.stop()  # no longer hears roll calls (mesh.discovery.rollcall)
             if self.profile is not None:
                 await self.profile.transport.close()
             await self.discovery.close()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mesh.emqx import EmqxProfile
 from mesh.limits import MessageLimits
+from mesh.profile.emqx import EmqxProfile
 
 
 class _Settings(BaseModel):

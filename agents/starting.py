@@ -7,7 +7,7 @@ fan-out of every card to every watcher came after all of it. With at most
 :data:`STARTING_AT_ONCE` agents between their connect and their card, the first cards go out
 while the others connect, the broker's work overlaps ours, and it never sees 1,000 CONNECTs
 at once. The steps before (name check, tasks loaded) stay batched across all of them
-(:mod:`mesh.ownership`, :func:`agents.journal.load_together`).
+(:mod:`mesh.discovery.ownership`, :func:`agents.journal.load_together`).
 """
 
 from __future__ import annotations

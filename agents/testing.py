@@ -40,7 +40,7 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.client import MeshClient, StreamItem
-from mesh.presence import presence_will
+from mesh.discovery.presence import presence_will
 from mesh.transport import MemoryBroker, MemoryTransport, Transport
 from topics import get_agent_discovery_topic
 

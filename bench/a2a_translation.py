@@ -4,7 +4,7 @@ The gateway turns every answer of a mesh agent (A2A 0.3 JSON) into A2A 1.0 JSON 
 clients. Two ways to do it, per completed Task with a two-message history, from the JSON bytes
 the mesh delivers to the 1.0 JSON the client gets:
 
-- ours: ``json.loads`` then :func:`mesh.a2a_v1.task_v1` (dict to dict);
+- ours: ``json.loads`` then :func:`mesh.profile.v1.task_v1` (dict to dict);
 - a2a-sdk: its 0.3 pydantic ``Task`` from the bytes, ``conversions.to_core_task`` (the 1.0
   protobuf), then ``MessageToDict``.
 
@@ -27,7 +27,7 @@ from a2a.compat.v0_3 import conversions, types
 from google.protobuf.json_format import MessageToDict
 
 from bench.harness import emit, progress, ratio
-from mesh.a2a_v1 import task_v1
+from mesh.profile.v1 import task_v1
 
 
 def _message(role: str, message_id: str) -> dict[str, Any]:

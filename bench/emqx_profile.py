@@ -58,7 +58,7 @@ from agents import Agent, AgentSettings
 from agents.service import AgentService
 from mesh.a2a import get_text_from_message
 from mesh.broker import BrokerSettings
-from mesh.emqx import EmqxProfile
+from mesh.profile.emqx import EmqxProfile
 
 class Echo(Agent):
     name = "mesh-echo"

@@ -124,7 +124,7 @@ def secured_broker(identities: Sequence[tuple[str, str, str]]) -> Iterator[dict[
     from mesh.brokertools.brokerfiles import local_broker_config, write_broker_files
     from mesh.brokertools.brokerrules import Identity
     from mesh.brokertools.localbroker import LocalBroker, default_config_path, free_port
-    from mesh.credentials import read_credentials
+    from mesh.config.credentials import read_credentials
 
     with tempfile.TemporaryDirectory(prefix="mesh-bench-secured-") as directory:
         files = write_broker_files(Path(directory), [Identity(k, n, ns) for k, n, ns in identities])  # type: ignore[arg-type]

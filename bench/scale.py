@@ -7,7 +7,7 @@ their tasks as ``mesh run`` does by default, in a SQLite file per agent (in a te
 directory; one writer process per ``mesh run``, its RSS counted, files closed when idle), or
 with ``--memory`` in memory (``task_store: ":memory:"``). Then, from this process:
 
-- ``all_cards_s``: a new watcher (a :class:`~mesh.registry.DiscoveryRegistry`) subscribes and
+- ``all_cards_s``: a new watcher (a :class:`~mesh.discovery.registry.DiscoveryRegistry`) subscribes and
   waits until it knows all N cards (the retained ones);
 - ``new_agent_spread_ms``: 100 watchers (a connection and a registry each) are running; one
   more agent starts; the time between the first and the last watcher seeing it;
@@ -63,8 +63,8 @@ from bench.harness import ROOT, base_arguments, child, emit, progress, ratio
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
-from mesh.registry import DiscoveryRegistry, RegistryEvent
-from mesh.rollcall import ROLLCALL_MAX_WINDOW_S, ROLLCALL_WINDOW_S, rollcall_payload
+from mesh.discovery.registry import DiscoveryRegistry, RegistryEvent
+from mesh.discovery.rollcall import ROLLCALL_MAX_WINDOW_S, ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.transport import InboundMessage, MqttTransport
 from topics import get_agent_discovery_topic, get_discovery_rollcall_topic
 

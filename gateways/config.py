@@ -1,4 +1,4 @@
-"""The ``gateways:`` section of a mesh config file (the ``mesh.sections`` entry point).
+"""The ``gateways:`` section of a mesh config file (the ``mesh.config.sections`` entry point).
 
 Each entry names its ``kind``; ``http`` is the A2A-over-HTTP gateway
 (:class:`gateways.http.settings.HttpGatewaySettings` lists its keys).
@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mesh.component import BuildContext, Component, component_trust
-from mesh.config_errors import config_error, key_path, validation_error_text
+from mesh.config.errors import config_error, key_path, validation_error_text
 from mesh.errors import ConfigError
 
 KINDS = ("http",)

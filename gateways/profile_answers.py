@@ -1,4 +1,4 @@
-"""A gateway call to an EMQX "A2A over MQTT" profile agent as E2A frames (:mod:`mesh.emqx_requester`).
+"""A gateway call to an EMQX "A2A over MQTT" profile agent as E2A frames (:mod:`mesh.profile.requester`).
 
 The same frames :func:`gateways.answers.answer_frames` makes of a mesh call: events, then one
 final frame (the Task or Message, or an error).
@@ -18,8 +18,8 @@ from gateways.errors import TIMEOUT
 from mesh.a2a import ErrorCode, Message, Method, RpcError, Task
 from mesh.calls import CallOptions
 from mesh.e2a import E2AResponse, ResponseSequencer
-from mesh.emqx_requester import ProfileRequester
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
+from mesh.profile.requester import ProfileRequester
 
 __all__ = ["profile_frames"]
 

@@ -38,10 +38,10 @@ from mesh.broker import BrokerSettings
 from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.clientids import connection_for
 from mesh.discovery import LazyRegistry
+from mesh.discovery.presence import CardPresence, presence_will
+from mesh.discovery.registry import DiscoveryRegistry, Entry
 from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.emqx_requester import ProfileRequester, is_profile_agent
-from mesh.presence import CardPresence, presence_will
-from mesh.registry import DiscoveryRegistry, Entry
+from mesh.profile.requester import ProfileRequester, is_profile_agent
 from mesh.telemetry import METRICS
 from mesh.transport import Transport
 from mesh.trust import Trust

@@ -38,7 +38,7 @@ from mesh.errors import (
     SubscribeError,
     TransportError,
 )
-from mesh.lazy import lazy_exports
+from mesh.lazy import alias_moved_modules, lazy_exports
 from mesh.version import __version__
 
 if TYPE_CHECKING:
@@ -73,3 +73,24 @@ __all__ = [
 
 # Their modules import pydantic or paho: loaded when first asked for.
 __getattr__, __dir__ = lazy_exports(__name__, {"MeshClient": "mesh.client", "MessageLimits": "mesh.limits"})
+
+# Modules that moved into mesh.discovery, mesh.profile and mesh.config (0.x): their old paths
+# keep working, with a DeprecationWarning, until the next minor release.
+alias_moved_modules(
+    {
+        "mesh.registry": "mesh.discovery.registry",
+        "mesh.presence": "mesh.discovery.presence",
+        "mesh.rollcall": "mesh.discovery.rollcall",
+        "mesh.ownership": "mesh.discovery.ownership",
+        "mesh.emqx": "mesh.profile.emqx",
+        "mesh.emqx_requester": "mesh.profile.requester",
+        "mesh.a2a_v1": "mesh.profile.v1",
+        "mesh.a2a_v1_card": "mesh.profile.v1_card",
+        "mesh.a2a_v1_requests": "mesh.profile.v1_requests",
+        "mesh.a2a_v1_results": "mesh.profile.v1_results",
+        "mesh.config_errors": "mesh.config.errors",
+        "mesh.sections": "mesh.config.sections",
+        "mesh.statedir": "mesh.config.statedir",
+        "mesh.credentials": "mesh.config.credentials",
+    }
+)

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from mesh.credentials import password_for
+from mesh.config.credentials import password_for
 from mesh.errors import ConfigError
 from mesh.redaction import redact_url
 
@@ -96,7 +96,7 @@ class BrokerSettings:
     session_expiry_s: int = DEFAULT_SESSION_EXPIRY_S
     reconnect_min_delay_s: float = 0.1
     reconnect_max_delay_s: float = 10.0
-    # Per-component passwords (mesh.credentials): each component connects as its own user.
+    # Per-component passwords (mesh.config.credentials): each component connects as its own user.
     password_file: str | None = None
 
     @classmethod

@@ -21,7 +21,7 @@ for that subscription's SUBACK).
 
 Agents of the EMQX "A2A over MQTT" profile are called by their ``org/unit/agent`` name (as
 ``mesh agents`` lists them): ``send``, ``stream``, ``get_task`` and ``cancel_task`` reach them
-through a :class:`mesh.emqx_requester.ProfileRequester` on the same connection, which follows the
+through a :class:`mesh.profile.requester.ProfileRequester` on the same connection, which follows the
 profile's requester rules (its Task.id, retry profile and error codes).
 """
 
@@ -62,8 +62,8 @@ from mesh.a2a.params import DEFAULT_TASK_PAGE_SIZE
 from mesh.broker import BrokerSettings
 from mesh.calls import Answer, CallOptions, CallPath, CardWatch, parse_model
 from mesh.clientids import connection_for
-from mesh.emqx_requester import ProfileRequester, is_profile_agent
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
+from mesh.profile.requester import ProfileRequester, is_profile_agent
 from mesh.transport import MqttTransport, Transport
 from topics import validate_identifier, validate_namespace
 

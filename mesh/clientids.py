@@ -3,7 +3,7 @@
 Mosquitto lets any authenticated user connect under a client id in use and takes the session
 over; dynamic security's per-user ``clientid`` is the only refusal. So under the generated rules
 (:mod:`mesh.brokertools.brokerrules`) every broker user may connect under one client id only,
-derived from its password (:func:`mesh.credentials.private_client_id`): another component's
+derived from its password (:func:`mesh.config.credentials.private_client_id`): another component's
 credentials can neither use it nor compute it. A component with several connections has a
 broker user for each, sharing its password and its rights:
 
@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from mesh.broker import BrokerSettings
-from mesh.credentials import private_client_id, role_client_id, role_user, write_private_file
+from mesh.config.credentials import private_client_id, role_client_id, role_user, write_private_file
+from mesh.config.statedir import default_state_dir
 from mesh.errors import ConfigError, ConnectError
-from mesh.statedir import default_state_dir
 from mesh.transport import MqttTransport
 
 try:

@@ -2,7 +2,7 @@
 
 ``mesh`` does not import ``agents`` or ``gateways``. A config file's top-level sections
 (``agents:``, ``gateways:``) are built by factories those packages register under the
-``mesh.sections`` entry-point group; each factory turns its entries into components.
+``mesh.config.sections`` entry-point group; each factory turns its entries into components.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class BuildContext:
     section: str
     #: The file's ``trust:`` mapping (raw; see :func:`component_trust`), if any.
     trust: Mapping[str, Any] | None = None
-    #: The file's ``emqx:`` mapping: the default of its agents' ``emqx`` setting (see :mod:`mesh.emqx`).
+    #: The file's ``emqx:`` mapping: the default of its agents' ``emqx`` setting (see :mod:`mesh.profile.emqx`).
     emqx: Mapping[str, Any] | None = None
     #: The file's ``artifacts:`` store settings, if any (else ``MESH_ARTIFACTS`` or the embedded store).
     artifacts: ArtifactSettings | None = None

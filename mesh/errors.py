@@ -227,7 +227,7 @@ class AgentUnavailableError(MeshError):
 
 
 class AgentNameTakenError(MeshError):
-    """A live instance already serves this agent name on this namespace (:mod:`mesh.ownership`)."""
+    """A live instance already serves this agent name on this namespace (:mod:`mesh.discovery.ownership`)."""
 
     def __init__(self, agent: str, *, namespace: str, broker_url: str) -> None:
         super().__init__(

@@ -10,11 +10,15 @@ A package whose ``__init__`` would otherwise import pydantic, paho or an optiona
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
+import warnings
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
-__all__ = ["lazy_exports"]
+__all__ = ["alias_moved_modules", "lazy_exports"]
 
 
 def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
@@ -32,3 +36,30 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         return sorted({*vars(sys.modules[package]), *exports})
 
     return __getattr__, __dir__
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Old import paths of moved modules: the old name is the new module itself (one module
+    object, so patching either name patches both), with a DeprecationWarning naming the new path."""
+
+    def __init__(self, moves: Mapping[str, str]) -> None:
+        self.moves = dict(moves)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.moves:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        new = self.moves[spec.name]
+        warnings.warn(f"{spec.name} moved to {new}; import it from there", DeprecationWarning, stacklevel=2)
+        return importlib.import_module(new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The new module ran when it was imported: nothing to run again."""
+
+
+def alias_moved_modules(moves: Mapping[str, str]) -> None:
+    """Keep the old import paths of ``moves`` (old -> new module name) working for a release."""
+    if not any(isinstance(finder, _MovedModules) and finder.moves == dict(moves) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModules(moves))

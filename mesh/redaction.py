@@ -1,7 +1,7 @@
 """What logs and error messages must never show: values under secret-named keys, URL passwords.
 
 One rule for the whole project: the E2A response log (:mod:`mesh.e2a.log`) and config
-errors (:mod:`mesh.config_errors`) both ask :func:`is_secret_key`.
+errors (:mod:`mesh.config.errors`) both ask :func:`is_secret_key`.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerfiles import write_broker_files
 from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_user
 from mesh.brokertools.localbroker import LocalBroker
-from mesh.credentials import password_for
-from mesh.emqx import EmqxProfile
+from mesh.config.credentials import password_for
 from mesh.errors import ConnectError, NotAuthorizedError, SubscribeError
+from mesh.profile.emqx import EmqxProfile
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.test_broker_rules import RuledBroker, broker_under_rules

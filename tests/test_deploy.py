@@ -24,9 +24,9 @@ from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
 from mesh.component import Component
 from mesh.config import load_config
-from mesh.credentials import private_client_id, probe_client_id
+from mesh.config.credentials import private_client_id, probe_client_id
+from mesh.config.sections import build_components
 from mesh.errors import AgentNameTakenError, ConnectError, SubscribeError
-from mesh.sections import build_components
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys
 from tests.mesh.cli_process import mesh

@@ -36,7 +36,7 @@ from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
 from mesh.clientids import REPLICA_SLOT_ENV, client_transport
-from mesh.credentials import private_client_id, probe_client_id
+from mesh.config.credentials import private_client_id, probe_client_id
 from mesh.errors import ConfigError, ConnectError
 from mesh.telemetry import METRICS
 from mesh.transport import MqttTransport

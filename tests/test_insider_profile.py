@@ -30,9 +30,9 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_user
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
-from mesh.credentials import password_for
-from mesh.emqx import STATUS, STATUS_SOURCE, EmqxProfile
+from mesh.config.credentials import password_for
 from mesh.errors import ConnectError, NotAuthorizedError, SubscribeError
+from mesh.profile.emqx import STATUS, STATUS_SOURCE, EmqxProfile
 from mesh.properties import MessageProperties
 from mesh.telemetry import METRICS
 from mesh.transport import InboundMessage, MqttTransport
@@ -290,7 +290,7 @@ def test_a_replica_without_its_profile_users_slot_count_says_what_to_mount(
     (mounted before this version): its profile connection is ``prep@a2a`` under its instance id,
     as older rules allow, and the log names the file to mount. With the file: slot 2's user."""
     from agents.profile import _profile_broker
-    from mesh.credentials import write_credentials
+    from mesh.config.credentials import write_credentials
 
     write_credentials(tmp_path, {"prep": "p1", "prep@a2a": "p2"})
     broker = BrokerSettings(username="prep", password="p1", password_file=str(tmp_path))

@@ -167,3 +167,37 @@ def test_gateways_import_without_the_http_extra() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "mesh-up.yaml", "needs", "uvicorn"]
+
+
+MOVED = {
+    "mesh.registry": "mesh.discovery.registry",
+    "mesh.emqx": "mesh.profile.emqx",
+    "mesh.a2a_v1": "mesh.profile.v1",
+    "mesh.sections": "mesh.config.sections",
+    "mesh.credentials": "mesh.config.credentials",
+}
+
+
+@pytest.mark.parametrize(("old", "new"), MOVED.items())
+def test_a_moved_module_keeps_its_old_path_for_a_release_with_a_warning(old: str, new: str) -> None:
+    """The old path is the new module itself (patching either patches both), and says where it went."""
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        moved = importlib.import_module(old)
+    assert moved is importlib.import_module(new)
+
+
+def test_the_old_single_modules_discovery_and_config_are_their_packages() -> None:
+    """``from mesh.config import load_config`` and ``from mesh.discovery import lease_registry`` as before."""
+    from mesh.config import load_config
+    from mesh.config.files import load_config as loaded
+    from mesh.discovery import lease_registry
+    from mesh.discovery.shared import lease_registry as leased
+
+    assert load_config is loaded and lease_registry is leased
+
+
+def test_the_top_of_mesh_stays_small() -> None:
+    """The tree shows the design: concepts live in subpackages, few modules stay at the top."""
+    top = sorted(path.name for path in (ROOT / "mesh").glob("*.py"))
+    assert len(top) <= 14, f"mesh/ has {len(top)} top-level modules; group them in a subpackage: {top}"

@@ -19,7 +19,7 @@ order:
   for any other id, ``<PORT>`` for a port, and a line ``...`` for any lines;
 - a ``sh`` block runs as one ``bash -e`` script against the same mesh and must exit 0;
 - a ``yaml`` block is a mesh config: :func:`mesh.config.load_config` loads it and
-  :func:`mesh.sections.build_components` builds its components, as ``mesh run`` does before it
+  :func:`mesh.config.sections.build_components` builds its components, as ``mesh run`` does before it
   connects; a variable it needs (``${VAR}`` without a default, a ``*_env:`` value) is set to a
   placeholder when unset;
 - a ``python`` block is imported in a subprocess (a ``test_*.py`` file is run by pytest with
@@ -51,7 +51,7 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import free_port
 from mesh.component import Component
 from mesh.config import MeshConfig, load_config
-from mesh.sections import build_components
+from mesh.config.sections import build_components
 from tests.doc_blocks import SHELLS, Block, blocks, commands, mesh_invocations, page_blocks, problems
 from tests.mesh.cli_process import start_mesh
 

@@ -57,7 +57,7 @@ from mcp.client.stdio import stdio_client
 from mesh.a2a import TaskIdParams, request_bytes
 from mesh.broker import BrokerSettings, TlsOptions
 from mesh.brokertools.localbroker import free_port, port_is_free
-from mesh.credentials import private_client_id, probe_client_id
+from mesh.config.credentials import private_client_id, probe_client_id
 from mesh.properties import MessageProperties
 from mesh.transport import MqttTransport
 from tests.gateways.acp_client import Editor, RecordingClient

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.a2e.process import WorkerCommand
-from mesh.config_errors import KeyPart, check_keys, config_error
+from mesh.config.errors import KeyPart, check_keys, config_error
 
 __all__ = ["WORKER_EXAMPLE", "WORKER_KEYS", "parse_worker"]
 

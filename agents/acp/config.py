@@ -23,7 +23,7 @@ from typing import Any
 from agents.a2e.config import parse_worker
 from agents.a2e.process import WorkerCommand
 from agents.acp.policy import ClientPolicy
-from mesh.config_errors import KeyPart, check_keys, config_error
+from mesh.config.errors import KeyPart, check_keys, config_error
 
 __all__ = ["ACP_EXAMPLE", "ACP_KEYS", "POLICY_KEYS", "parse_acp"]
 

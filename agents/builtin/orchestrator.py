@@ -52,8 +52,8 @@ from agents.context import TaskContext
 from agents.errors import DelegationError, PeerFailedError
 from agents.updates import DataArtifact, Reply, Status, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentSkill, DataPart, Message, Task, TextPart, get_text_from_message
-from mesh.emqx_requester import is_profile_agent, profile_target
-from mesh.registry import GATEWAY_ROLE_EXTENSION
+from mesh.discovery.registry import GATEWAY_ROLE_EXTENSION
+from mesh.profile.requester import is_profile_agent, profile_target
 from topics import validate_identifier
 
 __all__ = [

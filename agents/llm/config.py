@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mesh.config_errors import KeyPart, check_keys, config_error, validation_error_text
+from mesh.config.errors import KeyPart, check_keys, config_error, validation_error_text
 from mesh.errors import ConfigError
 
 __all__ = ["INSTALL_HINT", "LLM_EXAMPLE", "LlmConfig", "McpServer", "parse_llm"]

@@ -33,9 +33,9 @@ from agents.llm.config import LlmConfig, McpServer
 from mesh.a2a import AgentCard, DataPart, FilePart, Task, TextPart
 from mesh.artifacts import ArtifactError, ArtifactInfo
 from mesh.artifacts import tools as artifact_tools
-from mesh.config_errors import config_error
+from mesh.config.errors import config_error
+from mesh.discovery.registry import DiscoveryRegistry, Entry, name_allowed
 from mesh.errors import ConfigError
-from mesh.registry import DiscoveryRegistry, Entry, name_allowed
 from mesh.telemetry import tracing
 
 if TYPE_CHECKING:

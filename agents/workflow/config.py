@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from agents.journal import MEMORY, journal_path
 from agents.workflow.graph import Graph, GraphProblem, build_graph
 from agents.workflow.spec import WorkflowSpec
-from mesh.config_errors import KeyPart, config_error, validation_error_text
+from mesh.config.errors import KeyPart, config_error, validation_error_text
 from mesh.errors import ConfigError
 
 __all__ = ["load_workflow", "parse_workflow", "workflow_store_path"]

@@ -30,7 +30,7 @@ from pydantic.errors import PydanticUserError
 from agents.workflow.spec import KIND_KEYS, NodeSpec, WorkflowSpec
 from agents.workflow.templates import Template, TemplateProblem, compile_value, template_names
 from agents.workflow.tools import Tool
-from mesh.config_errors import KeyPart, suggest
+from mesh.config.errors import KeyPart, suggest
 from topics import validate_identifier
 
 __all__ = ["RESERVED", "Graph", "GraphProblem", "Node", "build_graph"]

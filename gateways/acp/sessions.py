@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mesh.statedir import namespace_state_dir
+from mesh.config.statedir import namespace_state_dir
 from mesh.timestamps import utc_now_iso
 
 __all__ = ["SessionRecord", "SessionStore"]

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mesh.statedir import namespace_state_dir, path_component
+from mesh.config.statedir import namespace_state_dir, path_component
 
 __all__ = ["ChatLimitReached", "ChatStore", "default_chat_path"]
 

@@ -37,7 +37,7 @@ from urllib.parse import quote
 from gateways.dashboard.workflows import MAX_NODES, card_workflow, node_marks
 from mesh.a2a import AgentCard
 from mesh.artifacts import ArtifactError, ArtifactRef, is_artifact_uri
-from mesh.registry import Entry
+from mesh.discovery.registry import Entry
 
 __all__ = ["REFUSAL_CODES", "Bounds", "Change", "MeshView", "TaskRecord", "card_summary"]
 

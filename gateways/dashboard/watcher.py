@@ -33,8 +33,8 @@ from mesh.background import BackgroundTasks
 from mesh.broker import BrokerSettings
 from mesh.clientids import client_transport, connect_as_role, own_client_id
 from mesh.discovery import RegistryLease, lease_registry
+from mesh.discovery.registry import DiscoveryRegistry, RegistryEvent
 from mesh.errors import MeshError
-from mesh.registry import DiscoveryRegistry, RegistryEvent
 from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport
 from topics import ANSWER_TEMPLATES, TopicTemplate, get_agent_request_topic
 

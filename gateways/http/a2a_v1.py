@@ -19,10 +19,10 @@ Per JSON-RPC request (``params`` / ``result`` are the decoded members)::
     # any error, 1.0 shape:
     error_response_v1(request_id, exc)                  # RpcError, or the agent's error object
 
-The modules: :mod:`mesh.a2a_v1_requests` (1.0 requests -> 0.3, method and version tables) and
-:mod:`mesh.a2a_v1` (0.3 results -> 1.0, streams; enum names and codecs; in ``mesh``
+The modules: :mod:`mesh.profile.v1_requests` (1.0 requests -> 0.3, method and version tables) and
+:mod:`mesh.profile.v1` (0.3 results -> 1.0, streams; enum names and codecs; in ``mesh``
 because agents write 1.0 push payloads with it); both are in ``mesh`` because agents serving
-the EMQX profile (:mod:`mesh.emqx`) translate with them too, as does :mod:`mesh.a2a_v1_card`
+the EMQX profile (:mod:`mesh.profile.emqx`) translate with them too, as does :mod:`mesh.profile.v1_card`
 (the served card). This one holds what the gateway answers itself (ListTasks), the 1.0 errors,
 and re-exports the public API.
 """
@@ -47,7 +47,7 @@ from mesh.a2a import (
     parse_result,
 )
 from mesh.a2a.validation import short_repr
-from mesh.a2a_v1 import (
+from mesh.profile.v1 import (
     JSON,
     STATE_FROM_V1,
     TASK_STATE_NAMES,
@@ -64,8 +64,8 @@ from mesh.a2a_v1 import (
     timestamp_key,
     timestamp_v1,
 )
-from mesh.a2a_v1_card import served_card
-from mesh.a2a_v1_requests import (
+from mesh.profile.v1_card import served_card
+from mesh.profile.v1_requests import (
     EXTENSION_SUPPORT_REQUIRED,
     V1_METHODS,
     V1_STREAMING_METHODS,

@@ -73,7 +73,7 @@ from gateways.http.serving import JSON_RPC, read_body, serve_call
 from gateways.http.sessions import SessionStore
 from gateways.http.signin import signin_routes
 from gateways.http.streams import OpenStreams
-from mesh.registry import Entry
+from mesh.discovery.registry import Entry
 from mesh.telemetry import tracing
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def _entry_of(gateway: HttpGateway, name: str) -> Entry:
 
 
 async def _jsonrpc_profile(request: Request) -> Response:
-    """JSON-RPC to an EMQX profile agent: its name is ``org/unit/agent`` (mesh.emqx_requester)."""
+    """JSON-RPC to an EMQX profile agent: its name is ``org/unit/agent`` (mesh.profile.requester)."""
     params = request.path_params
     params["name"] = f"{params['org']}/{params['unit']}/{params['agent']}"
     return await _jsonrpc(request)

@@ -15,7 +15,7 @@ from mesh.a2a import (
     APIKeySecurityScheme,
     HTTPAuthSecurityScheme,
 )
-from mesh.registry import GATEWAY_ROLE_EXTENSION
+from mesh.discovery.registry import GATEWAY_ROLE_EXTENSION
 
 SCHEME_NAME = "gateway"
 

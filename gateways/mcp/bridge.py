@@ -24,10 +24,10 @@ from mesh.a2a import AgentCapabilities, AgentCard, ErrorCode, RpcError
 from mesh.broker import BrokerSettings
 from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.clientids import connection_for
+from mesh.discovery.presence import CardPresence, presence_will
+from mesh.discovery.registry import DiscoveryRegistry, RegistryEvent
 from mesh.e2a import E2AEnvelope, E2AProvenance, E2AResponse, ResponseSequencer, utc_now_iso
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
-from mesh.presence import CardPresence, presence_will
-from mesh.registry import DiscoveryRegistry, RegistryEvent
 from mesh.transport import Transport
 from mesh.trust import Trust
 from topics import get_gateway_discovery_topic, validate_namespace

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mesh.artifacts.errors import ArtifactStoreUnavailable
 from mesh.artifacts.store import ArtifactLimits, ArtifactStore
-from mesh.statedir import default_state_dir
+from mesh.config.statedir import default_state_dir
 
 __all__ = ["ARTIFACTS_ENV", "ArtifactSettings", "open_store", "resolve_settings"]
 

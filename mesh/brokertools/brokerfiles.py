@@ -32,7 +32,7 @@ from mesh.brokertools.dynsec import ADMIN_USER, dynsec_config
 from mesh.brokertools.tlscerts import Certificates, ensure_certificates
 from mesh.clientids import write_slots
 from mesh.config import MeshConfig
-from mesh.credentials import (
+from mesh.config.credentials import (
     DEFAULT_CLIENT,
     new_password,
     read_credentials,
@@ -40,9 +40,9 @@ from mesh.credentials import (
     write_credentials,
     write_private_file,
 )
+from mesh.config.sections import build_many
+from mesh.config.statedir import default_state_dir
 from mesh.errors import ConfigError
-from mesh.sections import build_many
-from mesh.statedir import default_state_dir
 
 __all__ = [
     "DEFAULT_CLIENT",

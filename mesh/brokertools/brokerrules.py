@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mesh.clientids import CLIENT_SLOTS, SLOTS, own_client_id, role_client_id, role_user, slot_user
-from mesh.credentials import PROBE_ROLE, probe_client_id
+from mesh.config.credentials import PROBE_ROLE, probe_client_id
 from topics import (
     AGENT_REQUEST_TOPIC,
     ANSWER_TEMPLATES,
@@ -313,7 +313,7 @@ def watch_rules(namespace: str) -> Rules:
 
 def _rollcalls(namespace: str) -> list[str]:
     """Where a registry may call the roll: today's topic, and the previous release's (its
-    components, running beside these rules, still call there; mesh.rollcall)."""
+    components, running beside these rules, still call there; mesh.discovery.rollcall)."""
     return [get_rollcall_topic(namespace), get_discovery_rollcall_topic(namespace)]
 
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mesh.brokertools.brokerrules import BoundUser, Rules
-from mesh.credentials import probe_client_id
+from mesh.config.credentials import probe_client_id
 
 __all__ = [
     "ADMIN_USER",

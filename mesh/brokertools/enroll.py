@@ -27,7 +27,7 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import BoundUser, Identity, bound_users, rules_for, slot_counts
 from mesh.brokertools.dynsec import ADMIN_USER, CONTROL_TOPIC, RESPONSE_TOPIC, role_acls, role_name
 from mesh.clientids import SLOTS_SUFFIX, write_slots
-from mesh.credentials import new_password, read_credentials, read_passwords, write_credentials
+from mesh.config.credentials import new_password, read_credentials, read_passwords, write_credentials
 from mesh.errors import ConfigError, ConnectError
 from mesh.transport import InboundMessage, MqttTransport
 

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 
 from mesh.brokertools.upstate import running_up_of_broker, running_ups
+from mesh.config.statedir import STATE_DIR_ENV, default_state_dir
 from mesh.errors import ConnectError, NotAuthorizedError, SubscribeError, TransportError
-from mesh.statedir import STATE_DIR_ENV, default_state_dir
 
 __all__ = ["refusal_fix"]
 

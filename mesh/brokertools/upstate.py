@@ -27,8 +27,8 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from mesh.brokertools.localbroker import free_port, port_is_free
+from mesh.config.statedir import default_state_dir
 from mesh.errors import ConfigError
-from mesh.statedir import default_state_dir
 
 __all__ = [
     "UpAlreadyRunningError",
@@ -60,7 +60,7 @@ class UpRecord:
     broker_pid: int | None = None
     gateways: list[str] = field(default_factory=list)
     #: A secured ``mesh up`` (the default; not ``--insecure``): its broker takes only the users of
-    #: ``credentials``, a directory of one password file per component (mesh.credentials).
+    #: ``credentials``, a directory of one password file per component (mesh.config.credentials).
     secure: bool = False
     credentials: str | None = None
     #: The private CA of its TLS broker (``--secure``), None for plain MQTT on loopback.

@@ -26,8 +26,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from mesh.discovery.registry import InstanceListener, Listener, RegistryEvent
 from mesh.errors import MeshError
-from mesh.registry import InstanceListener, Listener, RegistryEvent
 from mesh.transport import InboundMessage, Subscription
 from topics import get_agent_discovery_topic, parse_instance_card_topic
 

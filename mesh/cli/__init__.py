@@ -54,7 +54,7 @@ class MeshArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         found = _INVALID_CHOICE.search(message)
         if found is not None:
-            from mesh.config_errors import suggest
+            from mesh.config.errors import suggest
 
             choices = re.findall(r"'([^']*)'", found["choices"])
             close = suggest(found["word"], choices)
@@ -69,7 +69,7 @@ class MeshArgumentParser(argparse.ArgumentParser):
         # The deepest parser that met an unknown option names it first (a subcommand's parser
         # runs inside its parent's and copies its namespace up): its options are the ones meant.
         if extras and not hasattr(parsed, _UNKNOWN_OPTIONS):
-            from mesh.config_errors import suggest
+            from mesh.config.errors import suggest
 
             # Compared without their dashes, which every option shares (``--xyz`` is not close to ``--key``).
             options = {o.lstrip("-"): o for action in self._actions for o in action.option_strings}

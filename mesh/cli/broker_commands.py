@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from mesh.broker import BrokerSettings, TlsOptions
 from mesh.cli.common import EXIT_OK, configure_logging
-from mesh.credentials import DEFAULT_CLIENT
+from mesh.config.credentials import DEFAULT_CLIENT
 from mesh.errors import ConfigError
 
 if TYPE_CHECKING:  # loaded when a command runs, not to build mesh's parser

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mesh.broker import BROKER_URL_ENV, BrokerSettings, TlsOptions, check_tls_file, resolve_broker_url
-from mesh.credentials import DEFAULT_CLIENT, PASSWORD_FILE_ENV
+from mesh.config.credentials import DEFAULT_CLIENT, PASSWORD_FILE_ENV
 from mesh.errors import (
     AgentNameTakenError,
     AgentNotFoundError,

@@ -1,6 +1,6 @@
 """``mesh agents`` and ``mesh watch``: who is on the mesh, and what changes on its discovery topics.
 
-Both read ``{ns}/a2a/v1/discovery/#`` through a :class:`~mesh.registry.DiscoveryRegistry` on a
+Both read ``{ns}/a2a/v1/discovery/#`` through a :class:`~mesh.discovery.registry.DiscoveryRegistry` on a
 plain transport of their own. Output goes to stdout, one flushed line at a time for ``watch``
 (so ``mesh watch --json | jq`` shows events as they happen); diagnostics go to stderr.
 """
@@ -32,7 +32,7 @@ from topics import get_rollcall_topic, validate_namespace
 # asyncio, the A2A models and the MQTT client load when a command runs, not to build mesh's parser.
 if TYPE_CHECKING:
     from mesh.a2a import AgentCard
-    from mesh.registry import DiscoveryRegistry, Entry, RegistryEvent
+    from mesh.discovery.registry import DiscoveryRegistry, Entry, RegistryEvent
     from mesh.transport import InboundMessage
 
 DESCRIPTION_WIDTH = 50
@@ -106,7 +106,7 @@ async def _agents(args: argparse.Namespace) -> int:
     import asyncio
 
     from mesh.clientids import client_transport
-    from mesh.registry import DiscoveryRegistry
+    from mesh.discovery.registry import DiscoveryRegistry
 
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
@@ -235,7 +235,7 @@ async def _watch(args: argparse.Namespace) -> int:
     import asyncio
 
     from mesh.clientids import client_transport
-    from mesh.registry import DiscoveryRegistry
+    from mesh.discovery.registry import DiscoveryRegistry
 
     namespace = validate_namespace(args.namespace)
     settings = client_settings(args)
@@ -320,7 +320,7 @@ def raw_line(message: InboundMessage, at: float) -> str:
     elif (card := parse_card(message.payload)) is not None:
         summary = f"card {card.name} ({size} bytes)"
     elif message.topic.endswith("/rollcall"):
-        from mesh.rollcall import rollcall_window
+        from mesh.discovery.rollcall import rollcall_window
 
         summary = f"roll call (answers within {rollcall_window(message.payload) * 1000:g} ms)"
     else:

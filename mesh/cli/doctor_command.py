@@ -7,7 +7,7 @@ import sys
 
 from mesh.broker import BrokerSettings
 from mesh.cli.common import EXIT_OK, add_connection_options, client_settings, configure_logging
-from mesh.credentials import DOCTOR_USER
+from mesh.config.credentials import DOCTOR_USER
 
 #: Exit code when the mesh runs, but without some of what it would use.
 EXIT_DEGRADED = 1

@@ -35,11 +35,11 @@ from mesh.cli.up_secure import clients as up_clients
 from mesh.cli.up_secure import probes as up_probes
 from mesh.component import Component
 from mesh.config import MeshConfig, configured_broker, configured_tls, load_many
+from mesh.config.sections import MissingDependencyError, build_components, build_many, check_unique_components
+from mesh.config.statedir import STATE_DIR_ENV, default_state_dir
 from mesh.errors import ConfigError, ConnectError
 from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
-from mesh.sections import MissingDependencyError, build_components, build_many, check_unique_components
-from mesh.statedir import STATE_DIR_ENV, default_state_dir
 from mesh.telemetry import tracing
 from topics import validate_namespace
 

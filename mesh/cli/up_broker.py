@@ -25,7 +25,7 @@ from mesh.brokertools.localbroker import (
 )
 from mesh.brokertools.upstate import UpClaim, UpRecord, suggested_http_port
 from mesh.config import MeshConfig
-from mesh.config_errors import config_error, key_path
+from mesh.config.errors import config_error, key_path
 from mesh.errors import ConnectError, MeshError
 from mesh.redaction import redact_url
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mesh.brokertools.upstate import up_files
 from mesh.config import MeshConfig
-from mesh.credentials import write_private_file
+from mesh.config.credentials import write_private_file
 
 __all__ = [
     "API_KEY_ENV",

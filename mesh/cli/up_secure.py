@@ -27,7 +27,7 @@ from mesh.brokertools.brokerfiles import ADMIN_FILE, DEFAULT_CLIENT, SECURE_BROK
 from mesh.brokertools.localbroker import free_port, port_answers
 from mesh.brokertools.localtrust import add_components, trust_settings
 from mesh.config import MeshConfig
-from mesh.credentials import DOCTOR_USER
+from mesh.config.credentials import DOCTOR_USER
 from mesh.errors import ConfigError, ConnectError
 from mesh.redaction import redact_url
 

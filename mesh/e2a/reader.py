@@ -7,7 +7,7 @@ wire formats differ only in their dialect, a subclass:
 
 - :class:`FieldReader`: E2A wire data (``from_dict``): keys as written, errors are
   :class:`~mesh.e2a.errors.E2AValidationError`, list items are ``key[i]``;
-- ``ProtoObject`` (:mod:`mesh.a2a_v1_requests`): A2A 1.0 ProtoJSON: camelCase or
+- ``ProtoObject`` (:mod:`mesh.profile.v1_requests`): A2A 1.0 ProtoJSON: camelCase or
   snake_case names, ``""`` absent, numbers also as strings, list items are ``key.i``.
 """
 

@@ -95,7 +95,7 @@ class ComponentMetrics:
         #: Requests refused, by reason (the JSON-RPC error's type).
         self.refusals: dict[str, int] = {}
         self.reconnects = 0
-        #: Its card republished because something else replaced or cleared it (mesh.presence).
+        #: Its card republished because something else replaced or cleared it (mesh.discovery.presence).
         self.cards_healed = 0
         #: From sending a request to its final answer, by (callee, method).
         self.round_trips: dict[tuple[str, str], Histogram] = {}

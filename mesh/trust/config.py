@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mesh.config_errors import KeyPart, validation_error_text
+from mesh.config.errors import KeyPart, validation_error_text
 from mesh.errors import ConfigError
 
 if TYPE_CHECKING:  # the JOSE library loads when trust is configured and used, not with this module

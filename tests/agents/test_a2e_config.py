@@ -13,8 +13,8 @@ from mesh.a2a import Task, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.config import load_config
+from mesh.config.sections import build_components
 from mesh.errors import ConfigError
-from mesh.sections import build_components
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "agents" / "a2e" / "examples"
 

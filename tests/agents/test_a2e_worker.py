@@ -21,7 +21,7 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.client import MeshClient, StreamItem
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
 from tests.conftest import ServeAgent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "agents" / "a2e" / "examples"

@@ -10,8 +10,8 @@ from agents.acp import AcpAgent, ClientPolicy
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
 from mesh.config import load_config
+from mesh.config.sections import build_components
 from mesh.errors import ConfigError
-from mesh.sections import build_components
 
 
 def build(tmp_path: Path, agents_yaml: str) -> AcpAgent:

@@ -14,9 +14,9 @@ from agents.settings import AgentSettings, DelegationSettings
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
 from mesh.config import load_config
+from mesh.config.sections import build_components
 from mesh.errors import ConfigError
 from mesh.limits import MessageLimits
-from mesh.sections import build_components
 from tests.agents.sample_agents import Flexible, Greeter, Repeater
 
 SAMPLES = "tests.agents.sample_agents"

@@ -19,7 +19,7 @@ from agents.service import AgentService
 from mesh.a2a import RpcError, Task, TaskIdParams, TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.emqx import EmqxProfile, profile_error
+from mesh.profile.emqx import EmqxProfile, profile_error
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Echo
 from tests.agents.test_emqx_responder import one_reply, v1_request

@@ -26,9 +26,9 @@ from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_member_
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
 from mesh.clientids import slot_user
-from mesh.credentials import password_for
-from mesh.emqx import EmqxProfile
+from mesh.config.credentials import password_for
 from mesh.errors import SubscribeError
+from mesh.profile.emqx import EmqxProfile
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Echo
 from tests.agents.test_emqx_responder import message, one_reply, v1_request

@@ -23,7 +23,7 @@ from a2a_over_mqtt import MqttConfig, Requester, TopicSpace
 from agents import AgentSettings
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
-from mesh.emqx import EmqxProfile
+from mesh.profile.emqx import EmqxProfile
 from mesh.trust import generate_keys
 from tests.agents.service_agents import Echo
 from tests.agents.test_emqx_responder import collect, message, one_reply, v1_request
@@ -70,7 +70,7 @@ async def test_a_killed_agents_card_shows_offline_from_its_will(
         from agents import AgentSettings
         from agents.service import AgentService
         from mesh.broker import BrokerSettings
-        from mesh.emqx import EmqxProfile
+        from mesh.profile.emqx import EmqxProfile
         from tests.agents.service_agents import Echo
         async def main():
             settings = AgentSettings(task_store=":memory:", emqx=EmqxProfile(org={space.org!r}, unit="ai"))

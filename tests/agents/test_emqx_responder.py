@@ -22,7 +22,7 @@ from a2a_over_mqtt import A2ARequest, MqttConfig, Requester, TopicSpace, make_pr
 from agents import AgentSettings
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
-from mesh.emqx import PROFILE_BINDING, EmqxProfile
+from mesh.profile.emqx import PROFILE_BINDING, EmqxProfile
 from tests.agents.service_agents import Asker, Blocker, Echo, Streamer, Whoami
 
 pytestmark = pytest.mark.asyncio

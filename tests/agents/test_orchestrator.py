@@ -31,7 +31,7 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.client import MeshClient
-from mesh.registry import GATEWAY_ROLE_EXTENSION
+from mesh.discovery.registry import GATEWAY_ROLE_EXTENSION
 from tests.agents.service_agents import Blocker
 from tests.conftest import ServeAgent
 

@@ -15,8 +15,8 @@ import pytest
 from agents import AgentSettings
 from mesh.a2a import Task, TaskState
 from mesh.client import MeshClient
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.errors import AgentUnavailableError
-from mesh.registry import DiscoveryRegistry
 from tests.agents.service_agents import Asker
 from tests.conftest import ServeAgent, TransportFactory
 from tests.support import wait_until

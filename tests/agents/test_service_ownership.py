@@ -9,12 +9,12 @@ import pytest
 
 from agents import AgentSettings
 from agents.service import AgentService
-from mesh import ownership
 from mesh.a2a import Task, TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.discovery import ownership
+from mesh.discovery.presence import CardPresence
 from mesh.errors import AgentNameTakenError
-from mesh.presence import CardPresence
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory

@@ -283,8 +283,8 @@ def test_a_config_files_trust_reaches_every_component_and_an_entry_overrides_it(
 ) -> None:
     from gateways.http.server import HttpGateway
     from mesh.config import load_config
+    from mesh.config.sections import build_many
     from mesh.errors import ConfigError
-    from mesh.sections import build_many
 
     generate_keys(tmp_path / "keys", ["echo", "http"])
     (tmp_path / "mesh.yaml").write_text(

@@ -10,8 +10,8 @@ import pytest
 from gateways.http.server import HttpGateway
 from mesh.broker import BrokerSettings
 from mesh.config import load_config
+from mesh.config.sections import build_components
 from mesh.errors import ConfigError
-from mesh.sections import build_components
 
 BROKER = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
 

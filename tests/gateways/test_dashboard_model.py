@@ -13,7 +13,7 @@ from agents.workflow.agent import WORKFLOW_EXTENSION as AGENT_SIDE_URI
 from gateways.dashboard.model import Bounds, Change, MeshView
 from gateways.dashboard.workflows import WORKFLOW_EXTENSION, card_workflow
 from mesh.a2a import AgentCardSignature
-from mesh.registry import Entry
+from mesh.discovery.registry import Entry
 
 
 class Clock:

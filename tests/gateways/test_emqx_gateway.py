@@ -14,7 +14,7 @@ import pytest
 from agents import AgentSettings
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
-from mesh.emqx import EmqxProfile
+from mesh.profile.emqx import EmqxProfile
 from tests.agents.service_agents import Asker, Echo
 from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import call, message, message_v1

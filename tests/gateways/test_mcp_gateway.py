@@ -22,7 +22,7 @@ from agents.service import AgentService
 from mesh.a2a import TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.trust import generate_keys
 from mesh.trust.config import TrustSettings, resolve
 from tests.agents.test_trust import Whoami

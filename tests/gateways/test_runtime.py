@@ -12,6 +12,7 @@ import pytest
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCapabilities, AgentCard, TaskState
 from mesh.broker import BrokerSettings
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.e2a import (
     E2AAuth,
     E2AEnvelope,
@@ -19,7 +20,6 @@ from mesh.e2a import (
     ResponseLog,
     envelope_from_a2a_send_message,
 )
-from mesh.registry import DiscoveryRegistry
 from tests.agents.service_agents import Blocker, Echo, Streamer
 from tests.conftest import ServeAgent, TransportFactory
 from tests.gateways.frames import validate_response_frames

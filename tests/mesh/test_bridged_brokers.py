@@ -21,7 +21,7 @@ from mesh.a2a import Message, Task, TaskArtifactUpdateEvent, TaskState, get_text
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay, Streamer
 from tests.support import Inbox, wait_until

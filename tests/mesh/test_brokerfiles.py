@@ -16,7 +16,7 @@ from mesh.brokertools.brokerrules import Identity, rules_for
 from mesh.brokertools.dynsec import hash_password
 from mesh.clientids import CLIENT_SLOTS, SLOTS, own_client_id
 from mesh.config import load_config
-from mesh.credentials import password_for, read_credentials, read_passwords
+from mesh.config.credentials import password_for, read_credentials, read_passwords
 from mesh.errors import ConfigError
 
 
@@ -108,7 +108,7 @@ def test_rules_confine_each_kind() -> None:
         "ns/a2a/v1/agent/request/+",
         "ns/a2a/v1/agent/request/+/+",
         "ns/a2a/v1/rollcall",
-        "ns/a2a/v1/discovery/rollcall",  # the legacy roll call, heard for one release (mesh.rollcall)
+        "ns/a2a/v1/discovery/rollcall",  # the legacy roll call, heard for one release (mesh.discovery.rollcall)
         "$a2a/v1/request/+/+/+",
         "$a2a/v1/request/+/+/pool/+",
     ]

@@ -25,9 +25,9 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.calls import CallOptions, CallPath, CardWatch, Role, follow_registry
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.errors import AgentUnavailableError, CallTimeoutError, MeshError
 from mesh.properties import MessageProperties
-from mesh.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, Transport
 from tests.agents.service_agents import Blocker, Echo, Ticker
 from tests.conftest import ServeAgent, TransportFactory

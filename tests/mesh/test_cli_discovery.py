@@ -20,8 +20,8 @@ from agents.service import AgentService
 from mesh.a2a import AgentCapabilities, AgentCard, AgentSkill
 from mesh.brokertools.localbroker import free_port
 from mesh.cli.discovery_commands import age, event_line, truncate
+from mesh.discovery.registry import RegistryEvent
 from mesh.properties import MessageProperties
-from mesh.registry import RegistryEvent
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory
 from tests.mesh.cli_process import Service, mesh, start_mesh

@@ -27,7 +27,7 @@ from mesh.brokertools.localbroker import (
 from mesh.brokertools.upstate import running_up, up_files
 from mesh.cli.broker_commands import check_broker_log
 from mesh.clientids import SLOTS, client_transport
-from mesh.credentials import private_client_id, read_passwords
+from mesh.config.credentials import private_client_id, read_passwords
 from mesh.errors import ConnectError
 from mesh.transport import MqttTransport
 from mesh.trust import generate_keys, load_private_key, sign_card

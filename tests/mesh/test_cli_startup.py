@@ -82,7 +82,7 @@ def test_an_agent_without_trust_never_loads_the_jose_library() -> None:
     cryptography behind it (~70 ms of every start), which only trust needs."""
     probe = (
         "import sys; from agents.config import build_agents; from agents.service import AgentService; "
-        "import agents.builtin.echo, mesh.cli.running, mesh.registry, mesh.discovery; "
+        "import agents.builtin.echo, mesh.cli.running, mesh.discovery.registry, mesh.discovery; "
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'joserfc', 'cryptography'}))"
     )
     done = subprocess.run(

@@ -27,7 +27,7 @@ from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.cli.broker_commands import check_broker_log
 from mesh.client import MeshClient
-from mesh.credentials import password_for
+from mesh.config.credentials import password_for
 from tests.agents.service_agents import Decider
 from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, mesh_env, start_mesh

@@ -19,7 +19,7 @@ from mesh.clientids import (
     replica_connection,
     replica_slot,
 )
-from mesh.credentials import write_credentials
+from mesh.config.credentials import write_credentials
 from mesh.errors import ConfigError, ConnectError
 
 

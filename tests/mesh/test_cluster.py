@@ -28,7 +28,7 @@ from agents.service import AgentService
 from mesh.a2a import Task, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.transport import InboundMessage, MqttTransport
 from tests.ejabberd import EjabberdCluster, ejabberd_available
 from tests.mesh.cli_process import mesh

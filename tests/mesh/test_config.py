@@ -13,13 +13,13 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import mesh.config
-import mesh.sections
+import mesh.config.sections
 from mesh.broker import BrokerSettings
 from mesh.component import BuildContext, Component
 from mesh.config import MeshConfig, configured_broker, load_config, load_many
-from mesh.config_errors import check_keys, config_error, key_path, validation_error_text
+from mesh.config.errors import check_keys, config_error, key_path, validation_error_text
+from mesh.config.sections import build_components, build_many, check_unique_components, section_names
 from mesh.errors import ConfigError
-from mesh.sections import build_components, build_many, check_unique_components, section_names
 
 WriteConfig = Callable[..., Path]
 
@@ -72,7 +72,7 @@ class FakeEntryPoint:
     dist: Any = None
 
     def load(self) -> Any:
-        return EntryPoint("x", self.value, "mesh.sections").load()
+        return EntryPoint("x", self.value, "mesh.config.sections").load()
 
 
 @dataclass
@@ -88,7 +88,7 @@ def sections(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "widgets": FakeEntryPoint("tests.mesh.test_config:build_widgets"),
         "gadgets": FakeEntryPoint("tests.mesh.no_such_package.config:build_gadgets"),
     }
-    monkeypatch.setattr(mesh.sections, "_section_entry_points", lambda: installed)
+    monkeypatch.setattr(mesh.config.sections, "_section_entry_points", lambda: installed)
     return installed
 
 

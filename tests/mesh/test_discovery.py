@@ -12,14 +12,13 @@ import pytest
 
 from agents import AgentSettings
 from agents.service import AgentService
-from mesh import rollcall
 from mesh.a2a import Task
 from mesh.broker import BrokerSettings
 from mesh.brokertools.localbroker import LocalBroker, default_config_path
 from mesh.client import MeshClient
-from mesh.discovery import lease_registry, shared_registry_count
-from mesh.registry import DiscoveryRegistry, RegistryEvent
-from mesh.rollcall import rollcall_payload
+from mesh.discovery import lease_registry, rollcall, shared_registry_count
+from mesh.discovery.registry import DiscoveryRegistry, RegistryEvent
+from mesh.discovery.rollcall import rollcall_payload
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo, Relay
 from tests.conftest import ServeAgent, TransportFactory
@@ -78,7 +77,7 @@ async def test_agents_of_one_process_hear_roll_calls_on_one_subscription(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One roll-call delivery per process, not per agent; each agent still answers on its own
-    connection, also once the agent that started first has stopped (mesh.rollcall)."""
+    connection, also once the agent that started first has stopped (mesh.discovery.rollcall)."""
     topic = get_rollcall_topic(namespace)
     topics = (topic, get_discovery_rollcall_topic(namespace))  # today's, and the previous release's
     subscribed: list[str] = []

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mesh.a2a import Message, Method, Task, parse_result
-from mesh.emqx import ProfileAnswer
+from mesh.profile.emqx import ProfileAnswer
 
 TASK = {
     "kind": "task",

@@ -27,11 +27,11 @@ from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import Identity, ProfileScope, profile_user
 from mesh.brokertools.localbroker import LocalBroker
 from mesh.client import MeshClient
-from mesh.credentials import password_for
-from mesh.emqx import BOTH_DIALECTS_EXTENSION, EmqxProfile
+from mesh.config.credentials import password_for
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.errors import NotAuthorizedError
+from mesh.profile.emqx import BOTH_DIALECTS_EXTENSION, EmqxProfile
 from mesh.properties import MessageProperties
-from mesh.registry import DiscoveryRegistry
 from mesh.transport import MqttTransport
 from tests.test_broker_rules import broker_under_rules
 

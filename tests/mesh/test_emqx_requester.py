@@ -26,8 +26,8 @@ from mesh.a2a import get_text_from_message as text_of
 from mesh.broker import BrokerSettings
 from mesh.cli.discovery_commands import agents_table
 from mesh.client import MeshClient
-from mesh.emqx import EmqxProfile
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
+from mesh.profile.emqx import EmqxProfile
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Asker, Echo
 
@@ -226,7 +226,7 @@ async def test_the_retry_profile_same_task_id_new_correlation_and_retryable_erro
     """A responder that ignores the first attempt and answers the second -32004: the third gets it."""
     import json as _json
 
-    from mesh.emqx_requester import ProfileRequester
+    from mesh.profile.requester import ProfileRequester
     from mesh.properties import MessageProperties
     from mesh.transport import InboundMessage
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from mesh.a2a import AgentCapabilities, AgentCard, AgentExtension, AgentSkill
+from mesh.discovery.registry import GATEWAY_ROLE_EXTENSION, DiscoveryRegistry, RegistryEvent
 from mesh.errors import AgentNotFoundError
-from mesh.registry import GATEWAY_ROLE_EXTENSION, DiscoveryRegistry, RegistryEvent
 from mesh.transport import MqttTransport
 from tests.conftest import TransportFactory
 from tests.support import start_agent_process
@@ -130,7 +130,7 @@ async def test_malformed_cards_are_ignored_with_a_warning(
     watch: Watch, make_transport: TransportFactory, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     owner = await make_transport()
-    with caplog.at_level(logging.WARNING, logger="mesh.registry"):
+    with caplog.at_level(logging.WARNING, logger="mesh.discovery.registry"):
         await owner.publish(f"{namespace}/a2a/v1/discovery/agentcards/bad", b'{"name": 3}')
         await owner.publish(f"{namespace}/a2a/v1/discovery/agentcards/good", card("good"))
         await watch.next("added", "good", 2)

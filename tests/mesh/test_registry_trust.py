@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from joserfc import jwk
 
-from mesh.registry import DiscoveryRegistry
+from mesh.discovery.registry import DiscoveryRegistry
 from mesh.trust import CardVerifier, generate_keys, load_private_key, load_public_keys, sign_card
 from tests.conftest import TransportFactory
 from tests.mesh.test_registry import Watch
@@ -38,7 +38,7 @@ def topic(namespace: str, name: str | None) -> str:
 async def test_only_cards_signed_by_their_own_trusted_key_on_their_own_topic_are_accepted(
     trusting: Watch, make_transport: TransportFactory, namespace: str, keys: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="mesh.registry")
+    caplog.set_level(logging.WARNING, logger="mesh.discovery.registry")
     evil_key = load_private_key(keys / "evil.jwk")
     impostor = jwk.ECKey.generate_key("P-256", parameters={"kid": "echo"}, private=True)
     attacker = await make_transport()

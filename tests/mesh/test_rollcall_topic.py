@@ -1,4 +1,4 @@
-"""The roll call lies outside the discovery tree a SAM gateway reads as cards (mesh.rollcall).
+"""The roll call lies outside the discovery tree a SAM gateway reads as cards (mesh.discovery.rollcall).
 
 A Solace Agent Mesh gateway subscribes to ``{ns}/a2a/v1/discovery/>`` and validates every
 message there as an A2A 0.3 ``AgentCard`` (the a2a-sdk's 0.3 model, which SAM uses). On a mesh
@@ -24,8 +24,8 @@ from agents.service import AgentService
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import Identity
 from mesh.brokertools.localbroker import LocalBroker
-from mesh.registry import DiscoveryRegistry
-from mesh.rollcall import rollcall_payload
+from mesh.discovery.registry import DiscoveryRegistry
+from mesh.discovery.rollcall import rollcall_payload
 from mesh.transport import MqttTransport
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory
@@ -96,7 +96,7 @@ def _without(topic: str) -> Callable[[dict[str, Any]], None]:
 async def test_under_the_previous_releases_rules_roll_calls_go_the_old_way(
     previous_rules: RuledBroker, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="mesh.rollcall")
+    caplog.set_level(logging.WARNING, logger="mesh.discovery.rollcall")
     echo = AgentService(Echo(name="e"), broker=previous_rules.settings("e"), namespace=namespace, settings=MEMORY)
     await echo.start()  # the new topic refused: it hears the old one, and says so
     try:

@@ -13,8 +13,8 @@ from agents.llm.tools import PeerToolset
 from agents.service import AgentService
 from mesh.broker import BrokerSettings
 from mesh.config import load_config
+from mesh.config.sections import build_components
 from mesh.errors import ConfigError
-from mesh.sections import build_components
 
 ISSUE_YAML = """\
 namespace: mesh

@@ -19,7 +19,7 @@ from agents.testing import llm_agent
 from mesh.a2a import DataPart, Task, TaskState, TaskStatusUpdateEvent, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.emqx import EmqxProfile
+from mesh.profile.emqx import EmqxProfile
 from tests.agents.llm.scripts import Chunk, call, tool_returns
 from tests.agents.service_agents import Echo
 from tests.mesh.test_emqx_requester import running_sdk_agent

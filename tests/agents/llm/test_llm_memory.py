@@ -10,7 +10,7 @@ from agents.testing import llm_agent
 from mesh.a2a import Task, TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.statedir import namespace_state_dir
+from mesh.config.statedir import namespace_state_dir
 from tests.agents.llm.scripts import scripted, user_texts
 
 

@@ -2,7 +2,7 @@
 
 The HTTP gateway serves it at its well-known URLs; agents serving the EMQX "A2A over MQTT"
 profile publish it on their profile discovery topic with the profile's binding
-(:mod:`mesh.emqx`). Both call :func:`served_card`.
+(:mod:`mesh.profile.emqx`). Both call :func:`served_card`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from mesh.a2a import AgentCard, InvalidAgentResponse
 from mesh.a2a.validation import format_validation_error
-from mesh.a2a_v1 import JSON
+from mesh.profile.v1 import JSON
 
 __all__ = ["served_card"]
 

@@ -2,7 +2,7 @@
 
 DESIGN, "Discovery and presence": discovery costs O(changes), not O(agents x watchers). Every
 component that needs to know who is on the mesh (a delegating agent, the orchestrator, a
-gateway, the CLI) leases the process's :class:`~mesh.registry.DiscoveryRegistry` of its broker
+gateway, the CLI) leases the process's :class:`~mesh.discovery.registry.DiscoveryRegistry` of its broker
 and namespace from :func:`lease_registry`: the first lease opens one connection of its own (no
 will, session ended with the connection: it owns no card and needs no queue) with one
 subscription to ``{ns}/a2a/v1/discovery/#``; the others share it; the last release closes it.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mesh.broker import BrokerSettings
-from mesh.registry import DiscoveryRegistry, InstanceListener, Listener, RefusalListener
+from mesh.discovery.registry import DiscoveryRegistry, InstanceListener, Listener, RefusalListener
 from mesh.transport import MqttTransport, Transport
 
 if TYPE_CHECKING:

@@ -2,8 +2,8 @@
 
 Agents and clients of the mesh speak A2A 0.3 on the SAM topics. The profile (a profile of A2A
 1.0; topics in :mod:`topics.profile`) differs in the envelope only, so it is served by
-translating at the edge with the A2A 1.0 code the HTTP gateway uses (:mod:`mesh.a2a_v1_requests`
-for requests, :mod:`mesh.a2a_v1` for results and streams, :mod:`mesh.a2a_v1_card` for the card):
+translating at the edge with the A2A 1.0 code the HTTP gateway uses (:mod:`mesh.profile.v1_requests`
+for requests, :mod:`mesh.profile.v1` for results and streams, :mod:`mesh.profile.v1_card` for the card):
 
 - requests are A2A 1.0 JSON-RPC (``SendMessage``, ``SendStreamingMessage``, ``GetTask``,
   ``CancelTask``...) with the MQTT v5 Response Topic and Correlation Data, the bearer token in
@@ -44,9 +44,9 @@ from mesh.a2a import (
     decode_json,
 )
 from mesh.a2a.validation import short_repr
-from mesh.a2a_v1 import JSON, StreamToV1, result_v1
-from mesh.a2a_v1_card import served_card
-from mesh.a2a_v1_requests import V1_METHODS, params_from_v1
+from mesh.profile.v1 import JSON, StreamToV1, result_v1
+from mesh.profile.v1_card import served_card
+from mesh.profile.v1_requests import V1_METHODS, params_from_v1
 from topics import validate_identifier, validate_namespace, validate_profile_id
 
 __all__ = [
@@ -179,7 +179,7 @@ class DialectClaim(BaseModel):
     A claim proves nothing alone (anyone may write one); the registry merges the two entries of
     an agent only when the card on its SAM topic and the card on its profile topic make the same
     claim, topics which only the agent's own broker users may publish under the broker rules
-    (:mod:`mesh.registry`)."""
+    (:mod:`mesh.discovery.registry`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -338,7 +338,7 @@ class ProfileAnswer:
 
     Feed :meth:`encode` every JSON-RPC response the agent publishes for the request, in order
     (stream events, then the final answer). A streaming method's items go through
-    :class:`~mesh.a2a_v1.StreamToV1`, which opens with the Task and closes after a terminal
+    :class:`~mesh.profile.v1.StreamToV1`, which opens with the Task and closes after a terminal
     or interrupted state (later items, such as the closing Task, are dropped); a unary
     method's result becomes its 1.0 result, except that ``GetTask`` and ``CancelTask`` answer
     ``{"task": ...}`` (a ``StreamResponse``), which is what the profile's SDK reads and writes.
@@ -400,7 +400,7 @@ def profile_card(card: AgentCard | Mapping[str, Any], url: str) -> bytes:
 
     ``url`` is the broker the agent is reached through (``mqtt://host:port``); the interface
     names the profile's binding (:data:`PROFILE_BINDING`). Same card as the HTTP gateway serves,
-    one function for both (:func:`mesh.a2a_v1_card.served_card`).
+    one function for both (:func:`mesh.profile.v1_card.served_card`).
     """
     served = served_card(card, url_v1=url, url_v0_3=None, binding_v1=PROFILE_BINDING, version_v1="1.0.0")
     return _dump(served)

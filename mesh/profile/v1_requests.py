@@ -37,8 +37,8 @@ from typing import Any, Final, Literal, NoReturn, TypeVar
 
 from mesh.a2a import METHOD_ALIASES, METHOD_PARAMS, InvalidParams, Method, MethodNotFound, RpcError
 from mesh.a2a.validation import short_repr
-from mesh.a2a_v1 import DATA_PART_COMPAT, JSON, ROLE_FROM_V1, ROLE_NAMES, normalize_base64
 from mesh.e2a.reader import ObjectReader
+from mesh.profile.v1 import DATA_PART_COMPAT, JSON, ROLE_FROM_V1, ROLE_NAMES, normalize_base64
 
 T = TypeVar("T")
 

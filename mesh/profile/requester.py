@@ -3,8 +3,8 @@
 Agents of the profile are named ``{org}/{unit}/{agent}`` (a pool: ``{org}/{unit}/pool/{pool}``);
 :class:`mesh.client.MeshClient` sends to them through a :class:`ProfileRequester` on its own
 connection. The mesh's 0.3 request is translated to A2A 1.0 (:func:`request_to_v1`, with the
-1.0 message writer of :mod:`mesh.a2a_v1`), the answers back to 0.3 models
-(:mod:`mesh.a2a_v1_results`), and the profile's rules are kept:
+1.0 message writer of :mod:`mesh.profile.v1`), the answers back to 0.3 models
+(:mod:`mesh.profile.v1_results`), and the profile's rules are kept:
 
 - the requester generates the ``Task.id`` of a new task (a UUID) and keeps it for every retry;
 - it subscribes to its reply filter (``$a2a/v1/reply/+/+/{owner}/+``) before publishing, with
@@ -48,10 +48,10 @@ from mesh.a2a import (
     decode_json,
 )
 from mesh.a2a.base import A2AModel
-from mesh.a2a_v1 import JSON, message_v1
-from mesh.a2a_v1_results import result_from_v1
-from mesh.emqx import A2A_ERRORS, AUTHORIZATION, REQUEST_EXPIRED, RESPONDER_UNAVAILABLE
 from mesh.errors import AgentUnavailableError, CallTimeoutError, NoSubscribersError
+from mesh.profile.emqx import A2A_ERRORS, AUTHORIZATION, REQUEST_EXPIRED, RESPONDER_UNAVAILABLE
+from mesh.profile.v1 import JSON, message_v1
+from mesh.profile.v1_results import result_from_v1
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import PROFILE_PREFIX, validate_identifier, validate_profile_id

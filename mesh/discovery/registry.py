@@ -41,14 +41,14 @@ and to :meth:`DiscoveryRegistry.events` iterators.
 The other dialect: the registry also watches the EMQX profile's cards
 (``$a2a/v1/discovery/+/+/+``, A2A 1.0 cards with ``a2a-status``). Each is an entry named
 ``{org}/{unit}/{agent}`` with ``dialect="emqx"`` (its card read as 0.3 by
-:func:`mesh.a2a_v1_results.card_from_v1`); a card marked ``a2a-status=offline`` (its will, or
+:func:`mesh.profile.v1_results.card_from_v1`); a card marked ``a2a-status=offline`` (its will, or
 a clean stop) or cleared removes it. With a trust store, unsigned profile cards are refused.
 A broker that refuses the subscription (rules made without the profile) leaves the registry
 SAM-only, with a warning.
 
 One agent serving both dialects is one entry: its mesh entry, with ``profile`` set to its
 profile address, while its profile entry (still found by :meth:`DiscoveryRegistry.get`) is not
-listed (``merged_into``). Both cards must claim it (:class:`~mesh.emqx.DialectClaim`), each on a
+listed (``merged_into``). Both cards must claim it (:class:`~mesh.profile.emqx.DialectClaim`), each on a
 topic only the agent's own broker users may publish (``_merge``); a claim on one side alone is
 another user's word and merges nothing.
 """
@@ -69,9 +69,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from mesh.a2a import AgentCard
-from mesh.emqx import DialectClaim, dialect_claim
+from mesh.discovery.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
 from mesh.errors import AgentNotFoundError, NotAuthorizedError, SubscribeError, TransportError, TrustError, short_repr
-from mesh.rollcall import ROLLCALL_WINDOW_S, rollcall_payload
+from mesh.profile.emqx import DialectClaim, dialect_claim
 from mesh.timestamps import utc_iso
 from mesh.transport import InboundMessage, Subscription, Transport
 from mesh.trust.files import POLL_INTERVAL_S
@@ -120,7 +120,7 @@ class Entry:
     on_own_topic: bool = True
     #: ``sam``: the mesh's own topics; ``emqx``: the EMQX "A2A over MQTT" profile (name ``org/unit/agent``).
     dialect: Literal["sam", "emqx"] = "sam"
-    #: What the card says of the agent's other dialect (:class:`~mesh.emqx.DialectClaim`), if anything.
+    #: What the card says of the agent's other dialect (:class:`~mesh.profile.emqx.DialectClaim`), if anything.
     claim: DialectClaim | None = field(default=None, repr=False)
     #: A mesh agent that serves the profile too: its profile address (``org/unit/agent``, a pool's
     #: ``org/unit/pool/{pool}``), set when both its cards vouch for each other (see the module doc).
@@ -302,7 +302,7 @@ class DiscoveryRegistry:
         try:
             try:
                 await self.transport.publish(get_rollcall_topic(self.namespace), payload, timeout=5)
-            except NotAuthorizedError:  # rules of the previous release: its topic (mesh.rollcall)
+            except NotAuthorizedError:  # rules of the previous release: its topic (mesh.discovery.rollcall)
                 await self.transport.publish(get_discovery_rollcall_topic(self.namespace), payload, timeout=5)
         except TransportError as exc:
             log.warning("roll call on namespace %r failed: %s; only retained cards are seen", self.namespace, exc)
@@ -326,7 +326,7 @@ class DiscoveryRegistry:
         """The entry once ``name`` is on the mesh; :class:`AgentNotFoundError` after ``timeout``, or as
         soon as the retained cards are in without it (an empty mesh is waited on: it may be starting)."""
         if "/" in name:  # an EMQX profile agent: org/unit/agent
-            from mesh.emqx_requester import profile_target
+            from mesh.profile.requester import profile_target
 
             profile_target(name)
         else:
@@ -470,7 +470,7 @@ class DiscoveryRegistry:
                 name, "agent", message.topic, "with a trust store, unsigned EMQX profile cards are not accepted"
             )
             return
-        from mesh.a2a_v1_results import card_from_v1
+        from mesh.profile.v1_results import card_from_v1
 
         try:
             data = json.loads(message.payload)

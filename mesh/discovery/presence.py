@@ -21,11 +21,11 @@ and logged at most once a minute (:class:`CardHealer`). Replicas, whose shared c
 them publishes, leave that to the broker. An agent's EMQX profile card heals the same way
 (:mod:`agents.profile`; each replica there has a card of its own).
 
-A component also answers the discovery roll call (:mod:`mesh.rollcall`): what makes a watcher on
+A component also answers the discovery roll call (:mod:`mesh.discovery.rollcall`): what makes a watcher on
 another node of a cluster, where retained cards may not reach, see it.
 
 A component clears only a card it published itself: one that failed to start leaves the card
-of a live instance of its name alone (see :mod:`mesh.ownership`, which keeps a second instance
+of a live instance of its name alone (see :mod:`mesh.discovery.ownership`, which keeps a second instance
 from starting at all).
 """
 
@@ -37,9 +37,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from mesh.discovery.rollcall import RollCallAnswers
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
-from mesh.rollcall import RollCallAnswers
 from mesh.transport import InboundMessage, Transport, Will
 
 log = logging.getLogger(__name__)

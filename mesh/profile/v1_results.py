@@ -1,10 +1,10 @@
-"""A2A 1.0 results as the mesh's A2A 0.3 models: the way back of :mod:`mesh.a2a_v1`.
+"""A2A 1.0 results as the mesh's A2A 0.3 models: the way back of :mod:`mesh.profile.v1`.
 
 Used where the mesh is the caller of an A2A 1.0 agent (an EMQX profile agent,
-:mod:`mesh.emqx_requester`): a ``StreamResponse`` (``{"task"}``, ``{"message"}``,
+:mod:`mesh.profile.requester`): a ``StreamResponse`` (``{"task"}``, ``{"message"}``,
 ``{"statusUpdate"}``, ``{"artifactUpdate"}``) becomes a Task, Message or event model, and a
 1.0 card the registry's 0.3 :class:`~mesh.a2a.AgentCard`. Parts and messages are read with the
-request reader (:mod:`mesh.a2a_v1_requests`), so both directions share one ProtoJSON reading.
+request reader (:mod:`mesh.profile.v1_requests`), so both directions share one ProtoJSON reading.
 A status update's ``final`` (0.3) is set when its state ends a stream (terminal or interrupted).
 
 A malformed result raises :class:`~mesh.a2a.InvalidAgentResponse` naming the bad member.
@@ -27,8 +27,8 @@ from mesh.a2a import (
     TaskStatusUpdateEvent,
     parse_result,
 )
-from mesh.a2a_v1 import JSON, STATE_FROM_V1, TASK_STATE_NAMES
-from mesh.a2a_v1_requests import BadMember, ProtoObject, message_from_v1, part_from_v1
+from mesh.profile.v1 import JSON, STATE_FROM_V1, TASK_STATE_NAMES
+from mesh.profile.v1_requests import BadMember, ProtoObject, message_from_v1, part_from_v1
 
 __all__ = ["card_from_v1", "result_from_v1", "status_from_v1", "task_from_v1"]
 

@@ -3,7 +3,7 @@
 A file holds the core keys ``broker``, ``tls``, ``namespace`` and ``log_level`` and any number of
 sections (``agents:``, ``gateways:``...). The core checks its own keys and hands each section's
 entries, env-substituted but otherwise untouched, to the factory registered for that section
-name under the ``mesh.sections`` entry-point group. A factory's package is imported only when
+name under the ``mesh.config.sections`` entry-point group. A factory's package is imported only when
 its section appears in a file, so ``mesh`` never imports ``agents`` or ``gateways`` itself.
 
 Environment variables: ``${VAR}`` and ``${VAR:-default}`` are substituted in every string value
@@ -27,7 +27,7 @@ the last one silently); mapping keys are never substituted.
       insecure: false            # true: DANGEROUS, no check of the broker's certificate
 
 Every error is a :class:`~mesh.errors.ConfigError` reading ``<file>: <key path>: <problem>;
-<fix>`` (:mod:`mesh.config_errors`); building the sections is :mod:`mesh.sections`.
+<fix>`` (:mod:`mesh.config.errors`); building the sections is :mod:`mesh.config.sections`.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from mesh.broker import TLS_OPTION_NAMES, BrokerSettings, TlsOptions, check_tls_file
-from mesh.config_errors import KeyPart, check_keys, config_error, suggest, type_name, validation_error_text
+from mesh.config.errors import KeyPart, check_keys, config_error, suggest, type_name, validation_error_text
+from mesh.config.sections import CORE_KEYS, section_names
 from mesh.errors import ConfigError, short_repr
 from mesh.redaction import redact_url
-from mesh.sections import CORE_KEYS, section_names
 from topics import validate_namespace
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class MeshConfig:
     tls: TlsOptions | None = None
     #: The ``trust:`` mapping (keys and trusted issuers for every component; see :mod:`mesh.trust.config`).
     trust: dict[str, Any] | None = None
-    #: The ``emqx:`` mapping: agents also serve the EMQX "A2A over MQTT" profile (see :mod:`mesh.emqx`).
+    #: The ``emqx:`` mapping: agents also serve the EMQX "A2A over MQTT" profile (see :mod:`mesh.profile.emqx`).
     emqx: dict[str, Any] | None = None
     #: The ``artifacts:`` store of the file's components (see :mod:`mesh.artifacts.settings`).
     artifacts: ArtifactSettings | None = None
@@ -397,8 +397,8 @@ def _check_emqx(value: Any, source: Path) -> dict[str, Any] | None:
         return None
     from pydantic import ValidationError
 
-    from mesh.config_errors import validation_error_text
-    from mesh.emqx import EmqxProfile
+    from mesh.config.errors import validation_error_text
+    from mesh.profile.emqx import EmqxProfile
 
     if not isinstance(value, dict):
         raise config_error(
