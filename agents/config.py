@@ -16,7 +16,7 @@ env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), ``llm: {model
 instructions: ..., tools: ..., peers: ...}`` an LLM agent (:mod:`agents.llm`), and ``workflow:
 {nodes: [...], ...}`` a DAG of agents (:mod:`agents.workflow`); ``name:`` is then required.
 
-Registered under the ``mesh.config.sections`` entry points as ``agents``; :mod:`mesh.config` calls
+Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
 ``<file>: <key path>: <problem>; <fix>`` form.
 """

@@ -1,4 +1,4 @@
-"""The ``gateways:`` section of a mesh config file (the ``mesh.config.sections`` entry point).
+"""The ``gateways:`` section of a mesh config file (the ``mesh.sections`` entry point).
 
 Each entry names its ``kind``; ``http`` is the A2A-over-HTTP gateway
 (:class:`gateways.http.settings.HttpGatewaySettings` lists its keys).

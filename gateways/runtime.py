@@ -34,6 +34,7 @@ from gateways.errors import GatewayError, agent_not_found_error
 from gateways.profile_answers import profile_frames
 from gateways.taskroutes import TaskRoute, TaskRoutes
 from mesh.a2a import AgentCard
+from mesh.a2a.methods import SEND_METHODS, Method
 from mesh.broker import BrokerSettings
 from mesh.calls import CallOptions, CallPath, follow_registry
 from mesh.clientids import connection_for
@@ -49,11 +50,12 @@ from topics import get_gateway_discovery_topic, validate_identifier, validate_na
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SEND_METHODS", "GatewayError", "GatewayRuntime", "TaskRoute"]
+__all__ = ["SEND_REQUESTS", "GatewayError", "GatewayRuntime", "TaskRoute"]
 
 #: The user id of a caller the edge did not authenticate (gateways.http.auth.ANONYMOUS).
 ANONYMOUS_USER = "anonymous"
-SEND_METHODS = {"session/prompt", "message/send", "message/stream"}
+# The requests that send a message: A2A's, and ACP's prompt.
+SEND_REQUESTS = frozenset({"session/prompt", *SEND_METHODS})
 
 
 class GatewayRuntime:
@@ -212,7 +214,7 @@ class GatewayRuntime:
                     yield self._logged(frame)
             return
         async with self.calls.call(agent, method, params, options) as call:
-            if method in ("message/send", "message/stream") and call.task_id:
+            if method in SEND_METHODS and call.task_id:
                 self.tasks.remember(call.task_id, agent, params, owner)
             async with contextlib.aclosing(answer_frames(sequencer, call, self.tasks.observe)) as answers:
                 async for frame in answers:
@@ -229,8 +231,8 @@ class GatewayRuntime:
         """The mesh method and 0.3 params an envelope stands for."""
         method = envelope.method or ""
         params = dict(envelope.params)
-        if method in SEND_METHODS:
-            method = "message/stream" if envelope.is_stream else "message/send"
+        if method in SEND_REQUESTS:
+            method = Method.message_stream if envelope.is_stream else Method.message_send
             if envelope.a2a_metadata:
                 params["metadata"] = envelope.a2a_metadata
             if not params.get("configuration"):

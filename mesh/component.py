@@ -2,7 +2,7 @@
 
 ``mesh`` does not import ``agents`` or ``gateways``. A config file's top-level sections
 (``agents:``, ``gateways:``) are built by factories those packages register under the
-``mesh.config.sections`` entry-point group; each factory turns its entries into components.
+``mesh.sections`` entry-point group; each factory turns its entries into components.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 from gateways.dashboard.workflows import MAX_NODES, card_workflow, node_marks
 from mesh.a2a import AgentCard
+from mesh.a2a.methods import SEND_NAMES
 from mesh.artifacts import ArtifactError, ArtifactRef, is_artifact_uri
 from mesh.discovery.registry import Entry
 
@@ -48,7 +49,7 @@ RATE_KINDS: tuple[RateKind, ...] = ("requests", "answers", "errors", "refusals")
 
 #: JSON-RPC codes with which an agent refuses a request before running it.
 REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32020, -32050, -32051})
-TASK_METHODS = frozenset({"message/send", "message/stream", "agent/sendMessage", "agent/sendStreamingMessage"})
+TASK_METHODS = SEND_NAMES
 TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "error"})
 
 

@@ -30,8 +30,13 @@ from .params import (
 from .push import TaskPushNotificationConfig
 
 __all__ = [
+    "BY_V1_NAME",
     "METHOD_ALIASES",
     "METHOD_PARAMS",
+    "SEND_METHODS",
+    "SEND_NAMES",
+    "STREAMING_METHODS",
+    "TASK_ANSWER_METHODS",
     "Method",
     "RequestParams",
 ]
@@ -110,3 +115,18 @@ METHOD_PARAMS: Mapping[Method, type[RequestParams]] = MappingProxyType({m: m.par
 
 #: SAM's method names and the canonical method each stands for.
 METHOD_ALIASES: Mapping[str, Method] = MappingProxyType({alias: m for m in Method for alias in m.aliases})
+
+#: The methods that send a message (and so start or continue a task).
+SEND_METHODS: frozenset[Method] = frozenset(m for m in Method if m.params is MessageSendParams)
+
+#: The send methods under every name they arrive by (SAM's aliases included).
+SEND_NAMES: frozenset[str] = frozenset({*SEND_METHODS, *(alias for m in SEND_METHODS for alias in m.aliases)})
+
+#: The methods answered with a stream of events.
+STREAMING_METHODS: frozenset[Method] = frozenset(m for m in Method if m.streaming)
+
+#: The methods on an existing task whose answer is that task, whole.
+TASK_ANSWER_METHODS: frozenset[Method] = frozenset({Method.tasks_get, Method.tasks_cancel})
+
+#: Each method by its A2A 1.0 name.
+BY_V1_NAME: Mapping[str, Method] = MappingProxyType({m.v1_name: m for m in Method})

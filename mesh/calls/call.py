@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mesh.a2a import A2AModel, AgentBusy, request_bytes
+from mesh.a2a.methods import SEND_METHODS
 from mesh.calls.answers import Answer, read_answer
 from mesh.errors import CallTimeoutError
 from mesh.telemetry import tracing
@@ -34,7 +35,6 @@ __all__ = ["SEND_METHODS", "Call", "CallOptions", "Params"]
 #: A request's params: a typed model, or 0.3 JSON as the gateway has it.
 Params = A2AModel | Mapping[str, Any]
 
-SEND_METHODS = frozenset({"message/send", "message/stream"})
 #: Retrying "busy" (-32050): the first wait, and the most any one wait grows to (jittered).
 BUSY_RETRY_FIRST_S = 0.05
 BUSY_RETRY_MAX_S = 2.0

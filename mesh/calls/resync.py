@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING
 
 from mesh.a2a import INTERRUPTED_STATES, RpcError, Task, TaskIdParams, TaskNotFound, is_terminal, request_bytes
+from mesh.a2a.methods import SEND_METHODS, STREAMING_METHODS
 from mesh.calls.answers import read_answer
 from mesh.errors import MeshError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 #: come back after us).
 RESYNC_RETRY_S = 1.0
 # The calls resynchronised after a reconnect: those that wait for work an agent does.
-_RESYNC_METHODS = frozenset({"message/send", "message/stream", "tasks/resubscribe"})
+_RESYNC_METHODS = SEND_METHODS | STREAMING_METHODS
 
 
 class Resync:

@@ -3,7 +3,7 @@
 A file holds the core keys ``broker``, ``tls``, ``namespace`` and ``log_level`` and any number of
 sections (``agents:``, ``gateways:``...). The core checks its own keys and hands each section's
 entries, env-substituted but otherwise untouched, to the factory registered for that section
-name under the ``mesh.config.sections`` entry-point group. A factory's package is imported only when
+name under the ``mesh.sections`` entry-point group. A factory's package is imported only when
 its section appears in a file, so ``mesh`` never imports ``agents`` or ``gateways`` itself.
 
 Environment variables: ``${VAR}`` and ``${VAR:-default}`` are substituted in every string value

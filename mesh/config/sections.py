@@ -1,7 +1,7 @@
 """Sections of config files and the components they build.
 
 A file's sections (``agents:``, ``gateways:``...) are built by factories other packages
-register under the ``mesh.config.sections`` entry-point group; a factory's package is imported only
+register under the ``mesh.sections`` entry-point group; a factory's package is imported only
 when its section appears in a file, so ``mesh`` never imports ``agents`` or ``gateways``.
 """
 
@@ -22,13 +22,13 @@ from mesh.errors import ConfigError
 if TYPE_CHECKING:
     from mesh.config import MeshConfig
 
-SECTIONS_GROUP = "mesh.config.sections"
+SECTIONS_GROUP = "mesh.sections"
 # Top-level keys of a config file that are not sections.
 CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust", "artifacts", "emqx")
 
 
 def _section_entry_points() -> dict[str, EntryPoint]:
-    """The installed ``mesh.config.sections`` entry points by name (not loaded); a seam for tests."""
+    """The installed ``mesh.sections`` entry points by name (not loaded); a seam for tests."""
     found: dict[str, EntryPoint] = {}
     for entry_point in entry_points(group=SECTIONS_GROUP):
         # The same distribution seen twice on sys.path: the first one wins, as for imports.

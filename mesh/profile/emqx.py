@@ -43,6 +43,7 @@ from mesh.a2a import (
     Task,
     decode_json,
 )
+from mesh.a2a.methods import TASK_ANSWER_METHODS
 from mesh.a2a.validation import short_repr
 from mesh.profile.v1 import JSON, StreamToV1, result_v1
 from mesh.profile.v1_card import served_card
@@ -98,7 +99,7 @@ A2A_ERRORS: Mapping[int, str] = {
 }
 #: The card extension by which one agent serving both dialects names both its addresses.
 BOTH_DIALECTS_EXTENSION: Final = "urn:mesh:extension:both-dialects:v1"
-_TASK_RESULTS: Final = frozenset({"GetTask", "CancelTask"})
+_TASK_RESULTS: Final = frozenset(m.v1_name for m in TASK_ANSWER_METHODS)
 # The mesh's own codes a profile requester should retry: busy (-32050) and agent gone (-32010).
 _BUSY: Final = -32050
 _UNAVAILABLE_CODES: Final = frozenset({_BUSY, -32010})

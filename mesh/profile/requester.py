@@ -48,6 +48,7 @@ from mesh.a2a import (
     decode_json,
 )
 from mesh.a2a.base import A2AModel
+from mesh.a2a.methods import STREAMING_METHODS, TASK_ANSWER_METHODS, Method
 from mesh.errors import AgentUnavailableError, CallTimeoutError, NoSubscribersError
 from mesh.profile.emqx import A2A_ERRORS, AUTHORIZATION, REQUEST_EXPIRED, RESPONDER_UNAVAILABLE
 from mesh.profile.v1 import JSON, message_v1
@@ -62,12 +63,16 @@ log = logging.getLogger(__name__)
 
 Item = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 _RETRYABLE = frozenset(A2A_ERRORS[code] for code in (REQUEST_EXPIRED, RESPONDER_UNAVAILABLE))
+# The methods a profile requester sends, by their A2A 1.0 names.
 _V1_METHODS = {
-    "message/send": "SendMessage",
-    "message/stream": "SendStreamingMessage",
-    "tasks/get": "GetTask",
-    "tasks/cancel": "CancelTask",
-    "tasks/resubscribe": "SubscribeToTask",
+    str(m): m.v1_name
+    for m in (
+        Method.message_send,
+        Method.message_stream,
+        Method.tasks_get,
+        Method.tasks_cancel,
+        Method.tasks_resubscribe,
+    )
 }
 
 
@@ -181,7 +186,7 @@ class ProfileRequester:
         v1_method, v1_params = request_to_v1(method, params)
         await self.start()
         exchange = _Exchange()
-        streaming = method in ("message/stream", "tasks/resubscribe")
+        streaming = method in STREAMING_METHODS
         config = params.configuration if isinstance(params, MessageSendParams) else None
         returns_at_once = config is not None and config.blocking is False
         artifacts: dict[str, Any] = {}
@@ -319,11 +324,11 @@ def _ends(item: Item, method: str) -> bool:
     if isinstance(item, Message):
         return True
     if isinstance(item, Task):
-        if method in ("message/stream", "tasks/resubscribe"):
+        if method in STREAMING_METHODS:
             return item.status.state in TERMINAL_STATES or item.status.state in INTERRUPTED_STATES
-        if method == "message/send":  # a submitted or working Task may come first from responders that stream
+        if method == Method.message_send:  # a submitted or working Task may come first from responders that stream
             return item.status.state in TERMINAL_STATES or item.status.state in INTERRUPTED_STATES
         return True
     if isinstance(item, TaskStatusUpdateEvent):
-        return bool(item.final) or method in ("tasks/get", "tasks/cancel")
+        return bool(item.final) or method in TASK_ANSWER_METHODS
     return False

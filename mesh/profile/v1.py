@@ -52,6 +52,7 @@ from mesh.a2a import (
     TextPart,
     parse_result,
 )
+from mesh.a2a.methods import BY_V1_NAME, TASK_ANSWER_METHODS, Method
 from mesh.a2a.validation import format_validation_error, validation_error_details
 
 JSON = dict[str, Any]
@@ -402,15 +403,16 @@ def result_v1(method: str, result: Any) -> Any:
     ``DeleteTaskPushNotificationConfig`` answers ``null`` (as a2a-sdk's server). Streaming
     methods go through :class:`StreamToV1`; ``ListTasks`` through :func:`list_tasks_result_v1`.
     """
-    if method == "SendMessage":
+    mesh_method = BY_V1_NAME.get(method)
+    if mesh_method is Method.message_send:
         return send_message_result_v1(result)
-    if method in ("GetTask", "CancelTask"):
+    if mesh_method in TASK_ANSWER_METHODS:
         return task_v1(result)
-    if method in ("CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig"):
+    if mesh_method in (Method.push_config_set, Method.push_config_get):
         return push_config_v1(result)
-    if method == "ListTaskPushNotificationConfigs":
+    if mesh_method is Method.push_config_list:
         return push_configs_v1(result)
-    if method == "DeleteTaskPushNotificationConfig":
+    if mesh_method is Method.push_config_delete:
         return None
     raise ValueError(f"{method!r} has no unary mesh result (streams: StreamToV1; ListTasks: list_tasks_result_v1)")
 

@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, NoReturn, TypeVar
 
 from mesh.a2a import METHOD_ALIASES, METHOD_PARAMS, InvalidParams, Method, MethodNotFound, RpcError
+from mesh.a2a.methods import STREAMING_METHODS
 from mesh.a2a.validation import short_repr
 from mesh.e2a.reader import ObjectReader
 from mesh.profile.v1 import DATA_PART_COMPAT, JSON, ROLE_FROM_V1, ROLE_NAMES, normalize_base64
@@ -50,7 +51,7 @@ V1_METHODS: Mapping[str, Method | None] = MappingProxyType(
     {**{m.v1_name: m for m in Method}, "ListTasks": None, "GetExtendedAgentCard": None}
 )
 #: The 1.0 methods answered with an SSE stream of ``StreamResponse`` objects.
-V1_STREAMING_METHODS: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+V1_STREAMING_METHODS: Final = frozenset(m.v1_name for m in STREAMING_METHODS)
 #: A2A 1.0 error codes the mesh's 0.3 exception tree has no class for (raise ``RpcError(code=...)``).
 EXTENSION_SUPPORT_REQUIRED: Final = -32008
 VERSION_NOT_SUPPORTED: Final = -32009
@@ -315,15 +316,18 @@ def _push_list(params: ProtoObject) -> JSON:
 
 
 _TRANSLATORS: dict[str, Callable[[ProtoObject], JSON]] = {
-    "SendMessage": _send_message,
-    "SendStreamingMessage": _send_message,
-    "GetTask": _task_query,
-    "CancelTask": _task_id,
-    "SubscribeToTask": _task_id,
-    "CreateTaskPushNotificationConfig": _push_set,
-    "GetTaskPushNotificationConfig": _push_get,
-    "ListTaskPushNotificationConfigs": _push_list,
-    "DeleteTaskPushNotificationConfig": _push_get,
+    method.v1_name: translate
+    for method, translate in {
+        Method.message_send: _send_message,
+        Method.message_stream: _send_message,
+        Method.tasks_get: _task_query,
+        Method.tasks_cancel: _task_id,
+        Method.tasks_resubscribe: _task_id,
+        Method.push_config_set: _push_set,
+        Method.push_config_get: _push_get,
+        Method.push_config_list: _push_list,
+        Method.push_config_delete: _push_get,
+    }.items()
 }
 
 

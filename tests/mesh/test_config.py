@@ -72,7 +72,7 @@ class FakeEntryPoint:
     dist: Any = None
 
     def load(self) -> Any:
-        return EntryPoint("x", self.value, "mesh.config.sections").load()
+        return EntryPoint("x", self.value, "mesh.sections").load()
 
 
 @dataclass
