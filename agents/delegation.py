@@ -51,17 +51,15 @@ from mesh.a2a import (
     TextPart,
     create_user_message,
 )
-from mesh.calls import CallOptions, CallPath, follow_registry
+from mesh.calls import CallOptions, CallPath
 from mesh.discovery import LazyRegistry
 from mesh.discovery.registry import name_allowed
 from mesh.errors import AgentNotFoundError, AgentUnavailableError, CallTimeoutError
 from mesh.profile.requester import ProfileRequester, is_profile_agent
 from mesh.timestamps import utc_now_iso
-from mesh.transport import Transport
 
 if TYPE_CHECKING:
     from agents.context import TaskContext
-    from mesh.trust.callers import CallerMinter
 
 __all__ = ["Delegator"]
 
@@ -75,23 +73,22 @@ class Delegator:
         self,
         agent_name: str,
         namespace: str,
-        transport: Transport,
         registry: LazyRegistry,
         settings: DelegationSettings,
         *,
+        calls: CallPath,
+        profile: ProfileRequester,
         discovery_wait_s: float = 2.0,
-        signer: CallerMinter | None = None,
     ) -> None:
+        """``calls``: the agent's call path (it fails the sub-tasks of a peer whose card is
+        removed); ``profile``: its requester of EMQX profile agents (``org/unit/agent``)."""
         self.agent_name = agent_name
         self.namespace = namespace
-        self.transport = transport
         self.registry = registry
         self.settings = settings
         self.discovery_wait_s = discovery_wait_s
-        self.calls = CallPath(transport, namespace, agent_name, role="agent", signer=signer)
-        #: Sub-tasks to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
-        self.profile = ProfileRequester(transport, agent_name)
-        follow_registry(self.calls, registry)  # a peer's card removed fails the sub-tasks waiting on it
+        self.calls = calls
+        self.profile = profile
 
     async def start(self) -> None:
         """Subscribe to this agent's response and status topics."""

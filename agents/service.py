@@ -25,13 +25,13 @@ it redelivers to. On start, tasks the previous process left unfinished are faile
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 
 from agents.admission import Admission
 from agents.agent import Agent
 from agents.answers import Answers
 from agents.artifact_retention import ArtifactReaper
+from agents.connection import agent_transport, check_name
 from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
 from agents.guard import CallGuard
@@ -47,24 +47,17 @@ from agents.sqlitejournal import SqliteJournal
 from agents.starting import starting_slot
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
-from mesh.a2a import INTERRUPTED_STATES, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
+from mesh.a2a import INTERRUPTED_STATES, AgentCard, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
-from mesh.clientids import REFUSED_USER, Claimed, own_client_id, replica_connection
-from mesh.config.credentials import PROBE_ROLE, private_client_id, probe_client_id, role_user
-from mesh.discovery import LazyRegistry
-from mesh.discovery.ownership import check_agent_name, ensure_agent_name_free
-from mesh.discovery.presence import CardPresence, presence_will
-from mesh.discovery.registry import DiscoveryRegistry
-from mesh.errors import ConfigError, ConnectError
-from mesh.profile.emqx import DialectClaim, with_dialect_claim
-from mesh.telemetry import METRICS
-from mesh.transport import InboundMessage, MqttTransport, Subscription, Transport, connect_subscribing
+from mesh.errors import ConfigError
+from mesh.member import MeshMember
+from mesh.profile.emqx import DialectClaim, EmqxProfile, with_dialect_claim
+from mesh.transport import InboundMessage, Subscription, Transport, connect_subscribing
 from mesh.trust import Trust
 from topics import (
     get_agent_discovery_topic,
-    get_agent_instance_discovery_topic,
     get_agent_request_topic,
     shared_subscription,
     validate_namespace,
@@ -81,7 +74,7 @@ _STOP_GRACE_S = 10.0
 REDELIVERY_WINDOW_S = 2.0
 
 
-class AgentService:
+class AgentService(MeshMember):
     """Serves one :class:`~agents.agent.Agent` on the mesh (a :class:`mesh.component.Component`)."""
 
     kind = "agent"
@@ -110,30 +103,12 @@ class AgentService:
         """
         self.agent = agent
         self.name = agent.name
-        self.namespace = validate_namespace(namespace)
+        namespace = validate_namespace(namespace)
         self.settings = settings or AgentSettings()
-        self.trust = trust
-        self.artifacts = _artifact_store(artifacts, self.namespace)
-        tokens = trust.token_verifier(self.namespace) if trust is not None else None
-        if self.settings.require_user_token and tokens is None:
-            raise ConfigError(
-                f"agent {self.name!r} has require_user_token but no trusted token issuer; set trust.keys (or "
-                "trust.jwks) and trust.token_issuers to the gateways whose tokens it accepts"
-            )
-        if trust is not None and trust.public_keys is not None and trust.signing_key is None:
-            log.warning(
-                "agent %s trusts only signed cards but has no key to sign its own: registries with a trust store "
-                "will refuse it; make one with `mesh keys %s` (trust.keys or trust.signing_key)",
-                self.name,
-                self.name,
-            )
-        callers = trust.caller_verifier(self.namespace, self.name) if trust is not None else None
-        self.guard = CallGuard(self.name, self.settings, tokens, callers)
-        self._signed_card: tuple[bytes, bytes] | None = None  # (unsigned, signed): sign each change once
-        self.request_topic = get_agent_request_topic(self.namespace, self.name)
-        self.card_topic = get_agent_discovery_topic(self.namespace, self.name)
-        # One instance per name (replicas aside): its session, hence what the broker
-        # redelivers to it after a restart, follows the name.
+        self.artifacts = _artifact_store(artifacts, namespace)
+        self.guard = _guard(self.name, namespace, self.settings, trust)
+        self.request_topic = get_agent_request_topic(namespace, self.name)
+        self.card_topic = get_agent_discovery_topic(namespace, self.name)
         replica = self.settings.shared_subscription
         instance = new_instance_id(self.name) if replica else self.name
         #: The replica's instance id (``None``: the one instance of the name; see agents.replicas).
@@ -145,27 +120,39 @@ class AgentService:
         if transport is None:
             if broker is None:
                 raise TypeError("AgentService needs a broker (BrokerSettings) or a transport")
-            will_topic = self.card_topic
-            if replica:  # its will clears its instance card; the shared card stays for the others
-                will_topic = get_agent_instance_discovery_topic(self.namespace, self.name, instance)
-            connect_as = dataclasses.replace(broker, session_expiry_s=0) if replica else broker
-            own_id = client_id or private_client_id(f"{self.namespace}/{instance}", broker.password)
-            # A replica takes a slot of the agent's user where the rules give it some: a broker
-            # user and client id of its own while it runs, the one $MESH_REPLICA_SLOT names or a
-            # free one of this machine (mesh.clientids).
-            claimed = Claimed(connect_as, own_id)
-            if replica and client_id is None and broker.username == self.name and broker.password:
-                agent_id = own_client_id("agent", self.namespace, self.name, broker.password)
-                claimed = replica_connection(connect_as, agent_id, own_id)
-                slot = claimed.slot
-            transport = claimed.transport(
-                will=presence_will(will_topic),
-                # Requests wait for the task store before their PUBACK: this bounds how many
-                # (and so how many bytes) the agent holds meanwhile.
-                receive_maximum=self.settings.max_unacked_requests,
+            transport, slot = agent_transport(
+                broker, namespace, self.name, instance=instance, settings=self.settings, client_id=client_id
             )
-        self.transport: Transport = transport
         self.url = f"{transport.url}/{self.request_topic}"
+        self.siblings = Siblings(transport, namespace, self.name, instance) if replica else None
+        #: The agent's endpoint in the EMQX profile (``emqx:`` set), on a connection of its own.
+        self.profile: ProfileEndpoint | None = None
+        # With a user bound to this connection's client id (a secured mesh: a password), a second
+        # connection of its own would be refused: the registry then runs on this one. An injected
+        # transport gets a registry of its own.
+        shared = self._name_check_broker
+        super().__init__(
+            self.name,
+            namespace,
+            kind="agent",
+            transport=transport,
+            card_topic=self.card_topic,
+            card=self._card,
+            trust=trust,
+            registry_owner=instance,
+            registry_broker=shared if shared is not None and not shared.password else None,
+            discovery_ttl_s=self.settings.discovery_ttl_s,
+            heartbeat_topic=get_agent_discovery_topic(namespace) if self.settings.sam_heartbeat else None,
+            heartbeat_interval_s=self.settings.card_interval_s,
+            extra_card_topics=(self.siblings.card_topic,) if self.siblings is not None else (),
+        )
+        self._build_tasks(journal, instance)
+        self._build_dispatch()
+        if self.settings.emqx is not None:
+            self.profile = self._profile_endpoint(self.settings.emqx, broker, slot)
+
+    def _build_tasks(self, journal: TaskJournal | None, instance: str) -> None:
+        """The task journal, the tasks and conversations it keeps, and what runs them."""
         task_store = self.settings.task_store
         if self.settings.shared_subscription and not task_store:
             task_store = MEMORY  # a replica's file would be a new one at every start
@@ -191,7 +178,6 @@ class AgentService:
             allow_private=self.settings.allow_private_push_urls, timeout_s=self.settings.push_timeout_s
         )
         self.answers = Answers(self.transport, self.namespace, self.name, instance=self.instance)
-        self.siblings = Siblings(self.transport, self.namespace, self.name, instance) if replica else None
         self.streams = TaskStreams(
             self.answers,
             tasks=self.tasks,
@@ -199,50 +185,29 @@ class AgentService:
             push_configs=self.push_configs,
             notifier=self.notifier,
         )
-        self.metrics = METRICS.component(self.namespace, self.name)
         self.runner = TaskRunner(
-            agent,
+            self.agent,
             self._on_event,
             max_concurrent=self.settings.max_concurrent_tasks,
             stall_timeout_s=self.settings.stall_timeout_s,
             metrics=self.metrics,
         )
         self.input_timers = InputTimers(self.settings.input_timeout_s, self.runner.cancel)
-        # The process's shared registry, leased on first need (a delegation, or at start for an
-        # agent that uses discovery); an injected transport gets a registry of its own.
-        verifier = trust.card_verifier() if trust is not None else None
-        # With a user bound to this connection's client id (a secured mesh: a password), a second
-        # connection of its own would be refused: the registry then runs on this one.
-        shared = self._name_check_broker
-        self.discovery = LazyRegistry(
-            self.namespace,
-            owner=instance,
-            broker=shared if shared is not None and not shared.password else None,
-            transport=self.transport,
-            ttl_s=self.settings.discovery_ttl_s,
-            verifier=verifier,
-        )
-        # Before discovery starts: nobody known (with the trust it will check cards with).
-        self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
+        self._orphans: list[TaskRecord] = []
+        self._orphan_timer: asyncio.TimerHandle | None = None
+
+    def _build_dispatch(self) -> None:
+        """From a request to its method's handler: delegation, the methods, dispatch, admission."""
         self.delegator = Delegator(
             self.name,
             self.namespace,
-            self.transport,
             self.discovery,
             self.settings.delegation,
-            signer=trust.caller_minter("agent", self.namespace) if trust is not None else None,
-        )
-        self.presence = CardPresence(
-            self.transport,
-            self.card_topic,
-            self.card_bytes,
-            heartbeat_topic=get_agent_discovery_topic(self.namespace) if self.settings.sam_heartbeat else None,
-            heartbeat_interval_s=self.settings.card_interval_s,
-            extra_topics=(self.siblings.card_topic,) if self.siblings is not None else (),
-            on_heal=self.metrics.card_healed,
+            calls=self.calls,
+            profile=self.profile_requester,
         )
         self.methods = AgentMethods(
-            agent,
+            self.agent,
             self.settings,
             tasks=self.tasks,
             contexts=self.contexts,
@@ -266,11 +231,10 @@ class AgentService:
             metrics=self.metrics,
         )
         # At the concurrency bound requests wait, unacknowledged, in the broker's queue.
-        receive_maximum = self.settings.max_unacked_requests
         self.admission = Admission(
             self.name,
             max_concurrent=self.settings.max_concurrent_tasks,
-            receive_maximum=receive_maximum,
+            receive_maximum=self.settings.max_unacked_requests,
             dispatch=self.dispatcher.on_request,
             refuse=self.dispatcher.on_request,
             acknowledge=self._acknowledge,
@@ -281,27 +245,24 @@ class AgentService:
         )
         self.runner.on_place_free = self.admission.release
         self.transport.add_connect_listener(self._reconnected)
-        self._orphans: list[TaskRecord] = []
-        self._orphan_timer: asyncio.TimerHandle | None = None
-        #: The agent's endpoint in the EMQX profile (``emqx:`` set), on a connection of its own.
-        self.profile: ProfileEndpoint | None = None
-        if self.settings.emqx is not None:
-            if broker is None:
-                raise ConfigError(
-                    f"agent {self.name!r} serves the EMQX profile (emqx:) and needs a broker for its second "
-                    "connection; pass broker= (BrokerSettings) too"
-                )
-            self.profile = ProfileEndpoint(
-                self.settings.emqx,
-                agent_name=self.name,
-                broker=broker,
-                instance=self.instance,
-                card=self.card_bytes,
-                answers=self.answers,
-                max_unacked_requests=self.settings.max_unacked_requests,
-                members=self.siblings.others if self.siblings is not None else None,
-                slot=slot,
+
+    def _profile_endpoint(self, emqx: EmqxProfile, broker: BrokerSettings | None, slot: int | None) -> ProfileEndpoint:
+        if broker is None:
+            raise ConfigError(
+                f"agent {self.name!r} serves the EMQX profile (emqx:) and needs a broker for its second "
+                "connection; pass broker= (BrokerSettings) too"
             )
+        return ProfileEndpoint(
+            emqx,
+            agent_name=self.name,
+            broker=broker,
+            instance=self.instance,
+            card=self.card_bytes,
+            answers=self.answers,
+            max_unacked_requests=self.settings.max_unacked_requests,
+            members=self.siblings.others if self.siblings is not None else None,
+            slot=slot,
+        )
 
     @property
     def profile_scope(self) -> ProfileScope | None:
@@ -313,51 +274,24 @@ class AgentService:
         agent_id = self.profile.base_id if replica else self.profile.agent_id
         return ProfileScope(emqx.org, emqx.unit, agent_id, self.profile.pool, replica)
 
-    @property
-    def registry(self) -> DiscoveryRegistry:
-        """The process's registry as this agent sees it; an empty one until discovery started
-        (at start with ``Agent.uses_discovery``, else at the first delegation)."""
-        return self.discovery.current or self._no_registry
-
     def _on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         self.streams.on_event(record, event)
         self.input_timers.update(record)
 
     # ------------------------------------------------------------------ lifecycle
 
-    def card_bytes(self) -> bytes:
+    def _card(self) -> AgentCard:
+        """The agent's card, unsigned (the base signs each change once)."""
         card = self.agent.card(url=self.url, push_notifications=self.settings.push_notifications)
         if self.profile is not None:  # both dialects: one agent, one registry entry (mesh.discovery.registry)
             card = with_dialect_claim(
                 card, DialectClaim(namespace=self.namespace, name=self.name, address=self.profile.address)
             )
-        if self.trust is None or self.trust.signing_key is None:
-            return card.to_json_bytes()
-        unsigned = card.to_json_bytes()
-        if self._signed_card is None or self._signed_card[0] != unsigned:
-            self._signed_card = (unsigned, self.trust.sign(card).to_json_bytes())
-        return self._signed_card[1]
+        return card
 
-    async def _check_name(self, broker: BrokerSettings, timeout_s: float) -> None:
-        """The name check, as the agent's ``{name}@probe`` user where its own user may connect
-        under its own client id only (mesh.brokertools.brokerrules); as its own user under a
-        client id of its own where the broker knows no such user (rules of an older version,
-        another broker)."""
-        if broker.username and broker.password:
-            probe = MqttTransport(
-                dataclasses.replace(broker, username=role_user(broker.username, PROBE_ROLE), session_expiry_s=0),
-                client_id=probe_client_id(self.transport.client_id),
-            )
-            try:
-                await ensure_agent_name_free(probe, self.namespace, self.name, timeout_s=timeout_s)
-                return
-            except ConnectError as exc:
-                if exc.reason_code not in REFUSED_USER:
-                    raise
-                log.debug("agent %s: no name-check user on the broker (%s); checking as itself", self.name, exc)
-        # A broker identity shared by the agents (or none): one probe for all the agents of
-        # this process that start together (mesh.discovery.ownership).
-        await check_agent_name(broker, self.namespace, self.name, timeout_s=timeout_s)
+    def card_bytes(self) -> bytes:
+        """The card as published: signed when the agent has a key."""
+        return self.card()
 
     async def start(self) -> None:
         """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`
@@ -368,7 +302,7 @@ class AgentService:
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s
         if self._name_check_broker is not None and timeout_s is not None and not self.settings.shared_subscription:
-            await self._check_name(self._name_check_broker, timeout_s)
+            await check_name(self._name_check_broker, self.namespace, self.name, self.transport.client_id, timeout_s)
         await self._load_tasks()
         await self.agent.setup()
         filters = [self.request_topic]
@@ -524,3 +458,15 @@ def _artifact_store(artifacts: ArtifactSettings | ArtifactStore | None, namespac
     if artifacts is None or isinstance(artifacts, ArtifactSettings):
         return open_store(resolve_settings(artifacts), namespace)
     return artifacts
+
+
+def _guard(name: str, namespace: str, settings: AgentSettings, trust: Trust | None) -> CallGuard:
+    """Who may call the agent: user tokens of its trusted issuers, callers proven by their keys."""
+    tokens = trust.token_verifier(namespace) if trust is not None else None
+    if settings.require_user_token and tokens is None:
+        raise ConfigError(
+            f"agent {name!r} has require_user_token but no trusted token issuer; set trust.keys (or "
+            "trust.jwks) and trust.token_issuers to the gateways whose tokens it accepts"
+        )
+    callers = trust.caller_verifier(namespace, name) if trust is not None else None
+    return CallGuard(name, settings, tokens, callers)

@@ -67,8 +67,8 @@ from bench.harness import (
 )
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
+from mesh.cli.gctuning import tune_for_serving
 from mesh.client import MeshClient
-from mesh.gctuning import tune_for_serving
 
 if TYPE_CHECKING:
     from mesh.trust import Trust

@@ -76,7 +76,7 @@ from bench.harness import (
 )
 from bench.http_client import HttpPool
 from mesh.brokertools.localbroker import free_port
-from mesh.gctuning import tune_for_serving
+from mesh.cli.gctuning import tune_for_serving
 
 HERE = Path(__file__).resolve().parent
 #: With keys (--trust, --secured) the gateway authenticates callers, as a secured edge does: it

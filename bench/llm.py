@@ -66,8 +66,8 @@ from mesh.a2a import (
     get_text_from_message,
 )
 from mesh.broker import BrokerSettings
+from mesh.cli.gctuning import tune_for_serving
 from mesh.client import MeshClient
-from mesh.gctuning import tune_for_serving
 
 TEXT = "What is the weather in Paris?"
 TOKENS = 2000

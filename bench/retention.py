@@ -1,7 +1,7 @@
 """An echo agent's resident memory under rounds of 1,000 message/send requests of 0.9 MB each.
 
 The agent runs in a process of its own with ``max_retained_bytes`` (default 64 MB, the agents'
-own default) and the GC and allocator settings ``mesh run`` applies (mesh.gctuning); this
+own default) and the GC and allocator settings ``mesh run`` applies (mesh.cli.gctuning); this
 process sends the requests (8 in flight) and reads the agent's RSS from ``/proc/<pid>/status``
 (Linux) before the first request and after each round. With retention bounded by bytes the RSS
 settles at the bound plus a fixed overhead (the interpreter, the runtime, the allocator's
@@ -104,7 +104,7 @@ async def serve_echo(url: str, namespace: str, max_retained_bytes: int) -> None:
     from agents.builtin.echo import EchoAgent
     from agents.service import AgentService
     from mesh.broker import BrokerSettings
-    from mesh.gctuning import tune_for_serving
+    from mesh.cli.gctuning import tune_for_serving
 
     settings = AgentSettings(max_retained_bytes=max_retained_bytes)
     service = AgentService(EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings)

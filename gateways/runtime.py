@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -33,17 +32,13 @@ from gateways.answers import answer_frames
 from gateways.errors import GatewayError, agent_not_found_error
 from gateways.profile_answers import profile_frames
 from gateways.taskroutes import TaskRoute, TaskRoutes
-from mesh.a2a import AgentCard
 from mesh.a2a.methods import SEND_METHODS, Method
 from mesh.broker import BrokerSettings
-from mesh.calls import CallOptions, CallPath, follow_registry
-from mesh.clientids import connection_for
-from mesh.discovery import LazyRegistry
-from mesh.discovery.presence import CardPresence, presence_will
-from mesh.discovery.registry import DiscoveryRegistry, Entry
+from mesh.calls import CallOptions
+from mesh.discovery.registry import Entry
 from mesh.e2a import E2AEnvelope, E2AResponse, ResponseLog, ResponseSequencer
-from mesh.profile.requester import ProfileRequester, is_profile_agent
-from mesh.telemetry import METRICS
+from mesh.member import MeshMember, member_transport
+from mesh.profile.requester import is_profile_agent
 from mesh.transport import Transport
 from mesh.trust import Trust
 from topics import get_gateway_discovery_topic, validate_identifier, validate_namespace
@@ -58,7 +53,7 @@ ANONYMOUS_USER = "anonymous"
 SEND_REQUESTS = frozenset({"session/prompt", *SEND_METHODS})
 
 
-class GatewayRuntime:
+class GatewayRuntime(MeshMember):
     """The mesh side of a gateway (the HTTP side is in :mod:`gateways.http`)."""
 
     def __init__(
@@ -78,79 +73,39 @@ class GatewayRuntime:
         """``trust``: the gateway signs its card, accepts only signed cards and, with its own key,
         mints a user token per request (``authToken``) that agents trusting it verify."""
         self.gateway_id = validate_identifier(gateway_id, "gateway id")
-        self.namespace = validate_namespace(namespace)
+        namespace = validate_namespace(namespace)
         self.idle_timeout_s = idle_timeout_s
-        card_topic = get_gateway_discovery_topic(self.namespace, self.gateway_id)
+        card_topic = get_gateway_discovery_topic(namespace, self.gateway_id)
+        # The process's shared registry (mesh.discovery), leased at start; with credentials, one on
+        # its own connection (its user is bound to that connection's client id).
         shared_broker = broker if transport is None else None
         if transport is None:
             if broker is None:
                 raise TypeError("GatewayRuntime needs a broker (BrokerSettings) or a transport")
-            # As its own user: its own client id (bound by the rules); the registry then runs on
-            # this connection. As the CLI user (mesh acp): a slot of it (mesh.clientids).
-            claimed = connection_for(
-                broker, "gateway", self.namespace, self.gateway_id, f"{self.gateway_id}-{uuid.uuid4().hex[:8]}"
-            )
-            transport = claimed.transport(will=presence_will(card_topic))
+            transport = member_transport(broker, "gateway", namespace, self.gateway_id, card_topic)
             if broker.password:
                 shared_broker = None
-        self.transport: Transport = transport
-        self.trust = trust
-        self.tokens = trust.token_minter(self.namespace) if trust is not None else None
-        if trust is not None and trust.signing_key is None:
-            log.warning(
-                "gateway %s has trust settings but no key: its card is unsigned and it mints no user tokens; "
-                "make one with `mesh keys %s` (trust.keys or trust.signing_key)",
-                self.gateway_id,
-                self.gateway_id,
-            )
-        # The process's shared registry (mesh.discovery), leased at start; with credentials, one on
-        # its own connection (its user is bound to that connection's client id). The gateway's card is
-        # published at start, after a reconnect and when it changes: no interval.
-        verifier = trust.card_verifier() if trust is not None else None
-        self.discovery = LazyRegistry(
-            self.namespace,
-            owner=self.gateway_id,
-            broker=shared_broker,
-            transport=self.transport,
-            ttl_s=discovery_ttl_s,
-            verifier=verifier,
+        # The gateway's card is published at start, after a reconnect and when it changes: no interval.
+        super().__init__(
+            self.gateway_id,
+            namespace,
+            kind="gateway",
+            transport=transport,
+            card_topic=card_topic,
+            card=card,
+            trust=trust,
+            registry_owner=self.gateway_id,
+            registry_broker=shared_broker,
+            discovery_ttl_s=discovery_ttl_s,
         )
-        # Before start: nobody known (with the trust it will check cards with).
-        self._no_registry = DiscoveryRegistry(self.transport, self.namespace, verifier=verifier)
-        signer = trust.caller_minter("gateway", self.namespace) if trust is not None else None
-        self.calls = CallPath(self.transport, self.namespace, self.gateway_id, role="gateway", signer=signer)
-        #: Calls to EMQX profile agents (``org/unit/agent``), under the profile's requester rules.
-        self.profile = ProfileRequester(self.transport, self.gateway_id)
-        follow_registry(self.calls, self.discovery)  # an agent's card removed fails the calls waiting on it
-        if trust is not None and trust.signing_key is not None:
-            card = _signed(card, trust)
-        healed = METRICS.component(self.namespace, self.gateway_id).card_healed
-        self.presence = CardPresence(self.transport, card_topic, card, on_heal=healed)
+        self.tokens = trust.token_minter(self.namespace) if trust is not None else None
         self.response_log = response_log
         self.tasks = TaskRoutes(self.calls, self._user_token, max_tasks=max_remembered_tasks)
-        self.metrics = METRICS.component(self.namespace, self.gateway_id)
-
-    async def start(self) -> None:
-        self.metrics.watch_transport(self.transport)
-        await self.transport.connect()
-        await self.discovery.get()
-        await self.calls.start()
-        await self.presence.start()
-        self.metrics.watch(in_flight=lambda: self.calls.open_calls, discovery_size=lambda: len(self.registry.agents()))
 
     async def stop(self) -> None:
-        await self.presence.stop()
-        await self.discovery.close()
-        await self.calls.flush()
-        await self.transport.close()
-        self.metrics.unwatch()
+        await super().stop()
         if self.response_log is not None:
             self.response_log.close()
-
-    @property
-    def registry(self) -> DiscoveryRegistry:
-        """The registry of the agents on the mesh (an empty one before :meth:`start`)."""
-        return self.discovery.current or self._no_registry
 
     # ------------------------------------------------------------------ routing help
 
@@ -180,12 +135,16 @@ class GatewayRuntime:
         *,
         deadline_s: float | None = None,
         owner: str | None = None,
+        events: bool = True,
+        cancel_on_abandon: bool = False,
     ) -> AsyncIterator[E2AResponse]:
         """Send ``envelope`` to ``agent`` and yield the E2A frames of the answer, final last.
 
         ``deadline_s`` bounds the whole request (the HTTP timeout); the idle timeout bounds the
         silence between two events. Closing the iterator early (a client that went away)
-        leaves the task running: it can be fetched or resubscribed to later.
+        leaves the task running, to be fetched or resubscribed to later, unless
+        ``cancel_on_abandon`` (an MCP client that gave up has nobody to deliver the answer to).
+        ``events=False`` asks for no stream events (a blocking call nobody watches).
         """
         sequencer = ResponseSequencer(envelope)
         method, params = self._mesh_call(envelope)
@@ -202,11 +161,14 @@ class GatewayRuntime:
             auth_token=self._user_token(user_id),
             idle_timeout_s=self.idle_timeout_s,
             deadline_s=deadline_s,
-            cancel_on_abandon=False,  # a client that went away can fetch or resubscribe later
+            events=events,
+            cancel_on_abandon=cancel_on_abandon,
         )
         if is_profile_agent(agent):  # an EMQX profile agent (org/unit/agent)
             message = params.get("message")
-            frames = profile_frames(self.profile, sequencer, agent, method, params, options, self.tasks.observe)
+            frames = profile_frames(
+                self.profile_requester, sequencer, agent, method, params, options, self.tasks.observe
+            )
             async with contextlib.aclosing(frames) as answers:
                 async for frame in answers:
                     if isinstance(message, dict) and message.get("taskId"):
@@ -269,16 +231,3 @@ class GatewayRuntime:
     def agent_names(self) -> list[str]:
         """The names of the agents on the mesh now."""
         return self.registry.agent_names()
-
-
-def _signed(card: Callable[[], bytes], trust: Trust) -> Callable[[], bytes]:
-    """``card`` signed with the gateway's key, signed again only when the card changes."""
-    last: list[bytes] = [b"", b""]
-
-    def signed() -> bytes:
-        unsigned = card()
-        if unsigned != last[0]:
-            last[:] = [unsigned, trust.sign(AgentCard.model_validate_json(unsigned)).to_json_bytes()]
-        return last[1]
-
-    return signed

@@ -74,7 +74,7 @@ __all__ = [
 # Their modules import pydantic or paho: loaded when first asked for.
 __getattr__, __dir__ = lazy_exports(__name__, {"MeshClient": "mesh.client", "MessageLimits": "mesh.limits"})
 
-# Modules that moved into mesh.discovery, mesh.profile and mesh.config (0.x): their old paths
+# Modules that moved into mesh.discovery, mesh.profile, mesh.config and mesh.cli (0.x): their old paths
 # keep working, with a DeprecationWarning, until the next minor release.
 alias_moved_modules(
     {
@@ -92,5 +92,6 @@ alias_moved_modules(
         "mesh.sections": "mesh.config.sections",
         "mesh.statedir": "mesh.config.statedir",
         "mesh.credentials": "mesh.config.credentials",
+        "mesh.gctuning": "mesh.cli.gctuning",
     }
 )

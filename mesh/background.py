@@ -17,7 +17,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["BackgroundTasks"]
+__all__ = ["BackgroundTasks", "cancel_and_wait", "wait_ended"]
 
 T = TypeVar("T")
 
@@ -54,3 +54,21 @@ class BackgroundTasks:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def wait_ended(task: asyncio.Future[Any]) -> None:
+    """Wait for ``task`` to end, whatever it ends with (its error is the caller's to have logged).
+
+    Unlike ``with suppress(BaseException): await task``, a cancellation of the *waiting* task is
+    not swallowed: it stops the wait and propagates (asyncio.wait does not raise the child's
+    outcome, and does raise its caller's own CancelledError).
+    """
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved: asyncio would otherwise log it as never retrieved
+
+
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` and wait for it to end; the caller's own cancellation still propagates."""
+    task.cancel()
+    await wait_ended(task)

@@ -31,7 +31,7 @@ from gateways.acp.sessions import SessionRecord, SessionStore
 from gateways.acp.turn import PromptTurn, TurnEnd
 from gateways.runtime import GatewayRuntime
 from mesh.a2a import AgentCard
-from mesh.background import BackgroundTasks
+from mesh.background import BackgroundTasks, cancel_and_wait
 from mesh.brokertools.refusals import refusal_fix
 from mesh.e2a import E2AEnvelope, E2AResponse, e2a_response_to_acp_jsonrpc_response, envelope_from_acp_jsonrpc
 from mesh.e2a.acp_content import a2a_part_to_acp_block, acp_blocks_to_a2a_parts
@@ -84,9 +84,7 @@ class AcpGateway:
         if self._connected is None:
             return
         if not self._connected.done():  # still starting: stop that, then close what it opened
-            self._connected.cancel()
-            with contextlib.suppress(BaseException):
-                await self._connected
+            await cancel_and_wait(self._connected)
         with contextlib.suppress(MeshError):  # (a start that failed left less to close)
             await self.runtime.stop()
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateways.dashboard.model import Bounds, Change, MeshView
 from gateways.dashboard.watcher import MeshWatcher
+from mesh.background import wait_ended
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.clientids import connect_as_role, own_client_id
@@ -213,8 +214,7 @@ class Dashboard:
     async def _stop_watching(self) -> None:
         starting, self._starting = self._starting, None
         if starting is not None:
-            with contextlib.suppress(BaseException):
-                await starting
+            await wait_ended(starting)
         ticker, self._ticker = self._ticker, None
         if ticker is not None:
             ticker.cancel()

@@ -13,7 +13,6 @@ slot, the E2A envelope, forwarding to the mesh and what the gateway answers itse
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +38,7 @@ from gateways.http.rpc import (
 )
 from gateways.http.streams import EventStream
 from mesh.a2a import AuthenticatedExtendedCardNotConfigured, Method, RpcError, TaskNotFound
+from mesh.background import cancel_and_wait
 from mesh.e2a import E2AResponse
 from mesh.limits import check_message_limits
 
@@ -212,9 +212,7 @@ async def _prepended(
                 yield frame
     finally:
         if isinstance(first, asyncio.Task) and not first.done():
-            first.cancel()  # the client left before the first frame
-            with contextlib.suppress(BaseException):
-                await first
+            await cancel_and_wait(first)  # the client left before the first frame
         await frames.aclose()  # type: ignore[attr-defined]
 
 

@@ -168,7 +168,7 @@ async def run_mcp(
     ``artifacts``: the store tool results' artifact links are read from (``resources/read``);
     by default ``MESH_ARTIFACTS`` or the embedded store, as the agents use."""
     from mesh.artifacts import open_store, resolve_settings
-    from mesh.gctuning import tune_for_serving
+    from mesh.cli.gctuning import tune_for_serving
 
     from .bridge import MeshBridge
     from .resources import ArtifactResources

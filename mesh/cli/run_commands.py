@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from mesh.cli.common import NAMESPACE_ENV, add_connection_options
+from mesh.cli.gctuning import tune_for_starting
 from mesh.cli.up_assistant import add_model_option
-from mesh.gctuning import tune_for_starting
 
 #: The levels of ``--log-level`` (``mesh.config.LOG_LEVELS``, checked by tests/mesh/test_cli_startup.py).
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _run(args: argparse.Namespace) -> int:
-    with tune_for_starting():  # from before loading what it runs (mesh.gctuning)
+    with tune_for_starting():  # from before loading what it runs (mesh.cli.gctuning)
         from mesh.cli.running import run
 
         return await run(args)

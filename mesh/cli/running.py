@@ -26,6 +26,7 @@ from mesh.cli.common import (
     settings_for_url,
     stopped_by_signals,
 )
+from mesh.cli.gctuning import tune_for_serving
 from mesh.cli.run_commands import mesh_command
 from mesh.cli.up_assistant import write_assistant_config
 from mesh.cli.up_broker import broker_for_up, check_gateway_ports
@@ -38,7 +39,6 @@ from mesh.config import MeshConfig, configured_broker, configured_tls, load_many
 from mesh.config.sections import MissingDependencyError, build_components, build_many, check_unique_components
 from mesh.config.statedir import STATE_DIR_ENV, default_state_dir
 from mesh.errors import ConfigError, ConnectError
-from mesh.gctuning import tune_for_serving
 from mesh.redaction import redact_url
 from mesh.telemetry import tracing
 from topics import validate_namespace
@@ -238,7 +238,7 @@ async def serve(components: Sequence[Component], *, banner: Callable[[], str] | 
                     log.error("%s %s did not start: %s", component.kind, component.name, error)
                 if failures:
                     raise failures[0][1]
-            tune_for_serving()  # this process serves from now on (mesh.gctuning)
+            tune_for_serving()  # this process serves from now on (mesh.cli.gctuning)
             log.info("running %s; Ctrl-C stops", ", ".join(f"{c.kind} {c.name}" for c in components) or "nothing")
             if banner is not None:
                 print(banner(), flush=True)
