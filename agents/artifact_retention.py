@@ -11,7 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from mesh.artifacts import ArtifactError, ArtifactStore, InvalidArtifactName
+from mesh.artifacts import (
+    ArtifactError,
+    ArtifactSettings,
+    ArtifactStore,
+    InvalidArtifactName,
+    open_store,
+    resolve_settings,
+)
 from mesh.artifacts.uris import validate_context_id
 
 __all__ = ["ArtifactReaper"]
@@ -74,3 +81,11 @@ class ArtifactReaper:
         """Return once every deletion asked for so far is done (before the store closes)."""
         while self._worker is not None:
             await asyncio.shield(self._worker)
+
+
+def open_artifact_store(artifacts: ArtifactSettings | ArtifactStore | None, namespace: str) -> ArtifactStore:
+    """An agent's artifact store: the one given, or opened from its settings (else ``MESH_ARTIFACTS``
+    or the embedded store; :mod:`mesh.artifacts`)."""
+    if artifacts is None or isinstance(artifacts, ArtifactSettings):
+        return open_store(resolve_settings(artifacts), namespace)
+    return artifacts

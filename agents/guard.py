@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 from agents.owners import caller_of
 from agents.settings import AgentSettings
 from mesh.a2a import InvalidRequest, Unauthenticated
-from mesh.errors import short_repr
+from mesh.errors import ConfigError, short_repr
 from mesh.properties import CALL_CHAIN, CALL_DEPTH, MessageProperties
 from mesh.trust import Identity
 from topics import validate_identifier
 
 if TYPE_CHECKING:
-    from mesh.trust import TokenVerifier
+    from mesh.trust import TokenVerifier, Trust
     from mesh.trust.callers import CallerVerifier
 
 __all__ = ["CallGuard"]
@@ -48,6 +48,18 @@ class CallGuard:
         self.tokens = tokens
         self.callers = callers
         self.require_token = settings.require_user_token
+
+    @classmethod
+    def for_agent(cls, name: str, namespace: str, settings: AgentSettings, trust: Trust | None) -> CallGuard:
+        """The guard of agent ``name``: user tokens of its trusted issuers, callers proven by their keys."""
+        tokens = trust.token_verifier(namespace) if trust is not None else None
+        if settings.require_user_token and tokens is None:
+            raise ConfigError(
+                f"agent {name!r} has require_user_token but no trusted token issuer; set trust.keys (or "
+                "trust.jwks) and trust.token_issuers to the gateways whose tokens it accepts"
+            )
+        callers = trust.caller_verifier(namespace, name) if trust is not None else None
+        return cls(name, settings, tokens, callers)
 
     def __call__(self, props: MessageProperties) -> Identity:
         """The request's identity once its call properties pass; a JSON-RPC error otherwise."""

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from agents.answers import Answers, Route
 from mesh.a2a import Message, Method, RpcError, Task
 from mesh.broker import BrokerSettings
-from mesh.brokertools.brokerrules import profile_member_id, profile_user
+from mesh.brokertools.brokerrules import ProfileScope, profile_member_id, profile_user
 from mesh.clientids import slot_count, slot_user
 from mesh.config.credentials import password_for
 from mesh.discovery.presence import CardHealer
@@ -207,6 +207,11 @@ class ProfileEndpoint:
         #: Set once the card is on the broker: from then on a card of another connection is healed.
         self._watching = False
         self.healer = CardHealer(self.card_topic, lambda: self._publish_card("online"), on_heal=self._healed)
+
+    def scope(self, *, replica: bool) -> ProfileScope:
+        """Where the agent serves the profile, for the broker rules (a replica: its pool's base id)."""
+        agent_id = self.base_id if replica else self.agent_id
+        return ProfileScope(self.profile.org, self.profile.unit, agent_id, self.pool, replica)
 
     def _new_transport(self) -> MqttTransport:
         """The profile connection, its will the card as it is now (offline, lwt)."""

@@ -30,7 +30,7 @@ import logging
 from agents.admission import Admission
 from agents.agent import Agent
 from agents.answers import Answers
-from agents.artifact_retention import ArtifactReaper
+from agents.artifact_retention import ArtifactReaper, open_artifact_store
 from agents.connection import agent_transport, check_name
 from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
@@ -48,7 +48,7 @@ from agents.starting import starting_slot
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
 from mesh.a2a import INTERRUPTED_STATES, AgentCard, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
-from mesh.artifacts import ArtifactSettings, ArtifactStore, open_store, resolve_settings
+from mesh.artifacts import ArtifactSettings, ArtifactStore
 from mesh.broker import BrokerSettings
 from mesh.brokertools.brokerrules import ProfileScope
 from mesh.errors import ConfigError
@@ -105,8 +105,8 @@ class AgentService(MeshMember):
         self.name = agent.name
         namespace = validate_namespace(namespace)
         self.settings = settings or AgentSettings()
-        self.artifacts = _artifact_store(artifacts, namespace)
-        self.guard = _guard(self.name, namespace, self.settings, trust)
+        self.artifacts = open_artifact_store(artifacts, namespace)
+        self.guard = CallGuard.for_agent(self.name, namespace, self.settings, trust)
         self.request_topic = get_agent_request_topic(namespace, self.name)
         self.card_topic = get_agent_discovery_topic(namespace, self.name)
         replica = self.settings.shared_subscription
@@ -267,12 +267,7 @@ class AgentService(MeshMember):
     @property
     def profile_scope(self) -> ProfileScope | None:
         """Where the agent serves the EMQX profile (for the broker rules), or ``None``."""
-        if self.profile is None:
-            return None
-        emqx = self.profile.profile
-        replica = self.instance is not None
-        agent_id = self.profile.base_id if replica else self.profile.agent_id
-        return ProfileScope(emqx.org, emqx.unit, agent_id, self.profile.pool, replica)
+        return None if self.profile is None else self.profile.scope(replica=self.instance is not None)
 
     def _on_event(self, record: TaskRecord, event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
         self.streams.on_event(record, event)
@@ -452,21 +447,3 @@ class AgentService(MeshMember):
         await self.artifact_reaper.idle()
         await self.artifacts.close()
         log.info("agent %s stopped (%d running task(s) canceled)", self.name, len(active))
-
-
-def _artifact_store(artifacts: ArtifactSettings | ArtifactStore | None, namespace: str) -> ArtifactStore:
-    if artifacts is None or isinstance(artifacts, ArtifactSettings):
-        return open_store(resolve_settings(artifacts), namespace)
-    return artifacts
-
-
-def _guard(name: str, namespace: str, settings: AgentSettings, trust: Trust | None) -> CallGuard:
-    """Who may call the agent: user tokens of its trusted issuers, callers proven by their keys."""
-    tokens = trust.token_verifier(namespace) if trust is not None else None
-    if settings.require_user_token and tokens is None:
-        raise ConfigError(
-            f"agent {name!r} has require_user_token but no trusted token issuer; set trust.keys (or "
-            "trust.jwks) and trust.token_issuers to the gateways whose tokens it accepts"
-        )
-    callers = trust.caller_verifier(namespace, name) if trust is not None else None
-    return CallGuard(name, settings, tokens, callers)

@@ -113,3 +113,18 @@ def test_the_configuration_reference_names_every_setting() -> None:
 def test_the_readme_stays_short() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 300, f"README.md has {lines} lines; move the details into a docs/ page and link it"
+
+
+def test_the_architecture_page_names_every_folder_and_every_module_at_the_top_of_mesh() -> None:
+    """docs/architecture.md is drawn from the tree: a folder or a top-level module of mesh/ that it
+    does not name is one it does not describe."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    folders = [
+        f"{path.relative_to(ROOT).as_posix()}/"
+        for package in ("mesh", "agents", "gateways")
+        for path in sorted((ROOT / package).iterdir())
+        if path.is_dir() and (path / "__init__.py").exists()
+    ]
+    modules = [path.name for path in sorted((ROOT / "mesh").glob("*.py")) if path.name != "__init__.py"]
+    missing = [name for name in [*folders, *modules] if f"`{name}`" not in page and f"**{name}**" not in page]
+    assert not missing, f"docs/architecture.md does not describe {missing}"

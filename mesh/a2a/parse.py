@@ -135,27 +135,7 @@ def parse_request(
     surrogates = "\\ud" in text or "\\uD" in text
     deep = text.count("{") + text.count("[") > max_depth
 
-    request_id = doc.get("id")
-    if request_id is not None and type(request_id) not in (str, int):
-        raise InvalidRequest(
-            f"id must be a string, an integer or null, got {_json_type(request_id)} {short_repr(request_id)}"
-        )
-    if surrogates and type(request_id) is str and _has_lone_surrogate(request_id):
-        raise InvalidRequest("id holds a lone surrogate (such as \\ud800); text must be valid UTF-8")
-    if doc.get("jsonrpc") != "2.0":
-        got = short_repr(doc["jsonrpc"]) if "jsonrpc" in doc else "nothing"
-        raise InvalidRequest(f'jsonrpc must be "2.0", got {got}', request_id=request_id)
-    name = doc.get("method")
-    if type(name) is not str:
-        raise InvalidRequest(
-            f"method must be a string, got {_json_type(name) if 'method' in doc else 'nothing'}",
-            request_id=request_id,
-        )
-
-    if surrogates and _has_lone_surrogate(name):
-        raise InvalidRequest(
-            "method holds a lone surrogate (such as \\ud800); text must be valid UTF-8", request_id=request_id
-        )
+    request_id, name = _id_and_name(doc, surrogates)
     method = _DISPATCH.get(name)
     if method is None:
         raise MethodNotFound(
@@ -163,22 +143,9 @@ def parse_request(
             data={"method": name[:200], "supported": [*Method, *METHOD_ALIASES]},
             request_id=request_id,
         )
-
     params = doc.get("params")
     if type(params) is not dict:
-        if params is not None and type(params) is not list:
-            # JSON-RPC 2.0: params, if present, MUST be a structured value.
-            raise InvalidRequest(f"params must be an object, got {_json_type(params)}", request_id=request_id)
-        # Missing, null or by-position: every A2A method takes named params.
-        reason = f"must be an object of named params, got {_json_type(params)}"
-        if "params" not in doc:
-            reason = "required: an object of named params"
-        error = {"path": "params", "reason": reason, "type": "params"}
-        raise InvalidParams(
-            f"invalid params for {method}: params: {reason}",
-            data={"method": str(method), "errors": [error]},
-            request_id=request_id,
-        )
+        raise _not_named_params(doc, method, request_id)
     if surrogates or deep:
         found = find_unserializable(params, "params", max_depth, surrogates=surrogates)
         if found is not None:
@@ -197,6 +164,49 @@ def parse_request(
             request_id=request_id,
         ) from None
     return ParsedRequest(method, request_id, model, name)
+
+
+def _id_and_name(doc: dict[str, Any], surrogates: bool) -> tuple[str | int | None, str]:
+    """The request's id and method name, each checked (JSON-RPC 2.0's envelope)."""
+    request_id = doc.get("id")
+    if request_id is not None and type(request_id) not in (str, int):
+        raise InvalidRequest(
+            f"id must be a string, an integer or null, got {_json_type(request_id)} {short_repr(request_id)}"
+        )
+    if surrogates and type(request_id) is str and _has_lone_surrogate(request_id):
+        raise InvalidRequest("id holds a lone surrogate (such as \\ud800); text must be valid UTF-8")
+    if doc.get("jsonrpc") != "2.0":
+        got = short_repr(doc["jsonrpc"]) if "jsonrpc" in doc else "nothing"
+        raise InvalidRequest(f'jsonrpc must be "2.0", got {got}', request_id=request_id)
+    name = doc.get("method")
+    if type(name) is not str:
+        raise InvalidRequest(
+            f"method must be a string, got {_json_type(name) if 'method' in doc else 'nothing'}",
+            request_id=request_id,
+        )
+    if surrogates and _has_lone_surrogate(name):
+        raise InvalidRequest(
+            "method holds a lone surrogate (such as \\ud800); text must be valid UTF-8", request_id=request_id
+        )
+    return request_id, name
+
+
+def _not_named_params(doc: dict[str, Any], method: Method, request_id: str | int | None) -> RpcError:
+    """The error for params that are not an object of named params."""
+    params = doc.get("params")
+    if params is not None and type(params) is not list:
+        # JSON-RPC 2.0: params, if present, MUST be a structured value.
+        return InvalidRequest(f"params must be an object, got {_json_type(params)}", request_id=request_id)
+    # Missing, null or by-position: every A2A method takes named params.
+    reason = f"must be an object of named params, got {_json_type(params)}"
+    if "params" not in doc:
+        reason = "required: an object of named params"
+    error = {"path": "params", "reason": reason, "type": "params"}
+    return InvalidParams(
+        f"invalid params for {method}: params: {reason}",
+        data={"method": str(method), "errors": [error]},
+        request_id=request_id,
+    )
 
 
 def parse_response(payload: bytes | bytearray | memoryview | str) -> JSONRPCResponse:

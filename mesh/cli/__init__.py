@@ -36,7 +36,7 @@ COMMANDS_GROUP = "mesh.commands"  # entry points adding commands from other pack
 # Building the parser imports every command's module (and the ``mesh.commands`` entry points'):
 # they register their arguments without importing what the command needs to run (pydantic,
 # paho, the agents runtime, starlette), so that ``mesh --help`` and ``mesh --version`` answer at
-# once; tests/mesh/test_cli_startup.py keeps it so.
+# once; tests/mesh/cli/test_startup.py keeps it so.
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")

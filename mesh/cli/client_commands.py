@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mesh.cli.common import Command, add_connection_options
 
-#: The A2A task states, for ``mesh task list --state`` (tests/mesh/test_cli_startup.py checks them
+#: The A2A task states, for ``mesh task list --state`` (tests/mesh/cli/test_startup.py checks them
 #: against ``mesh.a2a.TaskState``, which this module does not import).
 TASK_STATES = (
     "submitted",

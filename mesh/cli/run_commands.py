@@ -16,7 +16,7 @@ from mesh.cli.common import NAMESPACE_ENV, add_connection_options
 from mesh.cli.gctuning import tune_for_starting
 from mesh.cli.up_assistant import add_model_option
 
-#: The levels of ``--log-level`` (``mesh.config.LOG_LEVELS``, checked by tests/mesh/test_cli_startup.py).
+#: The levels of ``--log-level`` (``mesh.config.LOG_LEVELS``, checked by tests/mesh/cli/test_startup.py).
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 

@@ -24,7 +24,7 @@ from gateways.http.settings import HttpGatewaySettings
 from mesh.a2a import FilePart, FileWithUri, Message, create_agent_message, get_text_from_message
 from mesh.artifacts import ArtifactRef, ArtifactSettings
 from mesh.broker import BrokerSettings
-from tests.gateways.test_signin import sign_in
+from tests.gateways.signin.test_signin import sign_in
 
 ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
 KEYS = [{"name": "alice", "secret": ALICE}, {"name": "bob", "secret": BOB}]

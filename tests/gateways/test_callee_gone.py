@@ -3,7 +3,7 @@
 Against the real broker (DESIGN, "Delivery guarantees"): a request nobody subscribes to is
 answered at once (PUBACK 0x10), and kill -9 of the agent fails the delegating agent's sub-task,
 a blocking ``message/send`` and a ``message/stream`` through the gateway with the mesh's "agent
-gone" error (-32010) within 2 s, measured. MeshClient and the CLI: tests/mesh/test_callee_gone.py.
+gone" error (-32010) within 2 s, measured. MeshClient and the CLI: tests/mesh/calls/test_callee_gone.py.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from mesh.trust import (
 )
 from mesh.trust.files import MIN_CHECK_INTERVAL_S, POLL_INTERVAL_S
 from tests.conftest import TransportFactory
-from tests.mesh.test_registry_trust import topic
+from tests.mesh.discovery.test_registry_trust import topic
 from tests.mesh.test_trust import card
 
 #: DESIGN's bound: a change of the trust file reaches every running registry within this.
