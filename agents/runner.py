@@ -42,6 +42,7 @@ from mesh.a2a import (
     new_id,
 )
 from mesh.artifacts.parts import file_part, safe_file_name
+from mesh.background import BackgroundTasks
 from mesh.telemetry import ComponentMetrics, tracing
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class TaskRunner:
         self.stall_timeout_s = stall_timeout_s
         self._segments: dict[asyncio.Task[None], TaskRecord] = {}
         self._watchdog: asyncio.Task[None] | None = None
-        self._giving_up: set[asyncio.Task[None]] = set()
+        self._giving_up = BackgroundTasks(log, f"{agent.name}'s stall watchdog")
         #: Called whenever a segment ends (a place is free): the held requests go on (agents.admission).
         self.on_place_free: Callable[[], None] | None = None
 
@@ -220,14 +221,9 @@ class TaskRunner:
     def _give_up(self, record: TaskRecord, stall_timeout_s: float) -> None:
         log.warning("%s: task %s made no progress for %g s; failing it", self.agent.name, record.id, stall_timeout_s)
         reason = f"the task made no progress for {stall_timeout_s:g} s (stall_timeout_s) and was failed"
-        ending = asyncio.get_running_loop().create_task(self.cancel(record, reason, state=TaskState.failed))
-        self._giving_up.add(ending)
-        ending.add_done_callback(self._given_up)
-
-    def _given_up(self, ending: asyncio.Task[None]) -> None:
-        self._giving_up.discard(ending)
-        if not ending.cancelled() and (exc := ending.exception()) is not None:
-            log.error("%s: failing a stalled task failed: %s: %s", self.agent.name, type(exc).__name__, exc)
+        self._giving_up.spawn(
+            self.cancel(record, reason, state=TaskState.failed), name=f"fail stalled task {record.id}"
+        )
 
     async def _drive(self, record: TaskRecord, message: Message, ctx: TaskContext) -> None:
         generator = record.generator

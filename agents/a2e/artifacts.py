@@ -24,7 +24,6 @@ are files it could read and write itself.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
@@ -36,6 +35,7 @@ from pydantic import Field
 from agents.a2e.messages import A2EMessage
 from mesh.artifacts import ArtifactError, ArtifactRef
 from mesh.artifacts.parts import write_file_atomically
+from mesh.background import BackgroundTasks
 
 if TYPE_CHECKING:
     from agents.a2e.process import WorkerProcess
@@ -111,13 +111,11 @@ class ArtifactRequests:
         self.worker = worker
         #: The task context of each skill call in flight, by the call's request id.
         self.contexts: dict[str, TaskContext] = {}
-        self._answering: set[asyncio.Task[None]] = set()
+        self._answering = BackgroundTasks(log, f"worker {worker}'s artifact calls")
 
     def handle(self, process: WorkerProcess, message: A2EMessage) -> None:
         """Answer ``message`` in the background (called from the process's reader)."""
-        task = asyncio.get_running_loop().create_task(self._answer(process, message))
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
+        self._answering.spawn(self._answer(process, message), name="artifact call")
 
     async def _answer(self, process: WorkerProcess, message: A2EMessage) -> None:
         reply: A2EMessage

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from mesh.a2a import RpcError, Task
+from mesh.background import BackgroundTasks
 from mesh.calls.call import CallOptions
 from mesh.errors import AgentUnavailableError, MeshError
 from topics import get_agent_instance_request_topic, get_agent_request_topic
@@ -51,7 +52,7 @@ class Owners:
         self._owners: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._gone: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._live: dict[str, set[str]] = {}
-        self._probes: set[asyncio.Task[None]] = set()
+        self._probes = BackgroundTasks(log, f"{path.owner}'s task owners")
 
     def owner_of(self, agent: str, task_id: str) -> str | None:
         return self._owners.get((agent, task_id))
@@ -106,9 +107,7 @@ class Owners:
                 "%s: replica %s of %s went away; failed its %d call(s)", self.path.owner, instance, agent, len(owned)
             )
         if unknown:
-            probe = asyncio.ensure_future(self._resolve(agent, instance, unknown, sorted(live)))
-            self._probes.add(probe)
-            probe.add_done_callback(self._probes.discard)
+            self._probes.spawn(self._resolve(agent, instance, unknown, sorted(live)), name="owner probe")
 
     async def _resolve(self, agent: str, dead: str, calls: list[Call], live: list[str]) -> None:
         # Every call asks every live replica at once; the outcome is applied in one step, so a

@@ -50,6 +50,7 @@ import uuid
 from collections.abc import Collection
 
 from mesh.a2a import request_bytes
+from mesh.background import BackgroundTasks
 from mesh.broker import BrokerSettings
 from mesh.errors import AgentNameTakenError, NoSubscribersError, SubscribeError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
@@ -198,12 +199,10 @@ async def check_agent_name(
 
 def _run_batch(key: _BatchKey) -> None:
     batch = _batches.pop(key)
-    task = key.loop.create_task(_check_batch(key, batch))
-    _running.add(task)
-    task.add_done_callback(_running.discard)
+    _running.spawn(_check_batch(key, batch), name="name check batch")
 
 
-_running: set[asyncio.Task[None]] = set()  # the batches' tasks, referenced until they end
+_running = BackgroundTasks(log, "name checks")  # the batches' tasks, referenced until they end
 
 
 async def _check_batch(key: _BatchKey, batch: dict[str, list[asyncio.Future[None]]]) -> None:

@@ -37,6 +37,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from mesh.background import BackgroundTasks
 from mesh.discovery.rollcall import RollCallAnswers
 from mesh.errors import TransportError
 from mesh.properties import JSON_CONTENT_TYPE, MessageProperties
@@ -182,7 +183,7 @@ class CardHealer:
         self._unlogged = 0
         self._stopped = False
         self.heals = 0
-        self._republishing: set[asyncio.Task[None]] = set()
+        self._republishing = BackgroundTasks(log, f"card healer of {topic}")
 
     def schedule(self, *, cleared: bool) -> None:
         """Another connection's message is on the topic (``cleared``: an empty one): republish soon."""
@@ -216,9 +217,7 @@ class CardHealer:
                 self._unlogged,
             )
             self._logged_at, self._unlogged = now, 0
-        task = asyncio.get_running_loop().create_task(self._republish())
-        self._republishing.add(task)
-        task.add_done_callback(self._republishing.discard)
+        self._republishing.spawn(self._republish(), name="republish card")
 
     async def _republish(self) -> None:
         try:
