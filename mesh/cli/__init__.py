@@ -23,6 +23,7 @@ from mesh.cli import (
     completion,
     discovery_commands,
     doctor_command,
+    eval_command,
     keys_command,
     run_commands,
 )
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_command.register(subparsers)
     broker_commands.register(subparsers)
     doctor_command.register(subparsers)
+    eval_command.register(subparsers)
     completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:
