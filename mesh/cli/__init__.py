@@ -26,6 +26,7 @@ from mesh.cli import (
     eval_command,
     keys_command,
     run_commands,
+    schedule_command,
 )
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
 from mesh.version import __version__
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.register(subparsers)
     doctor_command.register(subparsers)
     eval_command.register(subparsers)
+    schedule_command.register(subparsers)
     completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:
