@@ -79,11 +79,12 @@ class Scheduler:
             await client.transport.close()
             raise
         self.client = client
+        started = self.clock.now()  # ticks count from here, however late the loops first run
         for spec in self.specs:
-            tick = spec.next_after(self.clock.now()) if spec.enabled else None
+            tick = spec.next_after(started) if spec.enabled else None
             entry = spec.model_dump(mode="json")
             await asyncio.to_thread(self.store.register, spec.name, entry, str(self.source), _ms(tick))
-        self._loops = [asyncio.create_task(self._loop(spec), name=f"schedule {spec.name}") for spec in self.specs]
+        self._loops = [asyncio.create_task(self._loop(s, started), name=f"schedule {s.name}") for s in self.specs]
         names = ", ".join(f"{s.name} ({s.when}{'' if s.enabled else ', disabled'})" for s in self.specs)
         log.info("%s: running %s; runs claimed in %s", self.name, names, self.store.path)
 
@@ -113,10 +114,9 @@ class Scheduler:
                     f"{hint}start it first (mesh up, or in this file's agents:), or fix the name (see mesh agents)",
                 ) from None
 
-    async def _loop(self, spec: ScheduleSpec) -> None:
+    async def _loop(self, spec: ScheduleSpec, after: datetime) -> None:
         if not spec.enabled:
             return
-        after = self.clock.now()
         if spec.missed == "run_once":
             last = await asyncio.to_thread(self.store.last_tick, spec.name)
             due = spec.last_at_or_before(after)

@@ -28,7 +28,7 @@ def parse_schedules(entries: Sequence[Any], ctx: BuildContext) -> list[ScheduleS
         try:
             spec = ScheduleSpec.model_validate(entry)
         except ValidationError as exc:
-            raise ConfigError(validation_error_text(exc, source=ctx.source, prefix=where, model=ScheduleSpec)) from exc
+            raise _refusal(exc, ctx, where) from exc
         if any(other.name == spec.name for other in specs):
             raise config_error(
                 ctx.source, (*where, "name"), f"{spec.name!r} is taken", "give each schedule its own name"
@@ -42,3 +42,13 @@ def build_schedules(entries: Sequence[Any], ctx: BuildContext) -> list[Component
 
     specs = parse_schedules(entries, ctx)
     return [Scheduler(specs, broker=ctx.broker, namespace=ctx.namespace, source=ctx.source)] if specs else []
+
+
+def _refusal(exc: ValidationError, ctx: BuildContext, where: tuple[str, int]) -> ConfigError:
+    """The entry's first problem: a check of ours says the problem and the fix itself
+    ("bad cron expression ...; write five fields ..."), pydantic's get the shared wording."""
+    first = exc.errors(include_url=False)[0]
+    if first["type"] == "value_error":
+        problem, _, fix = str(first["ctx"]["error"]).partition("; ")
+        return config_error(ctx.source, (*where, *first["loc"]), problem, fix or "see docs/schedules.md")
+    return ConfigError(validation_error_text(exc, source=ctx.source, prefix=where, model=ScheduleSpec))

@@ -79,8 +79,8 @@ class ScheduleSpec(BaseModel):
     def _identifier(cls, value: str) -> str:
         try:
             return validate_identifier(value, "name")
-        except ValueError as exc:
-            raise ValueError(str(exc).partition("; ")[0] + "; use letters, digits, '_', '.' and '-'") from None
+        except ValueError as exc:  # it names the rule: letters, digits, '_', '.' and '-'
+            raise ValueError(f"{exc}; a schedule names an agent as `mesh agents` lists it") from None
 
     @field_validator("message", mode="before")
     @classmethod
