@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -120,8 +121,9 @@ async def ask(client: MeshClient, agent: str, message: Message, idle_timeout: fl
         _tool_calls(past.parts, calls)
     said = final.status.message
     text, data = _content(said.parts) if said is not None else ("", None)
-    if not text:  # an answer given as artifacts only
-        text = "\n".join(_content(artifact.parts)[0] for artifact in final.artifacts or ())
+    if not text:  # an answer given as data (a workflow's), else as artifacts only
+        text = json.dumps(data, ensure_ascii=False) if data is not None else ""
+        text = text or "\n".join(_content(artifact.parts)[0] for artifact in final.artifacts or ())
     if final.status.state in INTERRUPTED_STATES:
         with contextlib.suppress(MeshError, RpcError, TimeoutError):  # leave no task waiting for an answer
             await client.cancel_task(agent, final.id, timeout=idle_timeout)

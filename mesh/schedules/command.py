@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -15,6 +16,9 @@ from mesh.schedules.spec import ScheduleSpec
 from mesh.schedules.store import RunRecord, ScheduleRecord, ScheduleStore
 
 __all__ = ["ACTIONS"]
+
+#: How late a next tick may be before `list` says no scheduler runs it (a run takes a moment to claim).
+_STALE_S = 5.0
 
 
 def _store(args: argparse.Namespace) -> ScheduleStore:
@@ -41,6 +45,13 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _next(ms: int | None) -> str:
+    """The next tick a scheduler waits for; one long past means no scheduler runs the schedule now."""
+    if ms is not None and ms < (time.time() - _STALE_S) * 1000:
+        return "- (no scheduler runs it)"
+    return _when(ms)
+
+
 async def list_schedules(args: argparse.Namespace) -> int:
     store = _store(args)
     records = await asyncio.to_thread(store.schedules)
@@ -59,7 +70,7 @@ async def list_schedules(args: argparse.Namespace) -> int:
         latest = last.get(record.name)
         state = "paused" if record.paused else ("enabled" if spec.enabled else "disabled")
         ran = f"{_when(latest.tick_ms)} {latest.outcome or 'running'}" if latest is not None else "-"
-        rows.append([record.name, spec.agent, spec.when, state, _when(record.next_tick_ms), ran])
+        rows.append([record.name, spec.agent, spec.when, state, _next(record.next_tick_ms), ran])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
