@@ -969,8 +969,14 @@ async def test_a_schedule_of_mesh_run_makes_tasks_seen_in_the_dashboard_and_mesh
     assert listed.code == 0, shown(step, listed)
     [often] = json.loads(listed.stdout)
     assert often["name"] == "often" and often["last_run"]["outcome"] == "completed", shown(step, listed)
+    agents = await product.mesh("agents")
+    step = "step 5: mesh agents shows the calculator's next scheduled run"
+    assert agents.code == 0, shown(step, agents)
+    assert any(
+        line.startswith("scheduled: calculator by often (every 2s), next ") for line in agents.stdout.splitlines()
+    ), shown(step, agents)
     paused = await product.mesh("schedule", "pause", "often")  # no more ticks for the tests after this one
-    assert paused.code == 0, shown("step 5: mesh schedule pause often", paused)
+    assert paused.code == 0, shown("step 6: mesh schedule pause often", paused)
 
 
 async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:

@@ -52,6 +52,20 @@ def _next(ms: int | None) -> str:
     return _when(ms)
 
 
+def next_runs(namespace: str, agents: set[str]) -> list[str]:
+    """For ``mesh agents``: a line per running, unpaused schedule of one of ``agents``, with its next tick."""
+    store = ScheduleStore.of(namespace)
+    if not store.path.is_file():  # no schedule ever ran here: nothing to read, nothing to create
+        return []
+    lines = []
+    for record in store.schedules():
+        spec = ScheduleSpec.model_validate(record.spec)
+        when = _next(record.next_tick_ms)
+        if spec.agent in agents and spec.enabled and not record.paused and not when.startswith("-"):
+            lines.append(f"scheduled: {spec.agent} by {record.name} ({spec.when}), next {when}")
+    return lines
+
+
 async def list_schedules(args: argparse.Namespace) -> int:
     store = _store(args)
     records = await asyncio.to_thread(store.schedules)
