@@ -4,6 +4,7 @@ JUnit XML parsed back; a baseline's regressions."""
 
 from __future__ import annotations
 
+import io
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,7 +19,9 @@ from agents.testing import llm_agent
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.errors import ConfigError
-from mesh.evals.runner import run_suite
+from mesh.evals.progress import ProgressBar
+from mesh.evals.runner import CaseResult, run_suite
+from mesh.evals.scorers import Answer, Check
 from mesh.evals.spec import load_suite
 from tests.agents.llm.scripts import Chunk, call, scripted, tool_returns, user_texts
 from tests.conftest import ServeAgent
@@ -200,3 +203,25 @@ async def test_an_unknown_agent_ends_the_run_before_any_case(broker_url: str, na
     result = await mesh("eval", str(tmp_path / "evals.yaml"), "--wait", "0.5", **env_of(broker_url, namespace))
     assert result.code == 4, result.stdout + result.stderr
     assert "nobody" in result.stderr and result.stdout == ""
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_and_erased_at_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "evals.yaml"
+    path.write_text("agent: calculator\ncases:\n  - {name: a, input: '1'}\n  - {name: b, input: '2'}\n")
+    suite = load_suite(path)
+    terminal, pipe = Terminal(), io.StringIO()
+    passed = CaseResult(suite.cases[0], "calculator", 1, Answer(state="completed", text="1"), [Check("state", True)])
+    failed = CaseResult(suite.cases[1], "calculator", 1, Answer(state="failed", text=""), [Check("state", False)])
+    for stream in (terminal, pipe):
+        with ProgressBar(2, stream) as bar:
+            bar.done(passed)
+            bar.done(failed)
+    drawn = terminal.getvalue().split("\r\x1b[K")
+    assert drawn == ["", "[------------------------] 0/2  0 passed", "[############------------] 1/2  1 passed",
+                     "[########################] 2/2  1 passed  1 failed", ""]  # fmt: skip
+    assert pipe.getvalue() == ""

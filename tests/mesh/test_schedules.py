@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agents import Reply, TaskContext
+from agents import Agent, Reply, TaskContext
 from agents.builtin.calculator import CalculatorAgent
 from mesh.a2a import Message, get_text_from_message
 from mesh.broker import BrokerSettings
@@ -256,3 +256,43 @@ def test_every_counts_from_the_epoch_and_cron_follows_its_time_zone() -> None:
     assert paris.next_after(datetime(2026, 12, 4, 6, 0, tzinfo=UTC)) - timedelta(days=3) == datetime(
         2026, 12, 4, 6, 0, tzinfo=UTC
     )  # Friday's next is Monday
+
+
+class Gate(Agent):
+    """Answers once the test opens the gate."""
+
+    name = "gate"
+    description = "Answers once let through"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.open = asyncio.Event()
+
+    async def handle(self, message: Message, ctx: TaskContext) -> Reply:
+        self.entered.set()
+        await self.open.wait()
+        return Reply("through")
+
+
+async def test_max_concurrent_bounds_the_runs_in_flight(
+    serve_agent: ServeAgent, schedulers: Callable[..., Any]
+) -> None:
+    gate = Gate()
+    await serve_agent(gate)
+    clock = ManualClock(START)
+    scheduler = await schedulers([spec(agent="gate", every="1m", max_concurrent=1)], clock)
+    await clock.set(START.replace(minute=1, second=0))
+    await asyncio.wait_for(gate.entered.wait(), 30)  # the 07:01 run is in flight
+    await clock.set(START.replace(minute=2, second=0))
+    [(_, refused)] = await ran(scheduler, 1)
+    assert (refused.tick, refused.refused) == (
+        START.replace(minute=2, second=0),
+        "1 run(s) still in flight (max_concurrent: 1)",
+    )
+    gate.open.set()
+    [_, (_, first)] = await ran(scheduler, 2)
+    assert (first.tick, first.outcome) == (START.replace(minute=1, second=0), "completed")
+    await clock.set(START.replace(minute=3, second=0))
+    [*_, (_, third)] = await ran(scheduler, 3)
+    assert (third.tick, third.outcome) == (START.replace(minute=3, second=0), "completed")
