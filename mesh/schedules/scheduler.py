@@ -36,6 +36,8 @@ log = logging.getLogger("mesh.schedules")
 
 #: How long the start waits for a target agent's card.
 AGENT_WAIT_S = 5.0
+#: The newest outcomes a scheduler keeps in memory (the store keeps them all).
+_OUTCOMES_KEPT = 100
 
 
 class Scheduler:
@@ -64,7 +66,7 @@ class Scheduler:
         self.agent_wait_s = agent_wait_s
         self.instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.client: MeshClient | None = None
-        #: Every run's outcome in this process, newest last (the claims lost too), for tests and logs.
+        #: The runs' outcomes in this process, newest last (the claims lost too; the last 100), for tests.
         self.outcomes: list[tuple[str, RunOutcome]] = []
         self._loops: list[asyncio.Task[None]] = []
         self._runs: set[asyncio.Task[None]] = set()
@@ -147,6 +149,7 @@ class Scheduler:
             return
         async with self.ran:
             self.outcomes.append((spec.name, outcome))
+            del self.outcomes[:-_OUTCOMES_KEPT]  # a schedule every second runs for months
             self.ran.notify_all()
 
 
