@@ -131,8 +131,12 @@ class Scheduler:
                 self.store.register, spec.name, spec.model_dump(mode="json"), str(self.source), _ms(tick)
             )
             await self.clock.sleep_until(tick)
-            self._launch(spec, tick)
-            after = tick
+            # Woken late (a suspended machine, a busy loop): the newest tick due runs, once, not each one passed.
+            latest = spec.last_at_or_before(self.clock.now())
+            if latest > tick:
+                log.warning("schedule %s: woke at %s, after ticks since %s: running the last", spec.name, latest, tick)
+            self._launch(spec, latest)
+            after = latest
 
     def _launch(self, spec: ScheduleSpec, tick: datetime) -> None:
         """Run the tick beside the loop: a long run does not delay the next tick (max_concurrent bounds them)."""

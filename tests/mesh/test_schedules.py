@@ -296,3 +296,18 @@ async def test_max_concurrent_bounds_the_runs_in_flight(
     await clock.set(START.replace(minute=3, second=0))
     [*_, (_, third)] = await ran(scheduler, 3)
     assert (third.tick, third.outcome) == (START.replace(minute=3, second=0), "completed")
+
+
+async def test_a_scheduler_woken_late_runs_the_newest_tick_once(
+    serve_agent: ServeAgent, schedulers: Callable[..., Any]
+) -> None:
+    await serve_agent(CalculatorAgent())
+    clock = ManualClock(START)
+    scheduler = await schedulers([spec(every="1m")], clock)
+    await clock.set(START.replace(minute=3, second=30))  # 07:01, 07:02 and 07:03 passed while it slept
+    [(_, late)] = await ran(scheduler, 1)
+    assert (late.tick, late.outcome) == (START.replace(minute=3, second=0), "completed")
+    await clock.set(START.replace(minute=4, second=0))
+    [_, (_, next_one)] = await ran(scheduler, 2)
+    assert next_one.tick == START.replace(minute=4, second=0)
+    assert sorted(r.tick_ms for r in scheduler.store.runs("sum")) == [tick(3), tick(4)]
