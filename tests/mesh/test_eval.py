@@ -16,11 +16,12 @@ from pydantic_ai.messages import ModelMessage
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.testing import llm_agent
+from mesh.a2a import DataPart, FilePart, TextPart
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.errors import ConfigError
 from mesh.evals.progress import ProgressBar
-from mesh.evals.runner import CaseResult, run_suite
+from mesh.evals.runner import CaseResult, message_of, run_suite
 from mesh.evals.scorers import Answer, Check
 from mesh.evals.spec import load_suite
 from tests.agents.llm.scripts import Chunk, call, scripted, tool_returns, user_texts
@@ -225,3 +226,19 @@ def test_the_progress_bar_is_drawn_on_a_terminal_and_erased_at_the_end(tmp_path:
     assert drawn == ["", "[------------------------] 0/2  0 passed", "[############------------] 1/2  1 passed",
                      "[########################] 2/2  1 passed  1 failed", ""]  # fmt: skip
     assert pipe.getvalue() == ""
+
+
+def test_a_case_input_carries_text_data_and_files_beside_the_eval_file(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("some notes")
+    path = tmp_path / "evals.yaml"
+    path.write_text(
+        "agent: echo\ncases:\n  - name: a\n"
+        "    input: {text: hi, data: {n: 1}, files: [notes.txt], metadata: {skill: x}}\n"
+    )
+    suite = load_suite(path)
+    message = message_of(suite, suite.cases[0])
+    text, data, file = message.parts
+    assert isinstance(text, TextPart) and text.text == "hi"
+    assert isinstance(data, DataPart) and data.data == {"n": 1}
+    assert isinstance(file, FilePart) and file.file.name == "notes.txt"
+    assert message.metadata == {"skill": "x"}
