@@ -178,13 +178,15 @@ class MeshClient:
         timeout: float = 60.0,
         on_sent: Callable[[str | None], None] | None = None,
         on_event: Callable[[StreamItem], None] | None = None,
+        user_id: str | None = None,
     ) -> Task | Message:
         """``message/send``: the Task when it is done (or at once with ``blocking=False``).
 
         ``on_sent`` is called once the request is out, with the id of its task (mesh agents
         name a new task after the request, so it is known before the answer; ``None`` if not).
         With ``on_event`` the request asks for the agent's progress (status updates that carry
-        a message) and hands each to it before the answer.
+        a message) and hands each to it before the answer. ``user_id``: this request's userId
+        instead of the client's.
         """
         params = MessageSendParams(
             message=self._message(message, context_id, task_id),
@@ -196,6 +198,8 @@ class MeshClient:
         if is_profile_agent(agent):
             return await self._profile_send(agent, params, timeout, on_sent, on_event)
         options = dataclasses.replace(self._options(timeout, events=False), events=on_event is not None)
+        if user_id is not None:
+            options = dataclasses.replace(options, user_id=user_id)
         await self.cards.watch(agent)
         async with self.calls.call(agent, "message/send", params, options) as call:
             if on_sent is not None:

@@ -8,7 +8,8 @@ string: a kind, then at most one marker word. The kinds and what the doc test do
 ``console illustrative``            not run; every ``mesh`` command in it must parse
 ``sh`` / ``bash`` / ``shell``       run (``bash -e``, exit status 0) against the page's mesh
 ``sh illustrative`` (...)           not run; ``bash -n`` and every ``mesh`` command must parse
-``yaml``                            a whole mesh config: loaded and its components built
+``yaml``                            a whole mesh config: loaded and its components built (with
+                                    a top-level ``cases:``, an eval file: loaded by ``mesh eval``'s loader)
 ``yaml fragment``                   part of one: loaded by the config loader, not built
 ``python``                          a whole module: imported in a scratch dir (``test_*.py``:
                                     run by pytest, warnings as errors)

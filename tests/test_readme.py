@@ -16,12 +16,14 @@ order:
   (a command ending in ``&`` stays in the background until the test ends), and the lines after
   one are what it must print, stdout and stderr as a terminal shows them. ``<TASK_ID>`` stands
   for a task id (the last one printed is what a later ``<TASK_ID>`` in a command means), ``<ID>``
-  for any other id, ``<PORT>`` for a port, and a line ``...`` for any lines;
+  for any other id, ``<PORT>`` for a port, ``<S>`` for seconds (``0.03``), and a line ``...`` for
+  any lines;
 - a ``sh`` block runs as one ``bash -e`` script against the same mesh and must exit 0;
 - a ``yaml`` block is a mesh config: :func:`mesh.config.load_config` loads it and
   :func:`mesh.config.sections.build_components` builds its components, as ``mesh run`` does before it
   connects; a variable it needs (``${VAR}`` without a default, a ``*_env:`` value) is set to a
-  placeholder when unset;
+  placeholder when unset; one with a top-level ``cases:`` is an eval file, loaded as ``mesh eval``
+  loads it (:func:`mesh.evals.load_suite`);
 - a ``python`` block is imported in a subprocess (a ``test_*.py`` file is run by pytest with
   warnings as errors, beside the page's ``# pyproject.toml``); a file that a command of the page
   runs (``python a2a_client.py``) is run by that command instead.
@@ -60,7 +62,7 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent  # the venv the tests run in: its mesh, its python
 TASK_ID = r"[0-9a-f]{32}"
-PLACEHOLDERS = {"<TASK_ID>": TASK_ID, "<ID>": r"[\w-]+", "<PORT>": r"\d+"}
+PLACEHOLDERS = {"<TASK_ID>": TASK_ID, "<ID>": r"[\w-]+", "<PORT>": r"\d+", "<S>": r"\d+\.\d\d"}
 #: The console blocks, for tests/test_whole_product.py's tour of the README.
 CONSOLE_BLOCK = re.compile(r"```console\n(?P<body>.*?)```", re.S)
 GATEWAY = re.compile(r"(?:127\.0\.0\.1|localhost):8080\b")
@@ -289,6 +291,11 @@ def load_and_build(block: Block, project: Path, monkeypatch: pytest.MonkeyPatch,
     """What ``mesh run`` does with the file before it connects: load it, build its components."""
     path = project / (block.name or f"block-{block.line}.yaml")
     path.write_text(block.body, encoding="utf-8")
+    if re.search(r"^cases:", block.body, re.M):  # an eval file (docs/eval.md), not a mesh config
+        from mesh.evals import load_suite
+
+        load_suite(path)
+        return
     needed = re.findall(r"\$\{(\w+)\}", block.body) + re.findall(r"\w+_env:\s*[\"']?(\w+)", block.body)
     for name in needed:
         if not os.environ.get(name):

@@ -23,7 +23,9 @@ On that mesh, each client a user has, for real (``tests/whole_product_clients.py
 ``mesh send --save-artifacts`` and downloaded through the gateway; a file attached in the chat
 and downloaded again); 7. an LLM agent on pydantic-ai's test model;
 8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool; (its
-own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows.
+own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows;
+10. ``mesh eval`` of docs/eval.md's example (passing, then a regression against its baseline), and
+a ``schedules:`` file run by ``mesh run`` whose tasks the dashboard and ``mesh task get`` show.
 
 Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
 per variant (its own event loop scope: the module's); the last check of each stops everything
@@ -39,6 +41,7 @@ import dataclasses
 import json
 import re
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +67,16 @@ from tests.gateways.acp_client import Editor, RecordingClient
 from tests.gateways.mcp_client import McpClient, Recorder
 from tests.mesh.cli_process import Result, Service, spawn
 from tests.support import alive
-from tests.test_readme import CONSOLE_BLOCK, README, Step, check_output, line_pattern, readme_steps
+from tests.test_readme import (
+    CONSOLE_BLOCK,
+    README,
+    ROOT,
+    Step,
+    check_output,
+    line_pattern,
+    page_files,
+    readme_steps,
+)
 from tests.whole_product_clients import (
     BIN,
     INPUT_REQUIRED,
@@ -885,6 +897,86 @@ async def test_calculators_credentials_cannot_cancel_a_cli_task_by_naming_its_an
         assert "Liftoff! Counted down from 3." in "".join(sending.stdout_lines), sending.output
     finally:
         await stop(sending)
+
+
+# ---------------------------------------------------------------- 10. mesh eval and schedules
+
+
+async def test_mesh_eval_of_the_docs_example_passes_and_a_wrong_one_regresses(product: Product) -> None:
+    files = page_files(ROOT / "docs" / "eval.md")  # digest.yaml, evals.yaml, wrong.yaml, checks.py
+    for name, text in files.items():
+        (product.project / name).write_text(text)
+    await product.serve("digest.yaml", {})
+    passed = await product.mesh("eval", "evals.yaml", "--junit", "report.xml", "--json", "first.json", timeout=120)
+    step = "step 1: mesh eval evals.yaml (docs/eval.md) on the example agents and a mesh run workflow"
+    assert passed.code == 0 and passed.stdout.splitlines()[-1] == "4 of 4 passed", shown(step, passed)
+    report = ET.parse(product.project / "report.xml").getroot()  # noqa: S314 - the test's own report
+    assert (report.get("tests"), report.get("failures")) == ("4", "0"), step
+    failed = await product.mesh("eval", "wrong.yaml", "--baseline", "first.json", timeout=120)
+    step = "step 2: mesh eval wrong.yaml --baseline first.json"
+    assert failed.code == 1, shown(step, failed)
+    assert 'exact: expected "5", got "4"' in failed.stdout, shown(step, failed)
+    assert "regression: adds passed in the baseline and fails now" in failed.stdout, shown(step, failed)
+
+
+SCHEDULED = """\
+# often.yaml: a schedule (docs/schedules.md) on the example calculator
+schedules:
+  - name: often
+    agent: calculator
+    message: "{expression}"
+    every: 2s
+    user: alice
+"""
+
+
+async def test_a_schedule_of_mesh_run_makes_tasks_seen_in_the_dashboard_and_mesh_task_get(product: Product) -> None:
+    first = uuid.uuid4().int % 9000 + 1000
+    expression, answer = f"{first} + 1", str(first + 1)
+    async with signed_in(product.gateway, product.api_key, next_path="/ui") as browser:
+        feed = Feed()
+        async with browser.stream("GET", "/ui/api/events") as response:
+            assert response.status_code == 200, f"step 1: GET /ui/api/events: {response.status_code}"
+            reader = asyncio.get_running_loop().create_task(feed.follow(response))
+            try:
+                await feed.wait_for(lambda: "calculator" in dashboard_agents(feed), timeout=15, what="step 1")
+                await product.serve("often.yaml", {"often.yaml": SCHEDULED.format(expression=expression)})
+
+                def scheduled() -> str | None:
+                    for task_id, seen in dashboard_tasks(feed).items():
+                        texts = [str(e.get("text") or "") for e in seen["events"]]
+                        done = seen.get("task", {}).get("state") == "completed"
+                        # The answer's text, then its data as JSON: "7897 {"expression": ...}".
+                        if done and expression in texts and any(t.split(" ")[0] == answer for t in texts):
+                            return task_id
+                    return None
+
+                task_id = await feed.wait_for(
+                    scheduled,
+                    timeout=AGENT_SEEN_S * 2,
+                    what=f"step 2: the dashboard shows a scheduled task {expression!r} completed with {answer!r} "
+                    f"(known tasks: {dashboard_summary(feed)})",
+                )
+            finally:
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+    got = await product.mesh("task", "get", "calculator", task_id)
+    step = f"step 3: mesh task get calculator {task_id} (the scheduler's tasks are the CLI's)"
+    assert got.code == 0 and f"message  {answer}" in got.stdout.splitlines(), shown(step, got)
+    listed = await product.mesh("schedule", "list", "--json")
+    step = "step 4: mesh schedule list --json"
+    assert listed.code == 0, shown(step, listed)
+    [often] = json.loads(listed.stdout)
+    assert often["name"] == "often" and often["last_run"]["outcome"] == "completed", shown(step, listed)
+    agents = await product.mesh("agents")
+    step = "step 5: mesh agents shows the calculator's next scheduled run"
+    assert agents.code == 0, shown(step, agents)
+    assert any(
+        line.startswith("scheduled: calculator by often (every 2s), next ") for line in agents.stdout.splitlines()
+    ), shown(step, agents)
+    paused = await product.mesh("schedule", "pause", "often")  # no more ticks for the tests after this one
+    assert paused.code == 0, shown("step 6: mesh schedule pause often", paused)
 
 
 async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:

@@ -99,6 +99,8 @@ def identities_of(
     for config in configs:
         namespaces.append(config.namespace)
         for component in build_many([config], probe):
+            if component.kind == "scheduler":  # connects as one of the clients (mesh.schedules.scheduler)
+                continue
             kind: Kind = "gateway" if component.kind == "gateway" else "agent"
             # An agent serving the EMQX profile names its scope there (a second broker user).
             scope = getattr(component, "profile_scope", None)

@@ -23,8 +23,10 @@ from mesh.cli import (
     completion,
     discovery_commands,
     doctor_command,
+    eval_command,
     keys_command,
     run_commands,
+    schedule_command,
 )
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
 from mesh.version import __version__
@@ -108,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys_command.register(subparsers)
     broker_commands.register(subparsers)
     doctor_command.register(subparsers)
+    eval_command.register(subparsers)
+    schedule_command.register(subparsers)
     completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:

@@ -154,6 +154,11 @@ async def _agents(args: argparse.Namespace) -> int:
         return EXIT_OK
     if entries:
         print(agents_table(entries, now=time.time(), with_kind=args.gateways, replicas=replicas))
+        from mesh.schedules.command import next_runs  # the machine's schedules (docs/schedules.md)
+
+        agents = {e.name for e in entries if e.kind == "agent"}
+        for line in await asyncio.to_thread(next_runs, namespace, agents):
+            print(line)
     if refused:  # cards the trust store refused: shown as such, never as agents
         print(f"refused (not signed by a trusted key of its name): {len(refused)}")
         print("\n".join(f"  {name}: {why}" for name, why in refused.items()))

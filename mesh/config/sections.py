@@ -25,15 +25,19 @@ if TYPE_CHECKING:
 SECTIONS_GROUP = "mesh.sections"
 # Top-level keys of a config file that are not sections.
 CORE_KEYS = ("broker", "tls", "namespace", "log_level", "trust", "artifacts", "emqx")
+#: Sections ``mesh`` itself provides (no package to install): built like the others, by a factory.
+BUILTIN_SECTIONS = {"schedules": "mesh.schedules.section:build_schedules"}
 
 
 def _section_entry_points() -> dict[str, EntryPoint]:
-    """The installed ``mesh.sections`` entry points by name (not loaded); a seam for tests."""
+    """The installed ``mesh.sections`` entry points by name (not loaded), then mesh's own; a seam for tests."""
     found: dict[str, EntryPoint] = {}
     for entry_point in entry_points(group=SECTIONS_GROUP):
         # The same distribution seen twice on sys.path: the first one wins, as for imports.
         if entry_point.name not in CORE_KEYS:
             found.setdefault(entry_point.name, entry_point)
+    for name, value in BUILTIN_SECTIONS.items():
+        found.setdefault(name, EntryPoint(name=name, value=value, group=SECTIONS_GROUP))
     return found
 
 

@@ -190,7 +190,7 @@ def test_unknown_top_level_key_suggests_a_section(write: WriteConfig) -> None:
     path = write("agent:\n  - class: a:B\n")
     assert error_of(path) == (
         f"{path}: agent: unknown key 'agent'; did you mean 'agents'? "
-        "allowed keys: broker, tls, namespace, log_level, trust, artifacts, emqx, agents, gateways"
+        "allowed keys: broker, tls, namespace, log_level, trust, artifacts, emqx, agents, gateways, schedules"
     )
 
 

@@ -1,0 +1,173 @@
+"""The schedules' shared record: which process claimed which tick, how each run ended, which
+schedules are paused. One SQLite file per namespace under the state dir
+(``<state dir>/<namespace>/schedules.sqlite``), shared by every scheduler of the machine.
+
+**The claim.** A tick is run by whoever inserts its row first: ``runs`` has the primary key
+(schedule, tick), and the insert is made inside one ``BEGIN IMMEDIATE`` transaction that also
+counts the schedule's runs still in flight (for ``max_concurrent``). SQLite serialises writers
+on the file's lock, so two processes (two ``mesh run`` of one file, a restart racing the old
+process) can never both insert the row: exactly one run per tick. The same rows are the durable
+memory ``missed:`` reads after a restart (the latest claimed tick), and what ``mesh schedule list``
+shows. Pausing is a flag here, read before every claim, so ``mesh schedule pause`` reaches every
+running scheduler of the machine at its next tick, through the state dir only its user can write.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from mesh.statedir import namespace_state_dir
+
+__all__ = ["RunRecord", "ScheduleRecord", "ScheduleStore", "store_path"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    schedule TEXT NOT NULL,
+    tick INTEGER NOT NULL,          -- the tick's time, Unix ms (UTC)
+    claimed_by TEXT NOT NULL,
+    claimed_at REAL NOT NULL,       -- Unix s
+    deadline REAL NOT NULL,         -- past it, a run with no outcome no longer counts as in flight
+    manual INTEGER NOT NULL DEFAULT 0,
+    task_id TEXT,
+    outcome TEXT,                   -- the task's final state, or 'error: ...'; NULL while it runs
+    ended_at REAL,
+    PRIMARY KEY (schedule, tick)
+);
+CREATE TABLE IF NOT EXISTS schedules (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,             -- the entry, as JSON
+    source TEXT NOT NULL,
+    paused INTEGER NOT NULL DEFAULT 0,
+    next_tick INTEGER,
+    seen_at REAL NOT NULL
+);
+"""
+
+
+def store_path(namespace: str) -> Path:
+    return namespace_state_dir(namespace) / "schedules.sqlite"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    schedule: str
+    tick_ms: int
+    claimed_by: str
+    manual: bool
+    task_id: str | None
+    outcome: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    name: str
+    spec: dict[str, object]
+    source: str
+    paused: bool
+    next_tick_ms: int | None
+
+
+class ScheduleStore:
+    """The namespace's record; every method is blocking (the scheduler calls them in a thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def of(cls, namespace: str) -> ScheduleStore:
+        return cls(store_path(namespace))
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with closing(sqlite3.connect(self.path, timeout=30.0, isolation_level=None)) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            yield db
+
+    def register(self, name: str, spec: dict[str, object], source: str, next_tick_ms: int | None) -> None:
+        """The schedule as a running scheduler has it (its pause flag kept)."""
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO schedules (name, spec, source, next_tick, seen_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET spec=excluded.spec, source=excluded.source, "
+                "next_tick=excluded.next_tick, seen_at=excluded.seen_at",
+                (name, json.dumps(spec), source, next_tick_ms, time.time()),
+            )
+
+    def claim(
+        self, name: str, tick_ms: int, by: str, *, max_concurrent: int, timeout_s: float, manual: bool = False
+    ) -> str | None:
+        """Claim the run of ``tick_ms``; None when claimed, else why not (taken, paused, too many in flight)."""
+        now = time.time()
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")  # the file's write lock: one claimant at a time
+            try:
+                if db.execute("SELECT 1 FROM runs WHERE schedule=? AND tick=?", (name, tick_ms)).fetchone():
+                    return "claimed already"
+                paused = db.execute("SELECT paused FROM schedules WHERE name=?", (name,)).fetchone()
+                if not manual and paused is not None and paused[0]:
+                    return "paused"
+                running = db.execute(
+                    "SELECT count(*) FROM runs WHERE schedule=? AND outcome IS NULL AND deadline > ?", (name, now)
+                ).fetchone()[0]
+                if running >= max_concurrent:
+                    return f"{running} run(s) still in flight (max_concurrent: {max_concurrent})"
+                db.execute(
+                    "INSERT INTO runs (schedule, tick, claimed_by, claimed_at, deadline, manual) VALUES (?,?,?,?,?,?)",
+                    (name, tick_ms, by, now, now + timeout_s, int(manual)),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return None
+
+    def started(self, name: str, tick_ms: int, task_id: str | None) -> None:
+        with self._db() as db:
+            db.execute("UPDATE runs SET task_id=? WHERE schedule=? AND tick=?", (task_id, name, tick_ms))
+
+    def ended(self, name: str, tick_ms: int, outcome: str, task_id: str | None) -> None:
+        with self._db() as db:
+            db.execute(
+                "UPDATE runs SET outcome=?, ended_at=?, task_id=coalesce(?, task_id) WHERE schedule=? AND tick=?",
+                (outcome, time.time(), task_id, name, tick_ms),
+            )
+
+    def last_tick(self, name: str) -> int | None:
+        """The latest scheduled (not manual) tick claimed, by anyone: what ``missed:`` compares with."""
+        with self._db() as db:
+            row = db.execute("SELECT max(tick) FROM runs WHERE schedule=? AND manual=0", (name,)).fetchone()
+        return row[0] if row is not None else None
+
+    def set_paused(self, name: str, paused: bool) -> bool:
+        """Pause or resume ``name``; False when no scheduler ever registered it."""
+        with self._db() as db:
+            changed = db.execute("UPDATE schedules SET paused=? WHERE name=?", (int(paused), name)).rowcount
+        return changed == 1
+
+    def is_paused(self, name: str) -> bool:
+        with self._db() as db:
+            row = db.execute("SELECT paused FROM schedules WHERE name=?", (name,)).fetchone()
+        return bool(row and row[0])
+
+    def schedules(self) -> list[ScheduleRecord]:
+        with self._db() as db:
+            rows = db.execute("SELECT name, spec, source, paused, next_tick FROM schedules ORDER BY name").fetchall()
+        return [ScheduleRecord(r[0], json.loads(r[1]), r[2], bool(r[3]), r[4]) for r in rows]
+
+    def runs(self, name: str | None = None, limit: int = 100) -> list[RunRecord]:
+        """The newest runs first (of ``name``, or of every schedule)."""
+        query = "SELECT schedule, tick, claimed_by, manual, task_id, outcome FROM runs"
+        args: tuple[object, ...] = ()
+        if name is not None:
+            query, args = query + " WHERE schedule=?", (name,)
+        with self._db() as db:
+            rows = db.execute(query + " ORDER BY claimed_at DESC LIMIT ?", (*args, limit)).fetchall()
+        return [RunRecord(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
