@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mesh.config_errors import config_error, type_name, validation_error_text
+from mesh.config.errors import config_error, type_name, validation_error_text
 from mesh.errors import ConfigError
 from topics import validate_identifier
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED
-from mesh.config_errors import suggest
+from mesh.config.errors import suggest
 from mesh.errors import ConfigError
 from mesh.schedules.spec import ScheduleSpec
 from mesh.schedules.store import RunRecord, ScheduleRecord, ScheduleStore

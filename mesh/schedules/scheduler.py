@@ -22,8 +22,8 @@ from pathlib import Path
 
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
-from mesh.config_errors import config_error, suggest
-from mesh.credentials import DEFAULT_CLIENT
+from mesh.config.credentials import DEFAULT_CLIENT
+from mesh.config.errors import config_error, suggest
 from mesh.errors import AgentNotFoundError
 from mesh.schedules.clock import Clock, SystemClock
 from mesh.schedules.runs import RunOutcome, run_tick, tick_ms

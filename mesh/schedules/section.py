@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mesh.component import BuildContext, Component
-from mesh.config_errors import config_error, type_name, validation_error_text
+from mesh.config.errors import config_error, type_name, validation_error_text
 from mesh.errors import ConfigError
 from mesh.schedules.spec import ScheduleSpec
 

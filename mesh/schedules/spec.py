@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mesh.config_errors import suggest
+from mesh.config.errors import suggest
 from topics import validate_identifier
 
 __all__ = ["ScheduleMessage", "ScheduleSpec", "parse_every"]

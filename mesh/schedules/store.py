@@ -22,7 +22,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mesh.statedir import namespace_state_dir
+from mesh.config.statedir import namespace_state_dir
 
 __all__ = ["RunRecord", "ScheduleRecord", "ScheduleStore", "store_path"]
 

@@ -19,12 +19,12 @@ from mesh.a2a import Message, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.config import load_config
+from mesh.config.sections import build_components
 from mesh.errors import ConfigError
 from mesh.schedules import ManualClock, ScheduleSpec
 from mesh.schedules.runs import RunOutcome
 from mesh.schedules.scheduler import Scheduler
 from mesh.schedules.store import ScheduleStore
-from mesh.sections import build_components
 from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, start_mesh
 from tests.support import wait_until
