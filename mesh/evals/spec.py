@@ -154,7 +154,7 @@ class Suite(BaseModel):
 
 def load_suite(path: Path, *, agent: str | None = None) -> Suite:
     """Read and check an eval file; ``agent`` (``--agent``) asks every case's questions of that agent."""
-    from mesh.config import _read_yaml  # the config loader's reader: its YAML errors name line and column
+    from mesh.config.files import _read_yaml  # the config loader's reader: its YAML errors name line and column
 
     data = _read_yaml(path)
     if not isinstance(data, dict):
