@@ -70,3 +70,18 @@ def test_the_e2a_package_needs_only_the_standard_library_and_mesh(path: Path) ->
 def test_every_package_is_checked() -> None:
     checked = {p.relative_to(ROOT).parts[0] for p in modules()}
     assert checked == set(PACKAGES)
+
+
+def test_no_test_folder_shadows_a_package_a_test_script_imports() -> None:
+    """A script run from tests/<x>/ (a fake agent, a worker) has tests/<x>/ first on sys.path: a
+    test folder there named like an installed or standard package (acp, mcp, a2a, http, profile)
+    would be imported instead of it."""
+    import importlib.util
+
+    shadowing = []
+    for folder in sorted(p for p in (ROOT / "tests").rglob("*") if p.is_dir() and (p / "__init__.py").exists()):
+        if folder.name in {"tests", "agents", "gateways", "mesh", "topics"}:
+            continue  # the project's own packages, by design
+        if importlib.util.find_spec(folder.name) is not None:
+            shadowing.append(str(folder.relative_to(ROOT)))
+    assert not shadowing, f"rename these test folders (e.g. <name>_tests): {shadowing}"

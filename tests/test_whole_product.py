@@ -843,7 +843,7 @@ async def test_the_gateway_serves_each_a2a_versions_card_and_streams_a_subscript
     ``text/event-stream`` with the -32001 error."""
     from a2a.compat.v0_3.types import AgentCard as AgentCard03
 
-    from tests.gateways.http.test_http_cards import assert_strict_v1_card
+    from tests.gateways.http_tests.test_http_cards import assert_strict_v1_card
 
     url = f"{product.gateway}/a2a/agents/echo"
     async with httpx.AsyncClient(headers=product.headers, timeout=30) as http:

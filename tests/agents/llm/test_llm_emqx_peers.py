@@ -22,7 +22,7 @@ from mesh.client import MeshClient
 from mesh.profile.emqx import EmqxProfile
 from tests.agents.llm.scripts import Chunk, call, tool_returns
 from tests.agents.service_agents import Echo
-from tests.mesh.profile.test_requester import running_sdk_agent
+from tests.mesh.profile_tests.test_requester import running_sdk_agent
 
 
 class Asking:

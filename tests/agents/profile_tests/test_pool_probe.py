@@ -30,7 +30,7 @@ from mesh.config.credentials import password_for
 from mesh.errors import SubscribeError
 from mesh.profile.emqx import EmqxProfile
 from mesh.transport import InboundMessage, MqttTransport
-from tests.agents.profile.test_responder import message, one_reply, v1_request
+from tests.agents.profile_tests.test_responder import message, one_reply, v1_request
 from tests.agents.service_agents import Echo
 from tests.test_broker_rules import broker_under_rules
 from topics import profile_client_id

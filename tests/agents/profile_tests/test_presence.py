@@ -25,7 +25,7 @@ from agents.service import AgentService
 from mesh.broker import BrokerSettings
 from mesh.profile.emqx import EmqxProfile
 from mesh.trust import generate_keys
-from tests.agents.profile.test_responder import collect, message, one_reply, v1_request
+from tests.agents.profile_tests.test_responder import collect, message, one_reply, v1_request
 from tests.agents.service_agents import Echo
 from tests.agents.test_trust import Whoami, minter, trust_of
 

@@ -30,7 +30,7 @@ from mesh.a2a import RpcError
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
-from tests.gateways.http.test_http_cards import assert_strict_v1_card
+from tests.gateways.http_tests.test_http_cards import assert_strict_v1_card
 from tests.gateways.jsonrpc_http import V1, message, message_v1, rpc, sse_events
 
 #: The members of a 0.3 card a strict 1.0 reader refuses.

@@ -25,7 +25,7 @@ from gateways.http.a2a_v1 import served_card
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
 from tests.gateways.conftest import StartGateway
-from tests.gateways.http.test_a2a_v1 import card_0_3
+from tests.gateways.http_tests.test_a2a_v1 import card_0_3
 from tests.gateways.jsonrpc_http import V1, call, error_of, message, message_v1, result_of
 
 AUTH = {"mode": "bearer", "tokens": [{"name": "ada", "secret": "card-token-1"}]}
@@ -103,7 +103,7 @@ async def test_both_versions_by_default_a_card_for_each(
     serve_agent: ServeAgent, start_gateway: StartGateway, http: httpx.AsyncClient
 ) -> None:
     """No dual card any more (issue 38): a strict 1.0 card listing the 0.3 interface, and the 0.3
-    card for a client asking for 0.3 (tests/gateways/http/test_a2a_conformance_i38.py)."""
+    card for a client asking for 0.3 (tests/gateways/http_tests/test_a2a_conformance_i38.py)."""
     await serve_agent(Echo())
     gateway = await start_gateway(wait_for=("echo",))
     card = (await http.get(f"{gateway.public_url}/a2a/agents/echo/card")).json()

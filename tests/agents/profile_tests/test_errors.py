@@ -21,7 +21,7 @@ from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.profile.emqx import EmqxProfile, profile_error
 from mesh.transport import InboundMessage, MqttTransport
-from tests.agents.profile.test_responder import one_reply, v1_request
+from tests.agents.profile_tests.test_responder import one_reply, v1_request
 from tests.agents.service_agents import Echo
 
 

@@ -126,7 +126,7 @@ async def test_an_error_known_before_a_stream_starts_is_a_plain_error(
         assert refused.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
     url = f"{gateway.public_url}/a2a/agents/echo"
     # JSON-RPC 1.0: a plain JSON-RPC error too, as a2a-sdk 1.x's server answers (the 1.0 TCK's
-    # STREAM-SUB-003); 0.3: on its event stream (issue 38: tests/gateways/http/test_a2a_conformance_i38.py).
+    # STREAM-SUB-003); 0.3: on its event stream (issue 38: tests/gateways/http_tests/test_a2a_conformance_i38.py).
     plain = await http.post(url, json=rpc("SubscribeToTask", {"id": task_id}), headers=V1)
     assert plain.headers["content-type"].startswith("application/json"), plain.headers
     assert plain.json()["error"]["code"] == ErrorCode.UNSUPPORTED_OPERATION, plain.text
