@@ -60,7 +60,9 @@ def card(name: str, *, streaming: bool = False) -> AgentCard:
 
 
 async def start_watch(*args: str, **env: str) -> Service:
-    """``mesh watch ARGS``, once it is subscribed (it says so on stderr)."""
+    """``mesh watch ARGS`` once it says it watches (on stderr), which it says *before* it subscribes
+    (so that the cards already there come after it): a test that needs it subscribed waits for a
+    retained card it prints."""
     watch = await start_mesh("watch", *args, **env)
     await watch.wait_for_line("watching")
     return watch
@@ -175,6 +177,8 @@ async def test_watch_raw_shows_topics_retain_expiry_and_user_properties(
     raw_json = await start_watch("--raw", "--json", **env)
     raw_text = await start_watch("--raw", **env)
     try:
+        for watch in (raw_json, raw_text):  # subscribed: the retained card came (else fresh could come first)
+            await watch.wait_for_line(f"{topic}old", stream="stdout")
         props = MessageProperties(content_type="application/json", message_expiry_s=30, extra=[("source", "test")])
         await owner.publish(topic + "fresh", card("fresh").to_json_bytes(), retain=True, properties=props)
         await owner.publish(topic + "fresh", b"", retain=True)
