@@ -338,6 +338,9 @@ class AgentService:
             self._signed_card = (unsigned, self.trust.sign(card).to_json_bytes())
         return self._signed_card[1]
 
+    async def _announce(self, present: bool) -> None:
+        await (self.presence.restore() if present else self.presence.withdraw())
+
     async def _check_name(self, broker: BrokerSettings, timeout_s: float) -> None:
         """The name check, as the agent's ``{name}@probe`` user where its own user may connect
         under its own client id only (mesh.brokertools.brokerrules); as its own user under a
@@ -364,6 +367,8 @@ class AgentService:
         otherwise; replicas skip it), load the stored tasks, connect, subscribe to the request
         topic and announce the card."""
         self.agent.leave_mesh = self.stop
+        if hasattr(self.agent, "announce"):  # an agent whose card comes and goes (agents.remote)
+            self.agent.announce = self._announce
         # Before our own connection exists: connecting under the owner's client id would take
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s

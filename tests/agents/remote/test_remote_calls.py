@@ -1,0 +1,110 @@
+"""The proxy against a real a2a-sdk 1.3 server: every method, each binding, through the mesh."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.remote.translate import REMOTE_EXTENSION
+from mesh.a2a import FilePart, FileWithUri, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
+from mesh.client import MeshClient
+from tests.agents.remote.conftest import Remote, ServeRemote
+
+
+def text_of(task: Task) -> str:
+    message = task.status.message
+    assert message is not None, task
+    return "".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_send_reaches_the_remote_on_each_binding(
+    remote: Remote, serve_remote: ServeRemote, client: MeshClient, binding: str
+) -> None:
+    await serve_remote(card_url=remote.card_url, binding=binding)
+    card = await client.wait_for_agent("weather", timeout=5)
+    assert [s.id for s in card.skills] == ["weather"]
+    assert card.version == "2.1.0"
+    assert card.capabilities.streaming is True
+    extension = (card.capabilities.extensions or [])[0]
+    assert extension.uri == REMOTE_EXTENSION and extension.params == {"url": remote.card_url, "version": "2.1.0"}
+
+    task = await client.send("weather", "hello")
+    assert isinstance(task, Task)
+    assert task.status.state is TaskState.completed
+    assert text_of(task) == "echo: hello"
+    got = await client.get_task("weather", task.id)
+    assert got.status.state is TaskState.completed and text_of(got) == "echo: hello"
+
+
+async def test_a_0_3_remote_is_reached_through_the_sdk_compat_transport(
+    remote: Remote, serve_remote: ServeRemote, client: MeshClient
+) -> None:
+    # url: names the endpoint; a 0.3 card (url, preferredTransport) is what older servers publish.
+    await serve_remote(url=f"http://127.0.0.1:{remote.port}/", binding="JSONRPC")
+    await client.wait_for_agent("weather", timeout=5)
+    task = await client.send("weather", "old")
+    assert isinstance(task, Task) and text_of(task) == "echo: old"
+
+
+async def test_stream_maps_the_remote_events_in_order(
+    remote: Remote, serve_remote: ServeRemote, client: MeshClient
+) -> None:
+    await serve_remote(card_url=remote.card_url)
+    await client.wait_for_agent("weather", timeout=5)
+    items = [item async for item in client.stream("weather", "steps")]
+    texts = [
+        "".join(p.text for p in i.status.message.parts if isinstance(p, TextPart))
+        for i in items
+        if isinstance(i, TaskStatusUpdateEvent) and i.status.message is not None
+    ]
+    assert texts == ["one", "two", "three", "done"]
+    chunks = [i for i in items if isinstance(i, TaskArtifactUpdateEvent)]
+    assert [("".join(p.text for p in c.artifact.parts if isinstance(p, TextPart)), c.append) for c in chunks] == [
+        ("first ", None),
+        ("second", True),
+    ]
+    final = items[-1]
+    assert isinstance(final, Task) and final.status.state is TaskState.completed
+
+
+async def test_input_required_continues_the_remote_task(
+    remote: Remote, serve_remote: ServeRemote, client: MeshClient
+) -> None:
+    await serve_remote(card_url=remote.card_url)
+    await client.wait_for_agent("weather", timeout=5)
+    asked = await client.send("weather", "ask")
+    assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
+    assert text_of(asked) == "Which city?"
+    answered = await client.send("weather", "Paris", task_id=asked.id, context_id=asked.context_id)
+    assert isinstance(answered, Task) and answered.id == asked.id
+    assert text_of(answered) == "weather in Paris: sunny"
+
+
+async def test_cancel_cancels_the_remote_task(remote: Remote, serve_remote: ServeRemote, client: MeshClient) -> None:
+    await serve_remote(card_url=remote.card_url)
+    await client.wait_for_agent("weather", timeout=5)
+    started = await client.send("weather", "slow", blocking=False)
+    assert isinstance(started, Task)
+    stream = client.resubscribe("weather", started.id)
+    first = await anext(stream)  # the task as it is now: the resubscription is in place
+    assert isinstance(first, Task)
+    canceled = await client.cancel_task("weather", started.id)
+    assert canceled.status.state is TaskState.canceled
+    rest = [item async for item in stream]
+    assert isinstance(rest[-1], Task) and rest[-1].status.state is TaskState.canceled
+    assert len(remote.executor.canceled) == 1
+
+
+async def test_a_large_remote_file_becomes_an_artifact_uri(
+    remote: Remote, serve_remote: ServeRemote, client: MeshClient
+) -> None:
+    await serve_remote(card_url=remote.card_url)
+    await client.wait_for_agent("weather", timeout=5)
+    size = 1_500_000  # above the 1 MB threshold
+    task = await client.send("weather", f"file {size}", timeout=60)
+    assert isinstance(task, Task) and text_of(task) == f"{size} bytes"
+    (artifact,) = task.artifacts or []
+    (part,) = artifact.parts
+    assert isinstance(part, FilePart) and isinstance(part.file, FileWithUri)
+    assert part.file.uri.startswith(f"artifact://{task.context_id}/")
+    assert (artifact.metadata or {}).get("size_bytes") == size
