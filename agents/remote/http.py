@@ -47,23 +47,30 @@ def describe(url: str, exc: BaseException) -> RemoteError:
     """What went wrong reaching ``url``, with the HTTP status and what to do about it."""
     if isinstance(exc, RemoteError):
         return exc
-    status = getattr(exc, "status_code", None)
-    if isinstance(exc, httpx.HTTPStatusError):
-        status = exc.response.status_code
+    causes: list[BaseException] = []
     cause: BaseException | None = exc
-    while cause is not None:  # a TLS failure hides under the transport's ConnectError
+    while cause is not None and len(causes) < 10:  # the SDK wraps httpx's errors in its own
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for cause in causes:
         if isinstance(cause, ssl.SSLError):
             return RemoteError(
                 f"remote {url}: TLS failed ({cause}); set tls.ca_file to the CA that signed its certificate"
             )
-        cause = cause.__cause__ or cause.__context__
-    if status is not None:
-        fix = _FIXES.get(int(status), "see the remote's logs" if int(status) >= 500 else "check the request")
-        return RemoteError(f"remote {url} answered HTTP {status}; {fix}", status=int(status))
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return RemoteError(f"remote {url} did not answer in time; raise timeout_s or check the remote")
-    if isinstance(exc, httpx.TransportError | OSError):
-        return RemoteError(f"remote {url} is unreachable ({type(exc).__name__}: {exc}); check that it runs and the URL")
+    for cause in causes:
+        status = getattr(cause, "status_code", None)
+        if isinstance(cause, httpx.HTTPStatusError):
+            status = cause.response.status_code
+        if isinstance(status, int):
+            fix = _FIXES.get(status, "see the remote's logs" if status >= 500 else "check the request")
+            return RemoteError(f"remote {url} answered HTTP {status}; {fix}", status=status)
+    for cause in causes:
+        if isinstance(cause, httpx.TimeoutException | TimeoutError):
+            return RemoteError(f"remote {url} did not answer in time; raise timeout_s or check the remote")
+        if isinstance(cause, httpx.TransportError | OSError):
+            return RemoteError(
+                f"remote {url} is unreachable ({type(cause).__name__}: {cause}); check that it runs and the URL"
+            )
     return RemoteError(f"remote {url} failed: {type(exc).__name__}: {exc}")
 
 

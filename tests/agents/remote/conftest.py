@@ -11,6 +11,7 @@ import pytest
 from agents.remote.agent import RemoteAgent
 from agents.remote.config import RemoteConfig
 from agents.service import AgentService
+from agents.settings import AgentSettings
 from mesh.brokertools.localbroker import free_port
 from tests.agents.remote.server import Tokens, Weather, app, serving
 
@@ -37,10 +38,21 @@ async def remote() -> AsyncIterator[Remote]:
 
 
 @pytest.fixture
+async def guarded_remote() -> AsyncIterator[Remote]:
+    """A remote whose A2A routes want an OAuth 2 token from its own token endpoint."""
+    port = free_port()
+    executor, tokens = Weather(), Tokens()
+    async with serving(app(port, executor, tokens), port):
+        yield Remote(port, executor, tokens)
+
+
+@pytest.fixture
 async def serve_remote(serve_agent: Any) -> ServeRemote:
-    async def start(name: str = "weather", **config: Any) -> tuple[RemoteAgent, AgentService]:
+    async def start(
+        name: str = "weather", settings: AgentSettings | None = None, **config: Any
+    ) -> tuple[RemoteAgent, AgentService]:
         agent = RemoteAgent(name=name, remote=RemoteConfig.model_validate(config))
-        service = await serve_agent(agent)
+        service = await serve_agent(agent, settings)
         return agent, service
 
     return start
