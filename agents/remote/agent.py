@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
 
 from agents.agent import Agent
@@ -33,6 +33,7 @@ from agents.remote.http import RateLimit, RemoteError, describe, http_client
 from agents.remote.translate import REMOTE_EXTENSION, RemoteIds, incoming, mesh_card, outgoing, translate
 from agents.updates import InputRequired, Reply, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentExtension, Message
+from mesh.remote_cards import fetch_remote_card
 
 __all__ = ["RemoteAgent"]
 
@@ -88,11 +89,7 @@ class RemoteAgent(Agent):
 
     async def fetch_card(self) -> pb.AgentCard:
         """The remote's card, fetched now (:class:`RemoteError` naming the URL, status and fix)."""
-        base, path = self.remote.card_location()
-        try:
-            return await A2ACardResolver(self._http, base, path).get_agent_card()
-        except Exception as exc:
-            raise describe(self.remote.where, exc) from None
+        return await fetch_remote_card(self._http, self.remote.card_address())
 
     async def refresh_card(self) -> bool:
         """Fetch the card again; a new one makes a new client. Whether the card changed."""

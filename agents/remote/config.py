@@ -34,11 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mesh.a2a import AgentSkill
 from mesh.config_errors import KeyPart, config_error, validation_error_text
 from mesh.errors import ConfigError
+from mesh.remote_cards import CARD_PATH
 
 __all__ = ["REMOTE_EXAMPLE", "RemoteAuth", "RemoteConfig", "RemoteTls", "parse_remote"]
 
 REMOTE_EXAMPLE = "remote: {card_url: https://host/.well-known/agent-card.json}"
-CARD_PATH = "/.well-known/agent-card.json"
 BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 
 
@@ -121,11 +121,9 @@ class RemoteConfig(_Strict):
         """The URL errors name: the card's, else the endpoint's."""
         return self.card_url or self.url or ""
 
-    def card_location(self) -> tuple[str, str]:
-        """The base URL and the card path the a2a-sdk card resolver fetches."""
-        url = self.card_url or (self.url or "").rstrip("/") + CARD_PATH
-        parts = urlsplit(url)
-        return f"{parts.scheme}://{parts.netloc}", parts.path or CARD_PATH
+    def card_address(self) -> str:
+        """Where the remote's card is: ``card_url``, else the well-known path under ``url``."""
+        return self.card_url or (self.url or "").rstrip("/") + CARD_PATH
 
 
 def parse_remote(value: Any, source: Path, path: Sequence[KeyPart]) -> RemoteConfig:
@@ -145,4 +143,13 @@ def parse_remote(value: Any, source: Path, path: Sequence[KeyPart]) -> RemoteCon
             if (file := getattr(config.tls, key)) is not None and not file.is_absolute()
         }
     )
+    for key in ("ca_file", "cert_file", "key_file"):
+        file = getattr(tls, key)
+        if file is not None and not file.is_file():
+            raise config_error(
+                source,
+                (*where, "tls", key),
+                f"no file {file}",
+                "check the path: a relative one starts at the file's folder",
+            )
     return config.model_copy(update={"tls": tls})

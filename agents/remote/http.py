@@ -4,7 +4,7 @@ It carries the remote's auth (an ``httpx.Auth``: API key header, bearer token fr
 environment, or OAuth 2 client credentials fetched, cached and refreshed on expiry or on a 401),
 its extra headers, timeout and TLS options, and refuses a redirect to a private address unless
 ``allow_private_redirects`` is set. Secrets never reach a log line: httpx does not log headers,
-and :func:`describe` names only the URL, the status and the fix.
+and :func:`~mesh.remote_cards.describe` names only the URL, the status and the fix.
 """
 
 from __future__ import annotations
@@ -20,58 +20,13 @@ import httpx
 
 from agents.push import non_public_reason
 from agents.remote.config import RemoteAuth, RemoteConfig
+from mesh.remote_cards import RemoteError, describe
 
 __all__ = ["OAuth2ClientCredentials", "RateLimit", "RemoteError", "describe", "http_client"]
 
+
 #: Refresh a token this long before the expiry it announced.
 TOKEN_MARGIN_S = 5.0
-
-
-class RemoteError(Exception):
-    """A remote that did not answer usefully: the message names the URL, the status and the fix."""
-
-    def __init__(self, text: str, *, status: int | None = None) -> None:
-        super().__init__(text)
-        self.status = status
-
-
-_FIXES = {
-    401: "check the credentials in auth: (the key, the token or the client secret)",
-    403: "the credentials are valid but lack the right: ask the remote's owner for access",
-    404: "check the URL: card_url must be the agent card (usually /.well-known/agent-card.json)",
-    429: "the remote limits its callers: lower rate_per_s or max_concurrent",
-}
-
-
-def describe(url: str, exc: BaseException) -> RemoteError:
-    """What went wrong reaching ``url``, with the HTTP status and what to do about it."""
-    if isinstance(exc, RemoteError):
-        return exc
-    causes: list[BaseException] = []
-    cause: BaseException | None = exc
-    while cause is not None and len(causes) < 10:  # the SDK wraps httpx's errors in its own
-        causes.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    for cause in causes:
-        if isinstance(cause, ssl.SSLError):
-            return RemoteError(
-                f"remote {url}: TLS failed ({cause}); set tls.ca_file to the CA that signed its certificate"
-            )
-    for cause in causes:
-        status = getattr(cause, "status_code", None)
-        if isinstance(cause, httpx.HTTPStatusError):
-            status = cause.response.status_code
-        if isinstance(status, int):
-            fix = _FIXES.get(status, "see the remote's logs" if status >= 500 else "check the request")
-            return RemoteError(f"remote {url} answered HTTP {status}; {fix}", status=status)
-    for cause in causes:
-        if isinstance(cause, httpx.TimeoutException | TimeoutError):
-            return RemoteError(f"remote {url} did not answer in time; raise timeout_s or check the remote")
-        if isinstance(cause, httpx.TransportError | OSError):
-            return RemoteError(
-                f"remote {url} is unreachable ({type(cause).__name__}: {cause}); check that it runs and the URL"
-            )
-    return RemoteError(f"remote {url} failed: {type(exc).__name__}: {exc}")
 
 
 class ApiKey(httpx.Auth):

@@ -24,6 +24,7 @@ from mesh.cli import (
     discovery_commands,
     doctor_command,
     keys_command,
+    remote_command,
     run_commands,
 )
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
     keys_command.register(subparsers)
+    remote_command.register(subparsers)
     broker_commands.register(subparsers)
     doctor_command.register(subparsers)
     completion.register(subparsers)
