@@ -66,10 +66,11 @@ def test_bad_entries_say_what_to_fix(tmp_path: Path, entry: str, expected: str) 
 
 def test_a_missing_secret_is_named_not_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
-    with pytest.raises(ConfigError, match="NO_SUCH_TOKEN.*is not set"):
+    with pytest.raises(ConfigError, match=r"NO_SUCH_TOKEN.*is not set"):
         build(
             tmp_path,
-            "  - name: w\n    remote:\n      card_url: https://h/c.json\n      auth: {type: bearer, token_env: NO_SUCH_TOKEN}\n",
+            "  - name: w\n    remote:\n      card_url: https://h/c.json\n"
+            "      auth: {type: bearer, token_env: NO_SUCH_TOKEN}\n",
         )
 
 
@@ -99,7 +100,7 @@ async def test_mesh_add_remote_shows_the_card_and_writes_an_entry_that_builds(re
     assert f"HTTP+JSON 1.0 http://127.0.0.1:{remote.port}/rest" in out
     text = (tmp_path / "mesh.yaml").read_text()
     assert text.startswith("# my mesh\n")  # the rest of the file as it was
-    echo, weather = build_components(load_config(tmp_path / "mesh.yaml"), BrokerSettings())
+    _echo, weather = build_components(load_config(tmp_path / "mesh.yaml"), BrokerSettings())
     assert isinstance(weather, AgentService) and isinstance(weather.agent, RemoteAgent)
     assert weather.agent.remote.card_url == remote.card_url
     code, out, err = await mesh("add-remote", f"http://127.0.0.1:{remote.port}", cwd=tmp_path)
