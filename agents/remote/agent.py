@@ -31,7 +31,7 @@ from agents.remote.config import RemoteConfig
 from agents.remote.health import CardWatch
 from agents.remote.http import RateLimit, RemoteError, describe, http_client
 from agents.remote.translate import REMOTE_EXTENSION, RemoteIds, incoming, mesh_card, outgoing, translate
-from agents.updates import InputRequired, Reply, TaskFailed, Update
+from agents.updates import AuthRequired, Ending, InputRequired, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentExtension, Message
 from mesh.remote_cards import fetch_remote_card
 
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: How long ``tasks/cancel`` waits for the remote to confirm before the mesh task ends anyway.
 CANCEL_TIMEOUT_S = 5.0
+#: After a cancel, how long the remote's stream may take to end before it is cut.
+DRAIN_S = 2.0
 
 
 def _bindings(preferred: str | None) -> list[str]:
@@ -150,13 +152,15 @@ class RemoteAgent(Agent):
         ids = self._known_ids(ctx)
         while True:
             ending: Update | None = None
+            # Read to the end of the remote's stream (its connection goes back to the pool), holding
+            # the ending back: the runtime closes the handler as soon as it sees one.
             async with contextlib.aclosing(self._segment(message, ids, ctx)) as updates:
                 async for update in updates:
-                    if isinstance(update, InputRequired | Reply):
-                        ending = update
-                        break
-                    yield update
-            if not isinstance(ending, InputRequired):
+                    if isinstance(update, Ending):
+                        ending = ending or update
+                    elif ending is None:
+                        yield update
+            if not isinstance(ending, InputRequired | AuthRequired):
                 if ending is not None:
                     yield ending
                 return
@@ -197,6 +201,9 @@ class RemoteAgent(Agent):
                     async with asyncio.timeout(CANCEL_TIMEOUT_S):
                         await named.wait()
                 await self._cancel_remote(client, ids)
+                # The remote ends its stream with the task: read to there (its connection is reused).
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(pump), DRAIN_S)
                 raise
             finally:
                 pump.cancel()
