@@ -153,12 +153,14 @@ class RemoteAgent(Agent):
         while True:
             ending: Update | None = None
             # Read to the end of the remote's stream (its connection goes back to the pool), holding
-            # the ending back: the runtime closes the handler as soon as it sees one.
+            # the ending back: the runtime closes the handler as soon as it sees one. A later event
+            # supersedes it (a continued task is first announced as it was: input-required).
             async with contextlib.aclosing(self._segment(message, ids, ctx)) as updates:
                 async for update in updates:
                     if isinstance(update, Ending):
-                        ending = ending or update
-                    elif ending is None:
+                        ending = update
+                    else:
+                        ending = None
                         yield update
             if not isinstance(ending, InputRequired | AuthRequired):
                 if ending is not None:
