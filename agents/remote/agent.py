@@ -33,6 +33,7 @@ from agents.remote.http import RateLimit, RemoteError, describe, http_client
 from agents.remote.translate import REMOTE_EXTENSION, RemoteIds, incoming, mesh_card, outgoing, translate
 from agents.updates import AuthRequired, Ending, InputRequired, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentExtension, Message
+from mesh.limits import MessageLimits
 from mesh.remote_cards import fetch_remote_card
 
 __all__ = ["RemoteAgent"]
@@ -68,6 +69,7 @@ class RemoteAgent(Agent):
         self.remote = remote
         self._overrides = {key for key in ("description", "version") if card.get(key) is not None}
         self._slots = asyncio.Semaphore(remote.max_concurrent)
+        self.limits = MessageLimits()  # what a remote's answers are held to, as requests to agents are
         self._rate = RateLimit(remote.rate_per_s)
         self._client: Client | None = None
         self._http, self.auth = http_client(remote)
@@ -218,7 +220,7 @@ class RemoteAgent(Agent):
         """The remote's events as updates into ``events``, then ``None`` (or the error that ended them)."""
         try:
             async for event in client.send_message(outgoing(message, ids)):
-                for update in translate(incoming(event), ids, with_artifacts=True):
+                for update in translate(incoming(event, self.limits), ids, with_artifacts=True):
                     events.put_nowait(update)
                 if ids.task_id is not None:
                     named.set()

@@ -113,9 +113,9 @@ def _tls(config: RemoteConfig) -> ssl.SSLContext | bool:
 
 def _redirect_guard(allow_private: bool) -> list[Callable[[httpx.Response], Awaitable[None]]]:
     async def check(response: httpx.Response) -> None:
-        if allow_private or not response.is_redirect or response.next_request is None:
+        if allow_private or not response.has_redirect_location:
             return
-        target = response.next_request.url
+        target = response.request.url.join(response.headers["location"])
         reason = await asyncio.to_thread(_private, target.host, target.port or 443)
         if reason:
             raise RemoteError(

@@ -31,6 +31,7 @@ from mesh.a2a import (
     DataPart,
     FilePart,
     FileWithBytes,
+    InvalidParams,
     Message,
     Part,
     Task,
@@ -39,9 +40,11 @@ from mesh.a2a import (
     TaskStatus,
     TaskStatusUpdateEvent,
     TextPart,
+    find_unserializable,
 )
 from mesh.a2a_v1 import message_v1
 from mesh.a2a_v1_results import Result, card_from_v1, result_from_v1
+from mesh.limits import MessageLimits, check_message_limits
 
 __all__ = ["REMOTE_EXTENSION", "RemoteIds", "mesh_card", "outgoing", "translate"]
 
@@ -82,9 +85,22 @@ def outgoing(message: Message, ids: RemoteIds) -> pb.SendMessageRequest:
     return request
 
 
-def incoming(event: Any) -> Result:
-    """One ``StreamResponse`` (or a bare ``Task``) as the mesh's model."""
-    return result_from_v1(json_format.MessageToDict(event))
+def incoming(event: Any, limits: MessageLimits) -> Result:
+    """One ``StreamResponse`` (or a bare ``Task``) as the mesh's model, within the limits a request
+    to a local agent has (nesting depth, parts and their sizes): a remote is no more trusted."""
+    doc = json_format.MessageToDict(event)
+    found = find_unserializable(doc, "remote", limits.max_nesting_depth)
+    if found is not None:
+        raise TaskFailed(f"the remote agent's answer is refused: {found[0]}: {found[1]}")
+    result = result_from_v1(doc)
+    status = getattr(result, "status", None)
+    message = result if isinstance(result, Message) else getattr(status, "message", None)
+    if message is not None:
+        try:
+            check_message_limits(message, limits, path="remote.message")
+        except InvalidParams as exc:
+            raise TaskFailed(f"the remote agent's answer is refused: {exc}") from None
+    return result
 
 
 def _text_and_data(message: Message | None) -> tuple[str | None, dict[str, Any] | None]:

@@ -11,6 +11,8 @@ agent does depends on the text it gets:
 - ``steps``: three status updates and a two-chunk text artifact, then completes;
 - anything else: completes with ``echo: <text>``.
 
+``/moved`` redirects to the card (the redirect checks).
+
     python -m tests.agents.remote.server PORT      # prints "ready" once it listens
 """
 
@@ -34,7 +36,7 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, 
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 CLIENT_ID = "mesh-proxy"
@@ -44,6 +46,8 @@ CLIENT_SECRET = "s3cret-client"  # a test credential of this test server only
 class Weather(AgentExecutor):
     async def execute(self, ctx: RequestContext, queue: EventQueue) -> None:
         text = ctx.get_user_input().strip()
+        self.received.append(text)
+        self.changed.set()
         updater = TaskUpdater(queue, ctx.task_id or "", ctx.context_id or "")
         if ctx.current_task is None:
             await queue.enqueue_event(
@@ -83,6 +87,8 @@ class Weather(AgentExecutor):
 
     def __init__(self) -> None:
         self.canceled: list[str] = []
+        self.received: list[str] = []
+        self.changed = asyncio.Event()  # set at each message received (tests wait on it)
 
 
 @dataclass
@@ -119,6 +125,7 @@ def app(port: int, executor: Weather, tokens: Tokens | None = None, agent_card: 
     the_card = agent_card or card(port)
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=the_card)
     routes = [
+        Route("/moved", lambda _: RedirectResponse("/.well-known/agent-card.json", status_code=307)),
         *create_agent_card_routes(the_card),
         *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
         *create_rest_routes(handler, enable_v0_3_compat=True, path_prefix="/rest"),
