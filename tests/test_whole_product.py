@@ -942,3 +942,9 @@ async def test_a_remote_a2a_agent_answers_mesh_send_and_the_gateway(product: Pro
             await eventually(listed_there, timeout=AGENT_SEEN_S, what="step 3: the gateway lists the remote agent")
         answer = await a2a_sdk_send(f"{base}/a2a/agents/weather", product.headers, "hi over http")
         assert answer == ("TASK_STATE_COMPLETED", "echo: hi over http"), f"step 4: a2a-sdk via the gateway: {answer}"
+        async with signed_in(product.gateway, product.api_key) as browser:
+            made = await new_conversation(browser, "weather", "step 5: a chat conversation with the remote agent")
+            path = f"/chat/api/conversations/{made['id']}/messages"
+            status, events = await sse_post(browser, path, {"text": "hi from the chat"})
+            step = f"step 5: a turn in the chat with the remote agent: {status} {events}"
+            assert status == 200 and final_text(events) == "echo: hi from the chat", step
