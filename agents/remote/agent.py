@@ -98,16 +98,20 @@ class RemoteAgent(Agent):
     async def refresh_card(self) -> bool:
         """Fetch the card again; a new one makes a new client. Whether the card changed."""
         card = await self.fetch_card()
-        if self.remote.url is not None:  # the endpoint the file names, not the one the card says
-            del card.supported_interfaces[:]
+        if self.remote.url is not None:  # the endpoint the file names, in the version the card says
             binding = self.remote.binding or "JSONRPC"
-            card.supported_interfaces.add(url=self.remote.url, protocol_binding=binding, protocol_version="1.0")
+            offered = [i for i in card.supported_interfaces if i.protocol_binding == binding]
+            version = next((i.protocol_version for i in offered if i.url == self.remote.url), None)
+            version = version or (offered[0].protocol_version if offered else "1.0")
+            del card.supported_interfaces[:]
+            card.supported_interfaces.add(url=self.remote.url, protocol_binding=binding, protocol_version=version)
         if card == self.remote_card and self._client is not None:
             return False
         config = ClientConfig(
             streaming=True,
             httpx_client=self._http,
             supported_protocol_bindings=_bindings(self.remote.binding),
+            use_client_preference=self.remote.binding is not None,  # binding: is a preference; else the card's
         )
         try:
             client = ClientFactory(config).create(card)
@@ -120,8 +124,9 @@ class RemoteAgent(Agent):
         return True
 
     @property
-    def available(self) -> bool:
-        return self._client is not None and self.watch.alive
+    def client_transport(self) -> object:
+        """The a2a-sdk transport the card chose (which binding and version the proxy speaks)."""
+        return getattr(self._client, "_transport", None)
 
     def card(self, *, url: str, push_notifications: bool) -> AgentCard:
         base = super().card(url=url, push_notifications=push_notifications)

@@ -103,8 +103,17 @@ class Tokens:
         self.valid.clear()
 
 
-def card(port: int) -> AgentCard:
+def card(port: int, *, legacy: bool = False) -> AgentCard:
+    """The agent's card; ``legacy``: only the A2A 0.3 JSON-RPC interface (a server not yet on 1.0)."""
     base = f"http://127.0.0.1:{port}"
+    if legacy:
+        interfaces = [AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=f"{base}/")]
+    else:
+        interfaces = [
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=f"{base}/"),
+            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=f"{base}/rest"),
+            AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=f"{base}/"),
+        ]
     return AgentCard(
         name="weather",
         description="Tells the weather",
@@ -113,11 +122,7 @@ def card(port: int) -> AgentCard:
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="weather", name="Weather", description="The weather in a city", tags=["weather"])],
-        supported_interfaces=[
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=f"{base}/"),
-            AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=f"{base}/rest"),
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=f"{base}/"),
-        ],
+        supported_interfaces=interfaces,
     )
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agents.remote.translate import REMOTE_EXTENSION
+from agents.settings import AgentSettings
 from mesh.a2a import FilePart, FileWithUri, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
+from mesh.brokertools.localbroker import free_port
 from mesh.client import MeshClient
 from tests.agents.remote.conftest import Remote, ServeRemote
+from tests.agents.remote.server import Weather, app, card, serving
 
 
 def text_of(task: Task) -> str:
@@ -20,7 +25,10 @@ def text_of(task: Task) -> str:
 async def test_send_reaches_the_remote_on_each_binding(
     remote: Remote, serve_remote: ServeRemote, client: MeshClient, binding: str
 ) -> None:
-    await serve_remote(card_url=remote.card_url, binding=binding)
+    agent, _ = await serve_remote(card_url=remote.card_url, binding=binding)
+    assert (
+        type(agent.client_transport).__name__ == {"JSONRPC": "JsonRpcTransport", "HTTP+JSON": "RestTransport"}[binding]
+    )
     card = await client.wait_for_agent("weather", timeout=5)
     assert [s.id for s in card.skills] == ["weather"]
     assert card.version == "2.1.0"
@@ -37,13 +45,19 @@ async def test_send_reaches_the_remote_on_each_binding(
 
 
 async def test_a_0_3_remote_is_reached_through_the_sdk_compat_transport(
-    remote: Remote, serve_remote: ServeRemote, client: MeshClient
+    serve_remote: ServeRemote, client: MeshClient
 ) -> None:
-    # url: names the endpoint; a 0.3 card (url, preferredTransport) is what older servers publish.
-    await serve_remote(url=f"http://127.0.0.1:{remote.port}/", binding="JSONRPC")
-    await client.wait_for_agent("weather", timeout=5)
-    task = await client.send("weather", "old")
-    assert isinstance(task, Task) and text_of(task) == "echo: old"
+    port = free_port()
+    executor = Weather()
+    async with serving(app(port, executor, agent_card=card(port, legacy=True)), port):
+        # url: names the endpoint; the card (0.3 only) says which version is spoken there.
+        agent, _ = await serve_remote(url=f"http://127.0.0.1:{port}/", binding="JSONRPC")
+        assert type(agent.client_transport).__name__ == "CompatJsonRpcTransport"
+        await client.wait_for_agent("weather", timeout=5)
+        task = await client.send("weather", "old")
+        assert isinstance(task, Task) and text_of(task) == "echo: old"
+        items = [item async for item in client.stream("weather", "steps")]
+        assert isinstance(items[-1], Task) and text_of(items[-1]) == "done"
 
 
 async def test_stream_maps_the_remote_events_in_order(
@@ -108,3 +122,19 @@ async def test_a_large_remote_file_becomes_an_artifact_uri(
     assert isinstance(part, FilePart) and isinstance(part.file, FileWithUri)
     assert part.file.uri.startswith(f"artifact://{task.context_id}/")
     assert (artifact.metadata or {}).get("size_bytes") == size
+
+
+async def test_an_answer_after_a_restart_continues_the_same_remote_task(
+    remote: Remote, serve_remote: ServeRemote, client: MeshClient, tmp_path: Path
+) -> None:
+    settings = AgentSettings(task_store=str(tmp_path / "weather.sqlite"))
+    _, first = await serve_remote(card_url=remote.card_url, settings=settings)
+    await client.wait_for_agent("weather", timeout=5)
+    asked = await client.send("weather", "ask")
+    assert isinstance(asked, Task) and asked.status.state is TaskState.input_required
+    await first.stop()  # the proxy restarts; the remote task waits on the remote
+    await serve_remote(card_url=remote.card_url, settings=settings)
+    await client.wait_for_agent("weather", timeout=5)
+    answered = await client.send("weather", "Quito", task_id=asked.id, context_id=asked.context_id)
+    assert text_of(answered) == "weather in Quito: sunny"
+    assert remote.executor.received == ["ask", "Quito"]  # one remote task, continued
