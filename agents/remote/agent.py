@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
@@ -55,6 +56,12 @@ def _bindings(preferred: str | None) -> list[str]:
     if preferred is not None:
         bindings = [preferred, *(b for b in bindings if b != preferred)]
     return bindings
+
+
+def _shown(url: str) -> str:
+    """``url`` as a card may show it: no user info, no query (either may hold a secret)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 class RemoteAgent(Agent):
@@ -137,7 +144,7 @@ class RemoteAgent(Agent):
         extension = AgentExtension(
             uri=REMOTE_EXTENSION,
             description="served by a mesh proxy for a remote A2A agent",
-            params={"url": self.remote.where, "version": remote.version},
+            params={"url": _shown(self.remote.where), "version": remote.version},
         )
         capabilities = base.capabilities.model_copy(
             update={"streaming": bool(remote.capabilities.streaming), "extensions": [extension]}
