@@ -8,10 +8,13 @@ process of its own. Two clients, taking turns in rounds (medians):
 - direct: the a2a-sdk client, configured as the proxy configures it (streaming, JSON-RPC), sending
   to the remote from this process.
 
-``mesh_added_us`` is what the mesh adds to a round trip (the medians' difference).
+``mesh_added_us`` is what the mesh adds to a round trip (the medians' difference); to tell the
+mesh's own hop from the proxy's work, ``mesh_echo_rtt_us`` is a local echo agent served in the
+proxy's process, and ``proxy_added_us`` what is left (``mesh_added_us`` minus it).
 Last line on stdout::
 
-    {"mesh_rtt_us": ..., "direct_rtt_us": ..., "mesh_added_us": ..., "rtt_ratio": ...}
+    {"mesh_rtt_us": ..., "direct_rtt_us": ..., "mesh_added_us": ..., "mesh_echo_rtt_us": ...,
+     "proxy_added_us": ..., "rtt_ratio": ...}
 
 Run: ``python bench/remote.py [--broker URL] [--requests N]``.
 """
@@ -50,15 +53,27 @@ async def serve_proxy(broker: str, namespace: str, card_url: str) -> None:
         settings=AgentSettings(task_store=":memory:"),
     )
     await service.start()
+    from agents.builtin.echo import EchoAgent
+
+    echo = AgentService(
+        EchoAgent(name="local-echo"),
+        broker=BrokerSettings.from_url(broker),
+        namespace=namespace,
+        settings=AgentSettings(task_store=":memory:"),
+    )
+    await echo.start()
+    from mesh.gctuning import tune_for_serving
+
+    tune_for_serving()  # as mesh run does
     print("ready", flush=True)
     await asyncio.Event().wait()
 
 
-async def mesh_round(client: MeshClient, requests: int) -> list[float]:
+async def mesh_round(client: MeshClient, requests: int, agent: str = "remote-echo") -> list[float]:
     samples = []
     for i in range(requests):
         start = time.perf_counter()
-        await client.send("remote-echo", f"hello {i}")
+        await client.send(agent, f"hello {i}")
         samples.append(time.perf_counter() - start)
     return samples
 
@@ -86,6 +101,7 @@ async def direct_round(card_url: str, requests: int) -> list[float]:
 async def measure(broker: str, namespace: str, card_url: str, requests: int) -> dict[str, object]:
     mesh_samples: list[float] = []
     direct_samples: list[float] = []
+    echo_samples: list[float] = []
     async with MeshClient.connect(broker, namespace) as client:
         await client.wait_for_agent("remote-echo", timeout=10)
         await mesh_round(client, 20)  # warm both paths
@@ -94,11 +110,14 @@ async def measure(broker: str, namespace: str, card_url: str, requests: int) -> 
             progress(f"round {index + 1}/{ROUNDS}")
             mesh_samples += await mesh_round(client, requests)
             direct_samples += await direct_round(card_url, requests)
-    mesh_us, direct_us = median_us(mesh_samples), median_us(direct_samples)
+            echo_samples += await mesh_round(client, requests, "local-echo")
+    mesh_us, direct_us, echo_us = median_us(mesh_samples), median_us(direct_samples), median_us(echo_samples)
     return {
         "mesh_rtt_us": round(mesh_us, 1),
         "direct_rtt_us": round(direct_us, 1),
         "mesh_added_us": round(mesh_us - direct_us, 1),
+        "mesh_echo_rtt_us": round(echo_us, 1),
+        "proxy_added_us": round(mesh_us - direct_us - echo_us, 1),
         "rtt_ratio": ratio(mesh_us, direct_us),
         "requests": requests * ROUNDS,
     }
