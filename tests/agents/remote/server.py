@@ -19,6 +19,7 @@ agent does depends on the text it gets:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import secrets
 import sys
@@ -140,8 +141,6 @@ def app(port: int, executor: Weather, tokens: Tokens | None = None, agent_card: 
 
     async def token(request: Request) -> Response:
         form = await request.form()
-        import base64
-
         basic = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
         if form.get("grant_type") != "client_credentials" or request.headers.get("authorization") != f"Basic {basic}":
             return JSONResponse({"error": "invalid_client"}, status_code=401)
@@ -171,12 +170,10 @@ async def serving(application: Starlette, port: int) -> AsyncIterator[uvicorn.Se
     config = uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     task = asyncio.get_running_loop().create_task(server.serve())
-    started = asyncio.Event()
-    while not server.started:  # uvicorn has no started event; it flips the flag once bound
+    while not server.started:  # uvicorn has no started event or hook; it flips the flag once bound
         if task.done():
             task.result()
         await asyncio.sleep(0.01)
-    started.set()
     try:
         yield server
     finally:
