@@ -108,6 +108,8 @@ class CardPresence:
         stopped answering): cleared now, and not republished (reconnects, roll calls, heals)
         until :meth:`restore`."""
         self.withdrawn = True
+        if not self.transport.is_connected:  # before the start: the card is simply not published
+            return
         for topic in self._topics:
             await self.transport.publish(topic, b"", retain=True)
 

@@ -92,6 +92,9 @@ class RemoteAgent(Agent):
             await self.refresh_card()
         except RemoteError as exc:
             log.warning("%s: %s; the agent joins the mesh when the remote answers", self.name, exc)
+            if self.announce is not None:  # no card until the remote answers
+                await self.announce(False)
+                self.watch.present = False
         self.watch.start()
 
     async def teardown(self) -> None:

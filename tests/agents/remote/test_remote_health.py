@@ -8,7 +8,7 @@ import pytest
 
 from agents.remote.http import OAuth2ClientCredentials
 from agents.settings import AgentSettings
-from mesh.a2a import PushNotificationConfig, Task, TaskState, TextPart
+from mesh.a2a import AgentCard, PushNotificationConfig, Task, TaskState, TextPart
 from mesh.brokertools.localbroker import free_port
 from mesh.client import MeshClient
 from tests.agents.remote.conftest import Remote, ServeRemote
@@ -100,3 +100,21 @@ async def test_push_notifications_of_a_remote_task(
     while TaskState.completed not in (states := [r.task.status.state for r in await receiver.wait_for(count)]):
         count += 1  # each notification in turn, until the one of the end
     assert TaskState.input_required in states and states[-1] is TaskState.completed
+
+
+async def test_a_remote_down_at_start_joins_the_mesh_when_it_answers(
+    serve_remote: ServeRemote, client: MeshClient, namespace: str
+) -> None:
+    port = free_port()
+    inbox = Inbox()
+    await client.transport.subscribe(get_agent_discovery_topic(namespace, "weather"), inbox)
+    agent, _ = await serve_remote(card_url=f"http://127.0.0.1:{port}/.well-known/agent-card.json")
+    assert agent.watch.present is False
+    async with serving(app(port, Weather()), port):
+        card = await client.wait_for_agent("weather", timeout=10)
+        assert card.version == "2.1.0"
+        assert text_of(await client.send("weather", "late")) == "echo: late"
+    # Every card the topic ever held was the remote's: none was published while it was away.
+    await inbox.wait_for(1)
+    published = [AgentCard.model_validate_json(m.payload) for m in inbox.messages if m.payload]
+    assert published and {c.version for c in published} == {"2.1.0"}
