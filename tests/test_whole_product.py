@@ -23,7 +23,9 @@ On that mesh, each client a user has, for real (``tests/whole_product_clients.py
 ``mesh send --save-artifacts`` and downloaded through the gateway; a file attached in the chat
 and downloaded again); 7. an LLM agent on pydantic-ai's test model;
 8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool; (its
-own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows.
+own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows;
+10. a remote A2A agent (``mesh run remote.yaml``, a ``remote:`` entry for an a2a-sdk server the
+test starts): ``mesh send``, ``mesh agents``, the gateway with the a2a-sdk client, the chat.
 
 Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
 per variant (its own event loop scope: the module's); the last check of each stops everything
