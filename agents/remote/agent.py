@@ -49,13 +49,30 @@ DRAIN_S = 2.0
 
 def _bindings(preferred: str | None) -> list[str]:
     bindings = ["JSONRPC", "HTTP+JSON"]
-    with contextlib.suppress(ImportError):
-        import grpc  # noqa: F401  (the grpc extra: the a2a-sdk's gRPC transport needs it)
-
+    if _grpc_channels(RemoteConfig(url="http://x/")) is not None:
         bindings.append("GRPC")
     if preferred is not None:
         bindings = [preferred, *(b for b in bindings if b != preferred)]
     return bindings
+
+
+def _grpc_channels(remote: RemoteConfig) -> Callable[[str], Any] | None:
+    """How the a2a-sdk's gRPC transport opens its channel (the grpc extra), or None without it:
+    TLS (the entry's CA) unless the remote's own URL is plain http."""
+    try:
+        import grpc
+    except ImportError:
+        return None
+    plain = remote.where.startswith("http://")
+    ca = remote.tls.ca_file.read_bytes() if remote.tls.ca_file is not None else None
+
+    def channel(target: str) -> Any:
+        target = target.removeprefix("grpc://").removeprefix("grpcs://")
+        if plain:
+            return grpc.aio.insecure_channel(target)
+        return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca))
+
+    return channel
 
 
 def _shown(url: str) -> str:
@@ -122,6 +139,7 @@ class RemoteAgent(Agent):
             httpx_client=self._http,
             supported_protocol_bindings=_bindings(self.remote.binding),
             use_client_preference=self.remote.binding is not None,  # binding: is a preference; else the card's
+            grpc_channel_factory=_grpc_channels(self.remote),
         )
         try:
             client = ClientFactory(config).create(card)

@@ -104,7 +104,7 @@ class Tokens:
         self.valid.clear()
 
 
-def card(port: int, *, legacy: bool = False) -> AgentCard:
+def card(port: int, *, legacy: bool = False, grpc_port: int | None = None) -> AgentCard:
     """The agent's card; ``legacy``: only the A2A 0.3 JSON-RPC interface (a server not yet on 1.0)."""
     base = f"http://127.0.0.1:{port}"
     if legacy:
@@ -115,6 +115,8 @@ def card(port: int, *, legacy: bool = False) -> AgentCard:
             AgentInterface(protocol_binding="HTTP+JSON", protocol_version="1.0", url=f"{base}/rest"),
             AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=f"{base}/"),
         ]
+    if grpc_port is not None:
+        interfaces.append(AgentInterface(protocol_binding="GRPC", protocol_version="1.0", url=f"127.0.0.1:{grpc_port}"))
     return AgentCard(
         name="weather",
         description="Tells the weather",
@@ -127,9 +129,19 @@ def card(port: int, *, legacy: bool = False) -> AgentCard:
     )
 
 
-def app(port: int, executor: Weather, tokens: Tokens | None = None, agent_card: AgentCard | None = None) -> Starlette:
+def handler_for(executor: Weather, the_card: AgentCard) -> DefaultRequestHandler:
+    return DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=the_card)
+
+
+def app(
+    port: int,
+    executor: Weather,
+    tokens: Tokens | None = None,
+    agent_card: AgentCard | None = None,
+    handler: DefaultRequestHandler | None = None,
+) -> Starlette:
     the_card = agent_card or card(port)
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=the_card)
+    handler = handler or handler_for(executor, the_card)
     routes = [
         Route("/moved", lambda _: RedirectResponse("/.well-known/agent-card.json", status_code=307)),
         *create_agent_card_routes(the_card),
@@ -180,6 +192,23 @@ async def serving(application: Starlette, port: int) -> AsyncIterator[uvicorn.Se
         server.should_exit = True
         server.force_exit = True
         await task
+
+
+@contextlib.asynccontextmanager
+async def serving_grpc(handler: DefaultRequestHandler, port: int) -> AsyncIterator[None]:
+    """The same agent over gRPC (the a2a-sdk's GrpcHandler on grpc.aio) on 127.0.0.1:``port``."""
+    import grpc
+    from a2a.server.request_handlers import GrpcHandler
+    from a2a.types import a2a_pb2_grpc
+
+    server = grpc.aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    try:
+        yield
+    finally:
+        await server.stop(0)
 
 
 async def main(port: int) -> None:

@@ -12,7 +12,7 @@ from mesh.a2a import FilePart, FileWithUri, Task, TaskArtifactUpdateEvent, TaskS
 from mesh.brokertools.localbroker import free_port
 from mesh.client import MeshClient
 from tests.agents.remote.conftest import Remote, ServeRemote
-from tests.agents.remote.server import Weather, app, card, serving
+from tests.agents.remote.server import Weather, app, card, handler_for, serving, serving_grpc
 
 
 def text_of(task: Task) -> str:
@@ -138,3 +138,20 @@ async def test_an_answer_after_a_restart_continues_the_same_remote_task(
     answered = await client.send("weather", "Quito", task_id=asked.id, context_id=asked.context_id)
     assert text_of(answered) == "weather in Quito: sunny"
     assert remote.executor.received == ["ask", "Quito"]  # one remote task, continued
+
+
+async def test_a_grpc_remote(serve_remote: ServeRemote, client: MeshClient) -> None:
+    pytest.importorskip("grpc", reason="the grpc extra is not installed")
+    port, grpc_port = free_port(), free_port()
+    the_card = card(port, grpc_port=grpc_port)
+    handler = handler_for(Weather(), the_card)
+    async with (
+        serving(app(port, Weather(), agent_card=the_card, handler=handler), port),
+        serving_grpc(handler, grpc_port),
+    ):
+        agent, _ = await serve_remote(card_url=f"http://127.0.0.1:{port}/.well-known/agent-card.json", binding="GRPC")
+        assert type(agent.client_transport).__name__ == "GrpcTransport"
+        await client.wait_for_agent("weather", timeout=5)
+        assert text_of(await client.send("weather", "over grpc")) == "echo: over grpc"
+        items = [item async for item in client.stream("weather", "steps")]
+        assert isinstance(items[-1], Task) and text_of(items[-1]) == "done"
