@@ -14,7 +14,8 @@ Instead of ``class:``, ``worker: {command: [node, shout.js], cwd: ..., env: ...}
 worker process in any language (:mod:`agents.a2e`), ``acp: {command: [...], cwd: ...,
 env: ..., policy: ...}`` an ACP agent process (:mod:`agents.acp`), ``llm: {model: ...,
 instructions: ..., tools: ..., peers: ...}`` an LLM agent (:mod:`agents.llm`), and ``workflow:
-{nodes: [...], ...}`` a DAG of agents (:mod:`agents.workflow`); ``name:`` is then required.
+{nodes: [...], ...}`` a DAG of agents (:mod:`agents.workflow`), and ``remote: {card_url: ...}``
+an HTTP A2A agent through a proxy (:mod:`agents.remote`); ``name:`` is then required.
 
 Registered under the ``mesh.sections`` entry points as ``agents``; :mod:`mesh.config` calls
 :func:`build_agents` with the entries of a file. Errors are ``ConfigError`` in the mesh's
@@ -48,7 +49,7 @@ __all__ = ["AGENT_KEYS", "ENTRY_EXAMPLE", "AgentSpec", "build_agents", "parse_ag
 
 ENTRY_EXAMPLE = "class: agents.builtin.echo:EchoAgent"
 _CARD_KEYS = CARD_OPTIONS
-AGENT_KEYS = ("class", "worker", "acp", "llm", "workflow", *_CARD_KEYS, "config", "trust")
+AGENT_KEYS = ("class", "worker", "acp", "llm", "workflow", "remote", *_CARD_KEYS, "config", "trust")
 """Keys of an entry besides the :class:`AgentSettings` fields."""
 
 
@@ -106,6 +107,10 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
         options["source"] = ctx.source
     elif "workflow" in entry:
         agent_class, options["graph"], options["store_path"] = _workflow(entry, ctx, here)
+    elif "remote" in entry:
+        from agents.remote.entry import remote_entry  # only files with remote agents need the a2a-sdk
+
+        agent_class, options["remote"] = remote_entry(entry, ctx.source, here)
     else:
         agent_class = _agent_class(entry.get("class"), ctx, here)
     card = _card_fields(entry, agent_class, ctx, here)

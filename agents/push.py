@@ -198,8 +198,9 @@ def _parse_url(url: str) -> _Target:
     return _Target(https, parts.hostname, port or (443 if https else 80), path)
 
 
-def _non_public(address: str) -> str | None:
-    """Why ``address`` is not a public unicast address, or ``None`` when it is."""
+def non_public_reason(address: str) -> str | None:
+    """Why ``address`` is not a public unicast address, or ``None`` when it is (also the remote
+    agents' redirect check, :mod:`agents.remote.http`)."""
     ip = ipaddress.ip_address(address)
     candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
     if isinstance(ip, ipaddress.IPv6Address):
@@ -228,7 +229,7 @@ def _resolve(target: _Target, *, allow_private: bool) -> list[str]:
         raise InvalidParams(f"push URL host {target.host!r} has no IP address", data={"host": target.host})
     if not allow_private:
         for address in addresses:
-            reason = _non_public(address)
+            reason = non_public_reason(address)
             if reason is not None:
                 raise InvalidParams(
                     f"push URL host {target.host!r} resolves to {address}, a {reason} address;"

@@ -286,7 +286,7 @@ class TaskRunner:
         elif isinstance(result, Reply):
             self.transition(record, TaskState.completed, result.to_parts(), result.metadata)
         elif isinstance(result, InputRequired):
-            self.transition(record, TaskState.input_required, result.to_parts())
+            self.transition(record, TaskState.input_required, result.to_parts(), result.metadata)
         elif isinstance(result, AuthRequired):
             self.transition(record, TaskState.auth_required, result.to_parts())
         elif isinstance(result, Rejected):

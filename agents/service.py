@@ -288,11 +288,16 @@ class AgentService(MeshMember):
         """The card as published: signed when the agent has a key."""
         return self.card()
 
+    async def _announce(self, present: bool) -> None:
+        await (self.presence.restore() if present else self.presence.withdraw())
+
     async def start(self) -> None:
         """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`
         otherwise; replicas skip it), load the stored tasks, connect, subscribe to the request
         topic and announce the card."""
         self.agent.leave_mesh = self.stop
+        if hasattr(self.agent, "announce"):  # an agent whose card comes and goes (agents.remote)
+            self.agent.announce = self._announce
         # Before our own connection exists: connecting under the owner's client id would take
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s

@@ -80,11 +80,13 @@ class InputRequired:
 
     In a generator, ``reply = yield InputRequired(...)`` resumes with the client's next
     message on the same task. Returned from a plain coroutine, the next message on the task
-    calls the handler again (with the exchange so far in ``ctx.history``).
+    calls the handler again (with the exchange so far in ``ctx.history``). ``metadata`` goes on
+    the question's message, so it is in the journal (a remote agent's task id, kept there).
     """
 
     text: str | None = None
     data: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
 
     def to_parts(self) -> list[Part]:
         return _parts(self.text, self.data, ())

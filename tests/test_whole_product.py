@@ -25,7 +25,9 @@ and downloaded again); 7. an LLM agent on pydantic-ai's test model;
 8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool; (its
 own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows;
 10. ``mesh eval`` of docs/eval.md's example (passing, then a regression against its baseline), and
-a ``schedules:`` file run by ``mesh run`` whose tasks the dashboard and ``mesh task get`` show.
+a ``schedules:`` file run by ``mesh run`` whose tasks the dashboard and ``mesh task get`` show;
+11. a remote A2A agent (``mesh run remote.yaml``, a ``remote:`` entry for an a2a-sdk server the
+test starts): ``mesh send``, ``mesh agents``, the gateway with the a2a-sdk client, the chat.
 
 Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
 per variant (its own event loop scope: the module's); the last check of each stops everything
@@ -996,3 +998,47 @@ async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:
             return not alive(pid), f"the broker mesh up started (pid {pid}) still runs"
 
         await eventually(gone, timeout=10, what="the broker stops with mesh up")
+
+
+# ---------------------------------------------------------------- 10. a remote A2A agent (docs/remote-agents.md)
+
+REMOTE = """\
+# remote.yaml: an HTTP A2A agent (an a2a-sdk server) served on the mesh by a proxy
+agents:
+  - name: weather
+    remote:
+      card_url: http://127.0.0.1:{port}/.well-known/agent-card.json
+"""
+
+
+async def test_a_remote_a2a_agent_answers_mesh_send_and_the_gateway(product: Product) -> None:
+    from tests.agents.remote.server import Weather, serving
+    from tests.agents.remote.server import app as remote_app
+
+    port = free_port()
+    async with serving(remote_app(port, Weather()), port):
+        await product.serve("remote.yaml", {"remote.yaml": REMOTE.format(port=port)})
+        sent = await product.mesh("send", "weather", "hello")
+        step = "step 1: mesh send weather hello reaches the a2a-sdk server through the proxy"
+        assert (sent.code, sent.stdout) == (0, "echo: hello\n"), shown(step, sent)
+        listed = await product.mesh("agents")
+        step = "step 2: mesh agents lists the remote agent"
+        assert any(line.startswith("weather ") for line in listed.stdout.splitlines()), shown(step, listed)
+        base = product.gateway
+        async with httpx.AsyncClient(headers=product.headers, timeout=30) as http:
+
+            async def listed_there() -> tuple[bool, str]:
+                response = await http.get(f"{base}/a2a/agents")
+                agents = response.json().get("agents", []) if response.status_code == 200 else []
+                names = [a.get("name") for a in agents]
+                return "weather" in names, f"GET /a2a/agents: {response.status_code} {names or response.text[:2000]}"
+
+            await eventually(listed_there, timeout=AGENT_SEEN_S, what="step 3: the gateway lists the remote agent")
+        answer = await a2a_sdk_send(f"{base}/a2a/agents/weather", product.headers, "hi over http")
+        assert answer == ("TASK_STATE_COMPLETED", "echo: hi over http"), f"step 4: a2a-sdk via the gateway: {answer}"
+        async with signed_in(product.gateway, product.api_key) as browser:
+            made = await new_conversation(browser, "weather", "step 5: a chat conversation with the remote agent")
+            path = f"/chat/api/conversations/{made['id']}/messages"
+            status, events = await sse_post(browser, path, {"text": "hi from the chat"})
+            step = f"step 5: a turn in the chat with the remote agent: {status} {events}"
+            assert status == 200 and final_text(events) == "echo: hi from the chat", step

@@ -25,6 +25,7 @@ from mesh.cli import (
     doctor_command,
     eval_command,
     keys_command,
+    remote_command,
     run_commands,
     schedule_command,
 )
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_commands.register(subparsers)
     discovery_commands.register(subparsers)
     keys_command.register(subparsers)
+    remote_command.register(subparsers)
     broker_commands.register(subparsers)
     doctor_command.register(subparsers)
     eval_command.register(subparsers)

@@ -83,6 +83,7 @@ class CardPresence:
         self.heartbeat_interval_s = heartbeat_interval_s
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self.withdrawn = False
         self._published: set[str] = set()
         self.heal = not extra_topics if heal is None else heal
         self._last_card: bytes | None = None
@@ -103,8 +104,25 @@ class CardPresence:
         if self.heartbeat_topic is not None:
             self._task = asyncio.get_running_loop().create_task(self._heartbeat(self.heartbeat_topic))
 
+    async def withdraw(self) -> None:
+        """Take the card off the mesh while the component keeps running (a remote agent that
+        stopped answering): cleared now, and not republished (reconnects, roll calls, heals)
+        until :meth:`restore`."""
+        self.withdrawn = True
+        if not self.transport.is_connected:  # before the start: the card is simply not published
+            return
+        for topic in self._topics:
+            await self.transport.publish(topic, b"", retain=True)
+
+    async def restore(self) -> None:
+        """Publish the card again after :meth:`withdraw` (or because it changed)."""
+        self.withdrawn = False
+        await self.publish()
+
     async def publish(self, topics: tuple[str, ...] | None = None) -> None:
         """Publish the card (again): at start, after a reconnect, and when it changed."""
+        if self.withdrawn:
+            return
         props = MessageProperties(content_type=JSON_CONTENT_TYPE, payload_format_utf8=True)
         card = self._card()
         self._last_card = card
@@ -157,7 +175,7 @@ class CardPresence:
 
     def _seen(self, message: InboundMessage) -> None:
         """What the broker holds on our card topic: ours, or something to replace at once."""
-        if self._stopped or self._last_card is None or message.payload == self._last_card:
+        if self._stopped or self.withdrawn or self._last_card is None or message.payload == self._last_card:
             return
         self.healer.schedule(cleared=not message.payload)
 

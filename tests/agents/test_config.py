@@ -108,6 +108,7 @@ def test_entry_keys_are_the_card_keys_and_settings_fields() -> None:
         "acp",
         "llm",
         "workflow",
+        "remote",
         "name",
         "description",
         "version",
@@ -212,7 +213,8 @@ def test_unknown_entry_key_suggests(ctx: BuildContext) -> None:
     message = error_of({"class": f"{SAMPLES}:Greeter", "card_interval": 5}, ctx)
     assert message.startswith(
         "agents.yaml: agents[0].card_interval: unknown key 'card_interval'; did you mean 'card_interval_s'? "
-        "allowed keys: class, worker, acp, llm, workflow, name, description, version, config, trust, card_interval_s, "
+        "allowed keys: class, worker, acp, llm, workflow, remote, name, description, version, config, trust, "
+        "card_interval_s, "
     )
     assert message.endswith(", limits, delegation")
 

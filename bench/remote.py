@@ -1,0 +1,147 @@
+"""A remote A2A agent through the mesh vs the same remote called directly.
+
+The remote is bench/a2a_http_echo.py (the a2a-sdk 1.3 server on uvicorn, an echo agent) in a
+process of its own. Two clients, taking turns in rounds (medians):
+
+- mesh: ``MeshClient.send`` -> Mosquitto -> the proxy (``agents.remote``, its own process) ->
+  the a2a-sdk client -> the remote, and the Task back the same way;
+- direct: the a2a-sdk client, configured as the proxy configures it (streaming, JSON-RPC), sending
+  to the remote from this process.
+
+``mesh_added_us`` is what the mesh adds to a round trip (the medians' difference); to tell the
+mesh's own hop from the proxy's work, ``mesh_echo_rtt_us`` is a local echo agent served in the
+proxy's process, and ``proxy_added_us`` what is left (``mesh_added_us`` minus it).
+Last line on stdout::
+
+    {"mesh_rtt_us": ..., "direct_rtt_us": ..., "mesh_added_us": ..., "mesh_echo_rtt_us": ...,
+     "proxy_added_us": ..., "rtt_ratio": ...}
+
+Run: ``python bench/remote.py [--broker URL] [--requests N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import base_arguments, broker_url, child, emit, median_us, progress, ratio
+from mesh.brokertools.localbroker import free_port
+from mesh.client import MeshClient
+
+ROUNDS = 5
+
+
+async def serve_proxy(broker: str, namespace: str, card_url: str) -> None:
+    """The child: the proxy agent for the remote at ``card_url``, until killed."""
+    from agents.remote.agent import RemoteAgent
+    from agents.remote.config import RemoteConfig
+    from agents.service import AgentService
+    from agents.settings import AgentSettings
+    from mesh.broker import BrokerSettings
+
+    agent = RemoteAgent(name="remote-echo", remote=RemoteConfig(card_url=card_url))
+    service = AgentService(
+        agent,
+        broker=BrokerSettings.from_url(broker),
+        namespace=namespace,
+        settings=AgentSettings(task_store=":memory:"),
+    )
+    await service.start()
+    from agents.builtin.echo import EchoAgent
+
+    echo = AgentService(
+        EchoAgent(name="local-echo"),
+        broker=BrokerSettings.from_url(broker),
+        namespace=namespace,
+        settings=AgentSettings(task_store=":memory:"),
+    )
+    await echo.start()
+    from mesh.gctuning import tune_for_serving
+
+    tune_for_serving()  # as mesh run does
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+async def mesh_round(client: MeshClient, requests: int, agent: str = "remote-echo") -> list[float]:
+    samples = []
+    for i in range(requests):
+        start = time.perf_counter()
+        await client.send(agent, f"hello {i}")
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def direct_round(card_url: str, requests: int) -> list[float]:
+    import httpx
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import a2a_pb2 as pb
+
+    from mesh.discovery.remote_cards import fetch_remote_card
+
+    async with httpx.AsyncClient() as http:
+        card = await fetch_remote_card(http, card_url)
+        client = ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create(card)
+        samples = []
+        for i in range(requests):
+            message = pb.Message(message_id=uuid.uuid4().hex, role=pb.ROLE_USER, parts=[pb.Part(text=f"hello {i}")])
+            start = time.perf_counter()
+            async for _ in client.send_message(pb.SendMessageRequest(message=message)):
+                pass
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def measure(broker: str, namespace: str, card_url: str, requests: int) -> dict[str, object]:
+    mesh_samples: list[float] = []
+    direct_samples: list[float] = []
+    echo_samples: list[float] = []
+    async with MeshClient.connect(broker, namespace) as client:
+        await client.wait_for_agent("remote-echo", timeout=10)
+        await mesh_round(client, 20)  # warm both paths
+        await direct_round(card_url, 20)
+        for index in range(ROUNDS):
+            progress(f"round {index + 1}/{ROUNDS}")
+            mesh_samples += await mesh_round(client, requests)
+            direct_samples += await direct_round(card_url, requests)
+            echo_samples += await mesh_round(client, requests, "local-echo")
+    mesh_us, direct_us, echo_us = median_us(mesh_samples), median_us(direct_samples), median_us(echo_samples)
+    return {
+        "mesh_rtt_us": round(mesh_us, 1),
+        "direct_rtt_us": round(direct_us, 1),
+        "mesh_added_us": round(mesh_us - direct_us, 1),
+        "mesh_echo_rtt_us": round(echo_us, 1),
+        "proxy_added_us": round(mesh_us - direct_us - echo_us, 1),
+        "rtt_ratio": ratio(mesh_us, direct_us),
+        "requests": requests * ROUNDS,
+    }
+
+
+def main() -> None:
+    parser = base_arguments(__doc__ or "")
+    parser.add_argument("--requests", type=int, default=200, help="sequential requests per round and side")
+    parser.add_argument("--serve-proxy", nargs=3, metavar=("BROKER", "NAMESPACE", "CARD_URL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_proxy:
+        asyncio.run(serve_proxy(*args.serve_proxy))
+        return
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    card_url = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
+    here = str(Path(__file__).resolve())
+    with (
+        broker_url(args.broker) as broker,
+        child([str(Path(__file__).with_name("a2a_http_echo.py")), str(port)]),
+        child([here, "--serve-proxy", broker, namespace, card_url]),
+    ):
+        emit(asyncio.run(measure(broker, namespace, card_url, args.requests)))
+
+
+if __name__ == "__main__":
+    main()
