@@ -14,15 +14,18 @@ of the conversation it rebuilds from the context's history.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent as Engine
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai import messages as pm
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
+from agents.llm.approvals import Pending, is_approval_answer
 from agents.llm.config import LlmConfig
 from agents.llm.model import explain
 from agents.llm.tools import RunDeps
@@ -54,13 +57,16 @@ class LlmRun:
         message: Message,
         ctx: TaskContext,
         metrics: ComponentMetrics | None = None,
+        resume: tuple[Pending, DeferredToolResults] | None = None,
     ) -> None:
         self.engine = engine
         self.config = config
         self.ctx = ctx
         self.metrics = metrics
+        #: The run that waited for approvals and their answers: this run goes on from there.
+        self.resume = resume
         self.prompt = get_text_from_message(message) or json.dumps([p.model_dump(mode="json") for p in message.parts])
-        self.outbox: asyncio.Queue[Update | TaskFailed] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Update | TaskFailed | Pending] = asyncio.Queue()
         self.answers: asyncio.Queue[str] = asyncio.Queue()
         self.text = _Coalescer(self._emit_text)
         self.task: asyncio.Task[None] | None = None
@@ -68,7 +74,7 @@ class LlmRun:
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._main(), name=f"llm {self.ctx.task_id}")
 
-    async def next(self) -> Update | TaskFailed:
+    async def next(self) -> Update | TaskFailed | Pending:
         return await self.outbox.get()
 
     def answer(self, reply: Message | None) -> None:
@@ -88,12 +94,25 @@ class LlmRun:
     async def _main(self) -> None:
         config = self.config
         deps = RunDeps(task=self.ctx, ask=self._ask)
-        limits = UsageLimits(request_limit=config.max_model_calls, tool_calls_limit=config.max_tool_calls)
+        limits = UsageLimits(
+            request_limit=config.max_model_calls,
+            tool_calls_limit=config.max_tool_calls,
+            total_tokens_limit=config.max_tokens,
+        )
         counted: AgentRun[RunDeps, Any] | None = None
+        prompt: str | None = self.prompt
+        history = model_history(self.ctx.history)
+        results = before = None
+        if self.resume is not None:  # the approvals' answers: the same run goes on (its usage too)
+            pending, results = self.resume
+            prompt, history, before = None, pending.messages, pending.usage
+        spent = before or RunUsage()
         try:
             async with self.engine.iter(
-                self.prompt,
-                message_history=model_history(self.ctx.history),
+                prompt,
+                message_history=history,
+                deferred_tool_results=results,
+                usage=dataclasses.replace(before) if before is not None else None,
                 deps=deps,
                 usage_limits=limits,
                 model_settings=dict(config.settings) or None,  # type: ignore[arg-type]
@@ -122,12 +141,15 @@ class LlmRun:
                 usage = counted.usage
                 self.metrics.llm_used(
                     config.model,
-                    model_calls=usage.requests,
-                    tool_calls=usage.tool_calls,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
+                    model_calls=usage.requests - spent.requests,
+                    tool_calls=usage.tool_calls - spent.tool_calls,
+                    input_tokens=usage.input_tokens - spent.input_tokens,
+                    output_tokens=usage.output_tokens - spent.output_tokens,
                 )
         self.text.flush()
+        if isinstance(result.output, DeferredToolRequests):  # calls a person approves first
+            self.outbox.put_nowait(Pending.of(result.output, result.all_messages(), result.usage))
+            return
         usage = result.usage
         meta = {
             "llm": {
@@ -242,8 +264,8 @@ def model_history(history: list[Message]) -> list[pm.ModelMessage]:
     (its streamed chunks and tool events left out; the final answer holds the text)."""
     out: list[pm.ModelMessage] = []
     for message in history:
-        if (message.metadata or {}).get(_EVENT_KEY):
-            continue
+        if (message.metadata or {}).get(_EVENT_KEY) or is_approval_answer(message):
+            continue  # the run's events, approvals and their answers: the final answer holds the outcome
         text = "\n".join(_part_text(p) for p in message.parts).strip()
         if not text:
             continue
