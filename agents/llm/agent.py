@@ -27,6 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.llm.approvals import Pending, approval_label, guarded, pending_in
+from agents.llm.budgets import Meter, Metering, UsageStores
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
@@ -91,7 +92,9 @@ class LlmAgent(Agent):
             toolsets=[traced(t) for t in toolsets],
             name=self.name,
             retries=MAX_RETRIES,  # a malformed tool call or answer is sent back to the model twice
+            capabilities=[Metering()],
         )
+        self._usage = UsageStores(llm.usage_store)
 
     async def setup(self) -> None:
         # The MCP servers start once, in the background: the agent joins the mesh at once, and a
@@ -118,6 +121,7 @@ class LlmAgent(Agent):
                 await self.engine.__aexit__(None, None, None)
             except Exception as exc:
                 log.warning("agent %s: stopping its tool servers failed: %s", self.name, exc)
+        self._usage.close()
         client, self._own_client = self._own_client, None
         if client is not None:
             await client.close()
@@ -138,7 +142,8 @@ class LlmAgent(Agent):
                     message = yield pending.question(self.llm.approval_timeout_s)
                     continue
                 resume = (pending, results)
-            run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx), resume=resume)
+            meter = Meter.of(self._usage.get(_namespace(ctx)), self.llm, ctx)
+            run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx), resume=resume, meter=meter)
             run.start()
             try:
                 while True:
@@ -157,3 +162,9 @@ class LlmAgent(Agent):
             finally:
                 await run.close()
             message = yield pending.question(self.llm.approval_timeout_s)
+
+
+def _namespace(ctx: TaskContext) -> str:
+    """The namespace the agent serves (its usage store is that namespace's)."""
+    delegator = ctx.delegator
+    return delegator.namespace if delegator is not None else "mesh"

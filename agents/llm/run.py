@@ -26,6 +26,7 @@ from pydantic_ai import messages as pm
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from agents.llm.approvals import Pending, is_approval_answer
+from agents.llm.budgets import Meter
 from agents.llm.config import LlmConfig
 from agents.llm.model import explain
 from agents.llm.tools import RunDeps
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from agents.context import TaskContext
     from mesh.telemetry import ComponentMetrics
 
-__all__ = ["COALESCE_S", "LlmRun", "model_history"]
+__all__ = ["COALESCE_S", "LlmRun", "model_history", "usage_metadata"]
 
 #: The shortest gap between two streamed text events: at most ~22 a second.
 COALESCE_S = 0.045
@@ -58,6 +59,7 @@ class LlmRun:
         ctx: TaskContext,
         metrics: ComponentMetrics | None = None,
         resume: tuple[Pending, DeferredToolResults] | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.engine = engine
         self.config = config
@@ -65,6 +67,7 @@ class LlmRun:
         self.metrics = metrics
         #: The run that waited for approvals and their answers: this run goes on from there.
         self.resume = resume
+        self.meter = meter
         self.prompt = get_text_from_message(message) or json.dumps([p.model_dump(mode="json") for p in message.parts])
         self.outbox: asyncio.Queue[Update | TaskFailed | Pending] = asyncio.Queue()
         self.answers: asyncio.Queue[str] = asyncio.Queue()
@@ -93,7 +96,7 @@ class LlmRun:
 
     async def _main(self) -> None:
         config = self.config
-        deps = RunDeps(task=self.ctx, ask=self._ask)
+        deps = RunDeps(task=self.ctx, ask=self._ask, meter=self.meter)
         limits = UsageLimits(
             request_limit=config.max_model_calls,
             tool_calls_limit=config.max_tool_calls,
@@ -150,16 +153,7 @@ class LlmRun:
         if isinstance(result.output, DeferredToolRequests):  # calls a person approves first
             self.outbox.put_nowait(Pending.of(result.output, result.all_messages(), result.usage))
             return
-        usage = result.usage
-        meta = {
-            "llm": {
-                "model": config.model,
-                "modelCalls": usage.requests,
-                "toolCalls": usage.tool_calls,
-                "inputTokens": usage.input_tokens,
-                "outputTokens": usage.output_tokens,
-            }
-        }
+        meta = {"llm": usage_metadata(config.model, result.usage)}
         output = result.output
         if config.output is not None and not isinstance(output, str):
             data = {"type": "structured_output", "content": output}
@@ -257,6 +251,22 @@ class _Coalescer:
             self.timer.cancel()
             self.timer = None
         self.buffer = []
+
+
+def usage_metadata(model: str, usage: RunUsage) -> dict[str, Any]:
+    """The answer's ``metadata.llm``: the task's model calls, tokens and (where priced) cost in USD."""
+    meta: dict[str, Any] = {
+        "model": model,
+        "modelCalls": usage.requests,
+        "toolCalls": usage.tool_calls,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "cacheReadTokens": usage.cache_read_tokens,
+        "cacheWriteTokens": usage.cache_write_tokens,
+    }
+    if usage.cost is not None:
+        meta["costUsd"] = float(usage.cost)
+    return meta
 
 
 def model_history(history: list[Message]) -> list[pm.ModelMessage]:
