@@ -135,11 +135,12 @@ class LlmAgent(Agent):
         resume = None
         # A restarted agent: the answer to approvals the previous process asked for (journaled).
         pending = pending_in(ctx.history, ctx.task_id) if self.llm.approve else None
+        incoming: Message | None = message  # the latest message: the task's, or an answer
         while True:
             if pending is not None:
-                results = pending.answer(message)
+                results = pending.answer(incoming)
                 if results is None:  # some calls are not answered yet: ask for those again
-                    message = yield pending.question(self.llm.approval_timeout_s)
+                    incoming = yield pending.question(self.llm.approval_timeout_s)
                     continue
                 resume = (pending, results)
             meter = Meter.of(self._usage.get(_namespace(ctx)), self.llm, ctx)
@@ -161,7 +162,7 @@ class LlmAgent(Agent):
                     return
             finally:
                 await run.close()
-            message = yield pending.question(self.llm.approval_timeout_s)
+            incoming = yield pending.question(self.llm.approval_timeout_s)
 
 
 def _namespace(ctx: TaskContext) -> str:

@@ -192,7 +192,9 @@ def _result(given: dict[str, Any]) -> ToolApproved | ToolDenied:
         edited = given.get("arguments")
         return ToolApproved(override_args=edited if isinstance(edited, dict) else None)
     reason = given.get("reason")
-    text = f"The user denied this call: {reason}" if isinstance(reason, str) and reason else "The user denied this call."
+    text = (
+        f"The user denied this call: {reason}" if isinstance(reason, str) and reason else "The user denied this call."
+    )
     return ToolDenied(text)
 
 
