@@ -25,6 +25,7 @@ from mesh.cli import (
     doctor_command,
     keys_command,
     run_commands,
+    usage_command,
 )
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
 from mesh.version import __version__
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_command.register(subparsers)
     broker_commands.register(subparsers)
     doctor_command.register(subparsers)
+    usage_command.register(subparsers)
     completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:

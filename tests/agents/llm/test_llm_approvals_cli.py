@@ -14,7 +14,9 @@ SLOW_START_S = 120.0
 WAITING = re.compile(r"task (\w+) waits for the approval of 1 tool call\(s\)")
 
 
-async def test_mesh_send_approves_denies_and_answers_a_waiting_task(broker_url: str, namespace: str, tmp_path: Path) -> None:
+async def test_mesh_send_approves_denies_and_answers_a_waiting_task(
+    broker_url: str, namespace: str, tmp_path: Path
+) -> None:
     config = tmp_path / "mesh.yaml"
     config.write_text(
         textwrap.dedent(
