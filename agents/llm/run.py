@@ -148,6 +148,8 @@ class LlmRun:
                     tool_calls=usage.tool_calls - spent.tool_calls,
                     input_tokens=usage.input_tokens - spent.input_tokens,
                     output_tokens=usage.output_tokens - spent.output_tokens,
+                    user=self.meter.user if self.meter is not None else None,
+                    cost_usd=float((usage.cost or 0) - (spent.cost or 0)),
                 )
         self.text.flush()
         if isinstance(result.output, DeferredToolRequests):  # calls a person approves first

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 from genai_prices import Usage, calc_price
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic_ai import models
 
 from agents import AgentSettings
 from agents.llm import LlmAgent, parse_llm
 from mesh.a2a import DataPart, Message, Role, Task, TaskState, get_text_from_message, new_id
 from mesh.client import MeshClient
+from mesh.telemetry.exposition import render
 from mesh.usage import SqliteUsageStore
 from tests.agents.llm.fake_openai import FakeOpenAI, Turn
 from tests.agents.service_agents import Echo
@@ -69,7 +71,7 @@ async def test_a_restart_while_waiting_keeps_the_question_and_the_answer_goes_on
 
 
 async def test_usage_and_cost_are_the_servers_figures(
-    serve_agent: ServeAgent, client: MeshClient, tmp_path: Path
+    serve_agent: ServeAgent, client: MeshClient, tmp_path: Path, namespace: str
 ) -> None:
     script = [
         Turn(tool_calls=[("echo", {"message": "ping"})], usage=(1200, 30, 1000)),
@@ -96,3 +98,10 @@ async def test_usage_and_cost_are_the_servers_figures(
         ("assistant", "gpt-4o-mini", 1300, 20),
     ]
     assert sum(r.cost_usd or 0 for r in rows) == pytest.approx(float(price))
+    scraped = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(render().decode())
+        for s in family.samples
+    }
+    labels = frozenset({"namespace": namespace, "agent": "assistant", "model": "openai:gpt-4o-mini"}.items())
+    assert scraped[("mesh_llm_cost_usd_total", labels)] == pytest.approx(float(price))
