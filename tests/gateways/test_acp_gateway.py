@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 from acp import RequestError, image_block, text_block
+from pydantic_ai.models.function import FunctionModel
 
 from agents import Agent, AgentSettings, InputRequired, Reply
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
 from agents.builtin.orchestrator import OrchestratorAgent
+from agents.testing import llm_agent
 from mesh.a2a import get_text_from_message
+from tests.agents.llm.scripts import call, tool_returns
 from tests.conftest import ServeAgent
 from tests.gateways.acp_client import mesh_acp
 from tests.mesh.cli_process import mesh_env
@@ -252,3 +255,36 @@ async def test_stdout_carries_protocol_lines_only(
     assert by_id[3]["error"]["code"] == -32601
     assert by_id[None]["error"]["code"] == -32700  # the line that is no JSON
     assert b"skipped an ACP line that is no JSON" in err and b"Traceback" not in err  # logs: stderr
+
+
+async def test_a_tool_approval_is_a_permission_request_and_the_turn_goes_on(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    async def stream(messages: Any, info: Any) -> Any:
+        returned = tool_returns(messages)
+        if returned:
+            yield f"result: {returned[0].content}"
+        else:
+            yield call("book", {"city": "Oslo"}, "b1")
+
+    def book(city: str) -> str:
+        """Book a trip."""
+        return f"booked {city}"
+
+    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
+    await serve_agent(llm_agent(config, FunctionModel(stream_function=stream), name="booker", tools=[book]))
+    async with mesh_acp(broker_url, namespace, "booker", tmp_path) as editor:
+        await editor.initialize()
+        session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        editor.client.permission = "allow"
+        result = await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("book")])
+        assert result.stop_reason == "end_turn"
+        [asked] = editor.client.permission_requests
+        assert asked["tool_call"].tool_call_id == "b1" and asked["tool_call"].raw_input == {"city": "Oslo"}
+        assert [o.kind for o in asked["options"]] == ["allow_once", "reject_once"]
+        assert editor.client.texts()[-1] == "result: booked Oslo"
+        editor.client.permission = "reject"
+        result = await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("book again")])
+        assert result.stop_reason == "end_turn"
+        assert editor.client.texts()[-1] == "result: The user denied this call: rejected in the editor"
+    assert "Traceback" not in editor.stderr_text()
