@@ -13,18 +13,21 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from pydantic_ai.models.function import FunctionModel
 
 from agents import Agent, InputRequired, Reply
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
 from agents.service import AgentService
+from agents.testing import llm_agent
 from mesh.a2a import TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.registry import DiscoveryRegistry
 from mesh.trust import generate_keys
 from mesh.trust.config import TrustSettings, resolve
+from tests.agents.llm.scripts import call, tool_returns
 from tests.agents.test_trust import Whoami
 from tests.conftest import ServeAgent, TransportFactory
 from tests.gateways.mcp_client import mesh_mcp, mesh_mcp_http
@@ -431,3 +434,54 @@ async def test_artifacts_come_back_as_resource_links_the_client_reads_through_th
                 await client.session.read_resource(uri)
             assert refused.value.error.code == -32002 and "resource not found" in refused.value.error.message
     assert "Traceback" not in client.stderr_text()
+
+
+def booker() -> Agent:
+    """An LLM agent whose ``book`` tool needs approval: it answers with the tool's result."""
+
+    async def stream(messages: Any, info: Any) -> Any:
+        returned = tool_returns(messages)
+        if returned:
+            yield f"result: {returned[0].content}"
+        else:
+            yield call("book", {"city": "Oslo"}, "b1")
+
+    def book(city: str) -> str:
+        """Book a trip."""
+        return f"booked {city}"
+
+    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
+    return llm_agent(config, FunctionModel(stream_function=stream), name="booker", tools=[book])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_tool_approval_is_an_elicitation_and_the_call_goes_on(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": len(asked) == 1, "reason": "once is enough"})
+
+    await serve_agent(booker())
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport, elicitation_callback=elicit) as client:
+        await client.wait_for_tools("booker")
+        approved = await client.session.call_tool("booker", {"message": "book"})
+        assert _text(approved) == "result: booked Oslo"
+        assert "wants to call book with {'city': 'Oslo'}" in asked[0].message
+        denied = await client.session.call_tool("booker", {"message": "book"})
+        assert _text(denied) == "result: The user denied this call: once is enough"
+
+
+async def test_without_elicitation_the_approval_is_a_question_answered_with_yes(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(booker())
+    async with mesh_mcp(broker_url, namespace, tmp_path) as client:
+        await client.wait_for_tools("booker")
+        first = await client.session.call_tool("booker", {"message": "book"})
+        structured: Any = first.structured_content
+        assert structured["state"] == "input-required" and "book({'city': 'Oslo'})" in _text(first)
+        second = await client.session.call_tool("booker", {"message": "yes", "task_id": structured["task_id"]})
+        assert _text(second) == "result: booked Oslo"
