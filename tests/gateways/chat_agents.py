@@ -118,3 +118,21 @@ class Reader(Agent):
             ctx.emit(PartsArtifact("evil", [evil]))
         lines.append("Markup: <b>bold?</b> <img src=x onerror=alert(1)> [click](javascript:alert(1))")
         return "\n".join(lines)
+
+
+def booker() -> LlmAgent:
+    """An LLM agent whose ``book`` tool needs approval: it answers with the tool's result."""
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        returned = tool_returns(messages)
+        if returned:
+            yield f"result: {returned[0].content}"
+        else:
+            yield call("book", {"city": "Oslo"}, "b1")
+
+    def book(city: str) -> str:
+        """Book a trip."""
+        return f"booked {city}"
+
+    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
+    return llm_agent(config, FunctionModel(stream_function=stream), name="booker", tools=[book])

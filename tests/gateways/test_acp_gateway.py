@@ -12,17 +12,15 @@ from typing import Any
 
 import pytest
 from acp import RequestError, image_block, text_block
-from pydantic_ai.models.function import FunctionModel
 
 from agents import Agent, AgentSettings, InputRequired, Reply
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
 from agents.builtin.orchestrator import OrchestratorAgent
-from agents.testing import llm_agent
 from mesh.a2a import get_text_from_message
-from tests.agents.llm.scripts import call, tool_returns
 from tests.conftest import ServeAgent
 from tests.gateways.acp_client import mesh_acp
+from tests.gateways.chat_agents import booker
 from tests.mesh.cli_process import mesh_env
 
 
@@ -260,19 +258,7 @@ async def test_stdout_carries_protocol_lines_only(
 async def test_a_tool_approval_is_a_permission_request_and_the_turn_goes_on(
     serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
 ) -> None:
-    async def stream(messages: Any, info: Any) -> Any:
-        returned = tool_returns(messages)
-        if returned:
-            yield f"result: {returned[0].content}"
-        else:
-            yield call("book", {"city": "Oslo"}, "b1")
-
-    def book(city: str) -> str:
-        """Book a trip."""
-        return f"booked {city}"
-
-    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
-    await serve_agent(llm_agent(config, FunctionModel(stream_function=stream), name="booker", tools=[book]))
+    await serve_agent(booker())
     async with mesh_acp(broker_url, namespace, "booker", tmp_path) as editor:
         await editor.initialize()
         session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])

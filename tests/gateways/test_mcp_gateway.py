@@ -13,23 +13,21 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from pydantic_ai.models.function import FunctionModel
 
 from agents import Agent, InputRequired, Reply
 from agents.builtin.calculator import CalculatorAgent
 from agents.builtin.countdown import CountdownAgent
 from agents.builtin.echo import EchoAgent
 from agents.service import AgentService
-from agents.testing import llm_agent
 from mesh.a2a import TaskState, get_text_from_message
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.registry import DiscoveryRegistry
 from mesh.trust import generate_keys
 from mesh.trust.config import TrustSettings, resolve
-from tests.agents.llm.scripts import call, tool_returns
 from tests.agents.test_trust import Whoami
 from tests.conftest import ServeAgent, TransportFactory
+from tests.gateways.chat_agents import booker
 from tests.gateways.mcp_client import mesh_mcp, mesh_mcp_http
 from tests.mesh.cli_process import mesh_env
 from tests.support import Inbox, start_agent_process
@@ -434,24 +432,6 @@ async def test_artifacts_come_back_as_resource_links_the_client_reads_through_th
                 await client.session.read_resource(uri)
             assert refused.value.error.code == -32002 and "resource not found" in refused.value.error.message
     assert "Traceback" not in client.stderr_text()
-
-
-def booker() -> Agent:
-    """An LLM agent whose ``book`` tool needs approval: it answers with the tool's result."""
-
-    async def stream(messages: Any, info: Any) -> Any:
-        returned = tool_returns(messages)
-        if returned:
-            yield f"result: {returned[0].content}"
-        else:
-            yield call("book", {"city": "Oslo"}, "b1")
-
-    def book(city: str) -> str:
-        """Book a trip."""
-        return f"booked {city}"
-
-    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
-    return llm_agent(config, FunctionModel(stream_function=stream), name="booker", tools=[book])
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
