@@ -72,16 +72,17 @@ def guarded(toolset: AbstractToolset[Any], config: LlmConfig, label: Callable[[T
 
 def approval_label(toolset: AbstractToolset[Any], config: LlmConfig) -> Callable[[ToolDefinition], str]:
     """How ``approve:`` patterns name the tools of ``toolset`` (see the module docstring)."""
-    from pydantic_ai.mcp import MCPToolset
-
     from agents.llm.tools import PeerToolset
 
     if isinstance(toolset, PeerToolset):
         return lambda tool: f"peer:{(tool.metadata or {}).get('agent', tool.name)}"
-    if isinstance(toolset, MCPToolset):
-        index = int(str(toolset.id).rpartition("-")[2] or 0)
-        server = config.mcp_servers[index].name or str(toolset.id)
-        return lambda tool: f"mcp:{server}/{tool.name}"
+    if config.mcp_servers:  # (pydantic-ai's MCP module is imported only for an agent with MCP servers)
+        from pydantic_ai.mcp import MCPToolset
+
+        if isinstance(toolset, MCPToolset):
+            index = int(str(toolset.id).rpartition("-")[2] or 0)
+            server = config.mcp_servers[index].name or str(toolset.id)
+            return lambda tool: f"mcp:{server}/{tool.name}"
     return lambda tool: tool.name
 
 

@@ -3,6 +3,7 @@ while a call waits for approval keeps the question, and the usage figures are th
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from pydantic_ai import models
 
 from agents import AgentSettings
 from agents.llm import LlmAgent, parse_llm
-from mesh.a2a import DataPart, Message, Role, Task, TaskState, get_text_from_message, new_id
+from mesh.a2a import DataPart, Message, Role, Task, TaskState, TextPart, get_text_from_message, new_id
 from mesh.client import MeshClient
 from mesh.telemetry.exposition import render
 from mesh.usage import SqliteUsageStore
@@ -105,3 +106,28 @@ async def test_usage_and_cost_are_the_servers_figures(
     }
     labels = frozenset({"namespace": namespace, "agent": "assistant", "model": "openai:gpt-4o-mini"}.items())
     assert scraped[("mesh_llm_cost_usd_total", labels)] == pytest.approx(float(price))
+
+
+async def test_an_mcp_tool_is_named_by_its_server_and_a_peer_by_its_agent(
+    serve_agent: ServeAgent, client: MeshClient
+) -> None:
+    script = [
+        Turn(tool_calls=[("shout", {"text": "hi"}), ("fail", {"reason": "no"}), ("echo", {"message": "ping"})]),
+        Turn(text="done"),
+    ]
+    mcp = {"mcp": {"name": "loud", "command": [sys.executable, str(HERE / "mcp_server.py")]}}
+    approve = ["mcp:loud/shout", "peer:ech*"]
+    async with FakeOpenAI(script) as server:
+        await serve_agent(Echo(name="echo"))
+        llm = {"tools": [mcp], "peers": ["echo"], "approve": approve, "usage_store": ":memory:"}
+        await serve_agent(assistant(server.base_url, **llm))
+        task = await client.send("assistant", "shout hi")
+        assert task.status.state is TaskState.input_required, task.status
+        assert task.status.message is not None
+        asked = [p.data["function_name"] for p in task.status.message.parts if isinstance(p, DataPart)]
+        assert sorted(asked) == ["echo", "shout"]  # fail is not listed: it ran at once
+        reply = Message(message_id=new_id(), role=Role.user, parts=[TextPart(text="yes")])
+        done = await client.send("assistant", reply, task_id=task.id)
+    assert done.status.state is TaskState.completed, done.status
+    returned = {m.get("tool_call_id"): m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"}
+    assert "HI!" in returned["call_0"] and "ping" in returned["call_2"]
