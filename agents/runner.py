@@ -17,6 +17,7 @@ from typing import Any
 
 from agents.agent import Agent
 from agents.context import TaskContext
+from agents.input_timers import deadline_metadata
 from agents.tasks import TaskRecord
 from agents.updates import (
     AuthRequired,
@@ -292,7 +293,10 @@ class TaskRunner:
             self.transition(record, TaskState.completed, result.to_parts(), result.metadata)
         elif isinstance(result, InputRequired):
             record.input_timeout = (result.timeout_s, result.timeout_reason) if result.timeout_s else None
-            self.transition(record, TaskState.input_required, result.to_parts(), result.metadata)
+            metadata = result.metadata
+            if result.timeout_s:  # journaled with the question: a restart arms the rest of it
+                metadata = deadline_metadata(metadata, result.timeout_s, result.timeout_reason)
+            self.transition(record, TaskState.input_required, result.to_parts(), metadata)
         elif isinstance(result, AuthRequired):
             self.transition(record, TaskState.auth_required, result.to_parts())
         elif isinstance(result, Rejected):

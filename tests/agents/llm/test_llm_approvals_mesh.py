@@ -131,3 +131,29 @@ async def test_an_mcp_tool_is_named_by_its_server_and_a_peer_by_its_agent(
     assert done.status.state is TaskState.completed, done.status
     returned = {m.get("tool_call_id"): m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"}
     assert "HI!" in returned["call_0"] and "ping" in returned["call_2"]
+
+
+async def test_the_approval_timeout_holds_across_a_restart(
+    serve_agent: ServeAgent, client: MeshClient, tmp_path: Path
+) -> None:
+    script = [Turn(tool_calls=[("echo", {"message": "ping"})]), Turn(text="never")]
+    settings = AgentSettings(task_store=str(tmp_path / "tasks.sqlite3"))
+    llm = {"peers": ["echo"], "approve": ["peer:echo"], "approval_timeout_s": 2, "usage_store": ":memory:"}
+    async with FakeOpenAI(script) as server:
+        await serve_agent(Echo(name="echo"))
+        first = await serve_agent(assistant(server.base_url, **llm), settings)
+        task = await client.send("assistant", "call echo")
+        approval(task)
+        assert task.status.message is not None and task.status.message.metadata is not None
+        assert task.status.message.metadata["inputDeadline"]["reason"].startswith("no answer to the approval of echo")
+        await first.stop()
+        await serve_agent(assistant(server.base_url, **llm), settings)
+        final = None
+        async for item in client.resubscribe("assistant", task.id, idle_timeout=30):
+            final = item
+    assert isinstance(final, Task) and final.status.state is TaskState.failed, final
+    assert final.status.message is not None
+    assert get_text_from_message(final.status.message) == (
+        "no answer to the approval of echo within 2 s (approval_timeout_s)"
+    )
+    assert len(server.requests) == 1  # the model was not asked again
