@@ -216,18 +216,28 @@ async def _send_streamed(client: MeshClient, args: argparse.Namespace, interrupt
     """``--stream``: the task id first (not with --json: every event carries it), then a line per event."""
     final: StreamItem | None = None  # the reply, a Task or Message, comes last
     first = True
-    async for item in client.stream(
-        args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
-    ):
-        if first and (task_id := getattr(item, "task_id", None)):
-            interrupt.task_id = task_id
-            if not args.json:
-                print(f"[task {task_id}]", flush=True)
-        first = False
-        print(as_json(item) if args.json else event_line(item), flush=True)
-        final = item
-    if not isinstance(final, Task | Message):
-        raise RuntimeError("the stream ended without a task or a message")
+    sending: Any = args.text
+    while True:
+        async for item in client.stream(
+            args.agent, sending, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
+        ):
+            if first and (task_id := getattr(item, "task_id", None)):
+                interrupt.task_id = task_id
+                if not args.json:
+                    print(f"[task {task_id}]", flush=True)
+            first = False
+            print(as_json(item) if args.json else event_line(item), flush=True)
+            final = item
+        if not isinstance(final, Task | Message):
+            raise RuntimeError("the stream ended without a task or a message")
+        # Tool calls waiting for approval: answered as --approve says, and the same stream goes on.
+        calls = pending_approvals(final)
+        answers = decide(calls, args.approve, agent=args.agent) if calls else None
+        if not answers or not isinstance(final, Task):
+            if calls and isinstance(final, Task):
+                print(waiting_hint(args.agent, final), file=sys.stderr)
+            break
+        sending, args.task = approval_answer(answers, final), final.id
     if args.save_artifacts is not None:
         await save_answer_files(final, args.save_artifacts, args.namespace)
     return _outcome(final, print_answer=False)

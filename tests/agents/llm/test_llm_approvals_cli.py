@@ -43,6 +43,11 @@ async def test_mesh_send_approves_denies_and_answers_a_waiting_task(
         assert waiting.code == 0 and found, waiting.stderr
         answered = await mesh("send", "careful", "--task", found[1], "--approve", "all", timeout=SLOW_START_S, **env)
         assert answered.code == 0 and "hello" in answered.stdout, answered.stderr
+        streamed = await mesh("send", "careful", "echo yo", "--stream", "--approve", "all", timeout=SLOW_START_S, **env)
+        lines = streamed.stdout.splitlines()
+        assert streamed.code == 0 and lines[-1].endswith(" completed"), (streamed.stdout, streamed.stderr)
+        assert any(line.startswith("[input-required]") for line in lines)  # the question, then the rest
+        assert lines[-2].startswith("[completed]") and "yo" in lines[-2], streamed.stdout
     finally:
         await run.stop()
 
