@@ -17,6 +17,7 @@ from typing import Any
 
 from agents.agent import Agent
 from agents.context import TaskContext
+from agents.input_timers import deadline_metadata
 from agents.tasks import TaskRecord
 from agents.updates import (
     AuthRequired,
@@ -32,6 +33,7 @@ from agents.updates import (
     TextArtifact,
 )
 from mesh.a2a import (
+    INTERRUPTED_STATES,
     Message,
     Part,
     Role,
@@ -286,7 +288,11 @@ class TaskRunner:
         elif isinstance(result, Reply):
             self.transition(record, TaskState.completed, result.to_parts(), result.metadata)
         elif isinstance(result, InputRequired):
-            self.transition(record, TaskState.input_required, result.to_parts(), result.metadata)
+            record.input_timeout = (result.timeout_s, result.timeout_reason) if result.timeout_s else None
+            metadata = result.metadata
+            if result.timeout_s:  # journaled with the question: a restart arms the rest of it
+                metadata = deadline_metadata(metadata, result.timeout_s, result.timeout_reason)
+            self.transition(record, TaskState.input_required, result.to_parts(), metadata)
         elif isinstance(result, AuthRequired):
             self.transition(record, TaskState.auth_required, result.to_parts())
         elif isinstance(result, Rejected):
@@ -303,8 +309,11 @@ class TaskRunner:
             )
 
     def _end(self, record: TaskRecord, state: TaskState, text: str) -> None:
-        if not record.is_terminal:
-            self.transition(record, state, [TextPart(text=text)])
+        if record.is_terminal:
+            return
+        if state is TaskState.failed and record.state in INTERRUPTED_STATES:
+            self.transition(record, TaskState.working)  # A2A fails only a working task (an unanswered question)
+        self.transition(record, state, [TextPart(text=text)])
 
     # ------------------------------------------------------------------ cancellation
 

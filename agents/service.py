@@ -372,6 +372,7 @@ class AgentService(MeshMember):
         )
         journal.start(asyncio.get_running_loop())
         self._orphans = self.tasks.restore(loaded)
+        self.input_timers.restore(self.tasks.active())  # questions with a deadline of their own
         self.push_configs.restore(loaded.push_configs)
         for stored in loaded.tasks:  # the conversations, oldest first
             for message in stored.task.history or ():

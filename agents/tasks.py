@@ -81,6 +81,8 @@ class TaskRecord:
     # The state a cancellation ends in: canceled, or failed when the runtime gave up on it.
     cancel_state: TaskState = TaskState.canceled
     input_timer: asyncio.TimerHandle | None = None
+    # The current question's own bound (InputRequired.timeout_s) and what the task fails with.
+    input_timeout: tuple[float, str] | None = None
     # Called once, the next time the task settles: how blocking requests get their answer.
     on_settle: list[Callable[[], None]] = field(default_factory=list)
     # The request that created it (see agents.dispatch.request_key): how a redelivery is known.

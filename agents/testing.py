@@ -235,5 +235,6 @@ def llm_agent(
     from agents.llm.agent import LlmAgent
     from agents.llm.config import parse_llm
 
-    config = parse_llm(dict(llm), source or Path("<test>"), ("llm",))
+    # Usage and budget counters in memory too (unless the test names a store): no files left behind.
+    config = parse_llm({"usage_store": ":memory:", **llm}, source or Path("<test>"), ("llm",))
     return LlmAgent(name=name, description=description, llm=config, model=model, tools=tools, source=source)

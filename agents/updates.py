@@ -80,16 +80,22 @@ class InputRequired:
 
     In a generator, ``reply = yield InputRequired(...)`` resumes with the client's next
     message on the same task. Returned from a plain coroutine, the next message on the task
-    calls the handler again (with the exchange so far in ``ctx.history``). ``metadata`` goes on
-    the question's message, so it is in the journal (a remote agent's task id, kept there).
+    calls the handler again (with the exchange so far in ``ctx.history``).
+
+    ``metadata`` goes on the question's message, so it is in the journal (a remote agent's task
+    id, an LLM run's pending approvals). ``timeout_s`` bounds the wait for this question (before
+    ``AgentSettings.input_timeout_s``): past it the task fails with ``timeout_reason``.
     """
 
     text: str | None = None
     data: dict[str, Any] | None = None
+    parts: Sequence[Part] = ()
     metadata: dict[str, Any] | None = None
+    timeout_s: float | None = None
+    timeout_reason: str = ""
 
     def to_parts(self) -> list[Part]:
-        return _parts(self.text, self.data, ())
+        return _parts(self.text, self.data, self.parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,13 @@ offered: its artifact tools and its peer tools, and the same empty history):
   thus on both sides and left out. ``peer_call_over_peer_us`` is that less ``peer_rtt_us``, the
   peer's own round trip from a client (bound: at most 1,500 us). ``peer_call_naive_added_us``
   is the plain difference of the two agents' round trips (engine work included), as before.
+- ``budget_check_us``: the budget check before each model request (issue 44: a per-user and a
+  per-agent budget, each one primary-key read of the usage store's SQLite counters; bound:
+  under 50 us), and ``usage_record_us``, storing one response's usage (a row and the counters),
+  both measured alone over ``--requests`` x 20 calls; ``budgeted_rtt_us`` is the round trip of
+  an agent with both budgets, against ``rtt_us`` (its agent has no budget and no ``approve:``;
+  ``gated_rtt_us``: one with an ``approve:`` pattern no tool matches, so approvals are on but
+  never asked).
 - ``stream_latency_p99_ms``: a 2,000-token answer streamed at ``--token-ms`` per token; for each
   token, the time from the model yielding it to the streaming client seeing it (bound: 50 ms).
   Text is coalesced to ~20 events a second, so this is mostly the coalescing window.
@@ -35,7 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -45,13 +54,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydantic_ai import Agent as Engine
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai import messages as pm
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from agents import AgentSettings
 from agents.builtin.echo import EchoAgent
 from agents.context import TaskContext
 from agents.llm import LlmAgent, LlmConfig
+from agents.llm.budgets import Meter
+from agents.llm.config import Budget, Budgets
 from agents.llm.tools import RunDeps
 from agents.service import AgentService
 from bench.harness import base_arguments, broker_url, emit, median_us, p99_us, progress
@@ -68,6 +81,7 @@ from mesh.a2a import (
 from mesh.broker import BrokerSettings
 from mesh.cli.gctuning import tune_for_serving
 from mesh.client import MeshClient
+from mesh.telemetry.usage import SqliteUsageStore
 
 TEXT = "What is the weather in Paris?"
 TOKENS = 2000
@@ -102,8 +116,32 @@ class Stream:
             yield "tok "
 
 
-def llm(name: str, model: FunctionModel, peers: tuple[str, ...] = ()) -> LlmAgent:
-    return LlmAgent(name=name, llm=LlmConfig(model="test", peers=peers), model=model)
+def llm(name: str, model: FunctionModel, peers: tuple[str, ...] = (), **config: Any) -> LlmAgent:
+    return LlmAgent(name=name, llm=LlmConfig(model="test", peers=peers, **config), model=model)
+
+
+BUDGETS = Budgets(per_user=Budget(tokens=10**12, period="1d"), per_agent=Budget(tokens=10**12, period="1d"))
+
+
+def budget_figures(n: int, directory: Path) -> tuple[float, float]:
+    """The median of one budget check (two budgets) and of one usage record, in seconds."""
+    store = SqliteUsageStore(directory / "bench-usage.sqlite3")
+    config = LlmConfig(model="test", budgets=BUDGETS)
+    ctx = TaskContext(task_id="t", context_id="c", agent_name="budgeted", caller="client:bench")
+    meter = Meter.of(store, config, ctx)
+    response = ModelResponse(parts=[pm.TextPart("ok")], usage=RequestUsage(input_tokens=50, output_tokens=10))
+    records, checks = [], []
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            meter.record(response)
+            records.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            meter.check()
+            checks.append(time.perf_counter() - start)
+    finally:
+        store.close()
+    return statistics.median(checks), statistics.median(records)
 
 
 async def round_trips(client: MeshClient, agent: str, n: int) -> list[float]:
@@ -182,6 +220,8 @@ async def main() -> None:
             llm("plain", FunctionModel(stream_function=answer)),
             llm("caller", FunctionModel(stream_function=ask_echo), peers=("echo",)),
             llm("streamer", FunctionModel(stream_function=streamer)),
+            llm("budgeted", FunctionModel(stream_function=answer), budgets=BUDGETS),
+            llm("gated", FunctionModel(stream_function=answer), approve=("no-such-tool",)),
         ]
         journal = AgentSettings(task_store=":memory:") if args.memory_journal else None
         services = [AgentService(a, broker=settings, namespace=namespace, settings=journal) for a in agents]
@@ -193,20 +233,24 @@ async def main() -> None:
                 progress("warming up")
                 await in_process(agents[1], 50, services[1])
                 await in_process(agents[2], 50, services[2])
-                for agent in ("echo", "plain", "caller"):
+                for agent in ("echo", "plain", "caller", "budgeted", "gated"):
                     await round_trips(client, agent, 50)
-                figures: dict[str, list[float]] = {k: [] for k in ("inprocess", "plain", "echo", "caller", "caller_ip")}
+                kinds = ("inprocess", "plain", "echo", "caller", "caller_ip", "budgeted", "gated")
+                figures: dict[str, list[float]] = {k: [] for k in kinds}
                 progress(f"{n} round trips of each, interleaved")
                 for _ in range(max(1, n // 50)):  # in turns, so the machine's load weighs on all alike
                     figures["inprocess"] += await in_process(agents[1], 50, services[1])
                     figures["caller_ip"] += await in_process(agents[2], 50, services[2])
-                    for agent in ("plain", "echo", "caller"):
+                    for agent in ("plain", "echo", "caller", "budgeted", "gated"):
                         figures[agent] += await round_trips(client, agent, 50)
                 progress(f"streaming {TOKENS} tokens, one every {args.token_ms:g} ms")
                 latencies = await stream_latencies(client, streamer)
         finally:
             for service in reversed(services):
                 await service.stop()
+    progress(f"the budget check and the usage record, {n * 20} each")
+    with tempfile.TemporaryDirectory() as scratch:
+        check_s, record_s = budget_figures(n * 20, Path(scratch))
     inprocess, plain = median_us(figures["inprocess"]), median_us(figures["plain"])
     echo, caller = median_us(figures["echo"]), median_us(figures["caller"])
     caller_ip = median_us(figures["caller_ip"])
@@ -225,6 +269,10 @@ async def main() -> None:
             "peer_call_added_us": round(added),
             "peer_call_over_peer_us": round(added - echo),
             "peer_call_naive_added_us": round(caller - plain),
+            "budget_check_us": round(check_s * 1e6, 1),
+            "usage_record_us": round(record_s * 1e6, 1),
+            "budgeted_rtt_us": round(median_us(figures["budgeted"])),
+            "gated_rtt_us": round(median_us(figures["gated"])),
             "stream_tokens": len(latencies),
             "stream_latency_median_ms": round(median_us(latencies) / 1000, 1),
             "stream_latency_p99_ms": round(p99_us(latencies) / 1000, 1),

@@ -62,7 +62,7 @@ async def serve_proxy(broker: str, namespace: str, card_url: str) -> None:
         settings=AgentSettings(task_store=":memory:"),
     )
     await echo.start()
-    from mesh.gctuning import tune_for_serving
+    from mesh.cli.gctuning import tune_for_serving
 
     tune_for_serving()  # as mesh run does
     print("ready", flush=True)

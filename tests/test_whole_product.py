@@ -161,6 +161,17 @@ agents:
       instructions: You answer briefly.
 """
 
+CAREFUL = """\
+# careful.yaml: an LLM agent whose calls of echo need a person's yes (docs/llm-agents.md, approve:)
+agents:
+  - name: careful
+    description: Calls echo, once someone approves.
+    llm:
+      model: demo
+      peers: [echo]
+      approve: ["peer:echo"]
+"""
+
 
 @dataclass
 class Product:
@@ -797,6 +808,26 @@ async def test_an_llm_agent_on_the_test_model_answers_mesh_send(product: Product
     except ValueError:
         raise AssertionError(shown(step + " (as JSON)", answered)) from None
     assert results.get("ask_user") == "yes", shown(step, answered)
+
+
+async def test_mesh_send_answers_an_llm_agents_tool_approval_and_mesh_usage_counts_it(product: Product) -> None:
+    await product.serve("careful.yaml", {"careful.yaml": CAREFUL})
+    waiting = await product.mesh("send", "careful", "echo hi", timeout=90)  # no terminal: the task waits
+    step = "step 1: mesh send careful (the call of echo waits for approval)"
+    found = re.search(r"task (\w+) waits for the approval of 1 tool call\(s\)", waiting.stderr)
+    assert waiting.code == 0 and found, shown(step, waiting)
+    done = await product.mesh("send", "careful", "--task", found[1], "--approve", "all", "--json", timeout=90)
+    step = "step 2: mesh send --task ID --approve all completes the task with echo's answer and its usage"
+    assert done.code == 0, shown(step, done)
+    task = json.loads(done.stdout)
+    assert task["status"]["state"] == "completed" and "hi" in json.dumps(task["status"]["message"]), shown(step, done)
+    llm = task["status"]["message"]["metadata"]["llm"]
+    assert llm["modelCalls"] == 2 and llm["inputTokens"] > 0 and llm["outputTokens"] > 0, shown(step, done)
+    approved = await product.mesh("send", "careful", "echo there", "--approve", "all", timeout=90)
+    assert approved.code == 0 and "there" in approved.stdout, shown("step 3: mesh send --approve all", approved)
+    usage = await product.mesh("usage", "--by", "agent")
+    line = re.search(r"^careful\s+(\d+)\s+(\d+)\s+(\d+)", usage.stdout, re.M)
+    assert usage.code == 0 and line and int(line[1]) >= 4, shown("step 4: mesh usage --by agent", usage)
 
 
 # ---------------------------------------------------------------- 9. mesh send with data and files

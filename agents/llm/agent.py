@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent as Engine
-from pydantic_ai import StructuredDict
+from pydantic_ai import DeferredToolRequests, StructuredDict
 from pydantic_ai.models import Model
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset
 
 from agents.agent import Agent
 from agents.context import TaskContext
+from agents.llm.approvals import Pending, approval_label, guarded, pending_in
+from agents.llm.budgets import Meter, Metering, UsageStores
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
@@ -70,12 +72,16 @@ class LlmAgent(Agent):
             toolsets.append(StaticTools(tools, errors_to_model=True))
         reserved = [getattr(t, "__name__", "") for t in tools]
         toolsets.extend(build_toolsets(llm, agent_name=self.name, source=source, reserved=reserved))
+        if llm.approve:
+            toolsets = [guarded(t, llm, approval_label(t, llm)) for t in toolsets]
         base = model if model is not None else build_model(llm)
         # The client build_model made for a base_url is the agent's to close (with the agent).
         self._own_client: Any = getattr(base, "client", None) if model is None and llm.base_url else None
         output: Any = str
         if llm.output is not None:
             output = StructuredDict(llm.output, name="answer")
+        if llm.approve:  # a run may end with calls waiting for approval instead of an answer
+            output = [output, DeferredToolRequests]
         self._starting: asyncio.Task[None] | None = None
         self._entered = False
         self.engine: Engine[RunDeps, Any] = Engine(
@@ -86,7 +92,9 @@ class LlmAgent(Agent):
             toolsets=[traced(t) for t in toolsets],
             name=self.name,
             retries=MAX_RETRIES,  # a malformed tool call or answer is sent back to the model twice
+            capabilities=[Metering()],
         )
+        self._usage = UsageStores(llm.usage_store)
 
     async def setup(self) -> None:
         # The MCP servers start once, in the background: the agent joins the mesh at once, and a
@@ -113,6 +121,7 @@ class LlmAgent(Agent):
                 await self.engine.__aexit__(None, None, None)
             except Exception as exc:
                 log.warning("agent %s: stopping its tool servers failed: %s", self.name, exc)
+        self._usage.close()
         client, self._own_client = self._own_client, None
         if client is not None:
             await client.close()
@@ -123,18 +132,40 @@ class LlmAgent(Agent):
         return METRICS.component(delegator.namespace, ctx.agent_name) if delegator is not None else None
 
     async def handle(self, message: Message, ctx: TaskContext) -> AsyncIterator[Update]:
-        run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx))
-        run.start()
-        try:
-            while True:
-                update = await run.next()
-                if isinstance(update, TaskFailed):
-                    raise update
-                if isinstance(update, InputRequired):
-                    reply = yield update
-                    run.answer(reply)
+        resume = None
+        # A restarted agent: the answer to approvals the previous process asked for (journaled).
+        pending = pending_in(ctx.history, ctx.task_id) if self.llm.approve else None
+        incoming: Message | None = message  # the latest message: the task's, or an answer
+        while True:
+            if pending is not None:
+                results = pending.answer(incoming)
+                if results is None:  # some calls are not answered yet: ask for those again
+                    incoming = yield pending.question(self.llm.approval_timeout_s)
                     continue
-                yield update
-                return
-        finally:
-            await run.close()
+                resume = (pending, results)
+            meter = Meter.of(self._usage.get(_namespace(ctx)), self.llm, ctx)
+            run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx), resume=resume, meter=meter)
+            run.start()
+            try:
+                while True:
+                    update = await run.next()
+                    if isinstance(update, TaskFailed):
+                        raise update
+                    if isinstance(update, Pending):
+                        pending = update
+                        break
+                    if isinstance(update, InputRequired):
+                        reply = yield update
+                        run.answer(reply)
+                        continue
+                    yield update
+                    return
+            finally:
+                await run.close()
+            incoming = yield pending.question(self.llm.approval_timeout_s)
+
+
+def _namespace(ctx: TaskContext) -> str:
+    """The namespace the agent serves (its usage store is that namespace's)."""
+    delegator = ctx.delegator
+    return delegator.namespace if delegator is not None else "mesh"

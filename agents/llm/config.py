@@ -17,6 +17,10 @@
         settings: {temperature: 0.2, max_tokens: 2000}
         max_model_calls: 10                 # per task
         max_tool_calls: 20
+        max_tokens: 100000                  # per task (input + output; default: no bound)
+        approve: [word_count, "mcp:fetch/*", "peer:weather"]  # calls a person approves first
+        approval_timeout_s: 600             # no answer that long: the task fails
+        budgets: {per_user: {tokens: 200000, period: 1d}, per_agent: {tokens: 1000000, period: 1d}}
 
 Parsing needs no engine: a file with an ``llm:`` agent is checked (and refused with the install
 hint) without importing pydantic-ai.
@@ -34,12 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mesh.config.errors import KeyPart, check_keys, config_error, validation_error_text
 from mesh.errors import ConfigError
 
-__all__ = ["INSTALL_HINT", "LLM_EXAMPLE", "LlmConfig", "McpServer", "parse_llm"]
+__all__ = ["INSTALL_HINT", "LLM_EXAMPLE", "Budget", "Budgets", "LlmConfig", "McpServer", "parse_llm"]
 
 LLM_EXAMPLE = "llm: {model: 'openai:gpt-4.1-mini', instructions: 'You answer briefly.'}"
 INSTALL_HINT = "pip install 'mqtt-agent-mesh[llm]'"
 _TOOL_KINDS = ("python", "mcp")
-_MCP_KEYS = ("command", "cwd", "env", "url", "headers", "timeout_s")
+_MCP_KEYS = ("name", "command", "cwd", "env", "url", "headers", "timeout_s")
+_PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 class _Strict(BaseModel):
@@ -49,6 +54,7 @@ class _Strict(BaseModel):
 class McpServer(_Strict):
     """One MCP server: ``command`` (stdio) or ``url`` (streamable HTTP)."""
 
+    name: str | None = Field(None, min_length=1, description="its name in approve: patterns (mcp:NAME/TOOL)")
     command: tuple[str, ...] = ()
     cwd: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -57,6 +63,24 @@ class McpServer(_Strict):
     timeout_s: float = Field(30.0, gt=0, description="timeout of one MCP request")
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+class Budget(_Strict):
+    """Tokens (input + output) one user, or the agent, may spend per period (``1d``, ``12h``, ``30m``)."""
+
+    tokens: int = Field(gt=0, description="tokens per period")
+    period: str = Field("1d", pattern=r"^\d+[smhdw]$", description="a number and s, m, h, d or w")
+
+    @property
+    def period_s(self) -> int:
+        return int(self.period[:-1]) * _PERIOD_UNITS[self.period[-1]]
+
+
+class Budgets(_Strict):
+    """``budgets:``: durable per user and per agent, kept in the usage store (agents.llm.usage)."""
+
+    per_user: Budget | None = None
+    per_agent: Budget | None = None
 
 
 class LlmConfig(_Strict):
@@ -79,6 +103,15 @@ class LlmConfig(_Strict):
         True, description="offer list_artifacts, load_artifact and save_artifact (the conversation's files)"
     )
     peer_timeout_s: float | None = Field(None, gt=0, description="idle timeout of a peer call (delegation.timeout_s)")
+    max_tokens: int | None = Field(None, gt=0, description="tokens (input + output) per task")
+    approve: tuple[str, ...] = Field(
+        (), description="fnmatch patterns of tools whose calls need a person's approval (mcp:SERVER/TOOL, peer:AGENT)"
+    )
+    approval_timeout_s: float | None = Field(None, gt=0, description="fail the task when no approval comes this long")
+    budgets: Budgets = Field(default_factory=Budgets, description="tokens per user and per agent per period")
+    usage_store: str = Field(
+        "", description="where usage and budget counters are kept: a SQLite path, ':memory:' (default: the state dir)"
+    )
 
 
 _LLM_KEYS = (*(k for k in LlmConfig.model_fields if k not in ("python_tools", "mcp_servers")), "tools")
@@ -93,8 +126,9 @@ def parse_llm(value: Any, source: Path, path: Sequence[KeyPart]) -> LlmConfig:
     if "model" not in value:
         raise config_error(source, (*where, "model"), "required key is missing", "add model: openai:gpt-4.1-mini")
     fields = {k: v for k, v in value.items() if k != "tools"}
-    if isinstance(fields.get("peers"), str):
-        fields["peers"] = [fields["peers"]]
+    for key in ("peers", "approve"):
+        if isinstance(fields.get(key), str):
+            fields[key] = [fields[key]]
     python, servers = _tools(value.get("tools"), source, (*where, "tools"))
     try:
         return LlmConfig.model_validate({**fields, "python_tools": python, "mcp_servers": servers})

@@ -226,8 +226,12 @@ def explain(exc: BaseException, config: LlmConfig) -> str:
     """One line for a failed task: what went wrong with which provider, and what to do."""
     model = config.model
     where = f" at {config.base_url}" if config.base_url else ""
+    if type(exc).__name__ == "BudgetExceeded":  # agents.llm.budgets: its message names the budget
+        return str(exc)
     if isinstance(exc, errors.UsageLimitExceeded):
         limits = f"llm.max_model_calls: {config.max_model_calls}, llm.max_tool_calls: {config.max_tool_calls}"
+        if config.max_tokens is not None:
+            limits += f", llm.max_tokens: {config.max_tokens}"
         return f"the task reached a limit: {exc.message} ({limits}); raise the limit or simplify the request"
     if isinstance(exc, errors.ModelHTTPError):
         status = exc.status_code

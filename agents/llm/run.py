@@ -14,15 +14,19 @@ of the conversation it rebuilds from the context's history.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent as Engine
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai import messages as pm
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
+from agents.llm.approvals import Pending, is_approval_answer
+from agents.llm.budgets import Meter
 from agents.llm.config import LlmConfig
 from agents.llm.model import explain
 from agents.llm.tools import RunDeps
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from agents.context import TaskContext
     from mesh.telemetry import ComponentMetrics
 
-__all__ = ["COALESCE_S", "LlmRun", "model_history"]
+__all__ = ["COALESCE_S", "LlmRun", "model_history", "usage_metadata"]
 
 #: The shortest gap between two streamed text events: at most ~22 a second.
 COALESCE_S = 0.045
@@ -54,13 +58,18 @@ class LlmRun:
         message: Message,
         ctx: TaskContext,
         metrics: ComponentMetrics | None = None,
+        resume: tuple[Pending, DeferredToolResults] | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.engine = engine
         self.config = config
         self.ctx = ctx
         self.metrics = metrics
+        #: The run that waited for approvals and their answers: this run goes on from there.
+        self.resume = resume
+        self.meter = meter
         self.prompt = get_text_from_message(message) or json.dumps([p.model_dump(mode="json") for p in message.parts])
-        self.outbox: asyncio.Queue[Update | TaskFailed] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Update | TaskFailed | Pending] = asyncio.Queue()
         self.answers: asyncio.Queue[str] = asyncio.Queue()
         self.text = _Coalescer(self._emit_text)
         self.task: asyncio.Task[None] | None = None
@@ -68,7 +77,7 @@ class LlmRun:
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._main(), name=f"llm {self.ctx.task_id}")
 
-    async def next(self) -> Update | TaskFailed:
+    async def next(self) -> Update | TaskFailed | Pending:
         return await self.outbox.get()
 
     def answer(self, reply: Message | None) -> None:
@@ -87,13 +96,26 @@ class LlmRun:
 
     async def _main(self) -> None:
         config = self.config
-        deps = RunDeps(task=self.ctx, ask=self._ask)
-        limits = UsageLimits(request_limit=config.max_model_calls, tool_calls_limit=config.max_tool_calls)
+        deps = RunDeps(task=self.ctx, ask=self._ask, meter=self.meter)
+        limits = UsageLimits(
+            request_limit=config.max_model_calls,
+            tool_calls_limit=config.max_tool_calls,
+            total_tokens_limit=config.max_tokens,
+        )
         counted: AgentRun[RunDeps, Any] | None = None
+        prompt: str | None = self.prompt
+        history = model_history(self.ctx.history)
+        results = before = None
+        if self.resume is not None:  # the approvals' answers: the same run goes on (its usage too)
+            pending, results = self.resume
+            prompt, history, before = None, pending.messages, pending.usage
+        spent = before or RunUsage()
         try:
             async with self.engine.iter(
-                self.prompt,
-                message_history=model_history(self.ctx.history),
+                prompt,
+                message_history=history,
+                deferred_tool_results=results,
+                usage=dataclasses.replace(before) if before is not None else None,
                 deps=deps,
                 usage_limits=limits,
                 model_settings=dict(config.settings) or None,  # type: ignore[arg-type]
@@ -122,22 +144,18 @@ class LlmRun:
                 usage = counted.usage
                 self.metrics.llm_used(
                     config.model,
-                    model_calls=usage.requests,
-                    tool_calls=usage.tool_calls,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
+                    model_calls=usage.requests - spent.requests,
+                    tool_calls=usage.tool_calls - spent.tool_calls,
+                    input_tokens=usage.input_tokens - spent.input_tokens,
+                    output_tokens=usage.output_tokens - spent.output_tokens,
+                    user=self.meter.user if self.meter is not None else None,
+                    cost_usd=float((usage.cost or 0) - (spent.cost or 0)),
                 )
         self.text.flush()
-        usage = result.usage
-        meta = {
-            "llm": {
-                "model": config.model,
-                "modelCalls": usage.requests,
-                "toolCalls": usage.tool_calls,
-                "inputTokens": usage.input_tokens,
-                "outputTokens": usage.output_tokens,
-            }
-        }
+        if isinstance(result.output, DeferredToolRequests):  # calls a person approves first
+            self.outbox.put_nowait(Pending.of(result.output, result.all_messages(), result.usage))
+            return
+        meta = {"llm": usage_metadata(config.model, result.usage)}
         output = result.output
         if config.output is not None and not isinstance(output, str):
             data = {"type": "structured_output", "content": output}
@@ -237,13 +255,29 @@ class _Coalescer:
         self.buffer = []
 
 
+def usage_metadata(model: str, usage: RunUsage) -> dict[str, Any]:
+    """The answer's ``metadata.llm``: the task's model calls, tokens and (where priced) cost in USD."""
+    meta: dict[str, Any] = {
+        "model": model,
+        "modelCalls": usage.requests,
+        "toolCalls": usage.tool_calls,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "cacheReadTokens": usage.cache_read_tokens,
+        "cacheWriteTokens": usage.cache_write_tokens,
+    }
+    if usage.cost is not None:
+        meta["costUsd"] = float(usage.cost)
+    return meta
+
+
 def model_history(history: list[Message]) -> list[pm.ModelMessage]:
     """The context's earlier turns as the model's messages: user text and the agent's answers
     (its streamed chunks and tool events left out; the final answer holds the text)."""
     out: list[pm.ModelMessage] = []
     for message in history:
-        if (message.metadata or {}).get(_EVENT_KEY):
-            continue
+        if (message.metadata or {}).get(_EVENT_KEY) or is_approval_answer(message):
+            continue  # the run's events, approvals and their answers: the final answer holds the outcome
         text = "\n".join(_part_text(p) for p in message.parts).strip()
         if not text:
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mesh.cli.common import EXIT_OK, add_connection_options, broker_settings, configure_logging
 from mesh.errors import ConfigError
@@ -112,7 +112,11 @@ async def run_acp(
     async def notify(method: str, params: dict[str, object]) -> None:
         await connection.send_notification(method, params)
 
+    async def request(method: str, params: dict[str, Any]) -> Any:
+        return await connection.send_request(method, params)
+
     gateway.notify = notify
+    gateway.request = request
     try:
         await connection.main_loop()  # until stdin closes
     finally:

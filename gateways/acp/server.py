@@ -9,6 +9,8 @@ into JSON-RPC by :func:`~mesh.e2a.e2a_response_to_acp_jsonrpc_response`.
 A session is an A2A context (``sessionId`` = ``contextId``); its modes are the agents on the
 mesh, the one named on the command line first, and ``session/set_mode`` switches agent. An
 ``input-required`` answer ends the turn with the question; the next prompt answers that task.
+An LLM agent's tool calls waiting for approval are asked as ``session/request_permission``
+(allow once / reject once), and the answers go on the task within the same turn.
 Sessions are recorded (:mod:`gateways.acp.sessions`) for ``session/list``; ``session/load``
 replays a session from its agent's task store (``tasks/get`` of each of its tasks).
 The broker is connected in the background: a request that needs it waits for the connection,
@@ -71,6 +73,8 @@ class AcpGateway:
         self.default_agent = agent
         self.wait_s = wait_s
         self.notify: Notify | None = None
+        #: Sends a request to the editor and returns its result (``session/request_permission``).
+        self.request: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None
         self.sessions: dict[str, AcpSession] = {}
         self._connected: asyncio.Task[None] | None = None
         self._background = BackgroundTasks(log, "ACP gateway")
@@ -245,7 +249,23 @@ class AcpGateway:
             message["taskId"], turn.task_id = session.pending_task, session.pending_task
         session.pending_task = None
         envelope.method, envelope.is_stream, envelope.context_id = "session/prompt", True, session.session_id
-        envelope.params = {"message": message}
+        while True:
+            envelope.params = {"message": message}
+            end = await self._stream(session, turn, envelope)
+            if not (end.approvals and turn.task_id and self.request is not None and not session.cancel_requested):
+                break
+            # The editor allows or rejects each call; the answers go on the task in this turn.
+            message = await self._permissions(session, turn.task_id, end.approvals)
+        for update in turn.closing_updates():
+            await self._notify(session, update)
+        self._record(session, turn, blocks)
+        if session.cancel_requested:
+            return TurnEnd("cancelled")  # ACP: after session/cancel the turn ends cancelled
+        if end.input_required:
+            session.pending_task = turn.task_id
+        return end
+
+    async def _stream(self, session: AcpSession, turn: PromptTurn, envelope: E2AEnvelope) -> TurnEnd:
         end = TurnEnd(stop_reason="end_turn")
         # forward() is an async generator: closing it ends the call on the mesh side too.
         forwarded = cast(AsyncGenerator[E2AResponse, None], self.runtime.forward(envelope, session.agent))
@@ -259,14 +279,45 @@ class AcpGateway:
                         self._send_cancel(session)
                 for update in updates:
                     await self._notify(session, update)
-        for update in turn.closing_updates():
-            await self._notify(session, update)
-        self._record(session, turn, blocks)
-        if session.cancel_requested:
-            return TurnEnd("cancelled")  # ACP: after session/cancel the turn ends cancelled
-        if end.input_required:
-            session.pending_task = turn.task_id
         return end
+
+    async def _permissions(self, session: AcpSession, task_id: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """Ask the editor about each call; the message answering them on the task."""
+        request = self.request
+        if request is None:  # (checked by the caller)
+            raise RuntimeError("the ACP connection cannot send requests")
+        parts = []
+        for call in calls:
+            params = {
+                "sessionId": session.session_id,
+                "toolCall": {
+                    "toolCallId": str(call.get("tool_call_id")),
+                    "title": f"Run {call.get('function_name')}",
+                    "kind": "other",
+                    "status": "pending",
+                    "rawInput": call.get("arguments"),
+                },
+                "options": [
+                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                ],
+            }
+            answer = await request("session/request_permission", params)
+            outcome = (answer or {}).get("outcome") or {}
+            approved = outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow"
+            data: dict[str, Any] = {"type": "tool_approval_result", "tool_call_id": call.get("tool_call_id")}
+            data["approved"] = approved
+            if not approved:
+                data["reason"] = "rejected in the editor" if outcome.get("outcome") == "selected" else "canceled"
+            parts.append({"kind": "data", "data": data})
+        return {
+            "kind": "message",
+            "role": "user",
+            "messageId": uuid.uuid4().hex,
+            "contextId": session.session_id,
+            "taskId": task_id,
+            "parts": parts,
+        }
 
     def _record(self, session: AcpSession, turn: PromptTurn, blocks: list[Any]) -> None:
         record = self.store.get(session.session_id) or SessionRecord(session.session_id, session.agent, session.cwd)

@@ -35,6 +35,8 @@ class TurnEnd:
     stop_reason: str | None = None
     error: dict[str, Any] | None = None
     input_required: bool = False
+    #: An LLM agent's tool calls waiting for approval (``tool_approval`` data): permission requests.
+    approvals: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -97,7 +99,10 @@ class PromptTurn:
         out: list[dict[str, Any]] = []
         rest = []
         for part in parts:
-            tool = part.get("data", {}).get("toolCall") if part.get("kind") == "data" else None
+            data = part.get("data", {}) if part.get("kind") == "data" else {}
+            if data.get("type") == "tool_approval":
+                continue  # asked as session/request_permission, not shown as text
+            tool = data.get("toolCall")
             if isinstance(tool, Mapping) and tool.get("toolCallId"):
                 out.append(self._tool_call(tool))
             else:
@@ -133,7 +138,14 @@ class PromptTurn:
 
     def _ending(self, state: str, status: Mapping[str, Any]) -> TurnEnd:
         if state in ("completed", "input-required"):
-            return TurnEnd("end_turn", input_required=state == "input-required")
+            asked = [
+                p["data"]
+                for p in _parts(status.get("message") or {})
+                if p.get("kind") == "data"
+                and isinstance(p.get("data"), dict)
+                and p["data"].get("type") == "tool_approval"
+            ]
+            return TurnEnd("end_turn", input_required=state == "input-required", approvals=asked)
         if state == "canceled":
             return TurnEnd("cancelled")
         text = " ".join(p.get("text", "") for p in _parts(status.get("message") or {}) if p.get("kind") == "text")

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
+from gateways.dashboard.llm import UsageTotals, approvals_of, usage_of
 from gateways.dashboard.workflows import MAX_NODES, card_workflow, node_marks
 from mesh.a2a import AgentCard
 from mesh.a2a.methods import SEND_NAMES
@@ -94,6 +95,8 @@ class TaskRecord:
     # A workflow's sub-task: the node it runs; a workflow's task: its nodes' states so far.
     workflow_node: str | None = None
     node_states: dict[str, str] = field(default_factory=dict)
+    # An LLM agent's tool calls waiting for approval (gateways.dashboard.llm).
+    approvals: list[dict[str, str]] = field(default_factory=list)
 
     def header(self) -> dict[str, Any]:
         return {
@@ -114,6 +117,7 @@ class TaskRecord:
             "droppedEvents": self.dropped_events,
             "workflowNode": self.workflow_node,
             "nodeStates": self.node_states,
+            "approvals": self.approvals,
         }
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -195,6 +199,7 @@ class MeshView:
         self._by_task_id: dict[str, str] = {}  # task id -> key
         self._calls: OrderedDict[str, str] = OrderedDict()  # key of a non-task request -> agent
         self.rates = _Rates(self.bounds.rate_window_s, clock)
+        self.usage = UsageTotals()
         self._listeners: list[ChangeListener] = []
 
     # ------------------------------------------------------------------ listeners
@@ -263,6 +268,9 @@ class MeshView:
         metadata = params.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         task_id = message.get("taskId")
+        if isinstance(task_id, str) and (earlier := self._task_by_id(task_id)) is not None and earlier.approvals:
+            earlier.approvals = []  # this request answers them
+            self._add_event(earlier, {"kind": "answered", "text": "the approvals were answered"})
         now = self.clock()
         record = TaskRecord(
             key=key,
@@ -315,6 +323,10 @@ class MeshView:
         for node, state in node_marks(result):
             if node in record.node_states or len(record.node_states) < MAX_NODES:
                 record.node_states[node] = state
+        if (approvals := approvals_of(result)) is not None:
+            record.approvals = approvals
+        if final and (usage := usage_of(result)) is not None:
+            self._emit("usage", {"agent": record.agent, "usage": self.usage.add(record.agent, usage)})
         self._add_event(record, self._event_of(result, final))
 
     def task_listed(self, agent: str, task: dict[str, Any]) -> None:
@@ -369,6 +381,7 @@ class MeshView:
             "refused": list(self.refused.values()),
             "tasks": [t.to_json_dict() for t in self.tasks.values()],
             "rates": self.rates.snapshot(),
+            "usage": self.usage.by_agent,
             "bounds": self.bounds.to_json_dict(),
         }
 

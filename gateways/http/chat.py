@@ -8,9 +8,12 @@
 ``POST /chat/api/conversations``                    ``{"agent"}``: a new one, on a new contextId
 ``GET /chat/api/conversations/{id}``                one, with its turns
 ``DELETE /chat/api/conversations/{id}``             forget one
-``POST /chat/api/conversations/{id}/messages``      ``{"text", "taskId"?, "files"?}``: the message
-                                                    to the agent (``message/stream``); SSE of the
-                                                    answer's A2A items (``item``), ``end``/``error``
+``POST /chat/api/conversations/{id}/messages``      ``{"text", "taskId"?, "files"?, "approvals"?}``:
+                                                    the message to the agent (``message/stream``);
+                                                    SSE of the answer's A2A items (``item``),
+                                                    ``end``/``error``; ``approvals`` answers an LLM
+                                                    agent's tool approvals (``tool_approval_result``
+                                                    parts: ``{"tool_call_id", "approved", ...}``)
 ``POST /chat/api/conversations/{id}/resume``        ``{"seq"}``: follow an answer still running
                                                     (``tasks/resubscribe``), after a reload
 ``POST /chat/api/conversations/{id}/cancel``        ``{"taskId"}``: ``tasks/cancel``
@@ -245,6 +248,13 @@ def _message_problem(body: dict[str, Any] | None) -> str | None:
         return f'"text" has {len(text)} characters; a chat message has at most {MAX_TEXT}'
     if task_id is not None and (not isinstance(task_id, str) or not task_id):
         return '"taskId" must be the id of the task whose question this answers'
+    approvals = body.get("approvals")
+    if approvals is not None and (
+        not task_id
+        or not isinstance(approvals, list)
+        or not all(isinstance(a, dict) and isinstance(a.get("tool_call_id"), str) for a in approvals)
+    ):
+        return '"approvals" must go with "taskId": a list of {"tool_call_id": ..., "approved": true|false}'
     if not isinstance(files, list) or len(files) > MAX_FILES:
         return f'"files" must be a list of at most {MAX_FILES} {{"name", "mimeType", "bytes" (base64)}}'
     for file in files:
@@ -284,7 +294,9 @@ async def _message(request: Request) -> Response:
             {"name": info.name, "mimeType": info.mime_type, "size": info.size, "url": _download(info.uri)}
         )
     text: str = body["text"]
-    if text.strip():
+    if body.get("approvals"):  # the text only says it in the conversation; the parts answer
+        parts = [{"kind": "data", "data": _approval(a)} for a in body["approvals"]]
+    elif text.strip():
         parts.insert(0, {"kind": "text", "text": text})
     message: dict[str, Any] = {"kind": "message", "role": "user", "messageId": uuid.uuid4().hex, "parts": parts}
     message["contextId"] = context_id
@@ -302,6 +314,20 @@ async def _message(request: Request) -> Response:
     request_body = {"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message": message}}
     binding = _ChatBinding(store, conversation["id"], seq, [])
     return await _serve(request, binding, request_body, conversation["agent"])
+
+
+def _approval(answer: dict[str, Any]) -> dict[str, Any]:
+    """One ``tool_approval_result`` part's data, from the page's answer (only the keys it may set)."""
+    data: dict[str, Any] = {
+        "type": "tool_approval_result",
+        "tool_call_id": answer["tool_call_id"],
+        "approved": answer.get("approved") is True,
+    }
+    if isinstance(answer.get("arguments"), dict):
+        data["arguments"] = answer["arguments"]
+    if isinstance(answer.get("reason"), str):
+        data["reason"] = answer["reason"][:MAX_TEXT]
+    return data
 
 
 async def _resume(request: Request) -> Response:

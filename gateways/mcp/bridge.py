@@ -42,17 +42,19 @@ def call_envelope(
     stream: bool = True,
     request_id: str | None = None,
     user_id: str | None = None,
+    parts: list[dict[str, Any]] | None = None,
 ) -> E2AEnvelope:
     """The E2A envelope of one ``tools/call`` (arguments already validated against the schema).
 
     ``stream``: ``message/stream`` (the client wants progress), else a blocking ``message/send``,
-    which spares the agent and the broker the events nobody would see.
+    which spares the agent and the broker the events nobody would see. ``parts`` replace the
+    message's text (the answers to an LLM agent's tool approvals).
     """
     message: dict[str, Any] = {
         "kind": "message",
         "role": "user",
         "messageId": uuid.uuid4().hex,
-        "parts": [{"kind": "text", "text": arguments["message"]}],
+        "parts": parts or [{"kind": "text", "text": arguments["message"]}],
     }
     for key, field in (("context_id", "contextId"), ("task_id", "taskId")):
         if arguments.get(key):

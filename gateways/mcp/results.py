@@ -67,6 +67,20 @@ class TaskAnswer:
             return self._step(f"{name}: {text}" if text else f"{name} (artifact)")
         return None
 
+    def approvals(self, frame: E2AResponse) -> list[dict[str, Any]]:
+        """An LLM agent's tool calls the final frame's task waits to have approved (empty: none)."""
+        answer = frame.body.get("result") if frame.response_kind == "e2a.complete" else frame.body
+        if not isinstance(answer, Mapping) or answer.get("kind") == "message":
+            return []
+        status = answer.get("status") or {}
+        if status.get("state") != "input-required":
+            return []
+        self._ids(answer)
+        parts = _parts(status.get("message") or {})
+        return [
+            p["data"] for p in parts if p.get("kind") == "data" and (p.get("data") or {}).get("type") == "tool_approval"
+        ]
+
     def result(self, frame: E2AResponse) -> types.CallToolResult:
         """The tool's result from the final frame."""
         if frame.response_kind == "e2a.error":
@@ -89,7 +103,14 @@ class TaskAnswer:
             if isinstance(artifact, Mapping):
                 self._artifacts[str(artifact.get("artifactId") or len(self._artifacts))] = dict(artifact)
         if self.state == "input-required":
-            question = _joined(parts, "text") or "The agent needs more input."
+            asked = [
+                p["data"]
+                for p in parts
+                if p.get("kind") == "data" and (p.get("data") or {}).get("type") == "tool_approval"
+            ]
+            calls = ", ".join(f"{a.get('function_name')}({a.get('arguments')})" for a in asked)
+            approval = f"The agent waits for the approval of: {calls}. Answer yes or no." if asked else ""
+            question = _joined(parts, "text") or approval or "The agent needs more input."
             hint = f"To answer, call this tool again with task_id {self.task_id!r} and the answer as message."
             structured = {"state": "input-required", "task_id": self.task_id, "context_id": self.context_id}
             structured["question"] = question

@@ -4,7 +4,9 @@
 - ``tools/call``: the arguments checked, then an E2A envelope sent through the mesh's call path
   (:class:`~gateways.mcp.bridge.MeshBridge`); its frames become progress notifications (when the
   client gave a progress token) and the result (:class:`~gateways.mcp.results.TaskAnswer`). A
-  client's ``notifications/cancelled`` cancels the handler, which cancels the task on the mesh;
+  client's ``notifications/cancelled`` cancels the handler, which cancels the task on the mesh.
+  An LLM agent's tool calls waiting for approval are asked by elicitation (a form with
+  ``approve``) when the client declared it can, and the answers go on the task in the same call;
 - ``resources/read`` and ``resources/list``: the ``artifact://`` links of tool results
   (:mod:`gateways.mcp.resources`);
 - the tool set changing sends ``notifications/tools/list_changed``: on each handshake-era
@@ -161,14 +163,25 @@ class McpGateway:
         envelope = call_envelope(tool, arguments, stream=stream, user_id=_principal(ctx))
         answer = TaskAnswer(tool.agent)
         log.info("tools/call %s -> agent %s (request %s)", tool.name, tool.agent, envelope.request_id)
-        async with contextlib.aclosing(self.bridge.forward(envelope, tool.agent)) as frames:
-            async for frame in frames:
-                if frame.is_final:
-                    return answer.result(frame)
-                message = answer.progress(frame)
-                if message is not None:
-                    await ctx.session.report_progress(answer.steps, None, message)
-        raise MCPError(types.INTERNAL_ERROR, f"the call to agent {tool.agent!r} ended without an answer")
+        while True:
+            final = None
+            async with contextlib.aclosing(self.bridge.forward(envelope, tool.agent)) as frames:
+                async for frame in frames:
+                    if frame.is_final:
+                        final = frame
+                        break
+                    message = answer.progress(frame)
+                    if message is not None:
+                        await ctx.session.report_progress(answer.steps, None, message)
+            if final is None:
+                raise MCPError(types.INTERNAL_ERROR, f"the call to agent {tool.agent!r} ended without an answer")
+            asked = answer.approvals(final)
+            caps = ctx.session.client_capabilities
+            if not asked or answer.task_id is None or caps is None or caps.elicitation is None:
+                return answer.result(final)
+            parts = [await _elicited(ctx, tool.agent, call) for call in asked]
+            again = {**arguments, "task_id": answer.task_id}
+            envelope = call_envelope(tool, again, stream=stream, user_id=_principal(ctx), parts=parts)
 
     # ------------------------------------------------------------------ list_changed
 
@@ -227,6 +240,31 @@ class _OtelWhenInstalled:
         if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             return await call_next(ctx)
         return await self._inner(ctx, call_next)
+
+
+_APPROVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve", "description": "run this tool call"},
+        "reason": {"type": "string", "title": "Reason", "description": "told to the agent when you deny it"},
+    },
+    "required": ["approve"],
+}
+
+
+async def _elicited(ctx: ServerRequestContext[Any], agent: str, call: Mapping[str, Any]) -> dict[str, Any]:
+    """Ask the client's user about one tool call (elicitation); its tool_approval_result part."""
+    arguments = str(call.get("arguments"))[:2000]
+    question = f"Agent {agent!r} wants to call {call.get('function_name')} with {arguments}. Approve?"
+    said = await ctx.session.elicit_form(question, _APPROVE_SCHEMA)
+    content = said.content or {}
+    approved = said.action == "accept" and content.get("approve") is True
+    data: dict[str, Any] = {"type": "tool_approval_result", "tool_call_id": call.get("tool_call_id")}
+    data["approved"] = approved
+    if not approved:
+        reason = content.get("reason") if said.action == "accept" else f"the user chose {said.action}"
+        data["reason"] = str(reason or "denied")
+    return {"kind": "data", "data": data}
 
 
 def _checked(tool: AgentTool, arguments: Mapping[str, Any]) -> dict[str, Any]:

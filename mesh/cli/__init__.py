@@ -28,6 +28,7 @@ from mesh.cli import (
     remote_command,
     run_commands,
     schedule_command,
+    usage_command,
 )
 from mesh.cli.common import EXIT_INTERRUPTED, EXIT_OK, Command, describe, exit_code_for, fail
 from mesh.version import __version__
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor_command.register(subparsers)
     eval_command.register(subparsers)
     schedule_command.register(subparsers)
+    usage_command.register(subparsers)
     completion.register(subparsers)
     for entry_point in entry_points(group=COMMANDS_GROUP):
         try:

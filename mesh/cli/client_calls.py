@@ -20,6 +20,7 @@ from mesh.a2a import INTERRUPTED_STATES, Message, Task, TaskState, TaskStatusUpd
 from mesh.a2a.exceptions import TaskNotCancelable
 from mesh.a2a.params import MAX_TASK_PAGE_SIZE
 from mesh.broker import BrokerSettings
+from mesh.cli.approvals import approval_answer, decide, pending_approvals, waiting_hint
 from mesh.cli.artifact_files import save_answer_files
 from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED, Command, broker_is_one_node, client_settings
 from mesh.cli.progress import NoProgress, Progress, progress_line
@@ -95,6 +96,8 @@ def message_metadata(pairs: list[str], skill: str | None) -> dict[str, Any] | No
 async def send(args: argparse.Namespace) -> int:
     metadata = message_metadata(args.metadata, args.skill)
     if not args.text and args.data is None and not args.file:
+        if args.task and args.approve != "ask":
+            return await answer_waiting(args)
         raise ConfigError("give the message: TEXT, --data JSON or --file PATH (e.g. mesh send echo hello)")
     text = message_text(args.text) if args.text else ""
     data = None if args.data is None else data_part_value(args.data, stdin_taken=args.text == ["-"])
@@ -131,12 +134,45 @@ async def send(args: argparse.Namespace) -> int:
                     on_sent=on_sent,
                     on_event=on_event,
                 )
+            # An LLM agent's tool calls waiting for approval: answered as --approve says, until none waits.
+            while isinstance(result, Task) and (calls := pending_approvals(result)):
+                answers = decide(calls, args.approve, agent=args.agent)
+                if answers is None:
+                    print(waiting_hint(args.agent, result), file=sys.stderr)
+                    break
+                with progress:
+                    result = await client.send(
+                        args.agent, approval_answer(answers, result), task_id=result.id, timeout=args.timeout
+                    )
         if args.save_artifacts is not None:
             await save_answer_files(result, args.save_artifacts, args.namespace)
         if args.json:
             print(as_json(result, indent=2))
             return _outcome(result, print_answer=False)
         return _outcome(result, print_answer=True)
+
+
+async def answer_waiting(args: argparse.Namespace) -> int:
+    """``mesh send AGENT --task ID --approve all|none``: answer the approvals a task waits for."""
+    async with connect(args) as client:
+        await client.wait_for_agent(args.agent, timeout=args.wait)
+        task = await client.get_task(args.agent, args.task, timeout=args.timeout)
+        calls = pending_approvals(task)
+        if not calls:
+            raise ConfigError(
+                f"task {args.task} waits for no approval (it is {task.status.state.value}); "
+                "give the message: TEXT, --data JSON or --file PATH"
+            )
+        result: Task | Message = task
+        while isinstance(result, Task) and (calls := pending_approvals(result)):
+            answers = decide(calls, args.approve, agent=args.agent) or []
+            result = await client.send(
+                args.agent, approval_answer(answers, result), task_id=result.id, timeout=args.timeout
+            )
+    if args.json:
+        print(as_json(result, indent=2))
+        return _outcome(result, print_answer=False)
+    return _outcome(result, print_answer=True)
 
 
 async def _context_of(client: MeshClient, args: argparse.Namespace) -> str:
@@ -180,18 +216,28 @@ async def _send_streamed(client: MeshClient, args: argparse.Namespace, interrupt
     """``--stream``: the task id first (not with --json: every event carries it), then a line per event."""
     final: StreamItem | None = None  # the reply, a Task or Message, comes last
     first = True
-    async for item in client.stream(
-        args.agent, args.text, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
-    ):
-        if first and (task_id := getattr(item, "task_id", None)):
-            interrupt.task_id = task_id
-            if not args.json:
-                print(f"[task {task_id}]", flush=True)
-        first = False
-        print(as_json(item) if args.json else event_line(item), flush=True)
-        final = item
-    if not isinstance(final, Task | Message):
-        raise RuntimeError("the stream ended without a task or a message")
+    sending: Any = args.text
+    while True:
+        async for item in client.stream(
+            args.agent, sending, context_id=args.context, task_id=args.task, idle_timeout=args.timeout
+        ):
+            if first and (task_id := getattr(item, "task_id", None)):
+                interrupt.task_id = task_id
+                if not args.json:
+                    print(f"[task {task_id}]", flush=True)
+            first = False
+            print(as_json(item) if args.json else event_line(item), flush=True)
+            final = item
+        if not isinstance(final, Task | Message):
+            raise RuntimeError("the stream ended without a task or a message")
+        # Tool calls waiting for approval: answered as --approve says, and the same stream goes on.
+        calls = pending_approvals(final)
+        answers = decide(calls, args.approve, agent=args.agent) if calls else None
+        if not answers or not isinstance(final, Task):
+            if calls and isinstance(final, Task):
+                print(waiting_hint(args.agent, final), file=sys.stderr)
+            break
+        sending, args.task = approval_answer(answers, final), final.id
     if args.save_artifacts is not None:
         await save_answer_files(final, args.save_artifacts, args.namespace)
     return _outcome(final, print_answer=False)

@@ -65,6 +65,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     send.add_argument("--task", "-t", metavar="ID", help="taskId: answer a task that is input-required")
     send.add_argument("--skill", metavar="NAME", help="the skill to call, for agents with several (metadata.skill)")
     send.add_argument(
+        "--approve",
+        choices=("ask", "all", "none"),
+        default="ask",
+        help="an LLM agent's tool calls that need approval: ask y/n on a terminal (default), approve all, "
+        "or deny all (for scripts; with --task and no text it answers a task already waiting)",
+    )
+    send.add_argument(
         "--metadata",
         "-m",
         action="append",

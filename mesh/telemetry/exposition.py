@@ -17,6 +17,8 @@ The families, labelled by ``namespace`` and the component (an agent's or gateway
 ``mesh_llm_model_calls_total``              counter    an LLM agent's model requests, by ``model``
 ``mesh_llm_tool_calls_total``               counter    the tool calls its models made, by ``model``
 ``mesh_llm_tokens_total``                   counter    tokens, by ``model`` and ``kind`` (input, output)
+``mesh_llm_cost_usd_total``                 counter    the cost in USD genai-prices gives, by ``model``
+``mesh_llm_user_tokens_total``              counter    tokens, by ``user`` (at most 100) and ``kind``
 =========================================  =========  ==============================================
 
 :func:`render` gives the text for the gateway's ``/metrics``; :func:`serve_metrics` serves it
@@ -83,6 +85,12 @@ class MeshCollector(Collector):
         tokens = CounterMetricFamily(
             "mesh_llm_tokens", "Tokens of an LLM agent's model requests", labels=[*llm_labels, "kind"]
         )
+        cost = CounterMetricFamily("mesh_llm_cost_usd", "The cost in USD of an LLM agent's requests", labels=llm_labels)
+        user_tokens = CounterMetricFamily(
+            "mesh_llm_user_tokens",
+            "Tokens of an LLM agent's requests by user",
+            labels=["namespace", "agent", "user", "kind"],
+        )
         for c in self.metrics.components():
             ns, name = c.namespace, c.name
             for state, count in list(c.ended.items()):
@@ -103,8 +111,12 @@ class MeshCollector(Collector):
                 tool_calls.add_metric([ns, name, model], usage.tool_calls)
                 tokens.add_metric([ns, name, model, "input"], usage.input_tokens)
                 tokens.add_metric([ns, name, model, "output"], usage.output_tokens)
+                if usage.cost_usd:
+                    cost.add_metric([ns, name, model], usage.cost_usd)
+            for (user, kind), count in list(c.llm_users.items()):
+                user_tokens.add_metric([ns, name, user, kind], count)
         yield from (tasks, durations, in_flight, round_trips, queue, reconnects, healed, refused, discovery)
-        yield from (model_calls, tool_calls, tokens)
+        yield from (model_calls, tool_calls, tokens, cost, user_tokens)
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:

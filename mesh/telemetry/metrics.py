@@ -29,6 +29,8 @@ DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 #: Models an agent's LLM counts are kept for, by name; later ones count as ``other`` (labels stay few).
 LLM_MODELS_KEPT = 8
+#: Users whose LLM tokens are counted apart (a label each); the others count as ``other``.
+LLM_USERS_KEPT = 100
 
 Gauge = Callable[[], float]
 
@@ -58,13 +60,14 @@ class Histogram:
 class LlmUsage:
     """What an LLM agent's runs of one model used: model requests, tool calls and tokens."""
 
-    __slots__ = ("input_tokens", "model_calls", "output_tokens", "tool_calls")
+    __slots__ = ("cost_usd", "input_tokens", "model_calls", "output_tokens", "tool_calls")
 
     def __init__(self) -> None:
         self.model_calls = 0
         self.tool_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cost_usd = 0.0
 
 
 class ComponentMetrics:
@@ -77,6 +80,7 @@ class ComponentMetrics:
         "ended",
         "in_flight",
         "llm",
+        "llm_users",
         "name",
         "namespace",
         "queue_depth",
@@ -101,6 +105,8 @@ class ComponentMetrics:
         self.round_trips: dict[tuple[str, str], Histogram] = {}
         #: An LLM agent's usage, by model (at most :data:`LLM_MODELS_KEPT`, then ``other``).
         self.llm: dict[str, LlmUsage] = {}
+        #: Its tokens by (user, kind): at most :data:`LLM_USERS_KEPT` users, then ``other``.
+        self.llm_users: dict[tuple[str, str], int] = {}
         self.in_flight: Gauge | None = None
         self.queue_depth: Gauge | None = None
         self.discovery_size: Gauge | None = None
@@ -115,8 +121,18 @@ class ComponentMetrics:
     def refused(self, reason: str) -> None:
         self.refusals[reason] = self.refusals.get(reason, 0) + 1
 
-    def llm_used(self, model: str, *, model_calls: int, tool_calls: int, input_tokens: int, output_tokens: int) -> None:
-        """Count what one LLM run used (its model requests, tool calls and tokens)."""
+    def llm_used(
+        self,
+        model: str,
+        *,
+        model_calls: int,
+        tool_calls: int,
+        input_tokens: int,
+        output_tokens: int,
+        user: str | None = None,
+        cost_usd: float = 0.0,
+    ) -> None:
+        """Count what one LLM run used (its model requests, tool calls, tokens and cost), and by whom."""
         usage = self.llm.get(model)
         if usage is None:
             if len(self.llm) >= LLM_MODELS_KEPT:
@@ -126,6 +142,12 @@ class ComponentMetrics:
         usage.tool_calls += tool_calls
         usage.input_tokens += input_tokens
         usage.output_tokens += output_tokens
+        usage.cost_usd += cost_usd
+        if user is not None:
+            if (user, "input") not in self.llm_users and len(self.llm_users) >= 2 * LLM_USERS_KEPT:
+                user = "other"
+            for kind, count in (("input", input_tokens), ("output", output_tokens)):
+                self.llm_users[(user, kind)] = self.llm_users.get((user, kind), 0) + count
 
     def round_trip(self, agent: str, method: str, seconds: float) -> None:
         histogram = self.round_trips.get((agent, method))

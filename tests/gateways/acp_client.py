@@ -12,7 +12,7 @@ from typing import Any
 
 from acp import PROTOCOL_VERSION, Client, RequestPermissionResponse, spawn_agent_process
 from acp.client.connection import ClientSideConnection
-from acp.schema import ClientCapabilities, DeniedOutcome, Implementation
+from acp.schema import AllowedOutcome, ClientCapabilities, DeniedOutcome, Implementation
 
 from tests.mesh.cli_process import mesh_env
 
@@ -23,13 +23,19 @@ class RecordingClient(Client):
 
     updates: list[Any] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: What ``session/request_permission`` answers: an option id, or None (cancelled).
+    permission: str | None = None
+    permission_requests: list[Any] = field(default_factory=list)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append(update)
         self.changed.set()
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
-        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        self.permission_requests.append(kwargs or args)
+        if self.permission is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.permission))
 
     async def wait_for(self, kind: str, timeout: float = 30.0) -> Any:
         async with asyncio.timeout(timeout):

@@ -40,6 +40,7 @@ def assistant(gate: Gate) -> LlmAgent:
 
     - ``weather <city>``: calls the ``weather`` tool, then answers with its result;
     - ``ask``: asks the user which city (input-required), then answers with the reply;
+    - ``book <city>``: calls the ``book`` tool, which needs the user's approval (``approve:``);
     - ``slow``: streams "First words", waits for ``gate``, then the rest;
     - anything else: every user message of the conversation so far, joined by `` | ``.
     """
@@ -51,11 +52,15 @@ def assistant(gate: Gate) -> LlmAgent:
         if returns:
             if returns[0].tool_name == "ask_user":
                 yield f"You chose **{returns[0].content}**."
+            elif returns[0].tool_name == "book":
+                yield f"Booking: {returns[0].content}"
             else:
                 yield f"The weather: {returns[0].content}."
             return
         if last.startswith("weather"):
             yield call("weather", {"city": last.partition(" ")[2] or "Paris"}, "w1")
+        elif last.startswith("book"):
+            yield call("book", {"city": last.partition(" ")[2] or "Paris"}, "b1")
         elif last == "ask":
             yield call("ask_user", {"question": "Which city?"}, "q1")
         elif last == "slow":
@@ -66,7 +71,14 @@ def assistant(gate: Gate) -> LlmAgent:
         else:
             yield " | ".join(texts)
 
-    return llm_agent({"model": "test"}, FunctionModel(stream_function=stream), name="assistant", tools=[weather])
+    model = FunctionModel(stream_function=stream)
+    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
+    return llm_agent(config, model, name="assistant", tools=[weather, book])
+
+
+def book(city: str) -> str:
+    """Book a trip to a city."""
+    return f"booked {city}"
 
 
 def png(width: int = 48, height: int = 32) -> bytes:
@@ -106,3 +118,21 @@ class Reader(Agent):
             ctx.emit(PartsArtifact("evil", [evil]))
         lines.append("Markup: <b>bold?</b> <img src=x onerror=alert(1)> [click](javascript:alert(1))")
         return "\n".join(lines)
+
+
+def booker() -> LlmAgent:
+    """An LLM agent whose ``book`` tool needs approval: it answers with the tool's result."""
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        returned = tool_returns(messages)
+        if returned:
+            yield f"result: {returned[0].content}"
+        else:
+            yield call("book", {"city": "Oslo"}, "b1")
+
+    def book(city: str) -> str:
+        """Book a trip."""
+        return f"booked {city}"
+
+    config = {"model": "test", "approve": ["book"], "usage_store": ":memory:"}
+    return llm_agent(config, FunctionModel(stream_function=stream), name="booker", tools=[book])

@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
@@ -82,6 +83,7 @@ async def mesh_mcp(
     *extra: str,
     transport: str = "stdio",
     headers: dict[str, str] | None = None,
+    elicitation_callback: Any = None,
 ) -> AsyncIterator[McpClient]:
     """A client session to a ``mesh mcp`` subprocess, initialized (``headers``: on every HTTP request)."""
     recorder = Recorder()
@@ -91,7 +93,9 @@ async def mesh_mcp(
         with stderr_path.open("w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write, message_handler=recorder.handle) as session,
+                ClientSession(
+                    read, write, message_handler=recorder.handle, elicitation_callback=elicitation_callback
+                ) as session,
             ):
                 await session.initialize()
                 yield McpClient(session, recorder, stderr_path)
@@ -105,7 +109,9 @@ async def mesh_mcp(
         async with (
             create_mcp_http_client(headers=headers) as http,
             streamable_http_client(url, http_client=http) as (read, write),
-            ClientSession(read, write, message_handler=recorder.handle) as session,
+            ClientSession(
+                read, write, message_handler=recorder.handle, elicitation_callback=elicitation_callback
+            ) as session,
         ):
             await session.initialize()
             yield McpClient(session, recorder, stderr_path)

@@ -123,6 +123,8 @@ class Answer {
       this.taskId = item.id;
       const status = item.status || {};
       const message = status.message;
+      if (message && status.state === "input-required") this.approvals = approvalsOf(message);
+      if (message && status.state !== "input-required") this.usage = message.metadata?.llm || this.usage;
       if (message && !message.metadata?.llmEvent) {
         if (status.state === "input-required") this.question = textOf(message);
         else if (TERMINAL.has(status.state) && status.state !== "canceled") this.finalText = textOf(message) || this.finalText;
@@ -171,8 +173,10 @@ class Answer {
       step.summaryText.textContent = `Progress: ${textOf(message).slice(0, 80)}`;
     } else if (message && stateName === "input-required") {
       this.question = textOf(message);
+      this.approvals = approvalsOf(message);
     } else if (message && stateName !== "working" && stateName !== "canceled") {
       this.finalText = textOf(message) || this.finalText;
+      this.usage = meta.llm || this.usage;
     }
     this.setState(stateName);
     if (TERMINAL.has(stateName) || stateName === "input-required") {
@@ -287,13 +291,79 @@ class Answer {
       question.append(renderMarkdown(this.question));
       this.extra.append(question);
     }
-    if (this.state === "input-required" && this.taskId) this.extra.append(answerForm(this));
+    const asking = this.state === "input-required" && this.taskId;
+    if (this.approvals?.length && (asking || this.state === "answered")) {
+      this.extra.append(approvalBox(this, asking));
+    } else if (asking) this.extra.append(answerForm(this));
+    if (this.usage) this.extra.append(el("p", "usage muted", usageText(this.usage)));
+    drawTotal();
   }
 
   fail(message) {
     this.setState("failed");
     this.extra.replaceChildren(el("p", "error", message));
   }
+}
+
+// The tool calls an LLM agent waits to have approved: {"type": "tool_approval", ...} data parts.
+function approvalsOf(message) {
+  return (message?.parts || []).filter((p) => p.kind === "data" && p.data?.type === "tool_approval").map((p) => p.data);
+}
+
+function approvalBox(answer, asking) {
+  const box = el("div", "approvals");
+  for (const call of answer.approvals) {
+    const item = el("div", "approval");
+    item.dataset.tool = call.function_name || "tool";
+    item.append(el("div", "approval-title", `Run ${call.function_name || "a tool"}?`));
+    item.append(el("pre", "step-json", pretty(call.arguments ?? {})));
+    if (asking) {
+      const buttons = el("div", "approval-buttons");
+      const yes = el("button", "primary approve", "Approve");
+      const no = el("button", "danger deny", "Deny");
+      yes.type = no.type = "button";
+      yes.addEventListener("click", () => approve(answer, call, true));
+      no.addEventListener("click", () => approve(answer, call, false));
+      buttons.append(yes, no);
+      item.append(buttons);
+    }
+    box.append(item);
+  }
+  return box;
+}
+
+// One call's answer: the agent goes on, or asks again for the calls still waiting.
+function approve(answer, call, approved) {
+  const result = { tool_call_id: call.tool_call_id, approved };
+  if (!approved) result.reason = "denied in the chat";
+  const text = `${approved ? "Approved" : "Denied"} ${call.function_name || "the tool call"}`;
+  send(text, answer.taskId, [result]);
+}
+
+function usageText(usage) {
+  const tokens = (usage.inputTokens || 0) + (usage.outputTokens || 0);
+  const cost = typeof usage.costUsd === "number" ? ` · $${usage.costUsd.toFixed(4)}` : "";
+  return `${tokens} tokens (${usage.inputTokens || 0} in, ${usage.outputTokens || 0} out)${cost}`;
+}
+
+// The conversation's tokens and cost: the sum of its answers'.
+function drawTotal() {
+  const total = $("usage-total");
+  if (!total) return;
+  const used = state.answers.map((a) => a.usage).filter(Boolean);
+  if (!used.length) {
+    total.textContent = "";
+    return;
+  }
+  const sum = { inputTokens: 0, outputTokens: 0 };
+  let cost = null;
+  for (const u of used) {
+    sum.inputTokens += u.inputTokens || 0;
+    sum.outputTokens += u.outputTokens || 0;
+    if (typeof u.costUsd === "number") cost = (cost || 0) + u.costUsd;
+  }
+  if (cost !== null) sum.costUsd = cost;
+  total.textContent = `This conversation: ${usageText(sum)}`;
 }
 
 function answerForm(answer) {
@@ -489,9 +559,9 @@ async function stream(answer, path, body) {
   }
 }
 
-async function send(text, taskId = null) {
+async function send(text, taskId = null, approvals = null) {
   if (state.running) return;
-  const files = state.files;
+  const files = approvals ? [] : state.files;
   if (!text.trim() && !files.length) return;
   let conversation;
   try {
@@ -501,9 +571,11 @@ async function send(text, taskId = null) {
     return;
   }
   setStatus("");
-  $("composer-text").value = "";
-  state.files = [];
-  drawAttachments();
+  if (!approvals) {
+    $("composer-text").value = "";
+    state.files = [];
+    drawAttachments();
+  }
   const shown = files.map((f) => ({ name: f.name, url: "#" }));
   userTurn(text, shown);
   if (taskId) {
@@ -521,6 +593,7 @@ async function send(text, taskId = null) {
   scrollDown();
   const body = { text, files };
   if (taskId) body.taskId = taskId;
+  if (approvals) body.approvals = approvals;
   await stream(answer, `${API}/${encodeURIComponent(conversation.id)}/messages`, body);
   if (files.length) openConversation(conversation.id); // the stored files' links
 }

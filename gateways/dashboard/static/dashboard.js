@@ -8,6 +8,7 @@ const state = {
   refused: new Map(), // name -> {name, kind, why}: cards the trust store refused, never shown as agents
   tasks: new Map(), // key -> task (events included)
   rates: {},
+  usage: {},
   skew: 0, // server clock minus ours, seconds
   selected: null,
   follow: null, // the task id of the message just sent: selected as soon as it shows
@@ -30,6 +31,7 @@ function connect() {
     state.cards = new Map(snap.cards.map((c) => [`${c.kind}/${c.name}`, c]));
     state.tasks = new Map(snap.tasks.map((t) => [t.key, withLast(t)]));
     state.rates = snap.rates;
+    state.usage = snap.usage || {};
     state.maxTasks = snap.bounds.maxTasks;
     state.maxEvents = snap.bounds.maxEventsPerTask;
     $("bounds").textContent = `keeps ${snap.bounds.maxTasks} tasks · ${snap.bounds.maxEventsPerTask} events each · rates over ${snap.bounds.rateWindowS}s`;
@@ -56,6 +58,7 @@ function connect() {
   });
   on("taskGone", ({ key }) => { state.tasks.delete(key); scheduleTasks(); });
   on("rates", ({ rates }) => { state.rates = rates; drawCards(); });
+  on("usage", ({ agent, usage }) => { state.usage[agent] = usage; drawCards(); });
   on("restart", () => { source.close(); connect(); });
   on("problem", ({ reason }) => setConnection("down", reason));
 }
@@ -90,7 +93,7 @@ function drawCards() {
     const mine = cards.filter((c) => c.kind === kind);
     const box = $(kind === "agent" ? "agents" : "gateways");
     $(kind === "agent" ? "agent-count" : "gateway-count").textContent = mine.length;
-    box.replaceChildren(...(mine.length ? mine.map((c) => cardTile(c, state.rates[c.name])) : [el("p", { class: "empty", text: kind === "agent" ? "No agents on the mesh." : "No gateways." })]));
+    box.replaceChildren(...(mine.length ? mine.map((c) => cardTile(c, state.rates[c.name], state.usage[c.name])) : [el("p", { class: "empty", text: kind === "agent" ? "No agents on the mesh." : "No gateways." })]));
   }
   drawSendTargets();
 }

@@ -31,7 +31,7 @@ export function shortId(id) {
 
 const RATE_LABELS = [["requests", "req"], ["answers", "ans"], ["errors", "err"], ["refusals", "ref"]];
 
-export function cardTile(card, rates) {
+export function cardTile(card, rates, usage) {
   const badges = [];
   badges.push(el("span", { class: card.streaming ? "badge good" : "badge plain", text: card.streaming ? "streaming" : "no streaming" }));
   if (card.replicas > 1) badges.push(el("span", { class: "badge", text: `${card.replicas} replicas` }));
@@ -55,6 +55,10 @@ export function cardTile(card, rates) {
           return el("div", { class: `rate ${key}${value ? "" : " zero"}`, "data-rate": key }, el("b", { text: value }), el("span", { text: label }));
         })),
     );
+    if (usage) {
+      const cost = typeof usage.costUsd === "number" ? ` · $${usage.costUsd.toFixed(4)}` : "";
+      tile.append(el("p", { class: "usage", "data-usage": card.name, title: "LLM tokens and cost of the answers seen", text: `${usage.tokens} tokens${cost}` }));
+    }
   }
   return tile;
 }
@@ -64,7 +68,8 @@ export function stateBadge(state) {
 }
 
 export function taskRow(task, now, selected, onSelect) {
-  const last = task.lastText || "";
+  const waiting = (task.approvals || []).map((a) => `${a.tool} ${a.arguments}`).join("; ");
+  const last = waiting && task.state === "input-required" ? `waiting for approval: ${waiting}` : task.lastText || "";
   return el(
     "tr",
     { "data-task-key": task.key, "data-task-id": task.taskId, class: selected ? "selected" : null, onclick: () => onSelect(task.key) },
@@ -73,7 +78,7 @@ export function taskRow(task, now, selected, onSelect) {
     el("td", { class: "mono", title: task.chain.length ? `via ${task.chain.join(" → ")}` : null, text: task.delegatedBy || task.caller }),
     el("td", { "data-started": task.started, text: age(now - task.started) }),
     el("td", { class: "mono", title: task.taskId, text: shortId(task.taskId) }),
-    el("td", { title: last, text: last }),
+    el("td", { title: last, text: last, "data-approval": waiting && task.state === "input-required" ? "pending" : null }),
   );
 }
 

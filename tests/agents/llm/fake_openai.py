@@ -23,6 +23,17 @@ class Turn:
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: int | None = None
     chunk_size: int = 4
+    #: What the server reports it used: prompt, completion and cached prompt tokens.
+    usage: tuple[int, int, int] = (10, 5, 0)
+
+    def usage_json(self) -> dict[str, Any]:
+        prompt, completion, cached = self.usage
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
 
 
 Script = Callable[[dict[str, Any]], Turn]
@@ -97,7 +108,7 @@ class FakeOpenAI:
                     "created": 0,
                     "model": model,
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    "usage": turn.usage_json(),
                 }
             ).encode()
             writer.write(_head(200, "application/json", len(payload)) + payload)
@@ -109,7 +120,7 @@ class FakeOpenAI:
         deltas += [{"tool_calls": [{"index": i, **c}]} for i, c in enumerate(calls)]
         for delta in deltas:
             await _event(writer, _chunk(model, delta, None))
-        await _event(writer, _chunk(model, {}, finish))
+        await _event(writer, {**_chunk(model, {}, finish), "usage": turn.usage_json()})
         writer.write(b"data: [DONE]\n\n")
         await writer.drain()
         writer.close()

@@ -76,6 +76,14 @@ async def test_model_calls_tool_calls_and_tokens_are_counted_by_agent_and_model(
     tokens_out = value(samples, "mesh_llm_tokens_total", **labels, kind="output")
     assert tokens_in == sum(m["inputTokens"] for m in metas) > 0
     assert tokens_out == sum(m["outputTokens"] for m in metas) > 0
+    # By user too (here the proven caller, the test's client): the same tokens.
+    by_user = {
+        dict(labels_)["user"]: count
+        for (name, labels_), count in samples.items()
+        if name == "mesh_llm_user_tokens_total"
+        and {("namespace", namespace), ("agent", "assistant"), ("kind", "input")} <= labels_
+    }
+    assert sum(by_user.values()) == tokens_in and "unknown" not in by_user, by_user
     assert value(samples, "mesh_llm_model_calls_total", namespace=namespace, agent="limited", model="test:other") == 0
 
     # A run that fails (here: at its model-call limit) still counts the requests it made.

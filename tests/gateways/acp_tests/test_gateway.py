@@ -20,6 +20,7 @@ from agents.builtin.orchestrator import OrchestratorAgent
 from mesh.a2a import get_text_from_message
 from tests.conftest import ServeAgent
 from tests.gateways.acp_client import mesh_acp
+from tests.gateways.chat_agents import booker
 from tests.mesh.cli_process import mesh_env
 
 
@@ -252,3 +253,24 @@ async def test_stdout_carries_protocol_lines_only(
     assert by_id[3]["error"]["code"] == -32601
     assert by_id[None]["error"]["code"] == -32700  # the line that is no JSON
     assert b"skipped an ACP line that is no JSON" in err and b"Traceback" not in err  # logs: stderr
+
+
+async def test_a_tool_approval_is_a_permission_request_and_the_turn_goes_on(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(booker())
+    async with mesh_acp(broker_url, namespace, "booker", tmp_path) as editor:
+        await editor.initialize()
+        session = await editor.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        editor.client.permission = "allow"
+        result = await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("book")])
+        assert result.stop_reason == "end_turn"
+        [asked] = editor.client.permission_requests
+        assert asked["tool_call"].tool_call_id == "b1" and asked["tool_call"].raw_input == {"city": "Oslo"}
+        assert [o.kind for o in asked["options"]] == ["allow_once", "reject_once"]
+        assert editor.client.texts()[-1] == "result: booked Oslo"
+        editor.client.permission = "reject"
+        result = await editor.conn.prompt(session_id=session.session_id, prompt=[text_block("book again")])
+        assert result.stop_reason == "end_turn"
+        assert editor.client.texts()[-1] == "result: The user denied this call: rejected in the editor"
+    assert "Traceback" not in editor.stderr_text()

@@ -10,6 +10,7 @@ test's event loop. Every wait is on a condition with a deadline.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,30 @@ async def test_a_question_is_answered_inline_and_tool_steps_show(chat: Chat) -> 
     assert '"city": "Oslo"' in body and "21 °C, sunny" in body
     await chat.shot("tool-steps")
     await chat.shot("tool-steps-phone", PHONE)
+
+
+async def test_a_tool_call_waits_for_approve_or_deny_with_its_arguments_and_usage_shows(chat: Chat) -> None:
+    await chat.sign_in("ada")
+    await chat.type("book Oslo")
+    await chat.answer(lambda a: a["state"] == "input-required" and "Run book?" in a["extra"], "the approval")
+    box = chat.browser.find_element(By.CSS_SELECTOR, '.turn.agent:last-child .approval[data-tool="book"]')
+    assert '"city": "Oslo"' in box.find_element(By.CSS_SELECTOR, "pre").text
+    await chat.shot("approval")
+    await asyncio.to_thread(box.find_element(By.CSS_SELECTOR, "button.approve").click)
+    answer = await chat.answer(lambda a: a["state"] == "completed", "the answer after Approve")
+    assert answer["text"].strip() == "Booking: booked Oslo"
+    assert re.search(r"\d+ tokens \(\d+ in, \d+ out\)", answer["extra"]), answer
+    assert not chat.browser.find_elements(By.CSS_SELECTOR, ".approval button")  # answered: no buttons left
+
+    await chat.type("book Rome")
+    await chat.answer(lambda a: a["state"] == "input-required" and "Run book?" in a["extra"], "the second approval")
+    deny = chat.browser.find_element(By.CSS_SELECTOR, ".turn.agent:last-child .approval button.deny")
+    await asyncio.to_thread(deny.click)
+    answer = await chat.answer(lambda a: a["state"] == "completed", "the answer after Deny")
+    assert answer["text"].strip() == "Booking: The user denied this call: denied in the chat"
+    total = chat.browser.find_element(By.ID, "usage-total").text
+    assert re.fullmatch(r"This conversation: \d+ tokens \(\d+ in, \d+ out\)", total), total
+    await chat.shot("approval-denied")
 
 
 async def test_escape_cancels_a_running_task(chat: Chat) -> None:

@@ -124,3 +124,26 @@ async def test_another_user_sees_no_conversation_and_downloads_no_file_of_the_fi
     assert (await bob.post("/chat/api/conversations", json={"agent": "reader"})).status_code == 403
     await ada.aclose()
     await bob.aclose()
+
+
+async def test_approvals_answer_a_waiting_tool_call_and_a_bad_one_is_refused(
+    serve_agent: ServeAgent, start_gateway: StartGateway
+) -> None:
+    await serve_agent(assistant(Gate()))
+    gateway = await start_gateway(wait_for=("assistant",), auth=BASIC)
+    ada = await signed_in(gateway.public_url, "ada")
+    try:
+        made = (await ada.post("/chat/api/conversations", json={"agent": "assistant"})).json()
+        asked = await say(ada, made["id"], "book Lima")
+        final = next(item for name, item in reversed(asked) if name == "item" and item.get("final"))
+        assert final["status"]["state"] == "input-required"
+        [part] = final["status"]["message"]["parts"]
+        assert part["data"]["function_name"] == "book" and part["data"]["arguments"] == {"city": "Lima"}
+        path = f"/chat/api/conversations/{made['id']}/messages"
+        bad = await ada.post(path, json={"text": "Approved book", "approvals": [{"approved": True}]})
+        assert bad.status_code == 400 and bad.json()["error"].startswith('"approvals" must go with "taskId"')
+        answer = {"tool_call_id": part["data"]["tool_call_id"], "approved": True}
+        done = await say(ada, made["id"], "Approved book", taskId=final["taskId"], approvals=[answer])
+        assert final_text(done) == "Booking: booked Lima"
+    finally:
+        await ada.aclose()

@@ -8,6 +8,7 @@ run on the test's event loop. Every wait is on a condition with a deadline.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -19,10 +20,13 @@ from agents.builtin import CountdownAgent, EchoAgent, OrchestratorAgent
 from agents.workflow import WorkflowAgent, load_workflow
 from gateways.dashboard import Dashboard
 from gateways.http.dashboard import DashboardServer
+from mesh.a2a import TaskState
 from mesh.broker import BrokerSettings
+from mesh.client import MeshClient
 from tests.agents.workflow_agents import Holder, Upper
 from tests.conftest import ServeAgent
 from tests.gateways.browser import headless_chromium, needs_chromium
+from tests.gateways.chat_agents import booker
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -251,3 +255,38 @@ async def test_a_switch_is_drawn_with_an_arrow_per_case(
     assert "{{ first.output.text == 'LOUD' }} → shout; else quiet" in title, title
     drawing = await asyncio.to_thread(browser.find_element, By.ID, "workflow")
     await asyncio.to_thread(drawing.screenshot, str(tmp_path / "dashboard-switch.png"))
+
+
+async def test_a_pending_approval_is_listed_and_the_agents_tokens_show(
+    browser: WebDriver,
+    dashboard_url: str,
+    serve_agent: ServeAgent,
+    broker_settings: BrokerSettings,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    await serve_agent(booker())
+    await open_page(browser, dashboard_url, {"booker"})
+    async with MeshClient.connect(broker_settings, namespace) as client:
+        await answered_after_the_page_lists_it(browser, client, tmp_path)
+
+
+async def answered_after_the_page_lists_it(browser: WebDriver, client: MeshClient, tmp_path: Path) -> None:
+    waiting = await client.send("booker", "book")
+    assert waiting.status.state is TaskState.input_required
+
+    def pending() -> list[str] | None:
+        found = texts(browser, '#tasks td[data-approval="pending"]')
+        return found or None
+
+    [row] = await until(pending, 10, "the pending approval in the task list")
+    assert row == 'waiting for approval: book {"city": "Oslo"}'
+    await asyncio.to_thread(browser.save_screenshot, str(tmp_path / "dashboard-approval.png"))
+    await client.send("booker", "yes", task_id=waiting.id)
+
+    def usage() -> str | None:
+        found = texts(browser, '[data-usage="booker"]')
+        return found[0] if found else None
+
+    shown = await until(usage, 10, "the agent's tokens on its card")
+    assert re.fullmatch(r"\d+ tokens", shown), shown

@@ -312,3 +312,50 @@ def test_a_switchs_cases_reach_the_page_bounded_and_checked() -> None:
     odd = card.model_copy(update={"capabilities": card.capabilities.model_copy(update={"extensions": extensions})})
     (drawn,) = card_workflow(odd) or []
     assert drawn == {"id": "s", "kind": "switch", "target": "", "dependsOn": [], "cases": [{"else": "t"}]}
+
+
+def test_pending_approvals_are_listed_and_usage_adds_up_per_agent() -> None:
+    view = MeshView()
+    changes: list[Change] = []
+    view.add_listener(changes.append)
+    seen(view, "careful", "k1")
+    asked = {
+        "kind": "message",
+        "role": "agent",
+        "messageId": "m2",
+        "parts": [
+            {
+                "kind": "data",
+                "data": {
+                    "type": "tool_approval",
+                    "tool_call_id": "c1",
+                    "function_name": "book",
+                    "arguments": {"city": "Oslo"},
+                },
+            },
+        ],
+        "metadata": {"llmEvent": "approval"},
+    }
+    waiting = {"kind": "task", "id": "t1", "contextId": "c", "status": {"state": "input-required", "message": asked}}
+    view.answer_seen("k1", result(waiting), final=True)
+    (record,) = view.snapshot()["tasks"]
+    assert record["state"] == "input-required"
+    assert record["approvals"] == [{"tool": "book", "arguments": '{"city": "Oslo"}'}]
+
+    done = task("t1", "completed", "booked")
+    done["status"]["message"]["metadata"] = {"llm": {"inputTokens": 120, "outputTokens": 30, "costUsd": 0.0015}}
+    answering = json.loads(request())
+    answering["params"]["message"]["taskId"] = "t1"
+    seen(view, "careful", "k2", json.dumps(answering).encode())
+    view.answer_seen("k2", result(done), final=True)
+    again = task("t2", "completed", "ok")
+    again["status"]["message"]["metadata"] = {"llm": {"inputTokens": 10, "outputTokens": 5}}
+    seen(view, "careful", "k3")
+    view.answer_seen("k3", result(again), final=True)
+    snap = view.snapshot()
+    assert [t["approvals"] for t in snap["tasks"]] == [[], [], []]  # answered: none pending
+    assert snap["usage"] == {"careful": {"tokens": 165, "costUsd": 0.0015, "answers": 2}}
+    assert [data for kind, data in changes if kind == "usage"][-1] == {
+        "agent": "careful",
+        "usage": snap["usage"]["careful"],
+    }

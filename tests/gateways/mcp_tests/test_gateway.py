@@ -27,6 +27,7 @@ from mesh.trust import generate_keys
 from mesh.trust.config import TrustSettings, resolve
 from tests.agents.test_trust import Whoami
 from tests.conftest import ServeAgent, TransportFactory
+from tests.gateways.chat_agents import booker
 from tests.gateways.mcp_client import mesh_mcp, mesh_mcp_http
 from tests.mesh.cli_process import mesh_env
 from tests.support import Inbox, start_agent_process
@@ -431,3 +432,36 @@ async def test_artifacts_come_back_as_resource_links_the_client_reads_through_th
                 await client.session.read_resource(uri)
             assert refused.value.error.code == -32002 and "resource not found" in refused.value.error.message
     assert "Traceback" not in client.stderr_text()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_tool_approval_is_an_elicitation_and_the_call_goes_on(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path, transport: str
+) -> None:
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": len(asked) == 1, "reason": "once is enough"})
+
+    await serve_agent(booker())
+    async with mesh_mcp(broker_url, namespace, tmp_path, transport=transport, elicitation_callback=elicit) as client:
+        await client.wait_for_tools("booker")
+        approved = await client.session.call_tool("booker", {"message": "book"})
+        assert _text(approved) == "result: booked Oslo"
+        assert "wants to call book with {'city': 'Oslo'}" in asked[0].message
+        denied = await client.session.call_tool("booker", {"message": "book"})
+        assert _text(denied) == "result: The user denied this call: once is enough"
+
+
+async def test_without_elicitation_the_approval_is_a_question_answered_with_yes(
+    serve_agent: ServeAgent, broker_url: str, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(booker())
+    async with mesh_mcp(broker_url, namespace, tmp_path) as client:
+        await client.wait_for_tools("booker")
+        first = await client.session.call_tool("booker", {"message": "book"})
+        structured: Any = first.structured_content
+        assert structured["state"] == "input-required" and "book({'city': 'Oslo'})" in _text(first)
+        second = await client.session.call_tool("booker", {"message": "yes", "task_id": structured["task_id"]})
+        assert _text(second) == "result: booked Oslo"

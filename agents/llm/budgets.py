@@ -1,0 +1,158 @@
+"""Token budgets per user and per agent, and the usage record (``mesh usage``), at each model request.
+
+:class:`Metering` is a pydantic-ai capability: before each model request it checks the run's
+budgets against the usage store's counters (one primary-key read each, :mod:`mesh.telemetry.usage`), and
+after each response it stores what the response used (tokens, and the cost genai-prices gives
+where it knows the model) and adds it to the counters. Over a budget the request is not made
+and the task fails naming the budget, its period and when it resets.
+
+Who a user is, for ``per_user``: the verified user (a trusted token's subject), else the calling
+component the broker or its token proved (``client:cli``), never a ``userId`` the sender chose.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.tools import RunContext
+
+from agents.llm.config import Budget, LlmConfig
+from mesh.telemetry.usage import Counter, SqliteUsageStore, UsageRow, UsageStore, usage_path, window_of
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import ModelRequestContext
+
+    from agents.context import TaskContext
+
+__all__ = ["BudgetExceeded", "Meter", "Metering", "UsageStores", "cost_of", "who"]
+
+log = logging.getLogger(__name__)
+
+
+class BudgetExceeded(Exception):
+    """A budget is spent: the task fails with this message."""
+
+
+def who(ctx: TaskContext) -> str:
+    """The user a budget counts: verified, else the proven caller, else ``unknown``."""
+    if ctx.user_verified and ctx.user_id:
+        return ctx.user_id
+    return ctx.caller or "unknown"
+
+
+def cost_of(response: ModelResponse) -> Decimal | None:
+    """The response's cost in USD from genai-prices (None: the model or provider has no price)."""
+    if response.usage.cost is not None:
+        return response.usage.cost
+    try:
+        return response.cost().total_price
+    except (AssertionError, LookupError, ValueError):
+        return None
+
+
+@dataclass
+class Meter:
+    """One run's budgets and usage record: who, which counters, and the store."""
+
+    store: UsageStore
+    agent: str
+    user: str
+    model: str
+    budgets: list[tuple[str, Budget, Counter]] = field(default_factory=list)
+    #: This run's totals so far (the answer's metadata).
+    cost_usd: Decimal | None = None
+
+    @classmethod
+    def of(cls, store: UsageStore, config: LlmConfig, ctx: TaskContext) -> Meter:
+        user = who(ctx)
+        meter = cls(store=store, agent=ctx.agent_name, user=user, model=config.model)
+        if (b := config.budgets.per_user) is not None:
+            meter.budgets.append(("per_user", b, Counter("user", user, b.period_s)))
+        if (b := config.budgets.per_agent) is not None:
+            meter.budgets.append(("per_agent", b, Counter("agent", ctx.agent_name, b.period_s)))
+        return meter
+
+    def check(self, now: float | None = None) -> None:
+        """Raise :class:`BudgetExceeded` if a budget of this run is spent."""
+        if not self.budgets:
+            return
+        at = time.time() if now is None else now
+        for name, budget, counter in self.budgets:
+            used = self.store.spent(counter, at)
+            if used >= budget.tokens:
+                resets = window_of(counter.period_s, at) + counter.period_s
+                when = datetime.datetime.fromtimestamp(resets, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                whose = f"user {self.user!r}" if counter.scope == "user" else f"agent {self.agent!r}"
+                raise BudgetExceeded(
+                    f"the {name} budget of {budget.tokens} tokens per {budget.period} is spent for {whose} "
+                    f"({used} used); it resets at {when} (llm.budgets.{name})"
+                )
+
+    def record(self, response: ModelResponse) -> None:
+        usage = response.usage
+        cost = cost_of(response)
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or Decimal(0)) + cost
+        row = UsageRow(
+            at=time.time(),
+            agent=self.agent,
+            user=self.user,
+            model=response.model_name or self.model,
+            requests=1,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost_usd=float(cost) if cost is not None else None,
+        )
+        try:
+            self.store.add(row, tuple(c for _name, _budget, c in self.budgets))
+        except Exception as exc:  # a full disk must not fail the task the tokens were spent on
+            log.warning("agent %s: the usage store did not take a record: %s", self.agent, exc)
+
+
+class Metering(AbstractCapability[Any]):
+    """The capability: the budget check before each model request, the record after its response."""
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> Any:
+        meter = getattr(ctx.deps, "meter", None)
+        if meter is not None:
+            meter.check()
+        return request_context
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        meter = getattr(ctx.deps, "meter", None)
+        if meter is not None:
+            meter.record(response)
+        return response
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+
+class UsageStores:
+    """The agent's usage store, opened at its first use (its namespace is known then)."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+        self.store: UsageStore | None = None
+
+    def get(self, namespace: str) -> UsageStore:
+        if self.store is None:
+            self.store = SqliteUsageStore(usage_path(namespace, self.setting))
+        return self.store
+
+    def close(self) -> None:
+        store, self.store = self.store, None
+        if store is not None:
+            store.close()
