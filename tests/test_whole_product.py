@@ -897,9 +897,6 @@ async def test_the_gateway_serves_each_a2a_versions_card_and_streams_a_subscript
     assert [d.get("error", {}).get("code") for d in data] == [-32001], f"{step}: {text}"
 
 
-# ---------------------------------------------------------------- the end: Ctrl-C
-
-
 async def test_calculators_credentials_cannot_cancel_a_cli_task_by_naming_its_answer_topic(product: Product) -> None:
     """The insider of issue 39: holding calculator's credentials (``credentials/calculator`` of the
     state dir, as its name check ``calculator@probe``), a ``tasks/cancel`` for the CLI's running
@@ -1012,26 +1009,7 @@ async def test_a_schedule_of_mesh_run_makes_tasks_seen_in_the_dashboard_and_mesh
     assert paused.code == 0, shown("step 6: mesh schedule pause often", paused)
 
 
-async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:
-    problems = []
-    for config, service in product.services.items():
-        code = await stop(service)
-        if code != 0 or "Traceback" in service.output:
-            problems.append(f"mesh run {config} exited {code}:\n{service.output}")
-    code = await stop(product.up)
-    if code != 0 or "Traceback" in product.up.output:
-        problems.append(f"{product.variant} exited {code} on Ctrl-C:\n{product.up.output}")
-    assert not problems, "\n\n".join(problems)
-    if product.broker_pid is not None:
-        pid = product.broker_pid
-
-        async def gone() -> tuple[bool, str]:
-            return not alive(pid), f"the broker mesh up started (pid {pid}) still runs"
-
-        await eventually(gone, timeout=10, what="the broker stops with mesh up")
-
-
-# ---------------------------------------------------------------- 10. a remote A2A agent (docs/remote-agents.md)
+# ---------------------------------------------------------------- 11. a remote A2A agent (docs/remote-agents.md)
 
 REMOTE = """\
 # remote.yaml: an HTTP A2A agent (an a2a-sdk server) served on the mesh by a proxy
@@ -1073,3 +1051,25 @@ async def test_a_remote_a2a_agent_answers_mesh_send_and_the_gateway(product: Pro
             status, events = await sse_post(browser, path, {"text": "hi from the chat"})
             step = f"step 5: a turn in the chat with the remote agent: {status} {events}"
             assert status == 200 and final_text(events) == "echo: hi from the chat", step
+
+
+# ---------------------------------------------------------------- the end: Ctrl-C
+
+
+async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:
+    problems = []
+    for config, service in product.services.items():
+        code = await stop(service)
+        if code != 0 or "Traceback" in service.output:
+            problems.append(f"mesh run {config} exited {code}:\n{service.output}")
+    code = await stop(product.up)
+    if code != 0 or "Traceback" in product.up.output:
+        problems.append(f"{product.variant} exited {code} on Ctrl-C:\n{product.up.output}")
+    assert not problems, "\n\n".join(problems)
+    if product.broker_pid is not None:
+        pid = product.broker_pid
+
+        async def gone() -> tuple[bool, str]:
+            return not alive(pid), f"the broker mesh up started (pid {pid}) still runs"
+
+        await eventually(gone, timeout=10, what="the broker stops with mesh up")
