@@ -36,14 +36,14 @@ from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
 from agents.guard import CallGuard
 from agents.input_timers import InputTimers
-from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path, load_together
+from agents.journal import TaskJournal, load_together
+from agents.journals import open_journal
 from agents.methods import AgentMethods
 from agents.profile import ProfileEndpoint
 from agents.push import PushConfigStore, PushNotifier
 from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
-from agents.sqlitejournal import SqliteJournal
 from agents.starting import starting_slot
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
@@ -166,16 +166,8 @@ class AgentService:
             )
         self.transport: Transport = transport
         self.url = f"{transport.url}/{self.request_topic}"
-        task_store = self.settings.task_store
-        if self.settings.shared_subscription and not task_store:
-            task_store = MEMORY  # a replica's file would be a new one at every start
-        if journal is None:
-            path = journal_path(task_store, self.namespace, instance)
-            journal = (
-                SqliteJournal(path, agent_name=self.name, receive_maximum=self.settings.max_unacked_requests)
-                if path is not None
-                else NullJournal()
-            )
+        if journal is None:  # the store the settings choose (agents.journals)
+            journal = open_journal(self.settings, namespace=self.namespace, name=self.name, instance=instance)
         self.journal: TaskJournal = journal
         self.tasks = TaskStore(
             retention_s=self.settings.task_retention_s,
