@@ -44,6 +44,7 @@ from agents.push import PushConfigStore, PushNotifier
 from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
+from agents.sharing import share_tasks
 from agents.starting import starting_slot
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
@@ -246,6 +247,8 @@ class AgentService:
             guard=self.guard,
             artifacts=self.artifacts,
         )
+        #: Replicas on a shared store: any answers for any task, a dead one's are taken over.
+        self.takeover = share_tasks(self.journal, self.siblings, self.methods, self.settings, self.metrics)
         self.dispatcher = RequestDispatcher(
             self.name,
             handler_table(self.methods),
@@ -379,6 +382,8 @@ class AgentService:
             await self.journal.close()
             raise
         self._subscriptions = subscriptions  # started: stop() has something to stop
+        if self.takeover is not None:
+            self.takeover.start()
         self.metrics.watch(in_flight=lambda: self.runner.running, discovery_size=lambda: len(self.registry.agents()))
         if self._orphans and self.agent.resumes_tasks:  # it picks them up itself
             # Not an orphan whose request the broker redelivered meanwhile: that one runs again
@@ -491,6 +496,8 @@ class AgentService:
         await asyncio.gather(*(self.runner.cancel(r, "the agent is shutting down") for r in active))
         if self._orphan_timer is not None:
             self._orphan_timer.cancel()
+        if self.takeover is not None:
+            await self.takeover.stop()
         await self.runner.wait_idle(_STOP_GRACE_S)
         await self.dispatcher.drain(_STOP_GRACE_S)
         await self.journal.close()  # stores the last changes and lets their answers go

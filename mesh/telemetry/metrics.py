@@ -83,6 +83,7 @@ class ComponentMetrics:
         "reconnects",
         "refusals",
         "round_trips",
+        "taken_over",
     )
 
     def __init__(self, namespace: str, name: str) -> None:
@@ -101,6 +102,8 @@ class ComponentMetrics:
         self.round_trips: dict[tuple[str, str], Histogram] = {}
         #: An LLM agent's usage, by model (at most :data:`LLM_MODELS_KEPT`, then ``other``).
         self.llm: dict[str, LlmUsage] = {}
+        #: Running tasks of a dead replica this one took over (a shared store), by outcome.
+        self.taken_over: dict[str, int] = {}
         self.in_flight: Gauge | None = None
         self.queue_depth: Gauge | None = None
         self.discovery_size: Gauge | None = None
@@ -108,6 +111,10 @@ class ComponentMetrics:
     def task_ended(self, state: str, seconds: float) -> None:
         self.ended[state] = self.ended.get(state, 0) + 1
         self.duration.observe(seconds)
+
+    def took_over(self, outcome: str, count: int = 1) -> None:
+        """Tasks of a dead replica taken over: ``failed``, ``resumed`` or ``running`` (already here)."""
+        self.taken_over[outcome] = self.taken_over.get(outcome, 0) + count
 
     def card_healed(self) -> None:
         self.cards_healed += 1
