@@ -48,11 +48,14 @@ class Migration:
 class StoreUrl:
     """A PostgreSQL store's address; the password kept out of ``repr`` and ``str``."""
 
-    url: str
+    url: str = field(repr=False)
     password: str | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         return redact_url(self.url)
+
+    def __repr__(self) -> str:
+        return f"StoreUrl({redact_url(self.url)!r})"
 
     def conninfo(self) -> str:
         """The libpq connection string, password included (hand it to the driver only)."""
