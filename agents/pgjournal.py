@@ -77,9 +77,12 @@ MIGRATIONS = (
     Migration(2, ("CREATE INDEX IF NOT EXISTS mesh_tasks_changed ON mesh_tasks (namespace, agent, changed_at)",)),
 )
 # A row is written by its instance, or over a lapsed lease; never once terminal (see the module doc).
+# A group's rows go as one statement of arrays (unnest), not one statement per row.
 _UPSERT = (
     "INSERT INTO mesh_tasks (namespace, agent, id, request_key, terminal, changed_at, task, owner, context_id, "
-    "state, instance, lease_until) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, mesh_now() + %s) "
+    "state, instance, lease_until) SELECT %s, %s, u.*, %s, mesh_now() + %s FROM unnest(%s::text[], %s::text[], "
+    "%s::boolean[], %s::double precision[], %s::bytea[], %s::text[], %s::text[], %s::text[]) "
+    "AS u(id, request_key, terminal, changed_at, task, owner, context_id, state) "
     "ON CONFLICT (namespace, agent, id) DO UPDATE SET terminal = excluded.terminal, changed_at = excluded.changed_at, "
     "task = excluded.task, owner = excluded.owner, state = excluded.state, instance = excluded.instance, "
     "lease_until = excluded.lease_until WHERE NOT mesh_tasks.terminal AND (mesh_tasks.instance = excluded.instance "
@@ -238,14 +241,10 @@ async def _commit(db: Any, journal: PostgresJournal, batches: list[tuple[Any, ..
             "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = ANY(%s)", (*key, deleted)
         )
     if rows:
-        async with db.cursor() as cursor:
-            await cursor.executemany(
-                _UPSERT,
-                [
-                    (*key, row[1], row[2], bool(row[3]), *row[4:9], journal.instance, journal.lease_s)
-                    for row in rows.values()
-                ],
-            )
+        columns = list(zip(*rows.values(), strict=True))  # seq, id, request_key, terminal, changed_at, ...
+        terminal = [bool(flag) for flag in columns[3]]
+        arrays = [list(columns[1]), list(columns[2]), terminal, *(list(column) for column in columns[4:9])]
+        await db.execute(_UPSERT, (*key, journal.instance, journal.lease_s, *arrays))
     for task_id, configs in pushes.items():
         await db.execute(
             "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = %s", (*key, task_id)
