@@ -23,7 +23,9 @@ On that mesh, each client a user has, for real (``tests/whole_product_clients.py
 ``mesh send --save-artifacts`` and downloaded through the gateway; a file attached in the chat
 and downloaded again); 7. an LLM agent on pydantic-ai's test model;
 8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool; (its
-own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows.
+own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows;
+10. two replicas of a ``mesh run`` agent sharing their tasks in the tests' PostgreSQL (``store:``),
+``mesh doctor --store``, and ``mesh task get`` answered by either replica.
 
 Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
 per variant (its own event loop scope: the module's); the last check of each stops everything
@@ -59,10 +61,13 @@ from mesh.broker import BrokerSettings, TlsOptions
 from mesh.brokertools.localbroker import free_port, port_is_free
 from mesh.credentials import private_client_id, probe_client_id
 from mesh.properties import MessageProperties
+from mesh.store import StoreUrl
+from mesh.store.postgres import connect as connect_store
 from mesh.transport import MqttTransport
 from tests.gateways.acp_client import Editor, RecordingClient
 from tests.gateways.mcp_client import McpClient, Recorder
 from tests.mesh.cli_process import Result, Service, spawn
+from tests.postgres import PostgresServer
 from tests.support import alive
 from tests.test_readme import CONSOLE_BLOCK, README, Step, check_output, line_pattern, readme_steps
 from tests.whole_product_clients import (
@@ -885,6 +890,55 @@ async def test_calculators_credentials_cannot_cancel_a_cli_task_by_naming_its_an
         assert "Liftoff! Counted down from 3." in "".join(sending.stdout_lines), sending.output
     finally:
         await stop(sending)
+
+
+# ---------------------------------------------------------------- 10. replicas sharing their tasks in PostgreSQL
+
+TWINS = """\
+# twins.yaml: an agent run as replicas that share their tasks (docs/operations.md)
+agents:
+  - class: agents.builtin.echo:EchoAgent
+    name: twins
+    shared_subscription: true
+    store: {store}
+"""
+
+
+async def test_replicas_on_postgresql_answer_for_each_others_tasks(
+    product: Product, postgres_server: PostgresServer
+) -> None:
+    """Two ``mesh run twins.yaml`` (``store:`` the test's PostgreSQL, its password in
+    ``$MESH_STORE_PASSWORD``): tasks sent with ``mesh send`` go to either; once one replica is
+    stopped, ``mesh task get`` answers every task from the other, those the stopped one ran too."""
+    (product.project / "twins.yaml").write_text(TWINS.format(store=postgres_server.url))
+    env = {**product.env, **postgres_server.env}
+    twins = []
+    for n in range(2):
+        service = await spawn([str(MESH), "run", "twins.yaml"], env=env, cwd=product.project)
+        product.services[f"twins.yaml ({n})"] = service
+        await service.wait_for_line("Ctrl-C stops", timeout=STARTUP_S)
+        twins.append(service)
+    doctor = await run([str(MESH), "doctor", "--store", postgres_server.url], env=env, cwd=product.project)
+    step = "mesh doctor --store (the password from $MESH_STORE_PASSWORD)"
+    assert "store reachable" in doctor.stdout and "task_journal v" in doctor.stdout, shown(step, doctor)
+    assert str(postgres_server.password) not in doctor.stdout + doctor.stderr, shown(
+        step + ": no password shown", doctor
+    )
+    sent = []
+    for n in range(6):  # the broker hands them round-robin to the two replicas
+        result = await run([str(MESH), "send", "twins", f"hello {n}"], env=env, cwd=product.project)
+        assert (result.code, result.stdout) == (0, f"hello {n}\n"), shown("mesh send twins", result)
+        sent.append(task_id_of(result))
+    assert await stop(twins[0]) == 0, twins[0].output
+    with connect_store(StoreUrl(postgres_server.url, postgres_server.password)) as db:
+        ran_by = {row[0] for row in db.execute("SELECT instance FROM mesh_tasks WHERE id = ANY(%s)", (sent,))}
+    assert len(ran_by) == 2, f"the six tasks ran on {ran_by}, not on both replicas"  # so the other answers some
+    for n, task in enumerate(sent):
+        got = await run([str(MESH), "task", "get", "twins", task], env=env, cwd=product.project)
+        fields = dict(line.split(None, 1) for line in got.stdout.splitlines()[:4] if " " in line)
+        step = f"mesh task get twins {task}: answered by the replica still running"
+        assert got.code == 0 and fields.get("state") == "completed", shown(step, got)
+        assert fields.get("message") == f"hello {n}", shown(step, got)
 
 
 async def test_ctrl_c_stops_everything_cleanly(product: Product) -> None:
