@@ -16,12 +16,13 @@ import time
 
 import pytest
 
-from agents import AgentSettings
+from agents import Agent, AgentSettings
+from agents.context import TaskContext
 from agents.pgjournal import PostgresJournal
 from agents.service import AgentService
 from agents.sharedtasks import SharedTasks
 from agents.tasks import TaskRecord, TaskStore
-from mesh.a2a import Task, TaskState, get_text_from_message
+from mesh.a2a import Message, Task, TaskState, get_text_from_message
 from mesh.client import MeshClient
 from mesh.store import parse_store_url
 from mesh.telemetry.metrics import METRICS
@@ -199,3 +200,41 @@ async def test_a_lapsed_lease_is_taken_over_and_its_late_writes_are_fenced_out(
     assert after is not None and after.task.status.state is TaskState.failed  # one terminal state, kept
     taken = survivor.tasks.get("t-ghost")
     assert taken is not None and taken.state is TaskState.failed
+
+
+class Finisher(Agent):
+    """A replica of ``blocker`` that resumes the tasks it takes over, and finishes them."""
+
+    name = "blocker"
+    resumes_tasks = True
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        return f"finished here: {get_text_from_message(message)}"
+
+
+async def test_on_owner_lost_resume_runs_a_dead_replicas_tasks_again_where_the_agent_resumes(
+    serve_agent: ServeAgent, client: MeshClient, broker_url: str, namespace: str, postgres_url: str
+) -> None:
+    proc, victim = await start_replica(broker_url, namespace, postgres_url)
+    try:
+        sent = [await client.send("blocker", f"work {n}", blocking=False) for n in range(3)]
+        tasks = [t for t in sent if isinstance(t, Task)]
+        survivor = await serve_agent(Finisher(), replicas(postgres_url, on_owner_lost="resume"))
+        shared = SharedTasks(survivor.journal)  # type: ignore[arg-type]
+        for task in tasks:
+            await wait_until_stored(shared, task.id)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        for n, task in enumerate(tasks):
+            await wait_until_stored(shared, task.id, terminal=True)
+            found = await shared.get(task.id)
+            assert found is not None and found.task.status.state is TaskState.completed
+            assert found.instance == survivor.instance and victim != survivor.instance
+            record = survivor.tasks.get(task.id)
+            assert record is not None
+            assert f"finished here: work {n}" in record.task.model_dump_json()
+        assert METRICS.component(namespace, "blocker").taken_over.get("resumed") == 3
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
