@@ -126,6 +126,12 @@ class PostgresJournal(SqliteJournal):
         #: Called with the ids of this instance's running tasks whose lease another instance took.
         self.on_lease_lost: Any = None
 
+    #: What a failed start says to do (agents.service).
+    fix_hint = (
+        "check the store's host, port, database and user, and its password ($MESH_STORE_PASSWORD or the file "
+        "$MESH_STORE_PASSWORD_FILE names); `mesh doctor --store URL` checks it"
+    )
+
     def load(self) -> LoadedTasks:
         """Bring the schema up to date and read the agent's tasks (replicas: none); blocking."""
         with pg.connect(self.url) as db:

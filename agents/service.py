@@ -421,14 +421,15 @@ class AgentService:
     async def _load_tasks(self) -> None:
         # Every journal gets the same lifecycle: load, flow control, start (not only SQLite's).
         journal = self.journal
-        where = getattr(journal, "path", None) or type(journal).__name__
+        where = getattr(journal, "where", None) or getattr(journal, "path", None) or type(journal).__name__
         try:
             loaded = await load_together(journal)  # one thread job for the agents starting together
         except Exception as exc:  # a pluggable store: whatever it raises, the start fails saying so
-            raise ConfigError(
-                f"agent {self.name!r} cannot open its task store {where}: {exc}; fix the file or its "
-                "directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
-            ) from exc
+            fix = getattr(journal, "fix_hint", None) or (
+                "fix the file or its directory, or set task_store to another path (':memory:' keeps tasks in "
+                "memory only)"
+            )
+            raise ConfigError(f"agent {self.name!r} cannot open its task store {where}: {exc}; {fix}") from exc
         transport = self.transport
         journal.on_backlog(
             lambda: transport.pause_reading("task store"), lambda: transport.resume_reading("task store")

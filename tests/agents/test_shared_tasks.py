@@ -24,6 +24,7 @@ from agents.sharedtasks import SharedTasks
 from agents.tasks import TaskRecord, TaskStore
 from mesh.a2a import Message, Task, TaskState, get_text_from_message
 from mesh.client import MeshClient
+from mesh.errors import ConfigError
 from mesh.store import parse_store_url
 from mesh.telemetry.metrics import METRICS
 from tests.agents.service_agents import Blocker, Echo
@@ -238,3 +239,14 @@ async def test_on_owner_lost_resume_runs_a_dead_replicas_tasks_again_where_the_a
         if proc.returncode is None:
             proc.send_signal(signal.SIGKILL)
             await proc.wait()
+
+
+async def test_a_store_that_refuses_the_login_fails_the_start_saying_what_to_check(
+    serve_agent: ServeAgent, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MESH_STORE_PASSWORD", "not-the-password")
+    with pytest.raises(ConfigError) as raised:
+        await serve_agent(Echo(), replicas(postgres_url))
+    message = str(raised.value)
+    assert postgres_url in message and "MESH_STORE_PASSWORD" in message and "mesh doctor --store" in message
+    assert "not-the-password" not in message
