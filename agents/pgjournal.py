@@ -250,7 +250,14 @@ async def _commit(db: Any, journal: PostgresJournal, batches: list[tuple[Any, ..
         columns = list(zip(*rows.values(), strict=True))  # seq, id, request_key, terminal, changed_at, ...
         terminal = [bool(flag) for flag in columns[3]]
         arrays = [list(columns[1]), list(columns[2]), terminal, *(list(column) for column in columns[4:9])]
-        await db.execute(_UPSERT, (*key, journal.instance, journal.lease_s, *arrays))
+        cursor = await db.execute(_UPSERT, (*key, journal.instance, journal.lease_s, *arrays))
+        if 0 <= cursor.rowcount < len(rows):  # fenced out: another replica owns them, or they ended
+            log.info(
+                "%s (replica %s): %d task change(s) not stored: the store holds another replica's outcome",
+                journal.agent_name,
+                journal.instance,
+                len(rows) - cursor.rowcount,
+            )
     for task_id, configs in pushes.items():
         await db.execute(
             "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = %s", (*key, task_id)

@@ -169,7 +169,7 @@ async def test_a_killed_replicas_running_tasks_are_failed_by_another_saying_why(
 
 
 async def test_a_lapsed_lease_is_taken_over_and_its_late_writes_are_fenced_out(
-    serve_agent: ServeAgent, namespace: str, postgres_url: str
+    serve_agent: ServeAgent, namespace: str, postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A replica cut off from the broker sends no will: its lease lapses, another takes its tasks,
     and what the cut-off one writes later (its task completed after all) leaves the outcome be."""
@@ -193,12 +193,14 @@ async def test_a_lapsed_lease_is_taken_over_and_its_late_writes_are_fenced_out(
         while not (found := await shared.get("t-ghost")) or not found.terminal:
             await asyncio.sleep(0.05)
     assert found.instance == survivor.instance and found.task.status.state is TaskState.failed
+    caplog.set_level(logging.INFO, logger="agents.pgjournal")
     record.set_status(TaskState.completed)  # the cut-off replica finishes it after all
     store.changed(record)
     store.finished(record)
     await ghost.close()
     after = await shared.get("t-ghost")
     assert after is not None and after.task.status.state is TaskState.failed  # one terminal state, kept
+    assert any("blocker-ghost" in r.getMessage() and "not stored" in r.getMessage() for r in caplog.records)
     taken = survivor.tasks.get("t-ghost")
     assert taken is not None and taken.state is TaskState.failed
 
