@@ -84,11 +84,8 @@ class Takeover:
         except Exception as exc:  # the store is away: the next sweep tries again
             log.warning("agent %s: cannot take over tasks from the shared store: %s", self.agent_name, exc)
             return 0
-        by_owner: dict[str, list[SharedTask]] = {}
-        for task in claimed:
-            by_owner.setdefault(dead or "(lease ran out)", []).append(task)
-        for owner, tasks in by_owner.items():
-            self._settle(owner, tasks, how if dead is not None else "its lease ran out")
+        if claimed:  # a lapsed lease's claim does not say whose it was: the tasks' messages say how
+            self._settle(dead or "(unknown: its lease ran out)", claimed, how)
         return len(claimed)
 
     def _settle(self, dead: str, claimed: list[SharedTask], how: str) -> None:
@@ -101,7 +98,7 @@ class Takeover:
             if local is not None:  # ended here, its row fenced out meanwhile: write it again as ours
                 self.tasks.changed(local)
                 continue
-            [*orphans] = self.tasks.restore(LoadedTasks([StoredTask(found.task, found.request_key, 0.0, found.owner)]))
+            orphans = self.tasks.restore(LoadedTasks([StoredTask(found.task, found.request_key, 0.0, found.owner)]))
             record = self.tasks.get(found.task.id)
             if record is None:  # the retention bounds dropped it at once
                 continue
