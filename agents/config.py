@@ -107,6 +107,8 @@ def parse_agent_entry(entry: Any, ctx: BuildContext, index: int) -> AgentSpec:
         options["source"] = ctx.source
     elif "workflow" in entry:
         agent_class, options["graph"], options["store_path"] = _workflow(entry, ctx, here)
+        if isinstance(entry.get("store"), str) and entry["store"]:  # shared by its replicas (agents.workflow.pgstore)
+            options["store"] = _workflow_store(entry["store"], str(entry["name"]), ctx, here)
     elif "remote" in entry:
         from agents.remote.entry import remote_entry  # only files with remote agents need the a2a-sdk
 
@@ -304,6 +306,15 @@ def _workflow(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, 
         raise config_error(ctx.source, (*here, "name"), "a workflow agent needs a name", "add 'name: my-workflow'")
     graph = parse_workflow(entry["workflow"], name=name, source=ctx.source, where=(*here, "workflow"))
     return WorkflowAgent, graph, workflow_store_path(entry, ctx.namespace, name)
+
+
+def _workflow_store(value: str, name: str, ctx: BuildContext, here: tuple[KeyPart, ...]) -> Any:
+    from agents.workflow.pgstore import PostgresWorkflowStore
+    from mesh.store import is_postgres_url, parse_store_url
+
+    if not is_postgres_url(value):
+        raise config_error(ctx.source, (*here, "store"), "store must be a postgresql:// URL", "or leave store out")
+    return PostgresWorkflowStore(parse_store_url(value), namespace=ctx.namespace, agent=name)
 
 
 def _llm(entry: Mapping[str, Any], ctx: BuildContext, here: tuple[KeyPart, ...]) -> tuple[type[Agent], Any]:

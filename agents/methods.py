@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from agents.admission import AtCapacity
 from agents.agent import Agent
@@ -51,6 +52,9 @@ from mesh.limits import check_message_limits, check_user_config
 from mesh.properties import MessageProperties
 from topics import validate_identifier
 
+if TYPE_CHECKING:
+    from agents.sharedmethods import SharedMethods
+
 __all__ = ["AgentMethods"]
 
 log = logging.getLogger(__name__)
@@ -88,6 +92,8 @@ class AgentMethods:
         checks = settings.task_owner_checks
         self.owners = TaskOwners(self.guard.tokens is not None if checks is None else checks, settings.operators)
         self.artifacts = artifacts
+        #: With a shared store: the tasks this replica does not hold (agents.sharedmethods).
+        self.shared: SharedMethods | None = None
 
     # ------------------------------------------------------------------ message/send, message/stream
 
@@ -313,11 +319,16 @@ class AgentMethods:
         return owner_of(self.guard.identify(props), self.guard.caller(props, route.topic, self.answers.namespace))
 
     @serves(Method.tasks_get)
-    def tasks_get(self, params: TaskQueryParams, props: MessageProperties, route: Route) -> None:
+    def tasks_get(self, params: TaskQueryParams, props: MessageProperties, route: Route) -> Awaitable[None] | None:
+        if self.shared is not None and not self.shared.holds(params.id):
+            return self.shared.get(params, props, route)
         self.answers.task(route, self._task(params.id, props, route), params.history_length)
+        return None
 
     @serves(Method.tasks_cancel)
     def tasks_cancel(self, params: TaskIdParams, props: MessageProperties, route: Route) -> Awaitable[None]:
+        if self.shared is not None and not self.shared.holds(params.id):
+            return self.shared.cancel(params, props, route)
         record = self._task(params.id, props, route)
         if record.is_terminal:
             raise TaskNotCancelable(f"task {record.id!r} is already {record.state.value}", data={"taskId": record.id})
@@ -328,7 +339,9 @@ class AgentMethods:
         self.answers.task(route, record)
 
     @serves(Method.tasks_resubscribe)
-    def tasks_resubscribe(self, params: TaskIdParams, props: MessageProperties, route: Route) -> None:
+    def tasks_resubscribe(self, params: TaskIdParams, props: MessageProperties, route: Route) -> Awaitable[None] | None:
+        if self.shared is not None and not self.shared.holds(params.id):
+            return self.shared.resubscribe(params, props, route)
         record = self._task(params.id, props, route)
         if record.is_terminal:
             raise UnsupportedOperation(
@@ -341,10 +354,19 @@ class AgentMethods:
         self.answers.stream(listener, record.snapshot().to_json_bytes())
         record.listeners.append(listener)
         self.streams.answer_when_terminal(record, route)
+        return None
 
     @serves(Method.tasks_list)
-    def tasks_list(self, params: TaskListParams, props: MessageProperties, route: Route) -> None:
-        records: Iterable[TaskRecord] = self.tasks.records()
+    def tasks_list(self, params: TaskListParams, props: MessageProperties, route: Route) -> Awaitable[None] | None:
+        if self.shared is not None:
+            return self.shared.listing(params, props, route)
+        self.answer_list(self.tasks.records(), params, props, route)
+        return None
+
+    def answer_list(
+        self, records: Iterable[TaskRecord], params: TaskListParams, props: MessageProperties, route: Route
+    ) -> None:
+        """Answer with the page of ``records`` the caller may see."""
         if self.owners.enabled:
             caller = self._caller(props, route)
             if not self.owners.is_operator(caller):

@@ -25,6 +25,7 @@ shared requests and answers a follow-up to it with "no matching subscribers" at 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from mesh.transport import InboundMessage, Subscription, Transport
 from topics import (
@@ -54,6 +55,8 @@ class Siblings:
         self.card_topic = get_agent_instance_discovery_topic(namespace, agent, instance)
         self._live: set[str] = set()
         self._subscription: Subscription | None = None
+        #: Called with the instance id of another replica whose card went empty (its will).
+        self.on_gone: Callable[[str], None] | None = None
 
     async def start(self) -> None:
         """Follow the instance cards of the agent (retained: the live ones arrive at once)."""
@@ -77,3 +80,5 @@ class Siblings:
             self._live.add(found[1])
         else:
             self._live.discard(found[1])
+            if self.on_gone is not None and found[1] != self.instance:
+                self.on_gone(found[1])

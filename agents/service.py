@@ -36,14 +36,15 @@ from agents.delegation import Delegator
 from agents.dispatch import RequestDispatcher, handler_table
 from agents.guard import CallGuard
 from agents.input_timers import InputTimers
-from agents.journal import MEMORY, NullJournal, TaskJournal, journal_path, load_together
+from agents.journal import TaskJournal, load_together
+from agents.journals import open_journal
 from agents.methods import AgentMethods
 from agents.profile import ProfileEndpoint
 from agents.push import PushConfigStore, PushNotifier
 from agents.replicas import Siblings, new_instance_id
 from agents.runner import TaskRunner
 from agents.settings import AgentSettings
-from agents.sqlitejournal import SqliteJournal
+from agents.sharing import share_tasks
 from agents.starting import starting_slot
 from agents.streams import TaskStreams
 from agents.tasks import ContextHistory, TaskRecord, TaskStore
@@ -153,16 +154,8 @@ class AgentService(MeshMember):
 
     def _build_tasks(self, journal: TaskJournal | None, instance: str) -> None:
         """The task journal, the tasks and conversations it keeps, and what runs them."""
-        task_store = self.settings.task_store
-        if self.settings.shared_subscription and not task_store:
-            task_store = MEMORY  # a replica's file would be a new one at every start
-        if journal is None:
-            path = journal_path(task_store, self.namespace, instance)
-            journal = (
-                SqliteJournal(path, agent_name=self.name, receive_maximum=self.settings.max_unacked_requests)
-                if path is not None
-                else NullJournal()
-            )
+        if journal is None:  # the store the settings choose (agents.journals)
+            journal = open_journal(self.settings, namespace=self.namespace, name=self.name, instance=instance)
         self.journal: TaskJournal = journal
         self.tasks = TaskStore(
             retention_s=self.settings.task_retention_s,
@@ -219,6 +212,8 @@ class AgentService(MeshMember):
             guard=self.guard,
             artifacts=self.artifacts,
         )
+        #: Replicas on a shared store: any answers for any task, a dead one's are taken over.
+        self.takeover = share_tasks(self.journal, self.siblings, self.methods, self.settings, self.metrics)
         self.dispatcher = RequestDispatcher(
             self.name,
             handler_table(self.methods),
@@ -321,6 +316,8 @@ class AgentService(MeshMember):
             await self.journal.close()
             raise
         self._subscriptions = subscriptions  # started: stop() has something to stop
+        if self.takeover is not None:
+            self.takeover.start()
         self.metrics.watch(in_flight=lambda: self.runner.running, discovery_size=lambda: len(self.registry.agents()))
         if self._orphans and self.agent.resumes_tasks:  # it picks them up itself
             # Not an orphan whose request the broker redelivered meanwhile: that one runs again
@@ -358,14 +355,15 @@ class AgentService(MeshMember):
     async def _load_tasks(self) -> None:
         # Every journal gets the same lifecycle: load, flow control, start (not only SQLite's).
         journal = self.journal
-        where = getattr(journal, "path", None) or type(journal).__name__
+        where = getattr(journal, "where", None) or getattr(journal, "path", None) or type(journal).__name__
         try:
             loaded = await load_together(journal)  # one thread job for the agents starting together
         except Exception as exc:  # a pluggable store: whatever it raises, the start fails saying so
-            raise ConfigError(
-                f"agent {self.name!r} cannot open its task store {where}: {exc}; fix the file or its "
-                "directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
-            ) from exc
+            fix = getattr(journal, "fix_hint", None) or (
+                "fix the file or its directory, or set task_store to another path (':memory:' keeps tasks in "
+                "memory only)"
+            )
+            raise ConfigError(f"agent {self.name!r} cannot open its task store {where}: {exc}; {fix}") from exc
         transport = self.transport
         journal.on_backlog(
             lambda: transport.pause_reading("task store"), lambda: transport.resume_reading("task store")
@@ -434,6 +432,8 @@ class AgentService(MeshMember):
         await asyncio.gather(*(self.runner.cancel(r, "the agent is shutting down") for r in active))
         if self._orphan_timer is not None:
             self._orphan_timer.cancel()
+        if self.takeover is not None:
+            await self.takeover.stop()
         await self.runner.wait_idle(_STOP_GRACE_S)
         await self.dispatcher.drain(_STOP_GRACE_S)
         await self.journal.close()  # stores the last changes and lets their answers go

@@ -5,6 +5,8 @@ The field names are the YAML keys of an agent entry (see :mod:`agents.config`).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from mesh.limits import MessageLimits
@@ -60,6 +62,19 @@ class AgentSettings(_Settings):
     task_store: str = Field(
         "",
         description="SQLite file of the tasks ('': <state dir>/<namespace>/<agent>.sqlite3; ':memory:': not kept)",
+    )
+    store: str = Field(
+        "",
+        description="a postgresql:// URL: the tasks go to PostgreSQL, shared by the agent's replicas ('': task_store); "
+        "the password from $MESH_STORE_PASSWORD or the file $MESH_STORE_PASSWORD_FILE names",
+    )
+    on_owner_lost: Literal["fail", "resume"] = Field(
+        "fail",
+        description="with a shared store, what another replica does with the running tasks of a replica that died: "
+        "fail them saying why, or resume them (workflows, from their recorded nodes; other agents: fail)",
+    )
+    task_lease_s: float = Field(
+        10.0, gt=0, description="with a shared store, a replica silent this long loses its running tasks to another"
     )
     require_user_token: bool = Field(
         False, description="refuse requests without a valid user token from a trusted issuer (-32020)"

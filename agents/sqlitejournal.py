@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.journal import LoadedTasks, StoredTask
 from agents.journalproc import SCHEMA, connect, in_transaction
@@ -51,7 +51,7 @@ from mesh.a2a import Task
 if TYPE_CHECKING:
     from agents.tasks import TaskRecord
 
-__all__ = ["PROMPT_WAITERS", "WRITE_DELAY_S", "SqliteJournal"]
+__all__ = ["PROMPT_WAITERS", "WRITE_DELAY_S", "BatchWriter", "SqliteJournal"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,17 @@ WRITE_DELAY_S = 0.02
 #: (the answers to the agent's own calls come on the same connection).
 PROMPT_WAITERS = 32
 
-_Row = tuple[int, str, str | None, int, float, bytes, str | None]
+_Row = tuple[Any, ...]  # (seq, id, request_key, terminal, changed_at, task JSON, owner, *engine's own)
+
+
+class BatchWriter(Protocol):
+    """What commits a journal's batches: the SQLite writer process, or a PostgreSQL connection."""
+
+    def register(self, journal: Any) -> int: ...
+
+    def submit(self, jid: int, number: int, batch: tuple[Any, ...]) -> None: ...
+
+    async def close_journal(self, jid: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -86,6 +96,8 @@ class SqliteJournal:
         self, path: Path, *, agent_name: str, max_backlog_bytes: int = 32_000_000, receive_maximum: int = 64
     ) -> None:
         self.path = path
+        #: Where the tasks go, for messages (a file, or a store's URL without its password).
+        self.where = str(path)
         #: Acknowledgements waiting that get their batch written two passes of the loop later.
         self.prompt_waiters = max(1, min(PROMPT_WAITERS, receive_maximum // 2))
         self.agent_name = agent_name
@@ -98,7 +110,7 @@ class SqliteJournal:
         self._backlogged = False
         #: The loop the journal tells what is stored (set by :meth:`start`).
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._writer: JournalWriter | None = None
+        self._writer: BatchWriter | None = None
         self._writer_id = 0  # this journal's id with its writer
         # The batch being collected on the loop.
         # Task id -> the record, and its JSON when the caller already serialized its current state.
@@ -146,8 +158,12 @@ class SqliteJournal:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start writing (after :meth:`load`), telling ``loop`` what is stored."""
         self.loop = loop
-        self._writer = writer_for(loop)
+        self._writer = self._make_writer(loop)
         self._writer_id = self._writer.register(self)
+
+    def _make_writer(self, loop: asyncio.AbstractEventLoop) -> BatchWriter:
+        writer: JournalWriter = writer_for(loop)
+        return writer
 
     # ------------------------------------------------------------------ the loop side
 
@@ -236,8 +252,7 @@ class SqliteJournal:
             if (seq := self._seqs.get(task_id)) is None:
                 seq = self._seqs[task_id] = self._next_seq
                 self._next_seq += 1
-            terminal = int(record.is_terminal)
-            batch.rows.append((seq, task_id, record.request_key, terminal, now, task_json, record.owner))
+            batch.rows.append(self._row(seq, record, now, task_json))
         self._dirty, self._deleted, self._deleted_rows, self._push = held, [], [], {}
         self._held, self._write_all = set(held), False
         if held:  # the next batch writes them, however they are by then; what waits for this one waits for it
@@ -264,13 +279,17 @@ class SqliteJournal:
             self._writer_id, batch.number, (batch.rows, batch.deleted, batch.deleted_rows, batch.push_configs)
         )
 
+    def _row(self, seq: int, record: TaskRecord, now: float, task_json: bytes) -> _Row:
+        """The row of a task in a batch (another engine may add columns after these)."""
+        return (seq, record.id, record.request_key, int(record.is_terminal), now, task_json, record.owner)
+
     def stored_up_to(self, number: int, error: str | None = None) -> None:
         """On the loop: the writer committed the batches up to ``number`` (or failed to, saying
         ``error``: they are done with all the same, or acknowledgements would wait forever)."""
         if error is not None:
             self._report_failure(error)
         elif self._failing:
-            log.warning("%s: writing tasks to %s works again", self.agent_name, self.path)
+            log.warning("%s: writing tasks to %s works again", self.agent_name, self.where)
             self._failing = False
         self._stored = max(self._stored, number)
         while self._batch_bytes and self._batch_bytes[0][0] <= number:
@@ -302,7 +321,7 @@ class SqliteJournal:
                 "%s: writing tasks to %s failed: %s; tasks are served from memory but will not survive "
                 "a restart until writing works again (disk full? permissions?)",
                 self.agent_name,
-                self.path,
+                self.where,
                 error,
             )
         self._failing = True

@@ -33,7 +33,14 @@ on; ``secured_*`` are its figures (tasks in memory), ``secured_open_*`` the open
 memory) measured in turns with them (three rounds each, medians: both sides see the same load),
 and ``secured_rps_ratio`` / ``secured_rtt_ratio`` compare the two.
 
-Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust] [--secured]``.
+``--store postgresql://...`` also runs the echo agent with its tasks in PostgreSQL (issue 42),
+measured in turns with the SQLite agent in the same rounds: ``mesh_postgres_*`` are its figures,
+``postgres_rps_ratio`` the median of the rounds' PostgreSQL / SQLite ratios (goal >= 0.7), and
+``takeover_s`` / ``caller_learned_s`` how long after a replica's kill -9 another has failed its
+running tasks in the store, and a caller waiting on one is told (bench/takeover.py).
+
+Run: ``python bench/agent.py [--broker URL] [--requests N] [--concurrent-requests M] [--trust] [--secured]
+[--store postgresql://USER@HOST/DB]`` (the store's password in ``$MESH_STORE_PASSWORD``).
 """
 
 from __future__ import annotations
@@ -260,9 +267,10 @@ def main() -> None:
     parser.add_argument("--trust", action="store_true", help="signed cards and required, verified user tokens")
     parser.add_argument("--keys", help=argparse.SUPPRESS)
     parser.add_argument("--secured", action="store_true", help="also measure the secured default (mesh up's)")
+    parser.add_argument("--store", help="also measure tasks in PostgreSQL (postgresql://...), and the takeover")
     args = parser.parse_args()
     if args.serve_echo:
-        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store, args.keys))
+        asyncio.run(serve_echo(args.broker, args.namespace, args.task_store, args.keys, args.store))
         return
 
     port = free_port()
@@ -279,6 +287,7 @@ def main() -> None:
             args, url, state_dir, trust, keys, port, script, memory_namespace
         )
         secured = secured_side(args, script, bench_keys(keys_dir) if args.secured else None, url, trust, keys)
+        postgres = postgres_side(args, script, url, state_dir, trust, keys) if args.store else {}
     best_rtt = min(r["rtt_us"] for r in results.values())
     best_rps = max(r["rps"] for r in results.values())
     emit(
@@ -301,8 +310,41 @@ def main() -> None:
             "store_requests": args.store_requests,
             "trust": args.trust,
             **secured,
+            **postgres,
         }
     )
+
+
+def postgres_side(
+    args: argparse.Namespace, script: str, url: str, state_dir: str, trust: list[str], keys: str | None
+) -> dict[str, object]:
+    """Tasks in PostgreSQL against tasks in SQLite, in turns (medians), and the takeover time."""
+    from bench import takeover
+
+    pg_namespace, sqlite_namespace = f"{args.namespace}-postgres", f"{args.namespace}-sqlite2"
+    sqlite_file = str(Path(state_dir) / "echo2.sqlite3")
+    with (
+        child([*_echo(script, url, pg_namespace), "--store", args.store, *trust]),
+        child([*_echo(script, url, sqlite_namespace), "--task-store", sqlite_file, *trust]),
+    ):
+        progress(f"mesh, tasks in SQLite and in PostgreSQL in turns, {STORE_ROUNDS} rounds each")
+        sqlite_rounds, pg_rounds = interleaved_rounds(
+            lambda n, m: asyncio.run(mesh_side(url, sqlite_namespace, n, m, keys)),
+            lambda n, m: asyncio.run(mesh_side(url, pg_namespace, n, m, keys)),
+            args.requests,
+            args.store_requests,
+            rounds=STORE_ROUNDS,
+            names=("tasks in SQLite", "tasks in PostgreSQL"),
+        )
+    pg = medians(pg_rounds)
+    progress("takeover: a replica killed with running tasks, on the PostgreSQL store")
+    return {
+        "mesh_postgres_rtt_us": pg["rtt_us"],
+        "mesh_postgres_rps": pg["rps"],
+        "mesh_postgres_p99_us": pg["p99_us"],
+        "postgres_rps_ratio": paired_ratio(pg_rounds, sqlite_rounds, "rps"),
+        **takeover.measure(url, args.store),
+    }
 
 
 def secured_side(
@@ -332,13 +374,15 @@ def secured_side(
     return secured_figures(secured, opened)
 
 
-async def serve_echo(url: str, namespace: str, task_store: str, keys: str | None = None) -> None:
+async def serve_echo(
+    url: str, namespace: str, task_store: str, keys: str | None = None, store: str | None = None
+) -> None:
     from agents.builtin.echo import EchoAgent
     from agents.service import AgentService
     from agents.settings import AgentSettings
     from mesh.broker import BrokerSettings
 
-    settings = AgentSettings(task_store=task_store, require_user_token=bool(keys))
+    settings = AgentSettings(task_store=task_store, store=store or "", require_user_token=bool(keys))
     trust = bench_trust(keys, "echo")
     service = AgentService(
         EchoAgent(), broker=BrokerSettings.from_url(url), namespace=namespace, settings=settings, trust=trust

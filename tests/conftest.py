@@ -30,7 +30,7 @@ from mesh.brokertools.localbroker import (
 from mesh.transport import MqttTransport
 
 # The artifact stores' fixtures (an S3-compatible server, store settings), for every test package.
-pytest_plugins = ["tests.artifact_stores"]
+pytest_plugins = ["tests.artifact_stores", "tests.postgres"]
 
 TransportFactory = Callable[..., Awaitable[MqttTransport]]
 ServeAgent = Callable[..., Awaitable[AgentService]]

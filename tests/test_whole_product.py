@@ -27,7 +27,9 @@ own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as t
 10. ``mesh eval`` of docs/eval.md's example (passing, then a regression against its baseline), and
 a ``schedules:`` file run by ``mesh run`` whose tasks the dashboard and ``mesh task get`` show;
 11. a remote A2A agent (``mesh run remote.yaml``, a ``remote:`` entry for an a2a-sdk server the
-test starts): ``mesh send``, ``mesh agents``, the gateway with the a2a-sdk client, the chat.
+test starts): ``mesh send``, ``mesh agents``, the gateway with the a2a-sdk client, the chat;
+12. two replicas of a ``mesh run`` agent sharing their tasks in the tests' PostgreSQL (``store:``),
+``mesh doctor --store``, and ``mesh task get`` answered by either replica.
 
 Plain ``mesh up`` and ``mesh up --secure`` (TLS) run the same checks, one module-scoped mesh
 per variant (its own event loop scope: the module's); the last check of each stops everything
@@ -64,10 +66,13 @@ from mesh.broker import BrokerSettings, TlsOptions
 from mesh.brokertools.localbroker import free_port, port_is_free
 from mesh.config.credentials import private_client_id, probe_client_id
 from mesh.properties import MessageProperties
+from mesh.store import StoreUrl
+from mesh.store.postgres import connect as connect_store
 from mesh.transport import MqttTransport
 from tests.gateways.acp_client import Editor, RecordingClient
 from tests.gateways.mcp_client import McpClient, Recorder
 from tests.mesh.cli_process import Result, Service, spawn
+from tests.postgres import PostgresServer
 from tests.support import alive
 from tests.test_readme import (
     CONSOLE_BLOCK,
@@ -1051,6 +1056,55 @@ async def test_a_remote_a2a_agent_answers_mesh_send_and_the_gateway(product: Pro
             status, events = await sse_post(browser, path, {"text": "hi from the chat"})
             step = f"step 5: a turn in the chat with the remote agent: {status} {events}"
             assert status == 200 and final_text(events) == "echo: hi from the chat", step
+
+
+# ---------------------------------------------------------------- 12. replicas sharing their tasks in PostgreSQL
+
+TWINS = """\
+# twins.yaml: an agent run as replicas that share their tasks (docs/operations.md)
+agents:
+  - class: agents.builtin.echo:EchoAgent
+    name: twins
+    shared_subscription: true
+    store: {store}
+"""
+
+
+async def test_replicas_on_postgresql_answer_for_each_others_tasks(
+    product: Product, postgres_server: PostgresServer
+) -> None:
+    """Two ``mesh run twins.yaml`` (``store:`` the test's PostgreSQL, its password in
+    ``$MESH_STORE_PASSWORD``): tasks sent with ``mesh send`` go to either; once one replica is
+    stopped, ``mesh task get`` answers every task from the other, those the stopped one ran too."""
+    (product.project / "twins.yaml").write_text(TWINS.format(store=postgres_server.url))
+    env = {**product.env, **postgres_server.env}
+    twins = []
+    for n in range(2):
+        service = await spawn([str(MESH), "run", "twins.yaml"], env=env, cwd=product.project)
+        product.services[f"twins.yaml ({n})"] = service
+        await service.wait_for_line("Ctrl-C stops", timeout=STARTUP_S)
+        twins.append(service)
+    doctor = await run([str(MESH), "doctor", "--store", postgres_server.url], env=env, cwd=product.project)
+    step = "mesh doctor --store (the password from $MESH_STORE_PASSWORD)"
+    assert "store reachable" in doctor.stdout and "task_journal v" in doctor.stdout, shown(step, doctor)
+    assert str(postgres_server.password) not in doctor.stdout + doctor.stderr, shown(
+        step + ": no password shown", doctor
+    )
+    sent = []
+    for n in range(6):  # the broker hands them round-robin to the two replicas
+        result = await run([str(MESH), "send", "twins", f"hello {n}"], env=env, cwd=product.project)
+        assert (result.code, result.stdout) == (0, f"hello {n}\n"), shown("mesh send twins", result)
+        sent.append(task_id_of(result))
+    assert await stop(twins[0]) == 0, twins[0].output
+    with connect_store(StoreUrl(postgres_server.url, postgres_server.password)) as db:
+        ran_by = {row[0] for row in db.execute("SELECT instance FROM mesh_tasks WHERE id = ANY(%s)", (sent,))}
+    assert len(ran_by) == 2, f"the six tasks ran on {ran_by}, not on both replicas"  # so the other answers some
+    for n, task in enumerate(sent):
+        got = await run([str(MESH), "task", "get", "twins", task], env=env, cwd=product.project)
+        fields = dict(line.split(None, 1) for line in got.stdout.splitlines()[:4] if " " in line)
+        step = f"mesh task get twins {task}: answered by the replica still running"
+        assert got.code == 0 and fields.get("state") == "completed", shown(step, got)
+        assert fields.get("message") == f"hello {n}", shown(step, got)
 
 
 # ---------------------------------------------------------------- the end: Ctrl-C

@@ -27,7 +27,7 @@ from agents.workflow.card import WORKFLOW_EXTENSION, graph_params
 from agents.workflow.engine import NodeFailed, WorkflowRun, fail_text
 from agents.workflow.graph import Graph
 from agents.workflow.inputs import InputProblem, message_input
-from agents.workflow.store import RunRecord, WorkflowStore
+from agents.workflow.store import RunRecord, RunStore, WorkflowStore
 from agents.workflow.templates import TemplateProblem
 from agents.workflow.tools import output_of_value
 from mesh.a2a import AgentCard, AgentExtension, AgentSkill, Message
@@ -44,10 +44,13 @@ class WorkflowAgent(Agent):
     input_modes: ClassVar[tuple[str, ...]] = ("text/plain", "application/json")
     output_modes: ClassVar[tuple[str, ...]] = ("application/json", "text/plain")
 
-    def __init__(self, *, graph: Graph, store_path: Path | None = None, **options: Any) -> None:
+    def __init__(
+        self, *, graph: Graph, store_path: Path | None = None, store: RunStore | None = None, **options: Any
+    ) -> None:
+        """``store``: where the runs go (default: the SQLite file ``store_path``, or memory)."""
         super().__init__(**options)
         self.graph = graph
-        self.store = WorkflowStore(store_path)
+        self.store: RunStore = store if store is not None else WorkflowStore(store_path)
         schema = graph.spec.input_schema
         description = self.description or f"workflow {self.name}"
         if schema is not None:

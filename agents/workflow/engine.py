@@ -31,7 +31,7 @@ from agents.errors import DelegationError
 from agents.updates import PartsArtifact, Status, TaskFailed, Update
 from agents.workflow.graph import Graph, Node
 from agents.workflow.spec import RetrySpec
-from agents.workflow.store import NodeRecord, WorkflowStore
+from agents.workflow.store import NodeRecord, RunStore
 from agents.workflow.templates import Template, TemplateProblem, render_value
 from agents.workflow.tools import Tool, ToolInputProblem, output_of_value
 from mesh.a2a import DataPart, Message, Part, Task, TextPart, create_user_message
@@ -60,7 +60,7 @@ class WorkflowRun:
         self,
         graph: Graph,
         ctx: TaskContext,
-        store: WorkflowStore,
+        store: RunStore,
         *,
         input: Any,
         finished: Mapping[str, NodeRecord] | None = None,

@@ -41,9 +41,9 @@ import logging
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["CHECKPOINT_EVERY", "NodeRecord", "RunRecord", "WorkflowStore"]
+__all__ = ["CHECKPOINT_EVERY", "NodeRecord", "RunRecord", "RunStore", "WorkflowStore"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,22 @@ class NodeRecord:
 
     state: str
     output: Any
+
+
+class RunStore(Protocol):
+    """What a workflow asks of its store: this SQLite one, or PostgreSQL's (agents.workflow.pgstore)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def load(self, task_id: str) -> tuple[RunRecord, dict[str, NodeRecord]] | None: ...
+
+    async def started(self, task_id: str, run: RunRecord) -> None: ...
+
+    async def node_done(self, task_id: str, node: str, record: NodeRecord) -> None: ...
+
+    async def ended(self, task_id: str) -> None: ...
 
 
 class WorkflowStore:

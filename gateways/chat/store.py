@@ -19,11 +19,11 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mesh.config.statedir import namespace_state_dir, path_component
 
-__all__ = ["ChatLimitReached", "ChatStore", "default_chat_path"]
+__all__ = ["ChatLimitReached", "ChatStore", "Conversations", "bounded_turn", "default_chat_path"]
 
 MAX_CONVERSATIONS = 500  # per user: the oldest are deleted beyond
 MAX_TURNS = 1_000  # per conversation
@@ -62,6 +62,28 @@ def _conversation(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
+class Conversations(Protocol):
+    """What the chat asks of its store: this SQLite one, or PostgreSQL's (gateways.chat.pgstore)."""
+
+    async def conversations(self, owner: str) -> list[dict[str, Any]]: ...
+
+    async def create(self, owner: str, agent: str) -> dict[str, Any]: ...
+
+    async def get(self, owner: str, conversation: str, *, turns: bool = True) -> dict[str, Any] | None: ...
+
+    async def delete(self, owner: str, conversation: str) -> bool: ...
+
+    async def add_turn(
+        self, owner: str, conversation: str, role: str, body: dict[str, Any], *, title: str | None = None
+    ) -> int: ...
+
+    async def update_turn(
+        self, conversation: str, seq: int, body: dict[str, Any], *, task_id: str | None, state: str | None
+    ) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class ChatStore:
     """Conversations and their turns, per owner."""
 
@@ -88,6 +110,9 @@ class ChatStore:
                 return query(self._connection(), *args)
 
         return await asyncio.to_thread(locked)
+
+    async def aclose(self) -> None:
+        self.close()
 
     def close(self) -> None:
         with self._lock:
@@ -166,7 +191,7 @@ class ChatStore:
         self, owner: str, conversation: str, role: str, body: dict[str, Any], *, title: str | None = None
     ) -> int:
         """Append a turn; its number. The first user turn names the conversation (``title``)."""
-        text = _bounded(body)
+        text = bounded_turn(body)
         now = time.time()
 
         def query(db: sqlite3.Connection) -> int:
@@ -200,7 +225,7 @@ class ChatStore:
         self, conversation: str, seq: int, body: dict[str, Any], *, task_id: str | None, state: str | None
     ) -> None:
         """Replace a turn's body (the agent's answer so far) and its task and state."""
-        text = _bounded(body)
+        text = bounded_turn(body)
 
         def query(db: sqlite3.Connection) -> None:
             db.execute(
@@ -211,7 +236,8 @@ class ChatStore:
         await self._run(query)
 
 
-def _bounded(body: dict[str, Any]) -> str:
+def bounded_turn(body: dict[str, Any]) -> str:
+    """A turn's JSON, within ``MAX_TURN_BYTES``."""
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     if len(text) > MAX_TURN_BYTES:  # keep the turn, not its overflow
         text = json.dumps({"truncated": True, "events": [], "text": "(this answer was too long to keep)"})

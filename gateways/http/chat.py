@@ -50,7 +50,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateways.chat.store import ChatLimitReached, ChatStore
+from gateways.chat.store import ChatLimitReached, Conversations
 from gateways.http.assets import StaticAssets
 from gateways.http.edge import RefusedCaller, caller_of
 from gateways.http.rpc import RpcCall, error_of, parse_call, result_of
@@ -157,7 +157,7 @@ def _gateway(request: Request) -> HttpGateway:
     return gateway
 
 
-def _store(request: Request) -> ChatStore:
+def _store(request: Request) -> Conversations:
     return _gateway(request).chat
 
 
@@ -450,7 +450,7 @@ class _ChatBinding:
 
     errors_in_stream = False
 
-    def __init__(self, store: ChatStore, conversation: str, seq: int, events: list[Any]) -> None:
+    def __init__(self, store: Conversations, conversation: str, seq: int, events: list[Any]) -> None:
         self.store = store
         self.conversation = conversation
         self.seq = seq

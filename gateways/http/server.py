@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from gateways.chat.store import ChatStore, default_chat_path
+from gateways.chat.store import ChatStore, Conversations, default_chat_path
 from gateways.dashboard import Dashboard
 from gateways.http.app import build_app
 from gateways.http.artifacts import ArtifactEdge
@@ -66,9 +66,7 @@ class HttpGateway:
         #: Uploads stored, downloads served (/a2a/artifacts); the store opens on first use.
         self.artifacts = ArtifactEdge(artifacts, namespace)
         #: The chat's conversations (/chat); the SQLite file opens on first use.
-        self.chat = ChatStore(
-            Path(settings.chat_store) if settings.chat_store else default_chat_path(namespace, settings.id)
-        )
+        self.chat = chat_store(settings.chat_store, namespace, settings.id)
         self.app = build_app(self)
         config = uvicorn.Config(
             self.app,
@@ -141,7 +139,19 @@ class HttpGateway:
             self._socket.close()
         await self.runtime.stop()
         await self.artifacts.store.close()
-        self.chat.close()
+        await self.chat.aclose()
+
+
+def chat_store(setting: str | None, namespace: str, gateway_id: str) -> Conversations:
+    """The chat's store: a postgresql:// URL (shared by the gateways of several hosts), else a
+    SQLite file (default: in the state directory)."""
+    from mesh.store import is_postgres_url, parse_store_url
+
+    if setting and is_postgres_url(setting):
+        from gateways.chat.pgstore import PostgresChatStore
+
+        return PostgresChatStore(parse_store_url(setting), namespace)
+    return ChatStore(Path(setting) if setting else default_chat_path(namespace, gateway_id))
 
 
 def _bind(host: str, port: int) -> socket.socket:

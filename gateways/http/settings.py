@@ -20,7 +20,7 @@ gateways:
     sse_keep_alive_s: 15         # a quiet SSE stream gets a comment line this often
     dashboard: true              # the live dashboard at /ui (behind auth)
     chat: true                   # the chat for people at /chat (sign-in at /signin)
-    chat_store: null             # its SQLite file (default: in the state dir)
+    chat_store: null             # its SQLite file (default: in the state dir), or postgresql://...
     session_ttl_s: 28800         # a browser's sign-in lasts this long
     health_details: false        # /a2a/health tells unauthenticated callers only up or down
     a2a_versions: ["1.0", "0.3"] # the A2A versions served; the first: the card of a client naming none
@@ -64,7 +64,8 @@ class HttpGatewaySettings(EdgeConfig):
     chat: bool = Field(True, description="serve the chat at /chat, with browser sign-in at /signin")
     chat_store: str | None = Field(
         None,
-        description="SQLite file of the chat's conversations (default: <state dir>/<namespace>/gateway-<id>-chat.sqlite)",  # noqa: E501
+        description="SQLite file of the chat's conversations (default: "
+        "<state dir>/<namespace>/gateway-<id>-chat.sqlite), or a postgresql:// URL the gateways of several hosts share",
     )
     session_ttl_s: float = Field(8 * 3600.0, gt=0, description="a browser's sign-in (session cookie) lasts this long")
     health_details: bool = Field(

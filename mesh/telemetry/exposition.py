@@ -13,6 +13,8 @@ The families, labelled by ``namespace`` and the component (an agent's or gateway
 ``mesh_reconnects_total``                   counter    connections to the broker after the first
 ``mesh_cards_healed_total``                 counter    card republished: something else replaced or cleared it
 ``mesh_bad_inputs_total``                   counter    requests refused, by ``reason``
+``mesh_tasks_taken_over_total``             counter    a dead replica's running tasks taken over, by
+                                                       ``outcome`` (failed, resumed, running)
 ``mesh_discovery_agents``                   gauge      agents in the component's registry
 ``mesh_llm_model_calls_total``              counter    an LLM agent's model requests, by ``model``
 ``mesh_llm_tool_calls_total``               counter    the tool calls its models made, by ``model``
@@ -76,6 +78,11 @@ class MeshCollector(Collector):
         refused = CounterMetricFamily(
             "mesh_bad_inputs", "Requests refused, by reason", labels=["namespace", "component", "reason"]
         )
+        taken_over = CounterMetricFamily(
+            "mesh_tasks_taken_over",
+            "A dead replica's running tasks taken over, by outcome",
+            labels=["namespace", "agent", "outcome"],
+        )
         discovery = GaugeMetricFamily("mesh_discovery_agents", "Agents in the component's registry", labels=_NAMES)
         llm_labels = ["namespace", "agent", "model"]
         model_calls = CounterMetricFamily("mesh_llm_model_calls", "An LLM agent's model requests", labels=llm_labels)
@@ -103,6 +110,8 @@ class MeshCollector(Collector):
             healed.add_metric([ns, name], c.cards_healed)
             for reason, count in list(c.refusals.items()):
                 refused.add_metric([ns, name, reason], count)
+            for outcome, count in list(c.taken_over.items()):
+                taken_over.add_metric([ns, name, outcome], count)
             _add_gauge(in_flight, [ns, name], c.in_flight)
             _add_gauge(queue, [ns, name], c.queue_depth)
             _add_gauge(discovery, [ns, name], c.discovery_size)
@@ -116,7 +125,7 @@ class MeshCollector(Collector):
             for (user, kind), count in list(c.llm_users.items()):
                 user_tokens.add_metric([ns, name, user, kind], count)
         yield from (tasks, durations, in_flight, round_trips, queue, reconnects, healed, refused, discovery)
-        yield from (model_calls, tool_calls, tokens, cost, user_tokens)
+        yield from (model_calls, tool_calls, tokens, cost, user_tokens, taken_over)
 
 
 def _add_histogram(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:

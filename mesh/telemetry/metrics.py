@@ -87,6 +87,7 @@ class ComponentMetrics:
         "reconnects",
         "refusals",
         "round_trips",
+        "taken_over",
     )
 
     def __init__(self, namespace: str, name: str) -> None:
@@ -107,6 +108,8 @@ class ComponentMetrics:
         self.llm: dict[str, LlmUsage] = {}
         #: Its tokens by (user, kind): at most :data:`LLM_USERS_KEPT` users, then ``other``.
         self.llm_users: dict[tuple[str, str], int] = {}
+        #: Running tasks of a dead replica this one took over (a shared store), by outcome.
+        self.taken_over: dict[str, int] = {}
         self.in_flight: Gauge | None = None
         self.queue_depth: Gauge | None = None
         self.discovery_size: Gauge | None = None
@@ -114,6 +117,10 @@ class ComponentMetrics:
     def task_ended(self, state: str, seconds: float) -> None:
         self.ended[state] = self.ended.get(state, 0) + 1
         self.duration.observe(seconds)
+
+    def took_over(self, outcome: str, count: int = 1) -> None:
+        """Tasks of a dead replica taken over: ``failed``, ``resumed`` or ``running`` (already here)."""
+        self.taken_over[outcome] = self.taken_over.get(outcome, 0) + count
 
     def card_healed(self) -> None:
         self.cards_healed += 1

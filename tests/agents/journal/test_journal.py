@@ -1,4 +1,8 @@
-"""The SQLite task journal: what it stores comes back, what retention forgets leaves it."""
+"""The task journals: what they store comes back, what retention forgets leaves them.
+
+The contract's tests run on both engines (``engine``: SQLite, and PostgreSQL from
+tests/postgres.py); the rest are about SQLite's file.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,37 @@ import contextlib
 import os
 import sqlite3
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from agents import AgentSettings, journalproc, journalwriter, sqlitejournal
+from agents import AgentSettings, journalproc, journalwriter, pgjournal, sqlitejournal
 from agents.journal import MEMORY, NullJournal, journal_path
+from agents.pgjournal import PostgresJournal
 from agents.push import PushConfigStore
 from agents.sqlitejournal import SqliteJournal
 from agents.tasks import TaskRecord, TaskStore
 from gateways.acp.sessions import SessionStore
 from mesh.a2a import PushNotificationConfig, TaskState, TextPart, create_user_message
 from mesh.errors import ConfigError
+from mesh.store import parse_store_url
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
+
+Opener = Callable[..., SqliteJournal]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    """Opens one journal's store again at each call, on the engine of the test's parameter."""
+    if request.param == "sqlite":
+        path = tmp_path / "deep" / "dir" / "t.sqlite3"
+        return lambda **kw: SqliteJournal(path, agent_name="t", **kw)
+    url = parse_store_url(request.getfixturevalue("postgres_url"))
+    namespace = f"test/{uuid.uuid4().hex[:12]}"
+    return lambda **kw: PostgresJournal(url, namespace=namespace, agent_name="t", instance="t", shared=False, **kw)
 
 
 def store_on(journal: SqliteJournal | NullJournal, *, max_finished: int = 100) -> TaskStore:
@@ -28,10 +49,13 @@ def store_on(journal: SqliteJournal | NullJournal, *, max_finished: int = 100) -
 
 
 async def reopened(
-    path: Path, *, receive_maximum: int = 64
+    path: Path | Opener, *, receive_maximum: int = 64
 ) -> tuple[SqliteJournal, TaskStore, list[TaskRecord], PushConfigStore]:
-    journal = SqliteJournal(path, agent_name="t", receive_maximum=receive_maximum)
-    loaded = journal.load()
+    if isinstance(path, Path):
+        journal = SqliteJournal(path, agent_name="t", receive_maximum=receive_maximum)
+    else:
+        journal = path(receive_maximum=receive_maximum)
+    loaded = await asyncio.to_thread(journal.load)
     journal.start(asyncio.get_running_loop())
     store = store_on(journal)
     pushes = PushConfigStore(journal=journal)
@@ -39,10 +63,13 @@ async def reopened(
     return journal, store, store.restore(loaded), pushes
 
 
-async def test_tasks_push_configs_and_request_keys_come_back(tmp_path: Path) -> None:
-    path = tmp_path / "deep" / "dir" / "echo.sqlite3"
-    journal, store, orphans, pushes = await reopened(path)
-    assert orphans == [] and path.parent.is_dir() and not path.exists()  # made with the first task
+async def test_tasks_push_configs_and_request_keys_come_back(engine: Opener) -> None:
+    journal, store, orphans, pushes = await reopened(engine)
+    path = journal.path
+    if isinstance(journal, PostgresJournal):
+        assert orphans == []
+    else:
+        assert orphans == [] and path.parent.is_dir() and not path.exists()  # made with the first task
     done = TaskRecord.new("t-done", "ctx")
     done.request_key = "k-done"
     done.add_message(create_user_message([TextPart(text="hello")]))
@@ -58,9 +85,9 @@ async def test_tasks_push_configs_and_request_keys_come_back(tmp_path: Path) -> 
     journal.after_durable(lambda: stored.set_result(None))
     await asyncio.wait_for(stored, 5)
     await journal.close()
-    assert path.exists()
+    assert isinstance(journal, PostgresJournal) or path.exists()
 
-    journal, store, orphans, pushes = await reopened(path)
+    journal, store, orphans, pushes = await reopened(engine)
     assert [o.id for o in orphans] == ["t-running"] and orphans[0].orphaned
     again = store.get("t-done")
     assert again is not None and again.state is TaskState.completed and again.settled.is_set()
@@ -72,9 +99,8 @@ async def test_tasks_push_configs_and_request_keys_come_back(tmp_path: Path) -> 
     await journal.close()
 
 
-async def test_push_configs_survive_and_forgotten_tasks_leave_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "echo.sqlite3"
-    journal, store, _, pushes = await reopened(path)
+async def test_push_configs_survive_and_forgotten_tasks_leave_the_store(engine: Opener) -> None:
+    journal, store, _, pushes = await reopened(engine)
     record = TaskRecord.new("t-1", "ctx")
     store.add(record)
     pushes.set("t-1", PushNotificationConfig(id="p1", url="https://example.com/a"))
@@ -82,8 +108,8 @@ async def test_push_configs_survive_and_forgotten_tasks_leave_the_file(tmp_path:
     pushes.delete("t-1", "p1")
     await journal.close()
 
-    journal = SqliteJournal(path, agent_name="t")
-    loaded = journal.load()
+    journal = engine()
+    loaded = await asyncio.to_thread(journal.load)
     restored = PushConfigStore()
     restored.restore(loaded.push_configs)
     assert [c.push_notification_config.id for c in restored.list("t-1")] == ["p2"]
@@ -99,8 +125,8 @@ async def test_push_configs_survive_and_forgotten_tasks_leave_the_file(tmp_path:
         store.finished(record)
     assert store.get("t-1") is None
     await journal.close()
-    journal = SqliteJournal(path, agent_name="t")
-    loaded = journal.load()
+    journal = engine()
+    loaded = await asyncio.to_thread(journal.load)
     assert [t.task.id for t in loaded.tasks] == ["t-2"]
     assert loaded.push_configs == {}  # the forgotten task's configs left with it
     await journal.close()
@@ -152,9 +178,9 @@ async def test_a_task_store_that_is_not_sqlite_fails_the_start_saying_how_to_fix
     assert str(garbage) in message and "':memory:'" in message
 
 
-async def test_a_backlog_past_its_bound_pauses_the_intake_until_half_is_stored(tmp_path: Path) -> None:
-    journal = SqliteJournal(tmp_path / "t.sqlite3", agent_name="t", max_backlog_bytes=10_000)
-    journal.load()
+async def test_a_backlog_past_its_bound_pauses_the_intake_until_half_is_stored(engine: Opener) -> None:
+    journal = engine(max_backlog_bytes=10_000)
+    await asyncio.to_thread(journal.load)
     events: list[str] = []
     resumed = asyncio.Event()
     journal.on_backlog(lambda: events.append("pause"), lambda: (events.append("resume"), resumed.set()))
@@ -215,26 +241,27 @@ async def test_an_idle_journal_closes_its_file_and_opens_it_again_to_write(
     await journal.close()
 
 
-def counting_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The numbers of the batches the journals hand to their writer."""
+def counting_batches(journal: SqliteJournal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The numbers of the batches ``journal`` hands to its writer."""
     handed: list[int] = []
-    submit = journalwriter.JournalWriter.submit
+    writer = journal._writer
+    assert writer is not None
+    submit = writer.submit
 
-    def counted(writer: journalwriter.JournalWriter, jid: int, number: int, batch: tuple[object, ...]) -> None:
+    def counted(jid: int, number: int, batch: tuple[object, ...]) -> None:
         handed.append(number)
-        submit(writer, jid, number, batch)
+        submit(jid, number, batch)
 
-    monkeypatch.setattr(journalwriter.JournalWriter, "submit", counted)
+    monkeypatch.setattr(writer, "submit", counted)
     return handed
 
 
 async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlitejournal, "WRITE_DELAY_S", 3600.0)  # however slow the machine: one window
-    path = tmp_path / "group.sqlite3"
-    journal, store, _, _ = await reopened(path)
-    handed = counting_batches(monkeypatch)
+    journal, store, _, _ = await reopened(engine)
+    handed = counting_batches(journal, monkeypatch)
     for n in range(20):  # each created, working and finished in passes of its own, as tasks come one by one
         record = TaskRecord.new(f"t-{n}", "ctx")
         store.add(record)
@@ -249,19 +276,19 @@ async def test_a_run_of_short_tasks_is_written_in_one_commit_not_one_each(
     await journal.close()  # writes what waits for the timer
     # Batches handed to the writer: one for the window, not one per change (30 before).
     assert len(handed) == 1, handed
-    journal, store, orphans, _ = await reopened(path)
+    journal, store, orphans, _ = await reopened(engine)
     assert orphans == [] and all(store.get(f"t-{n}").state is TaskState.completed for n in range(20))  # type: ignore[union-attr]
     await journal.close()
 
 
 @pytest.mark.parametrize(("receive_maximum", "prompt"), [(64, 32), (8, 4)])
 async def test_enough_waiting_acknowledgements_get_their_batch_written_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receive_maximum: int, prompt: int
+    engine: Opener, monkeypatch: pytest.MonkeyPatch, receive_maximum: int, prompt: int
 ) -> None:
     """Half the Receive Maximum (at most PROMPT_WAITERS): the broker sends no more unacknowledged
     messages than that quota, and the answers to the agent's own calls need the other half."""
     monkeypatch.setattr(sqlitejournal, "WRITE_DELAY_S", 3600.0)
-    journal, store, _, _ = await reopened(tmp_path / "prompt.sqlite3", receive_maximum=receive_maximum)
+    journal, store, _, _ = await reopened(engine, receive_maximum=receive_maximum)
     assert journal.prompt_waiters == prompt
     acknowledged: list[int] = []
     for n in range(prompt):
@@ -279,7 +306,7 @@ async def test_enough_waiting_acknowledgements_get_their_batch_written_at_once(
     late = TaskRecord.new("t-late", "ctx")
     store.add(late)
     await journal.close()  # what waits for the timer is written when the journal closes
-    journal, store, orphans, _ = await reopened(tmp_path / "prompt.sqlite3")
+    journal, store, orphans, _ = await reopened(engine)
     assert "t-late" in {o.id for o in orphans}
     await journal.close()
 
@@ -331,3 +358,45 @@ async def test_tasks_forgotten_and_written_again_keep_one_row_each(tmp_path: Pat
     with contextlib.closing(sqlite3.connect(path)) as db:
         rows = sorted(task_id for (task_id,) in db.execute("SELECT id FROM task_rows"))
     assert rows == ["t-7", "t-8", "t-9", "t-orphan"]
+
+
+async def test_retention_forgets_in_the_store_too(engine: Opener) -> None:
+    """What the bounds forget leaves the store: a restart gets back the tasks kept, no more."""
+    journal, store, _, _ = await reopened(engine)
+    store.max_finished = 3
+    for n in range(10):
+        record = TaskRecord.new(f"t-{n}", "ctx")
+        store.add(record)
+        record.set_status(TaskState.completed)
+        store.finished(record)
+        await asyncio.sleep(0)
+    await journal.close()
+    journal = engine()
+    loaded = await asyncio.to_thread(journal.load)
+    assert sorted(t.task.id for t in loaded.tasks) == ["t-7", "t-8", "t-9"]
+    await journal.close()
+
+
+async def test_migrations_are_versioned_and_run_once(postgres_url: str) -> None:
+    from mesh.store import Migration
+    from mesh.store import postgres as pg
+
+    url = parse_store_url(postgres_url)
+    journal = PostgresJournal(url, namespace="test/m", agent_name="t", instance="t", shared=False)
+    await asyncio.to_thread(journal.load)
+    await asyncio.to_thread(journal.load)  # a second start: nothing to apply, nothing broken
+    server, versions = await asyncio.to_thread(pg.check, url)
+    assert server.split(".")[0].isdigit() and versions["task_journal"] == len(pgjournal.MIGRATIONS)
+    component = f"test_{uuid.uuid4().hex[:8]}"
+    table = f"{component}_rows"
+    steps = [
+        Migration(1, (f"CREATE TABLE {table} (n INTEGER)",)),
+        Migration(2, (f"ALTER TABLE {table} ADD m INTEGER",)),
+    ]
+    with pg.connect(url) as db:
+        assert pg.migrate(db, component, steps[:1]) == 1
+        assert pg.migrate(db, component, steps) == 2  # only step 2 runs (step 1 again would fail)
+        assert pg.migrate(db, component, steps) == 2
+        with pytest.raises(ConfigError, match="newer than this mesh knows"):
+            pg.migrate(db, component, steps[:1])
+        db.execute(f"DROP TABLE {table}")
