@@ -16,7 +16,7 @@ from agents.sqlitejournal import SqliteJournal
 from mesh.errors import ConfigError
 from mesh.store import is_postgres_url, parse_store_url
 
-__all__ = ["open_journal"]
+__all__ = ["journal_where", "open_error", "open_journal"]
 
 
 def open_journal(settings: AgentSettings, *, namespace: str, name: str, instance: str) -> TaskJournal:
@@ -48,3 +48,16 @@ def open_journal(settings: AgentSettings, *, namespace: str, name: str, instance
     if path is None:
         return NullJournal()
     return SqliteJournal(path, agent_name=name, receive_maximum=settings.max_unacked_requests)
+
+
+def journal_where(journal: TaskJournal) -> str:
+    """Where a journal keeps its tasks, as its errors and logs name it (never a password)."""
+    return str(getattr(journal, "where", None) or getattr(journal, "path", None) or type(journal).__name__)
+
+
+def open_error(agent: str, journal: TaskJournal, exc: Exception) -> ConfigError:
+    """The start's error for a task store that cannot be opened: where it is and what to do."""
+    fix = getattr(journal, "fix_hint", None) or (
+        "fix the file or its directory, or set task_store to another path (':memory:' keeps tasks in memory only)"
+    )
+    return ConfigError(f"agent {agent!r} cannot open its task store {journal_where(journal)}: {exc}; {fix}")

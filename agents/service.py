@@ -37,7 +37,7 @@ from agents.dispatch import RequestDispatcher, handler_table
 from agents.guard import CallGuard
 from agents.input_timers import InputTimers
 from agents.journal import TaskJournal, load_together
-from agents.journals import open_journal
+from agents.journals import journal_where, open_error, open_journal
 from agents.methods import AgentMethods
 from agents.profile import ProfileEndpoint
 from agents.push import PushConfigStore, PushNotifier
@@ -283,16 +283,13 @@ class AgentService(MeshMember):
         """The card as published: signed when the agent has a key."""
         return self.card()
 
-    async def _announce(self, present: bool) -> None:
-        await (self.presence.restore() if present else self.presence.withdraw())
-
     async def start(self) -> None:
         """Check that no live instance serves the name (:class:`~mesh.errors.AgentNameTakenError`
         otherwise; replicas skip it), load the stored tasks, connect, subscribe to the request
         topic and announce the card."""
         self.agent.leave_mesh = self.stop
         if hasattr(self.agent, "announce"):  # an agent whose card comes and goes (agents.remote)
-            self.agent.announce = self._announce
+            self.agent.announce = self.announce
         # Before our own connection exists: connecting under the owner's client id would take
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s
@@ -355,15 +352,11 @@ class AgentService(MeshMember):
     async def _load_tasks(self) -> None:
         # Every journal gets the same lifecycle: load, flow control, start (not only SQLite's).
         journal = self.journal
-        where = getattr(journal, "where", None) or getattr(journal, "path", None) or type(journal).__name__
         try:
             loaded = await load_together(journal)  # one thread job for the agents starting together
         except Exception as exc:  # a pluggable store: whatever it raises, the start fails saying so
-            fix = getattr(journal, "fix_hint", None) or (
-                "fix the file or its directory, or set task_store to another path (':memory:' keeps tasks in "
-                "memory only)"
-            )
-            raise ConfigError(f"agent {self.name!r} cannot open its task store {where}: {exc}; {fix}") from exc
+            raise open_error(self.name, journal, exc) from exc
+        where = journal_where(journal)
         transport = self.transport
         journal.on_backlog(
             lambda: transport.pause_reading("task store"), lambda: transport.resume_reading("task store")

@@ -156,6 +156,11 @@ class MeshMember:
             on_heal=self.metrics.card_healed,
         )
 
+    async def announce(self, present: bool) -> None:
+        """Put the card back on the mesh, or take it off while the component cannot serve
+        (a remote agent that stopped answering: callers fail fast, as with any gone agent)."""
+        await (self.presence.restore() if present else self.presence.withdraw())
+
     @property
     def registry(self) -> DiscoveryRegistry:
         """The registry of the agents on the mesh (an empty one until discovery started)."""
