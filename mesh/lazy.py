@@ -44,6 +44,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, moves: Mapping[str, str]) -> None:
         self.moves = dict(moves)
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self.moves:
@@ -53,10 +54,14 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         new = self.moves[spec.name]
         warnings.warn(f"{spec.name} moved to {new}; import it from there", DeprecationWarning, stacklevel=2)
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self._specs[new] = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The new module ran when it was imported: nothing to run again."""
+        """The new module ran when it was imported: nothing to run again. The import system has
+        just set its ``__spec__`` to the old name's; give it its own back (reload, pickling)."""
+        module.__spec__ = self._specs.get(module.__name__, module.__spec__)
 
 
 def alias_moved_modules(moves: Mapping[str, str]) -> None:

@@ -185,6 +185,7 @@ def test_a_moved_module_keeps_its_old_path_for_a_release_with_a_warning(old: str
     with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
         moved = importlib.import_module(old)
     assert moved is importlib.import_module(new)
+    assert moved.__spec__ is not None and moved.__spec__.name == new  # its own spec, not the alias's
 
 
 def test_the_old_single_modules_discovery_and_config_are_their_packages() -> None:
