@@ -217,3 +217,15 @@ def precise_keepalive_mosquitto() -> str:
     if not built.is_file():
         raise AssertionError(f"no Mosquitto {version} or newer: run .ci/setup, which builds one into {built.parent}")
     return str(built)
+
+
+async def start_replica_script(script: str, *, timeout_s: float = 30.0) -> tuple[asyncio.subprocess.Process, str]:
+    """Run ``script`` (a replica that prints ``ready <instance>`` once started) in a process of its
+    own, so that it can be killed as a host would die; its process and instance id."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
+    assert proc.stdout is not None
+    ready, instance = (await asyncio.wait_for(proc.stdout.readline(), timeout_s)).decode().split()
+    assert ready == "ready"
+    return proc, instance

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -19,7 +17,7 @@ from mesh.discovery.registry import DiscoveryRegistry
 from mesh.errors import AgentUnavailableError
 from tests.agents.service_agents import Asker
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import wait_until
+from tests.support import start_replica_script, wait_until
 
 
 def owner(client: MeshClient, agent: str, task: Task) -> str:
@@ -100,13 +98,7 @@ async def start_replica(broker_url: str, namespace: str) -> tuple[asyncio.subpro
         asyncio.run(main())
         """
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()}
-    )
-    assert proc.stdout is not None
-    ready, instance = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode().split()
-    assert ready == "ready"
-    return proc, instance
+    return await start_replica_script(script, timeout_s=20)
 
 
 async def test_killing_a_replica_fails_its_tasks_within_two_seconds_and_the_others_keep_serving(

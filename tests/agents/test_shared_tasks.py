@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
-import sys
 import textwrap
 import time
 
@@ -29,6 +27,7 @@ from mesh.store import parse_store_url
 from mesh.telemetry.metrics import METRICS
 from tests.agents.service_agents import Blocker, Echo
 from tests.conftest import ServeAgent
+from tests.support import start_replica_script
 
 
 def replicas(postgres_url: str, **more: object) -> AgentSettings:
@@ -119,13 +118,7 @@ async def start_replica(broker_url: str, namespace: str, store: str) -> tuple[as
         asyncio.run(main())
         """
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()}
-    )
-    assert proc.stdout is not None
-    ready, instance = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().split()
-    assert ready == "ready"
-    return proc, instance
+    return await start_replica_script(script, timeout_s=30)
 
 
 async def test_a_killed_replicas_running_tasks_are_failed_by_another_saying_why(
