@@ -263,7 +263,7 @@ async def test_a_malformed_or_half_written_jwks_keeps_the_keys_and_warns_once(
 async def test_refused_cards_held_for_their_key_are_bounded_oldest_out(
     make_transport: TransportFactory, namespace: str, keys: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mesh.discovery.registry.MAX_HELD_CARDS", 2)
+    monkeypatch.setattr("mesh.discovery.refusals.MAX_HELD_CARDS", 2)
     verifier = CardVerifier(TrustedKeys(keys / "jwks.json"))
     registry = DiscoveryRegistry(await make_transport(), namespace, verifier=verifier)
     await registry.start()
