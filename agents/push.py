@@ -17,239 +17,47 @@ public unless the agent sets ``allow_private_push_urls: true``. The check runs a
 again before each delivery, and the connection goes to the addresses just checked (no second
 lookup, so DNS rebinding cannot slip in between). Redirects are never followed (a 3xx answer
 is a failed delivery) and environment proxies are not used.
+
+The configs are kept by :mod:`agents.pushconfigs`, the URL checks are :mod:`agents.pushurls`;
+their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import builtins
 import contextlib
 import functools
-import ipaddress
 import json
 import logging
 import re
-import socket
 import ssl
-import uuid
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import NamedTuple
-from urllib.parse import urlsplit
 
-from agents.journal import NullJournal, TaskJournal
-from mesh.a2a import InvalidParams, PushNotificationConfig, Task, TaskPushNotificationConfig
+from agents.pushconfigs import MAX_CONFIGS_PER_TASK, PushConfigStore
+from agents.pushurls import (
+    PushTarget,
+    check_push_url,
+    non_public_reason,
+    parse_push_url,
+    resolve_push_target,
+    validate_push_url,
+)
+from mesh.a2a import InvalidParams, PushNotificationConfig, Task
 from mesh.profile.v1 import push_payload_v1
 
-__all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigStore", "PushNotifier", "check_push_url", "validate_push_url"]
+__all__ = [
+    "MAX_CONFIGS_PER_TASK",
+    "PushConfigStore",
+    "PushNotifier",
+    "check_push_url",
+    "non_public_reason",
+    "validate_push_url",
+]
 
 log = logging.getLogger(__name__)
-
-MAX_CONFIGS_PER_TASK = 10
-_ALLOW_HINT = "set allow_private_push_urls: true for this agent to allow it"
-
-
-class PushConfigStore:
-    """The push configs of each task, written through to the task journal.
-
-    Task existence is the runtime's business (a forgotten task's configs leave the journal
-    with it).
-    """
-
-    def __init__(self, *, max_per_task: int = MAX_CONFIGS_PER_TASK, journal: TaskJournal | None = None) -> None:
-        self._max = max_per_task
-        self._tasks: dict[str, dict[str, PushNotificationConfig]] = {}
-        self._journal: TaskJournal = journal if journal is not None else NullJournal()
-
-    def restore(self, stored: dict[str, builtins.list[bytes]]) -> None:
-        """Take back the configs the journal held (task id -> JSON objects)."""
-        for task_id, configs in stored.items():
-            parsed = {}
-            for raw in configs:
-                try:
-                    config = PushNotificationConfig.model_validate_json(raw)
-                except ValueError:
-                    log.warning("dropped a stored push config of task %s that no longer parses", task_id)
-                    continue
-                parsed[config.id or uuid.uuid4().hex] = config
-            if parsed:
-                self._tasks[task_id] = parsed
-
-    def _write_through(self, task_id: str) -> None:
-        configs = self._tasks.get(task_id, {})
-        self._journal.push_configs(task_id, [c.to_json_bytes() for c in configs.values()])
-
-    def set(self, task_id: str, config: PushNotificationConfig) -> TaskPushNotificationConfig:
-        """Store a copy of ``config`` (``id`` assigned when missing); the same id replaces.
-
-        Checks the URL's form and the header values, not where the host resolves: await
-        :func:`check_push_url` (or :meth:`PushNotifier.check_url`) first.
-        """
-        _parse_url(config.url)
-        _check_header_values(config)
-        config_id = config.id or uuid.uuid4().hex
-        configs = self._tasks.setdefault(task_id, {})
-        if config_id not in configs and len(configs) >= self._max:
-            raise InvalidParams(
-                f"task {task_id!r} already has {self._max} push notification configs (the limit);"
-                " delete one, or set an existing id to replace it",
-                data={"taskId": task_id, "limit": self._max},
-            )
-        configs[config_id] = config.model_copy(deep=True, update={"id": config_id})
-        self._write_through(task_id)
-        return _bound(task_id, configs[config_id])
-
-    def get(self, task_id: str, config_id: str | None = None) -> TaskPushNotificationConfig:
-        """The config ``config_id`` of the task; ``None``: its first one. Unknown: InvalidParams."""
-        configs = self._tasks.get(task_id, {})
-        if config_id is None and configs:
-            return _bound(task_id, next(iter(configs.values())))
-        if config_id is not None and config_id in configs:
-            return _bound(task_id, configs[config_id])
-        known = list(configs)
-        wanted = "" if config_id is None else f" with id {config_id!r}"
-        hint = f"its config ids are {known}" if known else "set one with tasks/pushNotificationConfig/set"
-        raise InvalidParams(
-            f"task {task_id!r} has no push notification config{wanted}; {hint}",
-            data={"taskId": task_id, "pushNotificationConfigId": config_id, "knownIds": known},
-        )
-
-    def list(self, task_id: str) -> list[TaskPushNotificationConfig]:
-        """The task's configs in the order they were first set (empty when none)."""
-        return [_bound(task_id, c) for c in self._tasks.get(task_id, {}).values()]
-
-    def delete(self, task_id: str, config_id: str) -> None:
-        """Remove a config; idempotent (a redelivered MQTT request must not fail)."""
-        configs = self._tasks.get(task_id)
-        if configs is not None:
-            configs.pop(config_id, None)
-            if not configs:
-                del self._tasks[task_id]
-            self._write_through(task_id)
-
-    def drop_task(self, task_id: str) -> None:
-        """Forget every config of the task."""
-        self._tasks.pop(task_id, None)
-
-    def configs_for(self, task_id: str) -> builtins.list[PushNotificationConfig]:  # list: the method above
-        """Copies of the task's configs, for :meth:`PushNotifier.notify`."""
-        return [c.model_copy(deep=True) for c in self._tasks.get(task_id, {}).values()]
-
-
-def _bound(task_id: str, config: PushNotificationConfig) -> TaskPushNotificationConfig:
-    return TaskPushNotificationConfig(task_id=task_id, push_notification_config=config.model_copy(deep=True))
-
-
-def _check_header_values(config: PushNotificationConfig) -> None:
-    auth = config.authentication
-    if auth is not None and auth.credentials and not auth.schemes:
-        raise InvalidParams(
-            "push notification authentication has credentials but no scheme; name it in"
-            " authentication.schemes, e.g. ['Bearer']",
-            data={"field": "authentication.schemes"},
-        )
-    values = {"token": config.token}
-    if auth is not None:
-        values["authentication.schemes[0]"] = auth.schemes[0] if auth.schemes else None
-        values["authentication.credentials"] = auth.credentials
-    for field, value in values.items():
-        # They become HTTP header values: CR/LF would inject headers, non-ASCII does not encode.
-        if value is not None and not (value.isascii() and value.isprintable()):
-            raise InvalidParams(
-                f"push notification {field} must be printable ASCII (it is sent in an HTTP header)",
-                data={"field": field},
-            )
-
-
-class _Target(NamedTuple):
-    """Where a push URL points: host, port and the request path (with query)."""
-
-    https: bool
-    host: str
-    port: int
-    path: str
-
-    def __str__(self) -> str:
-        # For logs: no user info (refused anyway) and no query (it may carry a secret).
-        scheme = "https" if self.https else "http"
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{scheme}://{host}:{self.port}{self.path.split('?', 1)[0]}"
-
-
-def _parse_url(url: str) -> _Target:
-    def refuse(problem: str) -> InvalidParams:
-        return InvalidParams(f"push URL {problem}", data={"url": url})
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise refuse(f"is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https"):
-        raise refuse(f"must use http or https, not {parts.scheme or 'no scheme'!r}")
-    if not parts.hostname:
-        raise refuse("has no host")
-    if parts.username is not None or parts.password is not None:
-        raise refuse("must not carry user info; put credentials in authentication")
-    https = parts.scheme == "https"
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return _Target(https, parts.hostname, port or (443 if https else 80), path)
-
-
-def non_public_reason(address: str) -> str | None:
-    """Why ``address`` is not a public unicast address, or ``None`` when it is (also the remote
-    agents' redirect check, :mod:`agents.remote.http`)."""
-    ip = ipaddress.ip_address(address)
-    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
-    if isinstance(ip, ipaddress.IPv6Address):
-        # IPv4-mapped (::ffff:a.b.c.d) and 6to4 (2002::/16) forms reach an IPv4 address.
-        candidates[:0] = [v4 for v4 in (ip.ipv4_mapped, ip.sixtofour) if v4 is not None]
-    for candidate in candidates:
-        for kind in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
-            if getattr(candidate, f"is_{kind}"):
-                return kind.replace("_", "-")
-        if not candidate.is_global:  # e.g. 100.64.0.0/10, carrier-grade NAT
-            return "non-global"
-    return None
-
-
-def _resolve(target: _Target, *, allow_private: bool) -> list[str]:
-    """The addresses of the target's host, refused unless all are public (or allowed)."""
-    try:
-        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise InvalidParams(
-            f"push URL host {target.host!r} does not resolve: {exc}", data={"host": target.host}
-        ) from None
-    inet = (socket.AF_INET, socket.AF_INET6)
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos if info[0] in inet))
-    if not addresses:
-        raise InvalidParams(f"push URL host {target.host!r} has no IP address", data={"host": target.host})
-    if not allow_private:
-        for address in addresses:
-            reason = non_public_reason(address)
-            if reason is not None:
-                raise InvalidParams(
-                    f"push URL host {target.host!r} resolves to {address}, a {reason} address;"
-                    f" push notifications go to public addresses only: {_ALLOW_HINT}",
-                    data={"host": target.host, "address": address},
-                )
-    return addresses
-
-
-def validate_push_url(url: str, *, allow_private: bool) -> None:
-    """Refuse (``InvalidParams``) a push URL that is not http(s) or reaches a non-public address.
-
-    Resolves the host, so it blocks: from async code, await :func:`check_push_url`.
-    """
-    _resolve(_parse_url(url), allow_private=allow_private)
-
-
-async def check_push_url(url: str, *, allow_private: bool) -> None:
-    """:func:`validate_push_url` with the DNS lookup off the event loop."""
-    await asyncio.to_thread(validate_push_url, url, allow_private=allow_private)
 
 
 def _headers(config: PushNotificationConfig) -> dict[str, str]:
@@ -270,7 +78,7 @@ class _DeliveryError(Exception):
 
 
 async def _post_pinned(
-    target: _Target,
+    target: PushTarget,
     addresses: Sequence[str],
     tls: ssl.SSLContext | None,
     headers: dict[str, str],
@@ -318,7 +126,7 @@ async def _post_pinned(
 
 
 #: The bodies of one update by A2A version, and the endpoints (target, headers, version) to POST them to.
-_Notification = tuple[dict[str, bytes], list[tuple[_Target, dict[str, str], str]]]
+_Notification = tuple[dict[str, bytes], list[tuple[PushTarget, dict[str, str], str]]]
 
 
 def _version(config: PushNotificationConfig) -> str:
@@ -376,7 +184,7 @@ class PushNotifier:
         endpoints = []
         for config in configs:
             try:
-                endpoints.append((_parse_url(config.url), _headers(config), _version(config)))
+                endpoints.append((parse_push_url(config.url), _headers(config), _version(config)))
             except InvalidParams as exc:
                 log.warning("push config %s of task %s skipped: %s", config.id, task.id, exc)
         if not endpoints:
@@ -435,11 +243,12 @@ class PushNotifier:
             # No await between the empty check and here: notify() cannot slip an item in.
             del self._queues[task_id], self._workers[task_id]
 
-    async def _deliver(self, target: _Target, headers: dict[str, str], body: bytes) -> None:
+    async def _deliver(self, target: PushTarget, headers: dict[str, str], body: bytes) -> None:
         try:
             # Its own threads: getaddrinfo blocks, and slow resolvers must not hold the default pool.
             addresses = await asyncio.get_running_loop().run_in_executor(
-                self._resolving_threads(), functools.partial(_resolve, target, allow_private=self._allow_private)
+                self._resolving_threads(),
+                functools.partial(resolve_push_target, target, allow_private=self._allow_private),
             )
         except InvalidParams as exc:
             log.warning("push to %s skipped: %s", target, exc)

@@ -33,6 +33,14 @@ from mesh.transport.codec import new_properties
 from mesh.transport.driver import SocketDriver
 from mesh.transport.opening import open_tcp
 from mesh.transport.pahoclient import FastClient
+from mesh.transport.reasons import (
+    ADMINISTRATIVE_ACTION,
+    LostBeforeConnack,
+    NoConnack,
+    reason_value,
+    whose_connection,
+    why_lost,
+)
 from mesh.transport.tls import explain_connect_failure
 
 __all__ = ["Connection"]
@@ -41,18 +49,6 @@ log = logging.getLogger(__name__)
 
 # How long a clean close waits for the DISCONNECT to go out and for the broker to hang up.
 _CLOSE_TIMEOUT_S = 2.0
-
-
-class _LostBeforeConnack(ConnectError):
-    """The connection dropped before the broker's CONNACK; ``detail`` is paho's last error, if any."""
-
-    def __init__(self, url: str, detail: str | None) -> None:
-        super().__init__(f"the MQTT broker at {url} closed the connection before its CONNACK ({detail or 'no reason'})")
-        self.detail = detail
-
-
-class _NoConnack(ConnectError):
-    """No CONNACK came within the connect timeout."""
 
 
 class Connection:
@@ -100,8 +96,6 @@ class Connection:
         client.on_socket_open = self._on_socket_open
         client.on_socket_close = self._threadsafe(self._on_socket_close)
 
-    # ------------------------------------------------------------------ the public side
-
     async def connect(self) -> None:
         """Connect once; raise :class:`ConnectError` naming the broker and the reason."""
         self.loop = asyncio.get_running_loop()
@@ -113,9 +107,9 @@ class Connection:
         self.closing = False
         try:
             await self._open(first=True)
-        except _LostBeforeConnack as exc:
+        except LostBeforeConnack as exc:
             raise ConnectError(await self._explain(exc.detail)) from None
-        except _NoConnack as exc:
+        except NoConnack as exc:
             raise ConnectError(await self._explain(str(exc))) from None
         except ConnectError:
             raise  # the broker answered: its CONNACK says why
@@ -204,7 +198,7 @@ class Connection:
                 )
             user = f" of broker user {self.settings.username!r}" if self.settings.username else ""
             error = ConnectError(f"the MQTT broker at {self.settings.url} refused the connection{user}: {reason}{hint}")
-            error.reason_code = _code(reason)
+            error.reason_code = reason_value(reason)
             error.hint = hint  # a generic way out: the CLI, which knows this machine's mesh up, says a better one
             error.refused_as(self.settings.url, self.settings.username)
             self._connack.set_exception(error)
@@ -240,8 +234,6 @@ class Connection:
         """Before handing paho bytes: let this loop pass's writes leave as one segment."""
         if self._driver is not None:
             self._driver.cork()
-
-    # ------------------------------------------------------------------ connecting
 
     async def _open(self, *, first: bool) -> None:
         loop = self.require_loop()
@@ -285,7 +277,7 @@ class Connection:
             await asyncio.wait_for(self._connack, self.settings.connect_timeout_s)
         except TimeoutError:
             self._forget_socket()
-            raise _NoConnack(
+            raise NoConnack(
                 f"no CONNACK from {self.settings.url} within {self.settings.connect_timeout_s:g} s"
             ) from None
         finally:
@@ -322,7 +314,7 @@ class Connection:
         was_connected = self.connected.is_set()
         if not self.session_up and self._connack is not None and not self._connack.done():
             # Dropped before the CONNACK (a TLS alert, plain MQTT sent to a TLS port): fail now, not at the timeout.
-            self._connack.set_exception(_LostBeforeConnack(self.settings.url, self._connect_error))
+            self._connack.set_exception(LostBeforeConnack(self.settings.url, self._connect_error))
         self.connected.clear()
         self.session_up = False
         self._forget_socket()
@@ -333,7 +325,7 @@ class Connection:
         if was_connected:
             # Whose connection, and why: a takeover (another connection with this client id, a
             # second instance or someone holding the component's credentials) must be told apart.
-            code = _code(reason)
+            code = reason_value(reason)
             if code == ADMINISTRATIVE_ACTION:
                 # Mosquitto's dynamic-security plugin closes the connections of a user whose rights it
                 # changed (another `mesh run` beside `mesh up` enrolling a namespace adds to the CLI's):
@@ -351,17 +343,15 @@ class Connection:
                     "%s: connection to %s lost (%s, reason code 0x%02X, broker user %s%s); reconnecting",
                     self.client_id,
                     self.settings.url,
-                    _why_lost(reason),
+                    why_lost(reason),
                     code,
                     self.settings.username or "anonymous",
-                    _TAKEN_OVER if code == SESSION_TAKEN_OVER else _MAYBE_TAKEN_OVER if code == _UNSPECIFIED else "",
+                    whose_connection(code),
                 )
             for listener in self._disconnect_listeners:
                 self._callbacks.run(listener, str(reason))
         if self._reconnect_task is None or self._reconnect_task.done():
             self._reconnect_task = self.require_loop().create_task(self._reconnect())
-
-    # ------------------------------------------------------------------ the socket
 
     def _on_socket_open(self, _client: paho.Client, _userdata: Any, sock: Any) -> None:
         # Runs in the thread that connects (an executor thread for TLS), which then still writes the CONNECT: the
@@ -421,32 +411,3 @@ class Connection:
                 self.loop.call_soon_threadsafe(callback, *args)
 
         return wrapper
-
-
-#: MQTT v5 DISCONNECT reason: another connection used this client id.
-SESSION_TAKEN_OVER = 0x8E
-_TAKEN_OVER = (
-    ": another connection took this client id, a second instance of this component or someone holding its credentials"
-)
-
-
-_UNSPECIFIED = 0x80
-#: MQTT v5 DISCONNECT reason "Administrative action": the broker's administrator, or its
-#: dynamic-security plugin re-applying a user's changed rights, closed the connection.
-ADMINISTRATIVE_ACTION = 0x98
-_MAYBE_TAKEN_OVER = (
-    ": the broker closed it; if its log says the client id was already connected, another connection took it"
-)
-
-
-def _code(reason: ReasonCode) -> int:
-    value = getattr(reason, "value", 0)
-    return value if isinstance(value, int) else 0
-
-
-def _why_lost(reason: ReasonCode) -> str:
-    """The disconnect reason in words: paho reports a socket closed without DISCONNECT (a broker that
-    stopped or restarted, a network drop) as "Unspecified error", which names nothing."""
-    if reason.value == 128:
-        return "the broker closed the connection: stopped, restarted or unreachable"
-    return str(reason)
