@@ -1,6 +1,8 @@
 """The live dashboard: who is on the mesh and what they are doing, drawn in a browser.
 
-- :mod:`gateways.dashboard.model`: the bounded picture (cards, recent tasks, rates);
+- :mod:`gateways.dashboard.model`: the bounded picture (cards, recent tasks, rates), with its
+  records (:mod:`~gateways.dashboard.records`) and the payload readers
+  (:mod:`~gateways.dashboard.payloads`);
 - :mod:`gateways.dashboard.watcher`: what feeds it (the shared registry, requests, answers);
 - :mod:`gateways.dashboard.service`: :class:`Dashboard`, which pages follow and send through;
 - ``static/``: the page (HTML, CSS, JS modules; no build step, nothing from a CDN);

@@ -25,141 +25,27 @@ tasks ``rejected``).
 
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any
 
 from gateways.dashboard.llm import UsageTotals, approvals_of, usage_of
+from gateways.dashboard.payloads import download_links, json_object, parts_text, str_or_none, timestamp_of
+from gateways.dashboard.records import TERMINAL_STATES, Bounds, Rates, TaskRecord
 from gateways.dashboard.workflows import MAX_NODES, card_workflow, node_marks
 from mesh.a2a import AgentCard
 from mesh.a2a.methods import SEND_NAMES
-from mesh.artifacts import ArtifactError, ArtifactRef, is_artifact_uri
 from mesh.discovery.registry import Entry
 
 __all__ = ["REFUSAL_CODES", "Bounds", "Change", "MeshView", "TaskRecord", "card_summary"]
 
 Change = tuple[str, dict[str, Any]]
 ChangeListener = Callable[[Change], None]
-RateKind = Literal["requests", "answers", "errors", "refusals"]
-RATE_KINDS: tuple[RateKind, ...] = ("requests", "answers", "errors", "refusals")
 
 #: JSON-RPC codes with which an agent refuses a request before running it.
 REFUSAL_CODES = frozenset({-32700, -32600, -32601, -32602, -32003, -32004, -32005, -32020, -32050, -32051})
 TASK_METHODS = SEND_NAMES
-TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "error"})
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """How much the dashboard keeps (see the module docstring)."""
-
-    max_tasks: int = 200
-    max_events: int = 100
-    max_text: int = 400
-    max_calls: int = 1000
-    rate_window_s: int = 60
-
-    def to_json_dict(self) -> dict[str, int]:
-        return {
-            "maxTasks": self.max_tasks,
-            "maxEventsPerTask": self.max_events,
-            "maxText": self.max_text,
-            "rateWindowS": self.rate_window_s,
-        }
-
-
-@dataclass(slots=True)
-class TaskRecord:
-    """One task seen on the mesh: its request, its state and its latest events."""
-
-    key: str
-    task_id: str
-    agent: str
-    method: str
-    caller: str
-    caller_kind: str
-    started: float
-    updated: float
-    chain: list[str]
-    depth: int
-    parent_task_id: str | None
-    delegated_by: str | None
-    state: str = "submitted"
-    events: deque[dict[str, Any]] = field(default_factory=deque)
-    dropped_events: int = 0
-    # A workflow's sub-task: the node it runs; a workflow's task: its nodes' states so far.
-    workflow_node: str | None = None
-    node_states: dict[str, str] = field(default_factory=dict)
-    # An LLM agent's tool calls waiting for approval (gateways.dashboard.llm).
-    approvals: list[dict[str, str]] = field(default_factory=list)
-
-    def header(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "taskId": self.task_id,
-            "agent": self.agent,
-            "method": self.method,
-            "caller": self.caller,
-            "callerKind": self.caller_kind,
-            "started": self.started,
-            "updated": self.updated,
-            "chain": self.chain,
-            "depth": self.depth,
-            "parentTaskId": self.parent_task_id,
-            "delegatedBy": self.delegated_by,
-            "state": self.state,
-            "final": self.state in TERMINAL_STATES,
-            "droppedEvents": self.dropped_events,
-            "workflowNode": self.workflow_node,
-            "nodeStates": self.node_states,
-            "approvals": self.approvals,
-        }
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.header() | {"events": list(self.events)}
-
-
-class _Rates:
-    """Counts per agent and kind over a sliding window of one-second buckets."""
-
-    def __init__(self, window_s: int, clock: Callable[[], float]) -> None:
-        self.window_s = window_s
-        self.clock = clock
-        # agent -> kind -> deque of [second, count]
-        self._buckets: dict[str, dict[RateKind, deque[list[int]]]] = {}
-
-    def count(self, agent: str, kind: RateKind) -> None:
-        now = int(self.clock())
-        per_kind = self._buckets.setdefault(agent, {k: deque() for k in RATE_KINDS})
-        buckets = per_kind[kind]
-        if buckets and buckets[-1][0] == now:
-            buckets[-1][1] += 1
-        else:
-            buckets.append([now, 1])
-        self._trim(buckets, now)
-
-    def forget(self, agent: str) -> None:
-        self._buckets.pop(agent, None)
-
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        now = int(self.clock())
-        result: dict[str, dict[str, int]] = {}
-        for agent, per_kind in self._buckets.items():
-            counts: dict[str, int] = {}
-            for kind, buckets in per_kind.items():
-                self._trim(buckets, now)
-                counts[kind] = sum(count for _, count in buckets)
-            result[agent] = counts
-        return result
-
-    def _trim(self, buckets: deque[list[int]], now: int) -> None:
-        while buckets and buckets[0][0] <= now - self.window_s:
-            buckets.popleft()
 
 
 def card_summary(entry: Entry, replicas: int = 0) -> dict[str, Any]:
@@ -198,11 +84,9 @@ class MeshView:
         self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
         self._by_task_id: dict[str, str] = {}  # task id -> key
         self._calls: OrderedDict[str, str] = OrderedDict()  # key of a non-task request -> agent
-        self.rates = _Rates(self.bounds.rate_window_s, clock)
+        self.rates = Rates(self.bounds.rate_window_s, clock)
         self.usage = UsageTotals()
         self._listeners: list[ChangeListener] = []
-
-    # ------------------------------------------------------------------ listeners
 
     def add_listener(self, listener: ChangeListener) -> None:
         self._listeners.append(listener)
@@ -214,8 +98,6 @@ class MeshView:
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
         for listener in tuple(self._listeners):
             listener((kind, data))
-
-    # ------------------------------------------------------------------ cards
 
     def card_seen(self, entry: Entry, replicas: int = 0) -> None:
         summary = card_summary(entry, replicas)
@@ -236,8 +118,6 @@ class MeshView:
             self.rates.forget(name)
             self._emit("gone", {"kind": kind, "name": name})
 
-    # ------------------------------------------------------------------ requests and answers
-
     def request_seen(
         self,
         agent: str,
@@ -250,7 +130,7 @@ class MeshView:
         depth: int = 0,
     ) -> None:
         """A request on ``agent``'s request topic (``key``: its Correlation Data)."""
-        request = _json_object(payload)
+        request = json_object(payload)
         method = str(request.get("method", "?"))
         if method == "tasks/list" and caller == self.quiet_caller:
             return
@@ -283,15 +163,15 @@ class MeshView:
             updated=now,
             chain=[str(c) for c in chain],
             depth=depth,
-            parent_task_id=_str_or_none(metadata.get("parentTaskId")),
-            delegated_by=_str_or_none(metadata.get("delegatingAgent")),
+            parent_task_id=str_or_none(metadata.get("parentTaskId")),
+            delegated_by=str_or_none(metadata.get("delegatingAgent")),
             events=deque(maxlen=self.bounds.max_events),
-            workflow_node=_str_or_none(metadata.get("workflowNode")),
+            workflow_node=str_or_none(metadata.get("workflowNode")),
         )
         self.tasks[key] = record
         self._by_task_id[record.task_id] = key
         self._evict()
-        self._add_event(record, {"kind": "request", "state": "submitted", "text": self._text(_parts_text(message))})
+        self._add_event(record, {"kind": "request", "state": "submitted", "text": self._text(parts_text(message))})
 
     def answer_seen(self, key: str, payload: bytes, *, final: bool) -> None:
         """An answer (``final``: on a response topic, else a stream event on a status topic)."""
@@ -299,9 +179,9 @@ class MeshView:
         if record is None:
             agent = self._calls.pop(key, None) if final else None
             if agent is not None:
-                self._count_final(agent, _json_object(payload))
+                self._count_final(agent, json_object(payload))
             return
-        answer = _json_object(payload)
+        answer = json_object(payload)
         if final:
             self._count_final(record.agent, answer)
         error = answer.get("error")
@@ -337,7 +217,7 @@ class MeshView:
             return
         status = task.get("status")
         status = status if isinstance(status, dict) else {}
-        at = _timestamp(status.get("timestamp"), self.clock())
+        at = timestamp_of(status.get("timestamp"), self.clock())
         state = str(status.get("state", "?"))
         history = task.get("history")
         history = history if isinstance(history, list) else []
@@ -356,15 +236,15 @@ class MeshView:
             updated=at,
             chain=[],
             depth=0,
-            parent_task_id=_str_or_none(metadata.get("parentTaskId")),
-            delegated_by=_str_or_none(metadata.get("delegatingAgent")),
+            parent_task_id=str_or_none(metadata.get("parentTaskId")),
+            delegated_by=str_or_none(metadata.get("delegatingAgent")),
             state=state,
             events=deque(maxlen=self.bounds.max_events),
         )
         if asked:
-            record.events.append({"at": at, "kind": "request", "text": self._text(_parts_text(asked))})
+            record.events.append({"at": at, "kind": "request", "text": self._text(parts_text(asked))})
         message = status.get("message")
-        text = _parts_text(message) if isinstance(message, dict) else ""
+        text = parts_text(message) if isinstance(message, dict) else ""
         record.events.append({"at": at, "kind": "task", "state": state, "text": self._text(text)})
         self.tasks[key] = record
         self.tasks.move_to_end(key, last=False)  # older than anything seen live
@@ -372,8 +252,6 @@ class MeshView:
         self._evict()
         if key in self.tasks:
             self._emit("task", {"task": record.header(), "event": record.events[-1]})
-
-    # ------------------------------------------------------------------ reading
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -385,8 +263,6 @@ class MeshView:
             "bounds": self.bounds.to_json_dict(),
         }
 
-    # ------------------------------------------------------------------ plumbing
-
     def _event_of(self, result: dict[str, Any], final: bool) -> dict[str, Any]:
         kind = result.get("kind")
         if kind == "status-update":
@@ -394,24 +270,24 @@ class MeshView:
             status = status if isinstance(status, dict) else {}
             state = str(status.get("state", "working"))
             message = status.get("message")
-            text = _parts_text(message) if isinstance(message, dict) else ""
+            text = parts_text(message) if isinstance(message, dict) else ""
             return {"kind": "status", "state": state, "text": self._text(text)}
         if kind == "artifact-update":
             artifact = result.get("artifact")
             artifact = artifact if isinstance(artifact, dict) else {}
-            event = {"kind": "artifact", "name": artifact.get("name"), "text": self._text(_parts_text(artifact))}
-            if files := _download_links(artifact):
+            event = {"kind": "artifact", "name": artifact.get("name"), "text": self._text(parts_text(artifact))}
+            if files := download_links(artifact):
                 event["files"] = files
             return event
         if kind == "task":
             status = result.get("status")
             status = status if isinstance(status, dict) else {}
             message = status.get("message")
-            text = _parts_text(message) if isinstance(message, dict) else ""
+            text = parts_text(message) if isinstance(message, dict) else ""
             state = str(status.get("state", "?"))
             return {"kind": "task" if final else "status", "state": state, "text": self._text(text)}
         if kind == "message":
-            return {"kind": "message", "state": "completed" if final else None, "text": self._text(_parts_text(result))}
+            return {"kind": "message", "state": "completed" if final else None, "text": self._text(parts_text(result))}
         return {"kind": str(kind), "text": ""}
 
     def _add_event(self, record: TaskRecord, event: dict[str, Any]) -> None:
@@ -463,67 +339,3 @@ class MeshView:
     def _text(self, text: str) -> str:
         limit = self.bounds.max_text
         return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _json_object(payload: bytes) -> dict[str, Any]:
-    """The payload as a JSON object; ``{}`` for anything else (the dashboard only observes)."""
-    try:
-        value = json.loads(payload)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _parts_text(holder: dict[str, Any]) -> str:
-    """The text of a message's or artifact's parts (data parts as compact JSON)."""
-    parts = holder.get("parts")
-    if not isinstance(parts, list):
-        return ""
-    texts = []
-    for part in parts:
-        if not isinstance(part, dict):
-            continue
-        if isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif "data" in part:
-            texts.append(json.dumps(part["data"], ensure_ascii=False)[:200])
-    return " ".join(t.strip() for t in texts if t.strip())
-
-
-_MAX_LINKS = 10
-
-
-def _download_links(holder: dict[str, Any]) -> list[dict[str, str]]:
-    """The gateway's download path of each ``artifact://`` file part (at most ten): the page
-    links them, and the gateway serves them to their owner (:mod:`gateways.http.artifacts`)."""
-    parts = holder.get("parts")
-    links: list[dict[str, str]] = []
-    for part in parts if isinstance(parts, list) else []:
-        file = part.get("file") if isinstance(part, dict) else None
-        uri = file.get("uri") if isinstance(file, dict) else None
-        if not isinstance(uri, str) or not is_artifact_uri(uri) or len(links) == _MAX_LINKS:
-            continue
-        try:
-            ref = ArtifactRef.parse(uri)
-        except ArtifactError:
-            continue
-        version = "" if ref.version is None else f"?version={ref.version}"
-        links.append({"name": ref.name, "href": f"/a2a/artifacts/{quote(ref.context_id)}/{quote(ref.name)}{version}"})
-    return links
-
-
-def _timestamp(value: object, default: float) -> float:
-    """An A2A status timestamp (ISO 8601) as epoch seconds; ``default`` when there is none."""
-    if not isinstance(value, str):
-        return default
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return default
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
