@@ -30,6 +30,11 @@ MAX_TASK_PAGE_SIZE = 100
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_send(subparsers)
+    _register_task(subparsers)
+
+
+def _register_send(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     send = subparsers.add_parser(
         "send",
         help="send a message to an agent and print its answer",
@@ -103,6 +108,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_client_options(send)
     send.set_defaults(handler=_send)
 
+
+def _register_task(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     task = subparsers.add_parser(
         "task", help="list, look at or cancel tasks", description="List an agent's tasks, look at or cancel one."
     )
