@@ -128,7 +128,7 @@ def best(results: dict[str, dict[str, float]]) -> dict[str, float]:
     return {"rtt_us": fastest["rtt_us"], "p99_us": fastest["p99_us"], "rps": max(r["rps"] for r in results.values())}
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = base_arguments(__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests for the round trip")
     parser.add_argument(
@@ -148,7 +148,11 @@ def main() -> None:
     # In memory, as the a2a-sdk side's InMemoryTaskStore (bench/agent.py measures SQLite too).
     parser.add_argument("--task-store", default=":memory:", help="the echo agent's task store")
     parser.add_argument("--secured", action="store_true", help="also measure the secured default (mesh up's)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     if args.serve_echo:
         asyncio.run(profiled_echo(args.broker, args.namespace, args.task_store, args.keys, args.profile_echo))
         return
@@ -159,7 +163,11 @@ def main() -> None:
             )
         )
         return
+    emit(run_sides(args))
 
+
+def run_sides(args: argparse.Namespace) -> dict[str, object]:
+    """Start the echo agent, the gateway and the a2a-sdk server; measure each side; the figures."""
     gateway_port, a2a_port, grpc_port = free_port(), free_port(), free_port()
     script = str(Path(__file__).resolve())
     profile = ["--profile-gateway", str(Path(args.profile_gateway).resolve())] if args.profile_gateway else []
@@ -227,33 +235,43 @@ def main() -> None:
         report_profile(args.profile_gateway)
     if args.profile_echo:
         report_profile(args.profile_echo, "echo agent")
+    return figures(args, gateway, a2a, rest, grpc_figures, secured)
+
+
+def figures(
+    args: argparse.Namespace,
+    gateway: dict[str, dict[str, float]],
+    a2a: dict[str, dict[str, float]],
+    rest: dict[str, float],
+    grpc_figures: dict[str, float],
+    secured: dict[str, object],
+) -> dict[str, object]:
+    """The one JSON line: the best of each side, then every measured figure."""
     gw, sdk = best(gateway), best(a2a)
-    emit(
-        {
-            "gateway_rtt_us": gw["rtt_us"],
-            "a2a_http_rtt_us": sdk["rtt_us"],
-            "rtt_ratio": ratio(gw["rtt_us"], sdk["rtt_us"]),
-            "gateway_rps": gw["rps"],
-            "a2a_http_rps": sdk["rps"],
-            "rps_ratio": ratio(gw["rps"], sdk["rps"]),
-            "gateway_p99_us": gw["p99_us"],
-            "a2a_http_p99_us": sdk["p99_us"],
-            # The 1.0 edge (translation included) against 0.3 on the same gateway, same run.
-            "v1_rtt_ratio": ratio(gateway["1.0"]["rtt_us"], gateway["0.3"]["rtt_us"]),
-            "gateway_0_3": gateway["0.3"],
-            "gateway_1_0": gateway["1.0"],
-            "gateway_rest": rest,  # A2A 1.0 HTTP+JSON (not in the best-of figures above)
-            "gateway_grpc": grpc_figures,  # A2A 1.0 gRPC (not in the best-of figures above)
-            "a2a_http_0_3": a2a["0.3"],
-            "a2a_http_1_0": a2a["1.0"],
-            "concurrency": CONCURRENCY,
-            "requests": args.requests,
-            "concurrent_requests": args.concurrent_requests,
-            "profiled": bool(args.profile_gateway or args.profile_echo),
-            "trust": args.trust,
-            **secured,
-        }
-    )
+    return {
+        "gateway_rtt_us": gw["rtt_us"],
+        "a2a_http_rtt_us": sdk["rtt_us"],
+        "rtt_ratio": ratio(gw["rtt_us"], sdk["rtt_us"]),
+        "gateway_rps": gw["rps"],
+        "a2a_http_rps": sdk["rps"],
+        "rps_ratio": ratio(gw["rps"], sdk["rps"]),
+        "gateway_p99_us": gw["p99_us"],
+        "a2a_http_p99_us": sdk["p99_us"],
+        # The 1.0 edge (translation included) against 0.3 on the same gateway, same run.
+        "v1_rtt_ratio": ratio(gateway["1.0"]["rtt_us"], gateway["0.3"]["rtt_us"]),
+        "gateway_0_3": gateway["0.3"],
+        "gateway_1_0": gateway["1.0"],
+        "gateway_rest": rest,  # A2A 1.0 HTTP+JSON (not in the best-of figures above)
+        "gateway_grpc": grpc_figures,  # A2A 1.0 gRPC (not in the best-of figures above)
+        "a2a_http_0_3": a2a["0.3"],
+        "a2a_http_1_0": a2a["1.0"],
+        "concurrency": CONCURRENCY,
+        "requests": args.requests,
+        "concurrent_requests": args.concurrent_requests,
+        "profiled": bool(args.profile_gateway or args.profile_echo),
+        "trust": args.trust,
+        **secured,
+    }
 
 
 def secured_side(args: argparse.Namespace, script: str, keys: str | None, open_port: int) -> dict[str, object]:
