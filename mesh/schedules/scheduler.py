@@ -1,5 +1,6 @@
 """The component that runs a file's ``schedules:``: a loop per schedule that sleeps until its next
-tick, claims it in the namespace's store (:mod:`mesh.schedules.store`) and, if it won, sends the
+tick, claims it in the namespace's record (:mod:`mesh.schedules.store`: the machine's SQLite
+file, or the PostgreSQL store every machine's schedulers share) and, if it won, sends the
 task (:mod:`mesh.schedules.runs`).
 
 It connects as the machine's CLI user (``cli``, the identity ``mesh send`` has on a secured
@@ -28,7 +29,7 @@ from mesh.errors import AgentNotFoundError
 from mesh.schedules.clock import Clock, SystemClock
 from mesh.schedules.runs import RunOutcome, run_tick, tick_ms
 from mesh.schedules.spec import ScheduleSpec
-from mesh.schedules.store import ScheduleStore
+from mesh.schedules.store import ScheduleStore, open_schedule_store
 
 __all__ = ["Scheduler"]
 
@@ -62,7 +63,7 @@ class Scheduler:
         self.source = source
         self.name = f"schedules:{source.name}"
         self.clock: Clock = clock or SystemClock()
-        self.store = store or ScheduleStore.of(namespace)
+        self.store: ScheduleStore = store or open_schedule_store(namespace)
         self.agent_wait_s = agent_wait_s
         self.instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.client: MeshClient | None = None
@@ -88,7 +89,7 @@ class Scheduler:
             await asyncio.to_thread(self.store.register, spec.name, entry, str(self.source), _ms(tick))
         self._loops = [asyncio.create_task(self._loop(s, started), name=f"schedule {s.name}") for s in self.specs]
         names = ", ".join(f"{s.name} ({s.when}{'' if s.enabled else ', disabled'})" for s in self.specs)
-        log.info("%s: running %s; runs claimed in %s", self.name, names, self.store.path)
+        log.info("%s: running %s; runs claimed in %s", self.name, names, self.store.where)
 
     async def stop(self) -> None:
         for task in [*self._loops, *self._runs]:
@@ -98,6 +99,9 @@ class Scheduler:
             await self.client.calls.flush()
             await self.client.transport.close()
             self.client = None
+        close = getattr(self.store, "close", None)  # a PostgreSQL store's connection (it reopens if used again)
+        if close is not None:
+            await asyncio.to_thread(close)
 
     async def _check_agents(self, client: MeshClient) -> None:
         for index, spec in enumerate(self.specs):

@@ -1,6 +1,11 @@
 """The schedules' shared record: which process claimed which tick, how each run ended, which
-schedules are paused. One SQLite file per namespace under the state dir
-(``<state dir>/<namespace>/schedules.sqlite``), shared by every scheduler of the machine.
+schedules are paused. Two engines behind one interface (:class:`ScheduleStore`):
+
+- :class:`SqliteScheduleStore`, the default: one SQLite file per namespace under the state dir
+  (``<state dir>/<namespace>/schedules.sqlite``), shared by every scheduler of the machine;
+- :class:`~mesh.schedules.pgstore.PostgresScheduleStore`: a ``postgresql://`` store (the one
+  the file's agents name as ``store:``, else ``$MESH_STORE``), shared by the schedulers of
+  every machine (:func:`open_schedule_store` chooses).
 
 **The claim.** A tick is run by whoever inserts its row first: ``runs`` has the primary key
 (schedule, tick), and the insert is made inside one ``BEGIN IMMEDIATE`` transaction that also
@@ -15,16 +20,32 @@ running scheduler of the machine at its next tick, through the state dir only it
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from mesh.config.statedir import namespace_state_dir
+from mesh.errors import ConfigError
 
-__all__ = ["RunRecord", "ScheduleRecord", "ScheduleStore", "store_path"]
+__all__ = [
+    "STORE_ENV",
+    "RunRecord",
+    "ScheduleRecord",
+    "ScheduleStore",
+    "SqliteScheduleStore",
+    "open_schedule_store",
+    "store_path",
+]
+
+#: The PostgreSQL store the schedules use when their file names none (the one ``mesh doctor --store`` checks).
+STORE_ENV = "MESH_STORE"
+#: Finished runs kept per schedule (the newest; ``missed:`` reads the latest).
+RUNS_KEPT = 1000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -73,15 +94,70 @@ class ScheduleRecord:
     next_tick_ms: int | None
 
 
-class ScheduleStore:
+class ScheduleStore(Protocol):
     """The namespace's record; every method is blocking (the scheduler calls them in a thread)."""
+
+    #: Where the record is, for logs and errors (a path, or the URL with no password).
+    where: str
+
+    def exists(self) -> bool:
+        """Whether there is a record to read (False: no schedule ever ran; reading would create it)."""
+        ...
+
+    def register(self, name: str, spec: dict[str, object], source: str, next_tick_ms: int | None) -> None: ...
+
+    def claim(
+        self, name: str, tick_ms: int, by: str, *, max_concurrent: int, timeout_s: float, manual: bool = False
+    ) -> str | None: ...
+
+    def started(self, name: str, tick_ms: int, task_id: str | None) -> None: ...
+
+    def ended(self, name: str, tick_ms: int, outcome: str, task_id: str | None) -> None: ...
+
+    def last_tick(self, name: str) -> int | None: ...
+
+    def set_paused(self, name: str, paused: bool) -> bool: ...
+
+    def is_paused(self, name: str) -> bool: ...
+
+    def schedules(self) -> list[ScheduleRecord]: ...
+
+    def runs(self, name: str | None = None, limit: int = 100) -> list[RunRecord]: ...
+
+
+def open_schedule_store(namespace: str, setting: str = "") -> ScheduleStore:
+    """The record of ``namespace``: PostgreSQL when ``setting`` (else ``$MESH_STORE``) is a
+    ``postgresql://`` URL, else the machine's SQLite file."""
+    from mesh.store import is_postgres_url, parse_store_url
+
+    value = setting or os.environ.get(STORE_ENV, "")
+    if not value:
+        return SqliteScheduleStore.of(namespace)
+    if not is_postgres_url(value):
+        raise ConfigError(
+            f"the schedules' store must be a postgresql:// URL, not {value!r} "
+            f"(leave ${STORE_ENV} and --store unset for the machine's SQLite record)"
+        )
+    from mesh.schedules.pgstore import PostgresScheduleStore
+    from mesh.store.postgres import require_driver
+
+    require_driver()
+    return PostgresScheduleStore(parse_store_url(value), namespace)
+
+
+class SqliteScheduleStore:
+    """The record in the machine's SQLite file (see the module doc)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.where = str(path)
 
     @classmethod
-    def of(cls, namespace: str) -> ScheduleStore:
+    def of(cls, namespace: str) -> SqliteScheduleStore:
         return cls(store_path(namespace))
+
+    def exists(self) -> bool:
+        return self.path.is_file()
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
@@ -138,6 +214,11 @@ class ScheduleStore:
             db.execute(
                 "UPDATE runs SET outcome=?, ended_at=?, task_id=coalesce(?, task_id) WHERE schedule=? AND tick=?",
                 (outcome, time.time(), task_id, name, tick_ms),
+            )
+            db.execute(  # the newest RUNS_KEPT stay: a schedule every second runs for months
+                "DELETE FROM runs WHERE schedule=? AND tick < (SELECT tick FROM runs WHERE schedule=? "
+                "ORDER BY tick DESC LIMIT 1 OFFSET ?)",
+                (name, name, RUNS_KEPT),
             )
 
     def last_tick(self, name: str) -> int | None:
