@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mesh.schedules.store import RUNS_KEPT, RunRecord, ScheduleRecord
+from mesh.schedules.store import RUNS_KEPT, RunRecord, ScheduleRecord, UserRun, answer_json, finished_runs
 from mesh.store import Migration, StoreUrl
 from mesh.store import postgres as pg
 
@@ -42,7 +42,10 @@ MIGRATIONS = (
                 deadline DOUBLE PRECISION NOT NULL,         -- past it, a run with no outcome is not in flight
                 manual BOOLEAN NOT NULL DEFAULT false,
                 task_id TEXT, outcome TEXT, ended_at DOUBLE PRECISION,
+                user_id TEXT, request JSONB, answer JSONB,  -- who asked what, and the answer (the chat's history)
                 PRIMARY KEY (namespace, schedule, tick))""",
+            "CREATE INDEX IF NOT EXISTS mesh_schedule_runs_user "
+            "ON mesh_schedule_runs (namespace, user_id, schedule, tick)",
             """CREATE TABLE IF NOT EXISTS mesh_schedules (
                 namespace TEXT NOT NULL, name TEXT NOT NULL, spec JSONB NOT NULL, source TEXT NOT NULL,
                 paused BOOLEAN NOT NULL DEFAULT false, next_tick BIGINT, seen_at DOUBLE PRECISION NOT NULL,
@@ -98,7 +101,16 @@ class PostgresScheduleStore:
         )
 
     def claim(
-        self, name: str, tick_ms: int, by: str, *, max_concurrent: int, timeout_s: float, manual: bool = False
+        self,
+        name: str,
+        tick_ms: int,
+        by: str,
+        *,
+        max_concurrent: int,
+        timeout_s: float,
+        manual: bool = False,
+        user: str | None = None,
+        request: dict[str, Any] | None = None,
     ) -> str | None:
         """Claim the run of ``tick_ms``; None when claimed, else why not (taken, paused, too many in flight)."""
 
@@ -127,9 +139,9 @@ class PostgresScheduleStore:
                     return f"{running} run(s) still in flight (max_concurrent: {max_concurrent})"
                 inserted = db.execute(
                     "INSERT INTO mesh_schedule_runs (namespace, schedule, tick, claimed_by, claimed_at, deadline, "
-                    "manual) VALUES (%s, %s, %s, %s, extract(epoch FROM clock_timestamp()), "
-                    "extract(epoch FROM clock_timestamp()) + %s, %s) ON CONFLICT DO NOTHING",
-                    (*key, tick_ms, by, timeout_s, manual),
+                    "manual, user_id, request) VALUES (%s, %s, %s, %s, extract(epoch FROM clock_timestamp()), "
+                    "extract(epoch FROM clock_timestamp()) + %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (*key, tick_ms, by, timeout_s, manual, user, None if request is None else json.dumps(request)),
                 )
                 return None if inserted.rowcount == 1 else "claimed already"
 
@@ -143,14 +155,16 @@ class PostgresScheduleStore:
             )
         )
 
-    def ended(self, name: str, tick_ms: int, outcome: str, task_id: str | None) -> None:
+    def ended(
+        self, name: str, tick_ms: int, outcome: str, task_id: str | None, answer: dict[str, Any] | None = None
+    ) -> None:
         def work(db: psycopg.Connection) -> None:
             key = (self.namespace, name)
             db.execute(
                 "UPDATE mesh_schedule_runs SET outcome = %s, ended_at = extract(epoch FROM clock_timestamp()), "
-                "task_id = coalesce(%s, task_id) "
+                "task_id = coalesce(%s, task_id), answer = %s "
                 "WHERE namespace = %s AND schedule = %s AND tick = %s",
-                (outcome, task_id, *key, tick_ms),
+                (outcome, task_id, answer_json(answer), *key, tick_ms),
             )
             db.execute(  # the newest RUNS_KEPT stay
                 "DELETE FROM mesh_schedule_runs WHERE namespace = %s AND schedule = %s AND tick < (SELECT tick "
@@ -170,6 +184,25 @@ class PostgresScheduleStore:
             ).fetchone()
         )
         return int(row[0]) if row is not None and row[0] is not None else None
+
+    def user_runs(self, user: str, after: Mapping[str, int], limit: int = 200) -> list[UserRun]:
+        def work(db: psycopg.Connection) -> list[Any]:
+            key = (self.namespace, user)
+            names = db.execute(
+                "SELECT DISTINCT schedule FROM mesh_schedule_runs WHERE namespace = %s AND user_id = %s", key
+            ).fetchall()
+            rows: list[Any] = []
+            for (name,) in sorted(names):
+                rows += db.execute(
+                    "SELECT schedule, tick, request, task_id, outcome, answer, deadline FROM mesh_schedule_runs "
+                    "WHERE namespace = %s AND user_id = %s AND schedule = %s AND tick > %s ORDER BY tick LIMIT %s",
+                    (*key, name, after.get(str(name), -1), limit),
+                ).fetchall()
+            now = db.execute("SELECT extract(epoch FROM clock_timestamp())::double precision").fetchone()
+            return [rows, float(now[0]) if now is not None else 0.0]
+
+        rows, now = self._run(work)
+        return finished_runs(rows, after, now)
 
     def set_paused(self, name: str, paused: bool) -> bool:
         """Pause or resume ``name``; False when no scheduler ever registered it."""
