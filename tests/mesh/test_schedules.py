@@ -388,6 +388,11 @@ async def test_two_mesh_run_processes_of_two_state_dirs_share_a_postgresql_recor
             line = await process.wait_for_line("schedules:schedules.yaml: running often (every 1s)", timeout=60)
             assert line.rstrip().endswith(f"runs claimed in {postgres_url}"), line
         await lines_in(processes, "of calculator completed", 4)
+        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace, "MESH_STATE_DIR": str(tmp_path / "c")}
+        shown = await mesh("agents", "--store", postgres_url, **env)  # a third host: the shared record
+        assert "scheduled: calculator by often (every 1s), next " in shown.stdout, shown
+        alone = await mesh("agents", **env)  # its own machine's record has no schedule
+        assert alone.code == 0 and "scheduled:" not in alone.stdout, alone
         store = PostgresScheduleStore(parse_store_url(postgres_url), namespace)
         stack.callback(store.close)
         runs = [r for r in store.runs("often") if r.outcome == "completed"]
@@ -432,3 +437,29 @@ def test_the_schedules_of_a_file_claim_in_the_store_its_agents_share(tmp_path: P
         build_components(load_config(path), BrokerSettings())
     assert str(refused.value).startswith(f"{path}: schedules: the file's entries name 2 stores")
     assert "secret" not in str(refused.value) and "give the file's agents one store:" in str(refused.value)
+
+
+def test_a_record_made_before_runs_kept_their_user_is_brought_up_to_date(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "schedules.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as db:  # the first version's runs table
+        db.execute(
+            "CREATE TABLE runs (schedule TEXT NOT NULL, tick INTEGER NOT NULL, claimed_by TEXT NOT NULL, "
+            "claimed_at REAL NOT NULL, deadline REAL NOT NULL, manual INTEGER NOT NULL DEFAULT 0, task_id TEXT, "
+            "outcome TEXT, ended_at REAL, PRIMARY KEY (schedule, tick))"
+        )
+        db.execute("INSERT INTO runs VALUES ('sum', 1, 'old', 0, 0, 0, 't0', 'completed', 0)")
+        db.commit()
+    store = SqliteScheduleStore(path)
+    request = {"agent": "calculator", "text": "2 + 2", "data": None, "contextId": None}
+    assert store.claim("sum", 2, "new", max_concurrent=1, timeout_s=60, user="ada", request=request) is None
+    store.ended("sum", 2, "completed", "t1", {"kind": "message", "contextId": "c"})
+    [run] = store.user_runs("ada", {})
+    assert (run.tick_ms, run.task_id, run.request["text"], run.answer) == (
+        2,
+        "t1",
+        "2 + 2",
+        {"kind": "message", "contextId": "c"},
+    )
+    assert [r.tick_ms for r in store.runs("sum")] == [2, 1] and store.user_runs("ada", {"sum": 2}) == []
