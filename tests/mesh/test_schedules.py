@@ -463,3 +463,22 @@ def test_a_record_made_before_runs_kept_their_user_is_brought_up_to_date(tmp_pat
         {"kind": "message", "contextId": "c"},
     )
     assert [r.tick_ms for r in store.runs("sum")] == [2, 1] and store.user_runs("ada", {"sum": 2}) == []
+
+
+async def test_a_record_out_of_reach_ends_the_start_saying_where_and_what_to_check(
+    serve_agent: ServeAgent, broker_settings: BrokerSettings, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(CalculatorAgent())
+    url = "postgresql://mesh:hunter2@127.0.0.1:1/mesh"  # nothing listens on port 1
+    store = PostgresScheduleStore(parse_store_url(url), namespace)
+    scheduler = Scheduler(
+        [spec(every="1m")], broker=broker_settings, namespace=namespace, source=tmp_path / "m.yaml", store=store
+    )
+    with pytest.raises(ConfigError) as refused:
+        await scheduler.start()
+    message = str(refused.value)
+    assert message.startswith(
+        "schedules:m.yaml: cannot write the schedules' record postgresql://mesh:***@127.0.0.1:1/mesh: "
+    )
+    assert "$MESH_STORE_PASSWORD" in message and "hunter2" not in message
+    assert scheduler.client is None
