@@ -53,7 +53,12 @@ def build_gateways(entries: Sequence[Any], ctx: BuildContext) -> list[Component]
         parsed.append((settings, component_trust(ctx, settings.id, entry_trust, here)))
     return [
         HttpGateway(
-            settings, broker=ctx.broker_for(settings.id), namespace=ctx.namespace, trust=trust, artifacts=ctx.artifacts
+            settings,
+            broker=ctx.broker_for(settings.id),
+            namespace=ctx.namespace,
+            trust=trust,
+            artifacts=ctx.artifacts,
+            schedules_store=ctx.stores[0] if len(ctx.stores) == 1 else "",  # where the file's schedules claim
         )
         for settings, trust in parsed
     ]

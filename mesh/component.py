@@ -52,6 +52,9 @@ class BuildContext:
     emqx: Mapping[str, Any] | None = None
     #: The file's ``artifacts:`` store settings, if any (else ``MESH_ARTIFACTS`` or the embedded store).
     artifacts: ArtifactSettings | None = None
+    #: The postgresql:// URLs the file's entries name as ``store:`` (each once): the store the file's
+    #: components share, where sections that keep a shared record (``schedules:``) keep it.
+    stores: tuple[str, ...] = ()
 
     def broker_for(self, name: str) -> BrokerSettings:
         """The broker settings of the component ``name`` builds: its own broker identity, if any."""

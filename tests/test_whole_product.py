@@ -25,7 +25,7 @@ and downloaded again); 7. an LLM agent on pydantic-ai's test model;
 8. (its own ``mesh up --model test``) the assistant calling a ``mesh run`` agent as a tool; (its
 own ``mesh up --model demo``) the demo model's plan, tool calls and answer, as the README shows;
 10. ``mesh eval`` of docs/eval.md's example (passing, then a regression against its baseline), and
-a ``schedules:`` file run by ``mesh run`` whose tasks the dashboard and ``mesh task get`` show;
+a ``schedules:`` file run by ``mesh run`` whose tasks the dashboard, ``mesh task get`` and its user's chat show;
 11. a remote A2A agent (``mesh run remote.yaml``, a ``remote:`` entry for an a2a-sdk server the
 test starts): ``mesh send``, ``mesh agents``, the gateway with the a2a-sdk client, the chat;
 12. two replicas of a ``mesh run`` agent sharing their tasks in the tests' PostgreSQL (``store:``),
@@ -961,7 +961,7 @@ schedules:
     agent: calculator
     message: "{expression}"
     every: 2s
-    user: alice
+    user: "{user}"
 """
 
 
@@ -975,7 +975,9 @@ async def test_a_schedule_of_mesh_run_makes_tasks_seen_in_the_dashboard_and_mesh
             reader = asyncio.get_running_loop().create_task(feed.follow(response))
             try:
                 await feed.wait_for(lambda: "calculator" in dashboard_agents(feed), timeout=15, what="step 1")
-                await product.serve("often.yaml", {"often.yaml": SCHEDULED.format(expression=expression)})
+                user = (await browser.get("/chat/api/conversations")).json()["user"]  # the runs go to its chat
+                often = SCHEDULED.format(expression=expression, user=user)
+                await product.serve("often.yaml", {"often.yaml": often})
 
                 def scheduled() -> str | None:
                     for task_id, seen in dashboard_tasks(feed).items():
@@ -1012,6 +1014,14 @@ async def test_a_schedule_of_mesh_run_makes_tasks_seen_in_the_dashboard_and_mesh
     ), shown(step, agents)
     paused = await product.mesh("schedule", "pause", "often")  # no more ticks for the tests after this one
     assert paused.code == 0, shown("step 6: mesh schedule pause often", paused)
+    async with signed_in(product.gateway, product.api_key) as browser:
+        step = f"step 7: the chat of the schedule's user ({user!r}) lists its runs"
+        conversations = (await browser.get("/chat/api/conversations")).json()["conversations"]
+        [mine] = [c for c in conversations if c["title"] == "often (scheduled)"] or [None]
+        assert mine is not None and mine["agent"] == "calculator", f"{step}: {conversations}"
+        turns = (await browser.get(f"/chat/api/conversations/{mine['id']}")).json()["turns"]
+        assert expression in [t.get("text") for t in turns if t["role"] == "user"], f"{step}: {turns}"
+        assert task_id in [t.get("taskId") for t in turns if t["role"] == "agent"], f"{step}: {turns}"
 
 
 # ---------------------------------------------------------------- 11. a remote A2A agent (docs/remote-agents.md)

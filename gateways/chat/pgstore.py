@@ -14,7 +14,15 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from gateways.chat.store import MAX_CONVERSATIONS, MAX_TURNS, TITLE_CHARS, ChatLimitReached, bounded_turn
+from gateways.chat.store import (
+    MAX_CONVERSATIONS,
+    MAX_TURNS,
+    TITLE_CHARS,
+    ChatLimitReached,
+    ScheduledRun,
+    bounded_turn,
+    scheduled_conversation,
+)
 from mesh.store import Migration, StoreUrl
 from mesh.store import postgres as pg
 
@@ -39,6 +47,14 @@ MIGRATIONS = (
                 PRIMARY KEY (namespace, conversation, seq),
                 FOREIGN KEY (namespace, conversation) REFERENCES mesh_chat_conversations (namespace, id)
                     ON DELETE CASCADE)""",
+        ),
+    ),
+    Migration(
+        2,
+        (
+            """CREATE TABLE IF NOT EXISTS mesh_chat_scheduled (
+                namespace TEXT NOT NULL, owner TEXT NOT NULL, schedule TEXT NOT NULL, last_tick BIGINT NOT NULL,
+                imported INTEGER NOT NULL, PRIMARY KEY (namespace, owner, schedule))""",
         ),
     ),
 )
@@ -174,3 +190,68 @@ class PostgresChatStore:
                 "AND conversation = %s AND seq = %s",
                 (bounded_turn(body), task_id, state, self.namespace, conversation, seq),
             )
+
+    async def schedule_marks(self, owner: str) -> dict[str, int]:
+        async with (await self._connected()).connection() as db:
+            cursor = await db.execute(
+                "SELECT schedule, last_tick FROM mesh_chat_scheduled WHERE namespace = %s AND owner = %s",
+                (self.namespace, owner),
+            )
+            return {str(name): int(tick) for name, tick in await cursor.fetchall()}
+
+    async def add_scheduled_run(self, owner: str, run: ScheduledRun) -> bool:
+        now = time.time()
+        key = (self.namespace, owner, run.schedule)
+        async with (await self._connected()).connection() as db, db.transaction():
+            await db.execute("INSERT INTO mesh_chat_scheduled VALUES (%s, %s, %s, -1, 0) ON CONFLICT DO NOTHING", key)
+            cursor = await db.execute(  # the row lock orders two gateways taking the same run
+                "SELECT last_tick, imported FROM mesh_chat_scheduled WHERE namespace = %s AND owner = %s "
+                "AND schedule = %s FOR UPDATE",
+                key,
+            )
+            last_tick, imported = await cursor.fetchone()  # type: ignore[misc]
+            if run.tick_ms <= int(last_tick):
+                return False
+            conversation = scheduled_conversation(owner, run.schedule, int(imported) // run.per_conversation)
+            await db.execute(
+                "INSERT INTO mesh_chat_conversations (namespace, id, owner, agent, context_id, title, created, "
+                "updated) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (self.namespace, conversation, owner, run.agent, run.context_id, run.title[:TITLE_CHARS], now, now),
+            )
+            cursor = await db.execute(
+                "SELECT COUNT(*) FROM mesh_chat_turns WHERE namespace = %s AND conversation = %s",
+                (self.namespace, conversation),
+            )
+            count = int((await cursor.fetchone())[0])  # type: ignore[index]
+            if count + 2 <= MAX_TURNS:  # a full one (the user talked on in it) gets no more
+                await db.execute(
+                    "INSERT INTO mesh_chat_turns (namespace, conversation, seq, role, task_id, state, body, created) "
+                    "VALUES (%s, %s, %s, 'user', NULL, NULL, %s, %s), (%s, %s, %s, 'agent', %s, %s, %s, %s)",
+                    (
+                        *(self.namespace, conversation, count, bounded_turn(run.question), now),
+                        *(
+                            self.namespace,
+                            conversation,
+                            count + 1,
+                            run.task_id,
+                            run.state,
+                            bounded_turn(run.answer),
+                            now,
+                        ),
+                    ),
+                )
+                await db.execute(
+                    "UPDATE mesh_chat_conversations SET updated = %s WHERE namespace = %s AND id = %s",
+                    (now, self.namespace, conversation),
+                )
+            await db.execute(
+                "UPDATE mesh_chat_scheduled SET last_tick = %s, imported = %s WHERE namespace = %s AND owner = %s "
+                "AND schedule = %s",
+                (run.tick_ms, int(imported) + 1, *key),
+            )
+            await db.execute(  # beyond the bound, the oldest go
+                "DELETE FROM mesh_chat_conversations WHERE namespace = %s AND id IN (SELECT id FROM "
+                "mesh_chat_conversations WHERE namespace = %s AND owner = %s ORDER BY updated DESC OFFSET %s)",
+                (self.namespace, self.namespace, owner, MAX_CONVERSATIONS),
+            )
+        return True

@@ -18,12 +18,21 @@ import sqlite3
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from mesh.config.statedir import namespace_state_dir, path_component
 
-__all__ = ["ChatLimitReached", "ChatStore", "Conversations", "bounded_turn", "default_chat_path"]
+__all__ = [
+    "ChatLimitReached",
+    "ChatStore",
+    "Conversations",
+    "ScheduledRun",
+    "bounded_turn",
+    "default_chat_path",
+    "scheduled_conversation",
+]
 
 MAX_CONVERSATIONS = 500  # per user: the oldest are deleted beyond
 MAX_TURNS = 1_000  # per conversation
@@ -39,7 +48,31 @@ CREATE TABLE IF NOT EXISTS turns (
     conversation TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     seq INTEGER NOT NULL, role TEXT NOT NULL, task_id TEXT, state TEXT, body TEXT NOT NULL,
     created REAL NOT NULL, PRIMARY KEY (conversation, seq));
+CREATE TABLE IF NOT EXISTS scheduled (
+    owner TEXT NOT NULL, schedule TEXT NOT NULL, last_tick INTEGER NOT NULL, imported INTEGER NOT NULL,
+    PRIMARY KEY (owner, schedule));
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledRun:
+    """A scheduled run as two turns of its user's conversation with the schedule (gateways.chat.scheduled)."""
+
+    schedule: str
+    tick_ms: int
+    agent: str
+    context_id: str
+    title: str
+    question: dict[str, Any]  # the user turn's body
+    answer: dict[str, Any]  # the agent turn's body
+    task_id: str | None
+    state: str
+    per_conversation: int  # runs in one conversation: the next one goes to a new conversation
+
+
+def scheduled_conversation(owner: str, schedule: str, generation: int) -> str:
+    """The id of ``owner``'s ``generation``-th conversation with the runs of ``schedule``: alike on every host."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"mesh-schedule:{owner}\0{schedule}\0{generation}").hex
 
 
 class ChatLimitReached(ValueError):
@@ -80,6 +113,15 @@ class Conversations(Protocol):
     async def update_turn(
         self, conversation: str, seq: int, body: dict[str, Any], *, task_id: str | None, state: str | None
     ) -> None: ...
+
+    async def schedule_marks(self, owner: str) -> dict[str, int]:
+        """The latest tick of each schedule whose runs are in ``owner``'s conversations."""
+        ...
+
+    async def add_scheduled_run(self, owner: str, run: ScheduledRun) -> bool:
+        """Add ``run``'s turns to ``owner``'s conversation with its schedule (made if need be), once:
+        False when that tick, or a later one, is in already."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -234,6 +276,65 @@ class ChatStore:
             )
 
         await self._run(query)
+
+    # ---------------------------------------------------------------- scheduled runs
+
+    async def schedule_marks(self, owner: str) -> dict[str, int]:
+        def query(db: sqlite3.Connection) -> dict[str, int]:
+            rows = db.execute("SELECT schedule, last_tick FROM scheduled WHERE owner = ?", (owner,))
+            return {str(r["schedule"]): int(r["last_tick"]) for r in rows}
+
+        marks: dict[str, int] = await self._run(query)
+        return marks
+
+    async def add_scheduled_run(self, owner: str, run: ScheduledRun) -> bool:
+        question, answer = bounded_turn(run.question), bounded_turn(run.answer)
+        now = time.time()
+
+        def query(db: sqlite3.Connection) -> bool:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                mark = db.execute(
+                    "SELECT last_tick, imported FROM scheduled WHERE owner = ? AND schedule = ?", (owner, run.schedule)
+                ).fetchone()
+                if mark is not None and run.tick_ms <= mark["last_tick"]:
+                    db.execute("ROLLBACK")
+                    return False
+                imported = int(mark["imported"]) if mark is not None else 0
+                conversation = scheduled_conversation(owner, run.schedule, imported // run.per_conversation)
+                db.execute(
+                    "INSERT OR IGNORE INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (conversation, owner, run.agent, run.context_id, run.title[:TITLE_CHARS], now, now),
+                )
+                (count,) = db.execute("SELECT COUNT(*) FROM turns WHERE conversation = ?", (conversation,)).fetchone()
+                if count + 2 <= MAX_TURNS:  # a full one (the user talked on in it) gets no more
+                    db.execute(
+                        "INSERT INTO turns VALUES (?, ?, 'user', NULL, NULL, ?, ?)",
+                        (conversation, count, question, now),
+                    )
+                    db.execute(
+                        "INSERT INTO turns VALUES (?, ?, 'agent', ?, ?, ?, ?)",
+                        (conversation, count + 1, run.task_id, run.state, answer, now),
+                    )
+                    db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation))
+                db.execute(
+                    "INSERT INTO scheduled VALUES (?, ?, ?, ?) ON CONFLICT (owner, schedule) DO UPDATE SET "
+                    "last_tick = excluded.last_tick, imported = excluded.imported",
+                    (owner, run.schedule, run.tick_ms, imported + 1),
+                )
+                db.execute(  # beyond the bound, the oldest go
+                    "DELETE FROM conversations WHERE id IN (SELECT id FROM conversations WHERE owner = ? "
+                    "ORDER BY updated DESC LIMIT -1 OFFSET ?)",
+                    (owner, MAX_CONVERSATIONS),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return True
+
+        added: bool = await self._run(query)
+        return added
 
 
 def bounded_turn(body: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from gateways.chat.scheduled import ScheduledConversations
 from gateways.chat.store import ChatStore, Conversations, default_chat_path
 from gateways.dashboard import Dashboard
 from gateways.http.app import build_app
@@ -22,6 +23,7 @@ from mesh.artifacts import ArtifactSettings, ArtifactStore
 from mesh.broker import BrokerSettings
 from mesh.e2a import ResponseLog
 from mesh.errors import PortUnavailableError
+from mesh.schedules.store import open_schedule_store
 from mesh.trust import Trust
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ class HttpGateway:
         namespace: str,
         trust: Trust | None = None,
         artifacts: ArtifactSettings | ArtifactStore | None = None,
+        schedules_store: str = "",
     ) -> None:
         self.settings = settings
         self.name = settings.id
@@ -65,8 +68,11 @@ class HttpGateway:
         )
         #: Uploads stored, downloads served (/a2a/artifacts); the store opens on first use.
         self.artifacts = ArtifactEdge(artifacts, namespace)
-        #: The chat's conversations (/chat); the SQLite file opens on first use.
-        self.chat = chat_store(settings.chat_store, namespace, settings.id)
+        #: The chat's conversations (/chat); the SQLite file opens on first use. Each user's scheduled
+        #: runs join them, from the schedules' record (``schedules_store``: as the file's schedules have it).
+        self.chat: Conversations = ScheduledConversations(
+            chat_store(settings.chat_store, namespace, settings.id), open_schedule_store(namespace, schedules_store)
+        )
         self.app = build_app(self)
         config = uvicorn.Config(
             self.app,

@@ -26,6 +26,7 @@ from mesh.cli.common import (
     configure_logging,
     stopped_by_signals,
 )
+from mesh.cli.schedule_command import add_store_option
 from mesh.timestamps import utc_iso
 from topics import get_rollcall_topic, validate_namespace
 
@@ -57,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     agents.add_argument("--gateways", "-g", action="store_true", help="list the gateways too")
     agents.add_argument("--names", action="store_true", help="print the names alone, one a line (shell completion)")
+    add_store_option(agents)  # where the next scheduled runs are read
     add_connection_options(agents)
     agents.set_defaults(handler=_agents)
 
@@ -157,7 +159,7 @@ async def _agents(args: argparse.Namespace) -> int:
         from mesh.schedules.command import next_runs  # the machine's schedules (docs/schedules.md)
 
         agents = {e.name for e in entries if e.kind == "agent"}
-        for line in await asyncio.to_thread(next_runs, namespace, agents):
+        for line in await asyncio.to_thread(next_runs, namespace, agents, args.store or ""):
             print(line)
     if refused:  # cards the trust store refused: shown as such, never as agents
         print(f"refused (not signed by a trusted key of its name): {len(refused)}")

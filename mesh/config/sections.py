@@ -95,6 +95,7 @@ def _normalized(name: str) -> str:
 def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Component]:
     """Build every component of one file, importing only the factories of its non-empty sections."""
     installed = _section_entry_points()
+    stores = shared_stores(config)
     components: list[Component] = []
     for name, entries in config.sections.items():
         if not entries:
@@ -115,6 +116,7 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
             trust=config.trust,
             artifacts=config.artifacts,
             emqx=config.emqx,
+            stores=stores,
         )
         try:
             components.extend(factory(entries, context))
@@ -123,6 +125,19 @@ def build_components(config: MeshConfig, broker: BrokerSettings) -> list[Compone
             hint = _install_hint(name, installed[name], exc)
             raise MissingDependencyError(config_error(config.source, name, problem, hint), hint=hint) from exc
     return components
+
+
+def shared_stores(config: MeshConfig) -> tuple[str, ...]:
+    """The distinct ``postgresql://`` URLs the file's entries name as ``store:`` (agents, workflows), in order."""
+    from mesh.store import is_postgres_url
+
+    found: dict[str, None] = {}
+    for entries in config.sections.values():
+        for entry in entries or ():
+            value = entry.get("store") if isinstance(entry, dict) else None
+            if isinstance(value, str) and is_postgres_url(value):
+                found.setdefault(value, None)
+    return tuple(found)
 
 
 class MissingDependencyError(ConfigError):

@@ -13,7 +13,7 @@ from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED
 from mesh.config.errors import suggest
 from mesh.errors import ConfigError
 from mesh.schedules.spec import ScheduleSpec
-from mesh.schedules.store import RunRecord, ScheduleRecord, ScheduleStore
+from mesh.schedules.store import RunRecord, ScheduleRecord, ScheduleStore, open_schedule_store
 
 __all__ = ["ACTIONS"]
 
@@ -22,7 +22,7 @@ _STALE_S = 5.0
 
 
 def _store(args: argparse.Namespace) -> ScheduleStore:
-    return ScheduleStore.of(args.namespace)
+    return open_schedule_store(args.namespace, getattr(args, "store", None) or "")
 
 
 async def _record(store: ScheduleStore, name: str) -> ScheduleRecord:
@@ -34,8 +34,9 @@ async def _record(store: ScheduleStore, name: str) -> ScheduleRecord:
     close = suggest(name, known)
     hint = f"did you mean {close!r}? " if close else ""
     raise ConfigError(
-        f"no schedule {name!r} in {store.path}; {hint}schedules: {', '.join(known) or 'none yet'} "
-        "(a schedule is known once `mesh run FILE` of its file has started, on this machine and namespace)"
+        f"no schedule {name!r} in {store.where}; {hint}schedules: {', '.join(known) or 'none yet'} "
+        "(a schedule is known once `mesh run FILE` of its file has started, in this namespace and store: "
+        "give --store postgresql://... where the schedulers share one)"
     )
 
 
@@ -52,10 +53,11 @@ def _next(ms: int | None) -> str:
     return _when(ms)
 
 
-def next_runs(namespace: str, agents: set[str]) -> list[str]:
-    """For ``mesh agents``: a line per running, unpaused schedule of one of ``agents``, with its next tick."""
-    store = ScheduleStore.of(namespace)
-    if not store.path.is_file():  # no schedule ever ran here: nothing to read, nothing to create
+def next_runs(namespace: str, agents: set[str], store_setting: str = "") -> list[str]:
+    """For ``mesh agents``: a line per running, unpaused schedule of one of ``agents``, with its next tick
+    (from the record ``store_setting`` names, else ``$MESH_STORE``'s, else the machine's)."""
+    store = open_schedule_store(namespace, store_setting)
+    if not store.exists():  # no schedule ever ran here: nothing to read, nothing to create
         return []
     lines = []
     for record in store.schedules():

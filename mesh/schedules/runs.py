@@ -6,6 +6,7 @@ Used by the scheduler for each tick and by ``mesh schedule run NAME`` (a manual 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -60,8 +61,19 @@ async def run_tick(
 ) -> RunOutcome:
     """Run ``spec``'s ``tick`` if this process wins its claim; the outcome is in the store and the log."""
     at = tick_ms(tick)
+    request = {"agent": spec.agent, "text": spec.message.text, "data": spec.message.data, "contextId": spec.context_id}
     refused = await asyncio.to_thread(
-        store.claim, spec.name, at, by, max_concurrent=spec.max_concurrent, timeout_s=spec.timeout_s, manual=manual
+        functools.partial(
+            store.claim,
+            spec.name,
+            at,
+            by,
+            max_concurrent=spec.max_concurrent,
+            timeout_s=spec.timeout_s,
+            manual=manual,
+            user=spec.user,
+            request=request,
+        )
     )
     if refused is not None:
         log.debug("schedule %s: tick %s not run here: %s", spec.name, _iso(tick), refused)
@@ -93,7 +105,8 @@ async def run_tick(
         raise
     await asyncio.gather(*noted)
     task_id = answer.id if isinstance(answer, Task) else (sent[0] if sent else None)
-    await asyncio.to_thread(store.ended, spec.name, at, outcome, task_id)
+    kept = answer.to_wire_dict() if answer is not None else None  # the user's chat history shows it
+    await asyncio.to_thread(store.ended, spec.name, at, outcome, task_id, kept)
     seconds = time.monotonic() - started
     METRICS.component(client.namespace, component).task_ended(outcome.partition(":")[0], seconds)
     level = logging.INFO if outcome == "completed" else logging.WARNING

@@ -39,9 +39,30 @@ def parse_schedules(entries: Sequence[Any], ctx: BuildContext) -> list[ScheduleS
 
 def build_schedules(entries: Sequence[Any], ctx: BuildContext) -> list[Component]:
     from mesh.schedules.scheduler import Scheduler
+    from mesh.schedules.store import open_schedule_store
 
     specs = parse_schedules(entries, ctx)
-    return [Scheduler(specs, broker=ctx.broker, namespace=ctx.namespace, source=ctx.source)] if specs else []
+    if not specs:
+        return []
+    store = open_schedule_store(ctx.namespace, _store_of(ctx))
+    return [Scheduler(specs, broker=ctx.broker, namespace=ctx.namespace, source=ctx.source, store=store)]
+
+
+def _store_of(ctx: BuildContext) -> str:
+    """Where the file's schedules claim their ticks: the one PostgreSQL store its entries share (else
+    ``$MESH_STORE``, else the machine's SQLite record: :func:`~mesh.schedules.store.open_schedule_store`)."""
+    if len(ctx.stores) > 1:
+        from mesh.redaction import redact_url
+
+        named = ", ".join(redact_url(url) for url in ctx.stores)
+        raise config_error(
+            ctx.source,
+            ctx.section,
+            f"the file's entries name {len(ctx.stores)} stores ({named}); the schedules claim their ticks in one",
+            "give the file's agents one store:, or move the schedules to a file of their own and name the store "
+            "in $MESH_STORE",
+        )
+    return ctx.stores[0] if ctx.stores else ""
 
 
 def _refusal(exc: ValidationError, ctx: BuildContext, where: tuple[str, int]) -> ConfigError:

@@ -1,6 +1,9 @@
 """Schedules on the real broker: a tick fires on time (a clock the test moves), exactly once across
 two schedulers and two ``mesh run`` processes, across a restart (``missed`` both ways), paused and
-resumed from the CLI; bad cron, time zone and agent are refused with the fix."""
+resumed from the CLI; bad cron, time zone and agent are refused with the fix.
+
+The schedulers' tests run on both engines of the record: the machine's SQLite file, and a real
+PostgreSQL where each scheduler has a connection of its own (as schedulers on several hosts)."""
 
 from __future__ import annotations
 
@@ -22,9 +25,11 @@ from mesh.config import load_config
 from mesh.config.sections import build_components
 from mesh.errors import ConfigError
 from mesh.schedules import ManualClock, ScheduleSpec
+from mesh.schedules.pgstore import PostgresScheduleStore
 from mesh.schedules.runs import RunOutcome
 from mesh.schedules.scheduler import Scheduler
-from mesh.schedules.store import ScheduleStore
+from mesh.schedules.store import ScheduleStore, SqliteScheduleStore
+from mesh.store import parse_store_url
 from tests.conftest import ServeAgent
 from tests.mesh.cli_process import mesh, start_mesh
 from tests.support import wait_until
@@ -36,15 +41,37 @@ def spec(name: str = "sum", **fields: Any) -> ScheduleSpec:
     return ScheduleSpec.model_validate({"name": name, "agent": "calculator", "message": "2 + 2", **fields})
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """'' (the machine's SQLite record), or the test PostgreSQL's URL (its password in the environment)."""
+    return "" if request.param == "sqlite" else str(request.getfixturevalue("postgres_url"))
+
+
+def open_store(store_url: str, namespace: str) -> ScheduleStore:
+    """A record of its own (a connection of its own, for PostgreSQL), as another process has."""
+    if not store_url:
+        return SqliteScheduleStore.of(namespace)
+    return PostgresScheduleStore(parse_store_url(store_url), namespace)
+
+
+def store_args(store_url: str) -> list[str]:
+    return ["--store", store_url] if store_url else []
+
+
 @pytest.fixture
 async def schedulers(
-    broker_settings: BrokerSettings, namespace: str, tmp_path: Path
+    broker_settings: BrokerSettings, namespace: str, tmp_path: Path, store_url: str
 ) -> AsyncIterator[Callable[..., Any]]:
     started: list[Scheduler] = []
 
     async def make(specs: list[ScheduleSpec], clock: ManualClock) -> Scheduler:
         scheduler = Scheduler(
-            specs, broker=broker_settings, namespace=namespace, source=tmp_path / "mesh.yaml", clock=clock
+            specs,
+            broker=broker_settings,
+            namespace=namespace,
+            source=tmp_path / "mesh.yaml",
+            clock=clock,
+            store=open_store(store_url, namespace),
         )
         await scheduler.start()
         started.append(scheduler)
@@ -163,31 +190,36 @@ def tick(minute: int) -> int:
 
 
 async def test_pause_and_resume_from_the_cli_reach_the_running_scheduler(
-    serve_agent: ServeAgent, schedulers: Callable[..., Any], broker_url: str, namespace: str
+    serve_agent: ServeAgent, schedulers: Callable[..., Any], broker_url: str, namespace: str, store_url: str
 ) -> None:
     await serve_agent(CalculatorAgent())
     clock = ManualClock(START)
     scheduler = await schedulers([spec(every="1m")], clock)
     env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace}
-    paused = await mesh("schedule", "pause", "sum", **env)
+    at = store_args(store_url)  # --store URL on PostgreSQL: the record the scheduler uses
+
+    async def mesh_schedule(action: str, *args: str) -> Any:
+        return await mesh("schedule", action, *args, *at, **env)
+
+    paused = await mesh_schedule("pause", "sum")
     assert paused.code == 0, paused.stderr
     assert paused.stdout == "schedule sum paused: its ticks do not run until `mesh schedule resume sum`\n"
     await clock.set(START.replace(minute=1, second=0))
     [(_, skipped)] = await ran(scheduler, 1)
     assert skipped.refused == "paused"
-    listed = await mesh("schedule", "list", **env)
+    listed = await mesh_schedule("list")
     assert listed.stdout.splitlines()[0].split() == ["NAME", "AGENT", "WHEN", "STATE", "NEXT", "LAST", "RUN"]
     assert listed.stdout.splitlines()[1].split()[:5] == ["sum", "calculator", "every", "1m", "paused"]
-    resumed = await mesh("schedule", "resume", "sum", **env)
+    resumed = await mesh_schedule("resume", "sum")
     assert resumed.code == 0, resumed.stderr
     await clock.set(START.replace(minute=2, second=0))
     [_, (_, done)] = await ran(scheduler, 2)
     assert (done.refused, done.outcome) == (None, "completed")
-    now = await mesh("schedule", "run", "sum", **env)
+    now = await mesh_schedule("run", "sum")
     assert now.code == 0, now.stderr
     assert now.stdout.splitlines()[1] == "4" and now.stdout.startswith("schedule sum: task ")
     assert [r.manual for r in scheduler.store.runs("sum")][:1] == [True]
-    unknown = await mesh("schedule", "pause", "summ", **env)
+    unknown = await mesh_schedule("pause", "summ")
     assert unknown.code == 2 and "no schedule 'summ'" in unknown.stderr and "did you mean 'sum'?" in unknown.stderr
 
 
@@ -209,7 +241,7 @@ async def test_two_mesh_run_processes_of_one_file_run_each_tick_once(
         await wait_until(lambda: len(calculator.ticks) >= 4, calculator.changed, 60, lambda: str(calculator.ticks))
     # Both processes tried every tick; each tick reached the agent once, from whichever claimed it.
     assert len(calculator.ticks) == len(set(calculator.ticks)), calculator.ticks
-    claimed = {r.tick_ms: r.claimed_by for r in ScheduleStore.of(namespace).runs("often")}
+    claimed = {r.tick_ms: r.claimed_by for r in SqliteScheduleStore.of(namespace).runs("often")}
     assert {tick_of(t) for t in calculator.ticks} <= set(claimed)
 
 
@@ -311,3 +343,142 @@ async def test_a_scheduler_woken_late_runs_the_newest_tick_once(
     [_, (_, next_one)] = await ran(scheduler, 2)
     assert next_one.tick == START.replace(minute=4, second=0)
     assert sorted(r.tick_ms for r in scheduler.store.runs("sum")) == [tick(3), tick(4)]
+
+
+async def test_a_pause_through_one_record_stops_every_scheduler_and_a_resume_through_another_restarts_them(
+    serve_agent: ServeAgent, schedulers: Callable[..., Any]
+) -> None:
+    await serve_agent(CalculatorAgent())
+    clock = ManualClock(START)
+    first = await schedulers([spec(every="1m")], clock)
+    second = await schedulers([spec(every="1m")], clock)
+    assert first.store is not second.store
+    assert await asyncio.to_thread(first.store.set_paused, "sum", True)
+    await clock.set(START.replace(minute=1, second=0))
+    assert [o.refused for _, o in await ran(first, 1)] == ["paused"]
+    assert [o.refused for _, o in await ran(second, 1)] == ["paused"]
+    assert await asyncio.to_thread(second.store.set_paused, "sum", False)
+    await clock.set(START.replace(minute=2, second=0))
+    [_, (_, mine)] = await ran(first, 2)
+    [_, (_, theirs)] = await ran(second, 2)
+    assert sorted([str(mine.refused), str(theirs.refused)]) == ["None", "claimed already"]
+    assert [r.tick_ms for r in first.store.runs("sum")] == [tick(2)]
+
+
+async def test_two_mesh_run_processes_of_two_state_dirs_share_a_postgresql_record_and_run_each_tick_once(
+    postgres_url: str, broker_url: str, broker_settings: BrokerSettings, namespace: str, tmp_path: Path
+) -> None:
+    """Two hosts' `mesh run` of one file: each its own state dir, both a replica of the calculator
+    whose tasks are in the file's PostgreSQL store; the schedules claim their ticks there too."""
+    path = tmp_path / "schedules.yaml"
+    path.write_text(
+        f"namespace: {namespace}\n"
+        "agents:\n"
+        "  - {class: agents.builtin.calculator:CalculatorAgent, shared_subscription: true, store: "
+        f"'{postgres_url}'}}\n"
+        "schedules:\n  - {name: often, agent: calculator, message: '1 + 1', every: 1s}\n"
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        processes = []
+        for host in ("a", "b"):
+            env = {"MESH_BROKER_URL": broker_url, "MESH_STATE_DIR": str(tmp_path / host)}
+            process = await start_mesh("run", str(path), **env)
+            stack.push_async_callback(process.stop)
+            processes.append(process)
+            line = await process.wait_for_line("schedules:schedules.yaml: running often (every 1s)", timeout=60)
+            assert line.rstrip().endswith(f"runs claimed in {postgres_url}"), line
+        await lines_in(processes, "of calculator completed", 4)
+        env = {"MESH_BROKER_URL": broker_url, "MESH_NAMESPACE": namespace, "MESH_STATE_DIR": str(tmp_path / "c")}
+        shown = await mesh("agents", "--store", postgres_url, **env)  # a third host: the shared record
+        assert "scheduled: calculator by often (every 1s), next " in shown.stdout, shown
+        alone = await mesh("agents", **env)  # its own machine's record has no schedule
+        assert alone.code == 0 and "scheduled:" not in alone.stdout, alone
+        store = PostgresScheduleStore(parse_store_url(postgres_url), namespace)
+        stack.callback(store.close)
+        runs = [r for r in store.runs("often") if r.outcome == "completed"]
+        ticks = await scheduled_ticks(broker_settings, namespace)  # the calculator's tasks, in the shared store
+    assert len(ticks) == len(set(ticks)), ticks  # each tick reached the agent once
+    assert {r.tick_ms for r in runs} <= {tick_of(t) for t in ticks}
+    assert not any((tmp_path / host / namespace / "schedules.sqlite").exists() for host in ("a", "b"))
+
+
+async def lines_in(processes: list[Any], text: str, count: int, timeout: float = 60) -> None:
+    """Until the processes' stderr together have ``count`` lines with ``text``."""
+
+    def seen() -> int:
+        return sum(text in line for p in processes for line in p.stderr_lines)
+
+    async with asyncio.timeout(timeout):
+        while seen() < count:
+            waits = [asyncio.ensure_future(p._changed.wait()) for p in processes]
+            for p in processes:
+                p._changed.clear()
+            if seen() < count:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
+
+
+def test_the_schedules_of_a_file_claim_in_the_store_its_agents_share(tmp_path: Path) -> None:
+    path = tmp_path / "mesh.yaml"
+    agent = "{{class: agents.builtin.echo:EchoAgent, name: {name}, store: '{url}'}}"
+    schedule = "schedules:\n  - {name: a, agent: one, message: x, every: 1m}\n"
+    one = "postgresql://mesh@db.example:5432/mesh"
+    path.write_text(
+        f"agents:\n  - {agent.format(name='one', url=one)}\n  - {agent.format(name='two', url=one)}\n{schedule}"
+    )
+    [scheduler] = [c for c in build_components(load_config(path), BrokerSettings()) if isinstance(c, Scheduler)]
+    assert isinstance(scheduler.store, PostgresScheduleStore) and scheduler.store.where == one
+    other = "postgresql://mesh:secret@db2.example:5432/mesh"
+    path.write_text(
+        f"agents:\n  - {agent.format(name='one', url=one)}\n  - {agent.format(name='two', url=other)}\n{schedule}"
+    )
+    with pytest.raises(ConfigError) as refused:
+        build_components(load_config(path), BrokerSettings())
+    assert str(refused.value).startswith(f"{path}: schedules: the file's entries name 2 stores")
+    assert "secret" not in str(refused.value) and "give the file's agents one store:" in str(refused.value)
+
+
+def test_a_record_made_before_runs_kept_their_user_is_brought_up_to_date(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "schedules.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as db:  # the first version's runs table
+        db.execute(
+            "CREATE TABLE runs (schedule TEXT NOT NULL, tick INTEGER NOT NULL, claimed_by TEXT NOT NULL, "
+            "claimed_at REAL NOT NULL, deadline REAL NOT NULL, manual INTEGER NOT NULL DEFAULT 0, task_id TEXT, "
+            "outcome TEXT, ended_at REAL, PRIMARY KEY (schedule, tick))"
+        )
+        db.execute("INSERT INTO runs VALUES ('sum', 1, 'old', 0, 0, 0, 't0', 'completed', 0)")
+        db.commit()
+    store = SqliteScheduleStore(path)
+    request = {"agent": "calculator", "text": "2 + 2", "data": None, "contextId": None}
+    assert store.claim("sum", 2, "new", max_concurrent=1, timeout_s=60, user="ada", request=request) is None
+    store.ended("sum", 2, "completed", "t1", {"kind": "message", "contextId": "c"})
+    [run] = store.user_runs("ada", {})
+    assert (run.tick_ms, run.task_id, run.request["text"], run.answer) == (
+        2,
+        "t1",
+        "2 + 2",
+        {"kind": "message", "contextId": "c"},
+    )
+    assert [r.tick_ms for r in store.runs("sum")] == [2, 1] and store.user_runs("ada", {"sum": 2}) == []
+
+
+async def test_a_record_out_of_reach_ends_the_start_saying_where_and_what_to_check(
+    serve_agent: ServeAgent, broker_settings: BrokerSettings, namespace: str, tmp_path: Path
+) -> None:
+    await serve_agent(CalculatorAgent())
+    url = "postgresql://mesh:hunter2@127.0.0.1:1/mesh"  # nothing listens on port 1
+    store = PostgresScheduleStore(parse_store_url(url), namespace)
+    scheduler = Scheduler(
+        [spec(every="1m")], broker=broker_settings, namespace=namespace, source=tmp_path / "m.yaml", store=store
+    )
+    with pytest.raises(ConfigError) as refused:
+        await scheduler.start()
+    message = str(refused.value)
+    assert message.startswith(
+        "schedules:m.yaml: cannot write the schedules' record postgresql://mesh:***@127.0.0.1:1/mesh: "
+    )
+    assert "$MESH_STORE_PASSWORD" in message and "hunter2" not in message
+    assert scheduler.client is None
