@@ -11,6 +11,7 @@ import logging
 import signal
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,8 @@ from agents.service import AgentService
 from agents.sharedtasks import SharedTasks
 from agents.tasks import TaskRecord, TaskStore
 from mesh.a2a import Message, Task, TaskState, get_text_from_message
+from mesh.artifacts import ArtifactRef, ArtifactSettings, read_all
+from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.errors import ConfigError
 from mesh.store import parse_store_url
@@ -245,3 +248,43 @@ async def test_a_store_that_refuses_the_login_fails_the_start_saying_what_to_che
     message = str(raised.value)
     assert postgres_url in message and "MESH_STORE_PASSWORD" in message and "mesh doctor --store" in message
     assert "not-the-password" not in message
+
+
+class Saver(Agent):
+    """Saves each message's text as an artifact and answers with its URI."""
+
+    name = "saver"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        return await ctx.save_artifact("note.txt", get_text_from_message(message).encode(), "text/plain")
+
+
+async def test_an_artifact_one_replica_saved_is_listed_and_read_by_another_through_the_shared_catalog(
+    broker_settings: BrokerSettings, client: MeshClient, namespace: str, postgres_url: str, tmp_path: Path
+) -> None:
+    shared_folder = ArtifactSettings(store=postgres_url, path=str(tmp_path / "shared-volume"))
+    services = [
+        AgentService(Saver(), broker=broker_settings, namespace=namespace, settings=replicas(postgres_url), artifacts=a)
+        for a in (shared_folder, shared_folder.model_copy())
+    ]
+    for service in services:
+        await service.start()
+    try:
+        await client.wait_for_agent("saver", 5)
+        done = [await client.send("saver", f"text {n}") for n in range(8)]
+        for n, task in enumerate(done):
+            assert isinstance(task, Task) and task.status.state is TaskState.completed
+            _, other = holder(services, task.id)
+            uri = get_text_from_message(task.status.message) if task.status.message else ""
+            ref = ArtifactRef.parse(uri)
+            listed = await other.artifacts.list(task.context_id)  # the other replica's own catalog connection
+            assert [(i.name, i.owner_task) for i in listed] == [("note.txt", task.id)]
+            assert await read_all(other.artifacts, ref) == f"text {n}".encode()
+        # Saves on both replicas at once: each gets its own version, none lost.
+        a, b = (s.artifacts for s in services)
+        saved = await asyncio.gather(*(store.save("ctx", "same.txt", b"x") for _ in range(5) for store in (a, b)))
+        assert sorted(i.version for i in saved) == list(range(1, 11))
+        assert [i.version for i in await a.list("ctx")] == list(range(1, 11))
+    finally:
+        for service in services:
+            await service.stop()
