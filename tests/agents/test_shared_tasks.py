@@ -398,11 +398,14 @@ async def test_a_follow_up_message_reaching_another_replica_is_forwarded_to_the_
         assert other.tasks.get(task.id) is None
 
 
+@pytest.mark.parametrize("via", ["another replica", "the dead owner"])
 async def test_a_follow_up_message_for_a_dead_owner_whose_will_never_came_takes_the_task_over_first(
-    serve_agent: ServeAgent, client: MeshClient, namespace: str, postgres_url: str
+    serve_agent: ServeAgent, client: MeshClient, namespace: str, postgres_url: str, via: str
 ) -> None:
     """Its lease still runs and no will came (a partition), but nobody listens on its instance
-    topic: the replica the follow-up reaches claims the task and continues it, no "task not found"."""
+    topic: the replica the follow-up reaches claims the task and continues it, no "task not found".
+    Sent to the dead owner's instance topic (the client remembers it), the broker finds no
+    subscriber there and the call path sends it to the agent's shared topic instead."""
     url = parse_store_url(postgres_url)
     ghost = PostgresJournal(url, namespace=namespace, agent_name="namer", instance="namer-ghost", shared=True)
     await asyncio.to_thread(ghost.load)
@@ -419,7 +422,11 @@ async def test_a_follow_up_message_for_a_dead_owner_whose_will_never_came_takes_
     try:
         found = await SharedTasks(survivor.journal).get("t-ghost")  # type: ignore[arg-type]
         assert found is not None and found.leased and found.instance == "namer-ghost"
-        ask_via(client, "namer", "t-ghost", survivor.instance)
+        await client.list_tasks("namer")  # the client watches the agent's replica cards from now on
+        async with asyncio.timeout(5):  # its retained replica card came
+            while survivor.instance not in client.calls.owners._live.get("namer", ()):
+                await asyncio.sleep(0.02)
+        ask_via(client, "namer", "t-ghost", "namer-ghost" if via == "the dead owner" else survivor.instance)
         answered = await client.send("namer", "name:Gus", task_id="t-ghost", timeout=10)
         assert isinstance(answered, Task) and answered.status.state is TaskState.completed
         taken = survivor.tasks.get("t-ghost")
