@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["AgentMethods"]
 
 log = logging.getLogger(__name__)
+# A replica without a shared store never sees its siblings' tasks (a dead one's are lost).
+_UNSHARED = " on this replica (replicas share tasks only on a shared store: store: postgresql://...)"
 
 
 class AgentMethods:
@@ -99,6 +101,8 @@ class AgentMethods:
 
     @serves(Method.message_send)
     def message_send(self, params: MessageSendParams, props: MessageProperties, route: Route) -> Awaitable[None] | None:
+        if self._elsewhere(params, route):  # a follow-up of a task another replica had
+            return self.shared.follow_up(Method.message_send, params, props, route, self._send_now)  # type: ignore[union-attr]
         return self._after_push_check(params, props, route, self._send_now)
 
     @serves(Method.message_stream)
@@ -109,7 +113,14 @@ class AgentMethods:
             raise UnsupportedOperation(f"agent {self.name!r} does not stream; use message/send")
         if props.status_topic is None and not props.client_id:  # refused before a task exists
             raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
+        if self._elsewhere(params, route):
+            return self.shared.follow_up(Method.message_stream, params, props, route, self._stream_now)  # type: ignore[union-attr]
         return self._after_push_check(params, props, route, self._stream_now)
+
+    def _elsewhere(self, params: MessageSendParams, route: Route) -> bool:
+        """Whether a message continues a task this replica does not hold, on a shared store."""
+        task_id = params.message.task_id
+        return self.shared is not None and route.dialect is None and task_id is not None and task_id not in self.tasks
 
     def _after_push_check(
         self,
@@ -311,7 +322,8 @@ class AgentMethods:
             if not self.owners.allows(record.owner, caller):
                 record = None
         if record is None:
-            raise TaskNotFound(f"agent {self.name!r} has no task {task_id!r}", data={"taskId": task_id})
+            alone = _UNSHARED * bool(self.settings.shared_subscription)
+            raise TaskNotFound(f"agent {self.name!r} has no task {task_id!r}{alone}", data={"taskId": task_id})
         return record
 
     def _caller(self, props: MessageProperties, route: Route) -> str | None:

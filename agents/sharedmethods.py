@@ -1,25 +1,29 @@
-"""``tasks/*`` for a task this replica does not hold, from the shared store (DESIGN, "Stores").
+"""``tasks/*`` and follow-up messages for a task this replica does not hold, from the shared store.
 
 With a shared store (:mod:`agents.sharedtasks`) any replica answers for any task of its agent:
 ``tasks/get`` and ``tasks/list`` from the store; ``tasks/cancel`` and ``tasks/resubscribe`` of a
 task running on another live replica are forwarded to that replica's instance topic with the
 caller's own properties (its answer goes straight to the caller, and it checks the caller as
-for any request); those of a task whose replica is gone take the task over first
-(:class:`~agents.takeover.Takeover`) and then answer as for a task of this replica. A forwarded
-request is marked (``a2aForwarded``) and never forwarded again.
+for any request), as is a ``message/send`` or ``message/stream`` continuing such a task (its
+caller remembered a dead owner, or reached the shared topic); those of a task whose replica is
+gone take the task over first (:class:`~agents.takeover.Takeover`; an input-required task stays
+so) and then answer as for a task of this replica. A forwarded request is marked
+(``a2aForwarded``) and never forwarded again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from agents.answers import Route
 from agents.sharedtasks import SharedTask, SharedTasks
 from agents.takeover import Takeover
 from mesh.a2a import (
+    InvalidParams,
+    MessageSendParams,
     Method,
     TaskIdParams,
     TaskListParams,
@@ -103,6 +107,30 @@ class SharedMethods:
         if self.holds(params.id):
             self.methods.tasks_resubscribe(params, props, route)
 
+    async def follow_up(
+        self,
+        method: Method,
+        params: MessageSendParams,
+        props: MessageProperties,
+        route: Route,
+        then: Callable[[MessageSendParams, MessageProperties, Route], None],
+    ) -> None:
+        """A message continuing a task this replica does not hold (its caller remembered a dead
+        owner, or reached the shared topic): forward it to the live replica that runs the task,
+        else take the task over (an input-required task stays so) and continue it here."""
+        task_id = params.message.task_id or ""
+        found = await self._found(task_id, props, route)
+        if found.terminal:
+            state = found.task.status.state.value
+            raise InvalidParams(
+                f"task {task_id!r} is {state}; a message may continue a task only while it is input-required "
+                "(start a new task by leaving taskId out)",
+                data={"taskId": task_id, "state": state},
+            )
+        if await self._elsewhere(method, found, params.to_json_bytes(), props, route):
+            return
+        await _settled(self.methods._after_push_check(params, props, route, then))
+
     async def _elsewhere(
         self, method: Method, found: SharedTask, params_json: bytes, props: MessageProperties, route: Route
     ) -> bool:
@@ -119,6 +147,8 @@ class SharedMethods:
                 pass
         how = "its instance no longer answers" if live or found.leased else "its lease ran out"
         await self.takeover.claim(dead=found.instance, how=how, task_id=found.task.id)
+        if not self.holds(found.task.id):  # the owner's will may be claiming it here right now
+            await self.takeover.settled()
         if not self.holds(found.task.id):  # another replica claimed it first: it answers from there
             again = await self.shared.get(found.task.id)
             if again is None or again.terminal or again.instance == found.instance:

@@ -77,6 +77,11 @@ class Takeover:
         self._claims.add(job)
         job.add_done_callback(self._claims.discard)
 
+    async def settled(self) -> None:
+        """Return once the claims under way here (a will's) have settled their tasks."""
+        if self._claims:
+            await asyncio.gather(*list(self._claims), return_exceptions=True)
+
     async def claim(self, *, dead: str | None, how: str, task_id: str | None = None) -> int:
         """Claim and settle what ``dead`` ran (None: every lapsed lease); how many were claimed."""
         try:

@@ -189,8 +189,9 @@ class AgentUnavailableError(MeshError):
     """A call's agent is not there to answer (:mod:`mesh.calls`).
 
     ``reason`` is ``"not_listening"`` (the broker found no subscriber for the request: the call
-    failed at once, ``topic`` is its request topic) or ``"gone"`` (the agent's card was removed,
-    by its will or its shutdown, while the call waited).
+    failed at once, ``topic`` is its request topic), ``"gone"`` (the agent's card was removed,
+    by its will or its shutdown, while the call waited; or its last replica went) or
+    ``"instance_gone"`` (the replica running the call's task went while others of the agent live).
     """
 
     def __init__(self, message: str, *, agent: str, reason: str, topic: str | None = None) -> None:
@@ -215,12 +216,24 @@ class AgentUnavailableError(MeshError):
         return cls(f"agent {agent!r} went away: {why} before it answered", agent=agent, reason="gone")
 
     @classmethod
-    def instance_gone(cls, agent: str, instance: str, task_id: str | None) -> AgentUnavailableError:
-        """The replica that owns a task is gone: its follow-ups cannot be served elsewhere."""
+    def instance_gone(
+        cls, agent: str, instance: str, task_id: str | None, *, others_live: bool = False
+    ) -> AgentUnavailableError:
+        """The replica that owns a task went away. ``others_live``: the agent still has replicas
+        (reason ``"instance_gone"``: ask them again; on a shared store one takes the task over);
+        else the agent itself is gone (reason ``"gone"``)."""
         task = f"task {task_id!r}" if task_id else "the task"
+        if others_live:
+            return cls(
+                f"replica {instance!r} of agent {agent!r}, which ran {task}, went away while this call waited "
+                f"(instance gone; the agent has other live replicas): ask for the task again (tasks/get), "
+                "which replicas on a shared store (store: postgresql://...) have taken over, or send it again",
+                agent=agent,
+                reason="instance_gone",
+            )
         return cls(
-            f"replica {instance!r} of agent {agent!r}, which owns {task}, is gone (its card was removed or "
-            "nobody listens on its instance topic); the other replicas do not know the task: send it again",
+            f"agent {agent!r} is gone: its replica {instance!r}, which owned {task}, went away and no other "
+            f"replica of {agent!r} is live (agent gone); start the agent again, then send the task again",
             agent=agent,
             reason="gone",
         )

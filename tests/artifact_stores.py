@@ -1,4 +1,5 @@
-"""Artifact stores for tests: the embedded store in a temporary folder, and a real S3-compatible
+"""Artifact stores for tests: the embedded store in a temporary folder (its catalog in SQLite, or
+in a fresh database of the tests' real PostgreSQL, tests/postgres.py), and a real S3-compatible
 HTTP server (moto's server mode, a subprocess on a loopback port) with a fresh bucket.
 
 Test modules import the fixtures they use from here: ``from tests.artifact_stores import ...``.
@@ -19,7 +20,7 @@ import pytest
 
 from mesh.artifacts import ArtifactLimits, ArtifactSettings
 
-STORE_KINDS = ("embedded", "s3")
+STORE_KINDS = ("embedded", "postgres", "s3")
 
 
 def _free_port() -> int:
@@ -72,7 +73,21 @@ def store_settings(
 ) -> ArtifactSettings:
     if kind == "s3":
         return s3_settings(request.getfixturevalue("s3_endpoint"), limits)
+    if kind == "postgres":
+        catalog = fresh_database(request.getfixturevalue("postgres_url"))
+        return ArtifactSettings(store=catalog, path=str(tmp_path / "artifacts"), limits=limits or ArtifactLimits())
     return ArtifactSettings(path=str(tmp_path / "artifacts"), limits=limits or ArtifactLimits())
+
+
+def fresh_database(postgres_url: str) -> str:
+    """The URL of a new, empty database on the tests' server (each test its own catalog)."""
+    from mesh.store import parse_store_url
+    from mesh.store import postgres as pg
+
+    name = f"artifacts_{uuid.uuid4().hex[:12]}"
+    with pg.connect(parse_store_url(postgres_url)) as db:
+        db.execute(f"CREATE DATABASE {name}")  # a fresh identifier of ours, not input
+    return postgres_url.rsplit("/", 1)[0] + "/" + name
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -4,7 +4,8 @@
 ::
 
     artifacts:
-      store: embedded               # default; or s3://bucket/prefix, gs://bucket, az://container
+      store: embedded               # default; or s3://bucket/prefix, gs://bucket, az://container,
+                                    # or postgresql://... (files under path, the catalog in PostgreSQL)
       path: /srv/mesh/artifacts     # the embedded store's folder (default <state dir>/artifacts)
       options: {endpoint: "http://127.0.0.1:9000", region: us-east-1}   # obstore's store config
       client_options: {allow_http: true}                                 # obstore's HTTP client
@@ -13,6 +14,9 @@
       link_ttl_s: 120               # how long a gateway's signed download link lives (at most 3600)
 
 ``MESH_ARTIFACTS`` holds just the ``store`` value (``embedded``, a folder path, or a URL).
+With ``store: postgresql://...`` (the URL and password as the task journal's, :mod:`mesh.store`)
+the bytes are files under ``path`` and what describes them is in PostgreSQL: hosts that share
+that folder (a network volume) and the database share the artifacts.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from mesh.artifacts.errors import ArtifactStoreUnavailable
 from mesh.artifacts.store import ArtifactLimits, ArtifactStore
 from mesh.config.statedir import default_state_dir
+from mesh.errors import ConfigError
+from mesh.redaction import redact_url
+from mesh.store import is_postgres_url, parse_store_url
 
 __all__ = ["ARTIFACTS_ENV", "ArtifactSettings", "open_store", "resolve_settings"]
 
@@ -39,7 +46,11 @@ class ArtifactSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    store: str = Field("embedded", description="'embedded', or an object-store URL (s3://bucket/prefix, gs://, az://)")
+    store: str = Field(
+        "embedded",
+        description="'embedded', an object-store URL (s3://bucket/prefix, gs://, az://), or postgresql://... "
+        "(files under path, the catalog in PostgreSQL)",
+    )
     path: str | None = Field(None, description="the embedded store's folder (default <state dir>/artifacts)")
     options: dict[str, str] = Field(default_factory=dict, description="obstore store config (endpoint, region...)")
     client_options: dict[str, Any] = Field(default_factory=dict, description="obstore client config (allow_http...)")
@@ -67,7 +78,7 @@ def resolve_settings(
         env = (os.environ if environ is None else environ).get(ARTIFACTS_ENV, "").strip()
         if not env or env == "embedded":
             return ArtifactSettings()
-        if env.startswith(_OBJECT_SCHEMES):
+        if env.startswith(_OBJECT_SCHEMES) or is_postgres_url(env):
             return ArtifactSettings(store=env)
         return ArtifactSettings(path=env.removeprefix("file://"))
     settings = ArtifactSettings.model_validate(dict(raw))
@@ -86,11 +97,20 @@ def open_store(settings: ArtifactSettings, namespace: str) -> ArtifactStore:
         return ObjectStore(
             open_object_store(settings.store, settings.options, settings.client_options), namespace, settings.limits
         )
-    if settings.store != "embedded":
-        raise ArtifactStoreUnavailable(
-            f"unknown artifact store {settings.store!r}; use 'embedded' or an object-store URL such as s3://bucket/prefix"
-        )
     from mesh.artifacts.filestore import FileStore
 
     base = Path(settings.path) if settings.path else default_state_dir() / "artifacts"
+    if is_postgres_url(settings.store):
+        from mesh.artifacts.pgcatalog import PostgresCatalog
+
+        try:
+            url = parse_store_url(settings.store)
+        except ConfigError as exc:
+            raise ArtifactStoreUnavailable(f"artifacts.store: {exc}") from None
+        return FileStore(base, namespace, settings.limits, catalog=PostgresCatalog(url, namespace))
+    if settings.store != "embedded":
+        raise ArtifactStoreUnavailable(
+            f"unknown artifact store {redact_url(settings.store)!r}; use 'embedded', an object-store URL such as "
+            "s3://bucket/prefix, or a postgresql:// URL for the catalog"
+        )
     return FileStore(base, namespace, settings.limits)

@@ -6,8 +6,12 @@ that answered, so that the task's follow-ups go to that instance's topic. Instan
 which replicas live (:meth:`Owners.back`) and which went away (:meth:`Owners.gone`). When one
 goes:
 
-- calls it owned fail with :meth:`~mesh.errors.AgentUnavailableError.instance_gone`, as do
-  later follow-ups of its tasks (at once, before anything is sent);
+- calls it owned fail with :meth:`~mesh.errors.AgentUnavailableError.instance_gone` (saying
+  whether other replicas live: instance gone, or agent gone);
+- later follow-ups of its tasks go to the agent's shared topic while other replicas live (on a
+  shared store one of them has taken the task over, or forwards to the one that has), as does a
+  follow-up that the dead owner's instance topic refused (no subscriber: the owner died before
+  its card's removal reached us); with no replica left they fail at once, "agent gone";
 - calls whose owner is not known yet (a blocking ``message/send`` that received nothing so
   far) are resolved by asking each live replica for the task (``tasks/get`` on its instance
   topic): the one that knows it becomes the owner; if none does, the call fails the same way.
@@ -73,8 +77,48 @@ class Owners:
         if call.instance is None:
             return get_agent_request_topic(namespace, agent)  # validates the agent's name
         if (agent, call.instance) in self._gone:
-            raise AgentUnavailableError.instance_gone(agent, call.instance, call.task_id)
+            if not self._others_live(agent, call.instance):
+                raise AgentUnavailableError.instance_gone(agent, call.instance, call.task_id)
+            self._away_from(call)
+            return get_agent_request_topic(namespace, agent)
         return get_agent_instance_request_topic(namespace, agent, call.instance)
+
+    def _others_live(self, agent: str, instance: str) -> bool:
+        return bool(self._live.get(agent, set()) - {instance})
+
+    def _away_from(self, call: Call) -> None:
+        """Re-address a follow-up of a dead owner to the agent's shared topic (logged)."""
+        if call.task_id is not None:
+            self._owners.pop((call.agent, call.task_id), None)
+        log.info(
+            "%s: replica %s of %s, owner of task %s, is gone; its follow-up %s goes to the agent's shared topic",
+            self.path.owner,
+            call.instance,
+            call.agent,
+            call.task_id,
+            call.method,
+        )
+        call.instance = None
+
+    def gone_error(self, call: Call) -> AgentUnavailableError:
+        """The error of a call whose owner ``call.instance`` is gone."""
+        instance = call.instance or ""
+        others = self._others_live(call.agent, instance)
+        return AgentUnavailableError.instance_gone(call.agent, instance, call.task_id, others_live=others)
+
+    def readdress(self, call: Call) -> bool:
+        """The owner's instance topic refused ``call`` (no subscriber: the owner died): send it to
+        the agent's shared topic instead if other replicas live (True), else let it fail (False).
+        Nobody received it, so sending it again runs nothing twice."""
+        instance = call.instance
+        if instance is None or not self._others_live(call.agent, instance):
+            return False
+        self._away_from(call)
+        call.topic = get_agent_request_topic(self.path.namespace, call.agent)
+        loop = asyncio.get_running_loop()
+        until = call._deadline or loop.time() + (call.props.message_expiry_s or 3600)
+        self.path._resend(call, until)
+        return True
 
     def back(self, agent: str, instance: str) -> None:
         """``instance``'s card is there: it serves (again)."""
@@ -100,8 +144,9 @@ class Owners:
                 owned.append(call)
             elif call.instance is None and call.task_id is not None:
                 unknown.append(call)
+        others = bool(live)
         for call in owned:
-            call.fail(AgentUnavailableError.instance_gone(agent, instance, call.task_id))
+            call.fail(AgentUnavailableError.instance_gone(agent, instance, call.task_id, others_live=others))
         if owned:
             log.warning(
                 "%s: replica %s of %s went away; failed its %d call(s)", self.path.owner, instance, agent, len(owned)
@@ -123,7 +168,7 @@ class Owners:
                 call.instance = found[0]
                 self.learned(agent, task_id, found[0])
             else:
-                call.fail(AgentUnavailableError.instance_gone(agent, dead, task_id))
+                call.fail(AgentUnavailableError.instance_gone(agent, dead, task_id, others_live=bool(live)))
 
     async def _owns(self, agent: str, instance: str, task_id: str) -> bool:
         options = CallOptions(idle_timeout_s=PROBE_TIMEOUT_S, deadline_s=PROBE_TIMEOUT_S, events=False)

@@ -423,7 +423,9 @@ def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:
         return
     if isinstance(error, NoSubscribersError):  # PUBACK 0x10: nobody subscribes to the request topic
         if call.instance is not None:  # the replica that owns the task is gone
-            error = AgentUnavailableError.instance_gone(call.agent, call.instance, call.task_id)
+            if call.path.owners.readdress(call):  # others live: sent to the agent's shared topic
+                return
+            error = call.path.owners.gone_error(call)
         else:
             error = AgentUnavailableError.not_listening(call.agent, error.topic)
     call.fail(error)

@@ -92,6 +92,19 @@ class Asker(Agent):
         yield Reply(f"Hello, {get_text_from_message(answer)}!")
 
 
+class Namer(Agent):
+    """Stateless two turns: asks for a name until a message says ``name:...`` (so any replica
+    continues the task, the one that took it over included)."""
+
+    name = "namer"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str | InputRequired:
+        text = get_text_from_message(message)
+        if text.startswith("name:"):
+            return f"Hello, {text.removeprefix('name:')}!"
+        return InputRequired("What is your name? (answer name:...)")
+
+
 class TwoStep(Agent):
     """Plain-coroutine style: asks once, then answers using the context history."""
 

@@ -11,6 +11,7 @@ import logging
 import signal
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +22,13 @@ from agents.service import AgentService
 from agents.sharedtasks import SharedTasks
 from agents.tasks import TaskRecord, TaskStore
 from mesh.a2a import Message, Task, TaskState, get_text_from_message
+from mesh.artifacts import ArtifactRef, ArtifactSettings, read_all
+from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.errors import ConfigError
 from mesh.store import parse_store_url
 from mesh.telemetry.metrics import METRICS
-from tests.agents.service_agents import Blocker, Echo
+from tests.agents.service_agents import Blocker, Echo, Namer
 from tests.conftest import ServeAgent
 from tests.support import start_replica_script
 
@@ -245,3 +248,188 @@ async def test_a_store_that_refuses_the_login_fails_the_start_saying_what_to_che
     message = str(raised.value)
     assert postgres_url in message and "MESH_STORE_PASSWORD" in message and "mesh doctor --store" in message
     assert "not-the-password" not in message
+
+
+class Saver(Agent):
+    """Saves each message's text as an artifact and answers with its URI."""
+
+    name = "saver"
+
+    async def handle(self, message: Message, ctx: TaskContext) -> str:
+        return await ctx.save_artifact("note.txt", get_text_from_message(message).encode(), "text/plain")
+
+
+async def test_an_artifact_one_replica_saved_is_listed_and_read_by_another_through_the_shared_catalog(
+    broker_settings: BrokerSettings, client: MeshClient, namespace: str, postgres_url: str, tmp_path: Path
+) -> None:
+    shared_folder = ArtifactSettings(store=postgres_url, path=str(tmp_path / "shared-volume"))
+    services = [
+        AgentService(Saver(), broker=broker_settings, namespace=namespace, settings=replicas(postgres_url), artifacts=a)
+        for a in (shared_folder, shared_folder.model_copy())
+    ]
+    for service in services:
+        await service.start()
+    try:
+        await client.wait_for_agent("saver", 5)
+        done = [await client.send("saver", f"text {n}") for n in range(8)]
+        for n, task in enumerate(done):
+            assert isinstance(task, Task) and task.status.state is TaskState.completed
+            _, other = holder(services, task.id)
+            uri = get_text_from_message(task.status.message) if task.status.message else ""
+            ref = ArtifactRef.parse(uri)
+            listed = await other.artifacts.list(task.context_id)  # the other replica's own catalog connection
+            assert [(i.name, i.owner_task) for i in listed] == [("note.txt", task.id)]
+            assert await read_all(other.artifacts, ref) == f"text {n}".encode()
+        # Saves on both replicas at once: each gets its own version, none lost.
+        a, b = (s.artifacts for s in services)
+        saved = await asyncio.gather(*(store.save("ctx", "same.txt", b"x") for _ in range(5) for store in (a, b)))
+        assert sorted(i.version for i in saved) == list(range(1, 11))
+        assert [i.version for i in await a.list("ctx")] == list(range(1, 11))
+    finally:
+        for service in services:
+            await service.stop()
+
+
+async def start_namer(broker_url: str, namespace: str, store: str) -> tuple[asyncio.subprocess.Process, str]:
+    """A Namer replica on the shared store in a process of its own (to kill -9), and its instance id."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from agents import AgentSettings
+        from agents.service import AgentService
+        from mesh.broker import BrokerSettings
+        from tests.agents.service_agents import Namer
+        async def main():
+            broker = BrokerSettings.from_url({broker_url!r})
+            settings = AgentSettings(shared_subscription=True, store={store!r})
+            service = AgentService(Namer(), broker=broker, namespace={namespace!r}, settings=settings)
+            await service.start()
+            print("ready", service.instance, flush=True)
+            await asyncio.Event().wait()
+        asyncio.run(main())
+        """
+    )
+    return await start_replica_script(script, timeout_s=30)
+
+
+async def waiting_on_a_killed_owner(
+    serve_agent: ServeAgent, client: MeshClient, broker_url: str, namespace: str, postgres_url: str, count: int
+) -> tuple[asyncio.subprocess.Process, str, AgentService, list[Task]]:
+    """``count`` input-required tasks of a Namer replica the client knows as their owner, that
+    replica killed (kill -9) and its tasks taken over by the survivor (in this process)."""
+    proc, victim = await start_namer(broker_url, namespace, postgres_url)
+    await client.wait_for_agent("namer", 5)
+    sent = [await client.send("namer", f"hi {n}") for n in range(count)]
+    tasks = [t for t in sent if isinstance(t, Task)]
+    assert [t.status.state for t in tasks] == [TaskState.input_required] * count
+    assert {client.calls.owner_of("namer", t.id) for t in tasks} == {victim}  # the client remembers the owner
+    survivor = await serve_agent(Namer(), replicas(postgres_url))
+    shared = SharedTasks(survivor.journal)  # type: ignore[arg-type]
+    for task in tasks:
+        await wait_until_stored(shared, task.id)
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    async with asyncio.timeout(10):  # its will came: the survivor claimed them (they stay input-required)
+        while any(survivor.tasks.get(t.id) is None for t in tasks):
+            await asyncio.sleep(0.02)
+    return proc, victim, survivor, tasks
+
+
+async def test_a_follow_up_message_to_a_killed_owner_continues_the_input_required_task_on_another_replica(
+    serve_agent: ServeAgent, client: MeshClient, broker_url: str, namespace: str, postgres_url: str
+) -> None:
+    proc, victim, survivor, tasks = await waiting_on_a_killed_owner(
+        serve_agent, client, broker_url, namespace, postgres_url, 2
+    )
+    try:
+        answered = await client.send("namer", "name:Ada", task_id=tasks[0].id, timeout=10)
+        assert isinstance(answered, Task) and answered.status.state is TaskState.completed
+        assert answered.status.message is not None and get_text_from_message(answered.status.message) == "Hello, Ada!"
+        streamed = [item async for item in client.stream("namer", "name:Bo", task_id=tasks[1].id, idle_timeout=10)]
+        last = streamed[-1]
+        assert isinstance(last, Task) and last.status.state is TaskState.completed
+        for task in tasks:  # continued where the tasks now live
+            record = survivor.tasks.get(task.id)
+            assert record is not None and record.state is TaskState.completed
+            assert client.calls.owner_of("namer", task.id) != victim
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+
+
+async def test_get_cancel_and_resubscribe_after_the_owner_was_killed_reach_the_replica_that_took_over(
+    serve_agent: ServeAgent, client: MeshClient, broker_url: str, namespace: str, postgres_url: str
+) -> None:
+    proc, _, survivor, tasks = await waiting_on_a_killed_owner(
+        serve_agent, client, broker_url, namespace, postgres_url, 3
+    )
+    try:
+        got = await client.get_task("namer", tasks[0].id)
+        assert got.id == tasks[0].id and got.status.state is TaskState.input_required
+        stream = client.resubscribe("namer", tasks[1].id)
+        first = await anext(stream)
+        await stream.aclose()
+        assert isinstance(first, Task) and first.id == tasks[1].id and first.status.state is TaskState.input_required
+        canceled = await client.cancel_task("namer", tasks[2].id)
+        assert canceled.status.state is TaskState.canceled
+        record = survivor.tasks.get(tasks[2].id)
+        assert record is not None and record.state is TaskState.canceled
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+
+
+async def test_a_follow_up_message_reaching_another_replica_is_forwarded_to_the_live_owner(
+    serve_agent: ServeAgent, client: MeshClient, postgres_url: str
+) -> None:
+    services = await two(serve_agent, Namer, replicas(postgres_url))
+    for n in range(4):
+        task = await client.send("namer", f"hi {n}")
+        assert isinstance(task, Task) and task.status.state is TaskState.input_required
+        ran, other = holder(services, task.id)
+        await wait_until_stored(SharedTasks(ran.journal), task.id)  # type: ignore[arg-type]
+        ask_via(client, "namer", task.id, other.instance)  # the follow-up reaches the replica without it
+        answered = await client.send("namer", f"name:N{n}", task_id=task.id, timeout=10)
+        assert isinstance(answered, Task) and answered.status.state is TaskState.completed
+        record = ran.tasks.get(task.id)
+        assert record is not None and record.state is TaskState.completed  # continued where it waited
+        assert other.tasks.get(task.id) is None
+
+
+@pytest.mark.parametrize("via", ["another replica", "the dead owner"])
+async def test_a_follow_up_message_for_a_dead_owner_whose_will_never_came_takes_the_task_over_first(
+    serve_agent: ServeAgent, client: MeshClient, namespace: str, postgres_url: str, via: str
+) -> None:
+    """Its lease still runs and no will came (a partition), but nobody listens on its instance
+    topic: the replica the follow-up reaches claims the task and continues it, no "task not found".
+    Sent to the dead owner's instance topic (the client remembers it), the broker finds no
+    subscriber there and the call path sends it to the agent's shared topic instead."""
+    url = parse_store_url(postgres_url)
+    ghost = PostgresJournal(url, namespace=namespace, agent_name="namer", instance="namer-ghost", shared=True)
+    await asyncio.to_thread(ghost.load)
+    ghost.start(asyncio.get_running_loop())
+    store = TaskStore(retention_s=3600, max_finished=100, max_bytes=10_000_000, journal=ghost)
+    record = TaskRecord.new("t-ghost", "ctx-ghost")
+    store.add(record)
+    record.set_status(TaskState.input_required)
+    store.changed(record)
+    stored = asyncio.get_running_loop().create_future()
+    ghost.after_durable(lambda: stored.set_result(None))
+    await asyncio.wait_for(stored, 5)
+    survivor = await serve_agent(Namer(), replicas(postgres_url))
+    try:
+        found = await SharedTasks(survivor.journal).get("t-ghost")  # type: ignore[arg-type]
+        assert found is not None and found.leased and found.instance == "namer-ghost"
+        await client.list_tasks("namer")  # the client watches the agent's replica cards from now on
+        async with asyncio.timeout(5):  # its retained replica card came
+            while survivor.instance not in client.calls.owners._live.get("namer", ()):
+                await asyncio.sleep(0.02)
+        ask_via(client, "namer", "t-ghost", "namer-ghost" if via == "the dead owner" else survivor.instance)
+        answered = await client.send("namer", "name:Gus", task_id="t-ghost", timeout=10)
+        assert isinstance(answered, Task) and answered.status.state is TaskState.completed
+        taken = survivor.tasks.get("t-ghost")
+        assert taken is not None and taken.state is TaskState.completed
+    finally:
+        await ghost.close()
