@@ -102,19 +102,22 @@ async def wait_until_stored(shared: SharedTasks, task_id: str, *, terminal: bool
             await asyncio.sleep(0.02)
 
 
-async def start_replica(broker_url: str, namespace: str, store: str) -> tuple[asyncio.subprocess.Process, str]:
-    """A Blocker replica on the shared store in a process of its own (to kill -9), and its instance id."""
+async def start_replica(
+    broker_url: str, namespace: str, store: str, agent: str = "Blocker"
+) -> tuple[asyncio.subprocess.Process, str]:
+    """A replica of ``agent`` (of tests.agents.service_agents) on the shared store in a process of
+    its own (to kill -9), and its instance id."""
     script = textwrap.dedent(
         f"""
         import asyncio
         from agents import AgentSettings
         from agents.service import AgentService
         from mesh.broker import BrokerSettings
-        from tests.agents.service_agents import Blocker
+        from tests.agents.service_agents import {agent}
         async def main():
             broker = BrokerSettings.from_url({broker_url!r})
             settings = AgentSettings(shared_subscription=True, store={store!r})
-            service = AgentService(Blocker(), broker=broker, namespace={namespace!r}, settings=settings)
+            service = AgentService({agent}(), broker=broker, namespace={namespace!r}, settings=settings)
             await service.start()
             print("ready", service.instance, flush=True)
             await asyncio.Event().wait()
@@ -290,34 +293,12 @@ async def test_an_artifact_one_replica_saved_is_listed_and_read_by_another_throu
             await service.stop()
 
 
-async def start_namer(broker_url: str, namespace: str, store: str) -> tuple[asyncio.subprocess.Process, str]:
-    """A Namer replica on the shared store in a process of its own (to kill -9), and its instance id."""
-    script = textwrap.dedent(
-        f"""
-        import asyncio
-        from agents import AgentSettings
-        from agents.service import AgentService
-        from mesh.broker import BrokerSettings
-        from tests.agents.service_agents import Namer
-        async def main():
-            broker = BrokerSettings.from_url({broker_url!r})
-            settings = AgentSettings(shared_subscription=True, store={store!r})
-            service = AgentService(Namer(), broker=broker, namespace={namespace!r}, settings=settings)
-            await service.start()
-            print("ready", service.instance, flush=True)
-            await asyncio.Event().wait()
-        asyncio.run(main())
-        """
-    )
-    return await start_replica_script(script, timeout_s=30)
-
-
 async def waiting_on_a_killed_owner(
     serve_agent: ServeAgent, client: MeshClient, broker_url: str, namespace: str, postgres_url: str, count: int
 ) -> tuple[asyncio.subprocess.Process, str, AgentService, list[Task]]:
     """``count`` input-required tasks of a Namer replica the client knows as their owner, that
     replica killed (kill -9) and its tasks taken over by the survivor (in this process)."""
-    proc, victim = await start_namer(broker_url, namespace, postgres_url)
+    proc, victim = await start_replica(broker_url, namespace, postgres_url, "Namer")
     await client.wait_for_agent("namer", 5)
     sent = [await client.send("namer", f"hi {n}") for n in range(count)]
     tasks = [t for t in sent if isinstance(t, Task)]
