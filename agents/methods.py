@@ -103,7 +103,7 @@ class AgentMethods:
     def message_send(self, params: MessageSendParams, props: MessageProperties, route: Route) -> Awaitable[None] | None:
         if self._elsewhere(params, route):  # a follow-up of a task another replica had
             return self.shared.follow_up(Method.message_send, params, props, route, self._send_now)  # type: ignore[union-attr]
-        return self._after_push_check(params, props, route, self._send_now)
+        return self.after_push_check(params, props, route, self._send_now)
 
     @serves(Method.message_stream)
     def message_stream(
@@ -115,14 +115,14 @@ class AgentMethods:
             raise InvalidRequest("streaming needs an a2aStatusTopic user property (or a clientId)")
         if self._elsewhere(params, route):
             return self.shared.follow_up(Method.message_stream, params, props, route, self._stream_now)  # type: ignore[union-attr]
-        return self._after_push_check(params, props, route, self._stream_now)
+        return self.after_push_check(params, props, route, self._stream_now)
 
     def _elsewhere(self, params: MessageSendParams, route: Route) -> bool:
         """Whether a message continues a task this replica does not hold, on a shared store."""
         task_id = params.message.task_id
         return self.shared is not None and route.dialect is None and task_id is not None and task_id not in self.tasks
 
-    def _after_push_check(
+    def after_push_check(
         self,
         params: MessageSendParams,
         props: MessageProperties,
@@ -318,7 +318,7 @@ class AgentMethods:
         record = self.tasks.get(task_id)
         if record is not None and self.owners.enabled:
             if caller is None:
-                caller = self._caller(props, route)
+                caller = self.caller_of(props, route)
             if not self.owners.allows(record.owner, caller):
                 record = None
         if record is None:
@@ -326,7 +326,7 @@ class AgentMethods:
             raise TaskNotFound(f"agent {self.name!r} has no task {task_id!r}{alone}", data={"taskId": task_id})
         return record
 
-    def _caller(self, props: MessageProperties, route: Route) -> str | None:
+    def caller_of(self, props: MessageProperties, route: Route) -> str | None:
         """Who asks: the verified user of the request's token, else the component its caller token proves."""
         return owner_of(self.guard.identify(props), self.guard.caller(props, route.topic, self.answers.namespace))
 
@@ -380,7 +380,7 @@ class AgentMethods:
     ) -> None:
         """Answer with the page of ``records`` the caller may see."""
         if self.owners.enabled:
-            caller = self._caller(props, route)
+            caller = self.caller_of(props, route)
             if not self.owners.is_operator(caller):
                 records = [record for record in records if record.owner is not None and record.owner == caller]
         self.answers.result(route, list_tasks(records, params).to_json_bytes())

@@ -65,7 +65,7 @@ class SharedMethods:
         if (
             found is not None
             and methods.owners.enabled
-            and not methods.owners.allows(found.owner, methods._caller(props, route))
+            and not methods.owners.allows(found.owner, methods.caller_of(props, route))
         ):
             found = None
         if found is None:
@@ -129,7 +129,7 @@ class SharedMethods:
             )
         if await self._elsewhere(method, found, params.to_json_bytes(), props, route):
             return
-        await _settled(self.methods._after_push_check(params, props, route, then))
+        await _settled(self.methods.after_push_check(params, props, route, then))
 
     async def _elsewhere(
         self, method: Method, found: SharedTask, params_json: bytes, props: MessageProperties, route: Route

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import logging
 import shutil
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from mesh.config.credentials import private_client_id, probe_client_id
 from mesh.errors import ConfigError, ConnectError
 from mesh.telemetry import METRICS
 from mesh.transport import MqttTransport
-from tests.support import Inbox, precise_keepalive_mosquitto
+from tests.support import Inbox, precise_keepalive_mosquitto, within
 from tests.test_broker_rules import RuledBroker, broker_under_rules, ruled_broker  # noqa: F401  (the fixture)
 from topics import get_agent_discovery_topic
 
@@ -80,10 +79,9 @@ async def test_a_cleared_or_replaced_card_is_back_within_a_second(
         [original] = await cards.wait_for(1)
         for forged in (b"", json.dumps({"name": "echo", "url": "mqtt://evil"}).encode()):
             seen = len(cards.messages)
-            started = time.monotonic()
             await attacker.publish(topic, forged, retain=True)
-            await cards.wait_for(seen + 2, timeout=1.0)  # the attacker's, then the agent's again
-            assert time.monotonic() - started < 1.0
+            # The attacker's, then the agent's again (healed at once: the wait is the bound).
+            await cards.wait_for(seen + 2, timeout=within(1.0))
             assert cards.messages[seen].payload == forged
             assert json.loads(cards.messages[-1].payload) == json.loads(original.payload)
         assert metrics.cards_healed >= before + 2  # counted before the card is republished

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -37,7 +36,7 @@ from mesh.properties import MessageProperties
 from mesh.telemetry import METRICS
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Echo
-from tests.support import Inbox
+from tests.support import Inbox, within
 from tests.test_broker_rules import RuledBroker, broker_under_rules
 
 UNIT = "lab"
@@ -241,10 +240,10 @@ async def test_a_cleared_forged_or_offline_profile_card_is_back_within_a_second(
             forged = json.dumps({"name": "pecho", "supportedInterfaces": [{"url": "mqtt://evil"}]}).encode()
             for payload, props in ((b"", None), (forged, None), (original.payload, offline)):
                 seen = len(cards.messages)
-                started = time.monotonic()
                 await attacker.publish(topic, payload, retain=True, properties=props)
-                await cards.wait_for(seen + 2, timeout=1.0)  # the attacker's, then the agent's again
-                assert time.monotonic() - started < 1.0
+                # The attacker's, then the agent's again (DESIGN: healed at once; bench/ has no figure
+                # for it, the wait is the bound).
+                await cards.wait_for(seen + 2, timeout=within(1.0))
                 assert cards.messages[seen].payload == payload
                 healed = cards.messages[-1]
                 assert healed.payload == original.payload and healed.properties.get_extra(STATUS) == "online"

@@ -110,8 +110,7 @@ class EdgeError(RpcError):
 
 def _restore(error: dict[str, Any], request_id: RequestId, status: int, headers: dict[str, str]) -> EdgeError:
     model = JSONRPCErrorObject.model_validate(error)
-    exc = EdgeError.__new__(EdgeError)
-    exc._set(model, request_id)
+    exc = EdgeError.of_object(model, request_id)
     exc.http_status, exc.headers = status, MappingProxyType(headers)
     return exc
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from ..errors import ProtocolError
 from . import errors as e
@@ -120,6 +120,11 @@ class RpcError(ProtocolError):
         cls = EXCEPTION_TYPES.get(error.code, RpcError)
         if not isinstance(error, cls.error_type):  # a generic object with a known code
             error = cls.error_type.model_validate(error.model_dump(by_alias=True))
+        return cls.of_object(error, request_id)
+
+    @classmethod
+    def of_object(cls, error: e.JSONRPCErrorObject, request_id: RequestId = None) -> Self:
+        """An exception of this class holding ``error`` as it is (no new message or data)."""
         exc = cls.__new__(cls)
         exc._set(error, request_id)
         return exc

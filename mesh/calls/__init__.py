@@ -65,7 +65,15 @@ agent. The callee being gone uses them (:class:`~mesh.errors.AgentUnavailableErr
 Modules: :mod:`~mesh.calls.path` (:class:`CallPath`: topics, sending, routing, cancel),
 :mod:`~mesh.calls.call` (:class:`Call` and :class:`CallOptions`: one request and its wait),
 :mod:`~mesh.calls.answers` (:class:`Answer`: parsing), :mod:`~mesh.calls.gone` (learning
-that a callee is gone).
+that a callee is gone), :mod:`~mesh.calls.owners` (which replica owns a task) and
+:mod:`~mesh.calls.resync` (what a call missed while the broker was away).
+
+The seam between them is public, and no module touches another's private members (a test reads
+every module for that): the path sends, sends again and forgets a call (:meth:`CallPath.send`,
+:meth:`CallPath.resend`, :meth:`CallPath.close`); the call is told it was sent or forgotten
+(:meth:`Call.opened`, :meth:`Call.closed`) and given its answers (:meth:`Call.deliver`), and
+shows what the others read (:attr:`Call.state`, :attr:`Call.payload`, :attr:`Call.deadline`,
+:attr:`Call.starts_task`, :attr:`Call.failed`).
 """
 
 from mesh.calls.answers import Answer, AnswerValue, parse_model, read_answer

@@ -134,13 +134,13 @@ class Call:
         return f"<Call {self.method} to {self.agent!r} key={self.key!r} task={self.task_id!r} {self._state}>"
 
     async def __aenter__(self) -> Call:
-        await self.path._send(self)
+        await self.path.send(self)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.path._close(self)
+        self.path.close(self)
         if self.span is not None:
             self.end_span(exc)
 
@@ -189,6 +189,53 @@ class Call:
             self.task_id = task_id
         return answer
 
+    # ------------------------------------------------------------------ the path's seam
+
+    @property
+    def state(self) -> str:
+        """``new``, ``open`` (sent), ``answered`` (final answer read) or ``closed`` (block left)."""
+        return self._state
+
+    @property
+    def payload(self) -> bytes:
+        """The request as sent (and sent again when the agent was busy or its replica gone)."""
+        return self._payload
+
+    @property
+    def deadline(self) -> float | None:
+        """The loop time the call's overall bound runs out, if it has one."""
+        return self._deadline
+
+    @property
+    def starts_task(self) -> bool:
+        """Whether the request asks for a new task (its id is the call's own key)."""
+        return self._new_task
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    def opened(self, deadline: float | None) -> None:
+        """The path sent it: answers are awaited from now, until ``deadline`` (loop time) if set."""
+        self._deadline = deadline
+        self._state = "open"
+
+    def closed(self) -> None:
+        """The path forgot it: nothing more is read."""
+        self._state = "closed"
+
+    def deliver(self, final: bool, message: InboundMessage) -> None:
+        """An answer for this call (the path routed it here by its correlation data)."""
+        instance = message.properties.instance
+        if instance is not None:
+            self.instance = instance
+            # The replica that took a new task owns it (a follow-up's answer may be a stranger's
+            # "task not found").
+            if self._new_task and self.task_id is not None:
+                self.path.learned_owner(self.agent, self.task_id, instance)
+        self._inbox.append((final, message))
+        self._wake(True)
+
     def fail(self, error: BaseException) -> None:
         """End the call with ``error``: its reader raises it once the answers already in are read."""
         if self._state != "open" or self._failure is not None:
@@ -223,19 +270,8 @@ class Call:
         if now + delay + BUSY_RETRY_FIRST_S >= self._retry_until or self._state != "open":
             return False
         self._busy_retries += 1
-        loop.call_later(delay, self.path._resend, self, self._retry_until)
+        loop.call_later(delay, self.path.resend, self, self._retry_until)
         return True
-
-    def _deliver(self, final: bool, message: InboundMessage) -> None:
-        instance = message.properties.instance
-        if instance is not None:
-            self.instance = instance
-            # The replica that took a new task owns it (a follow-up's answer may be a stranger's
-            # "task not found").
-            if self._new_task and self.task_id is not None:
-                self.path.learned_owner(self.agent, self.task_id, instance)
-        self._inbox.append((final, message))
-        self._wake(True)
 
     def _wake(self, woken: bool) -> None:
         waiter = self._waiter

@@ -116,8 +116,8 @@ class Owners:
         self._away_from(call)
         call.topic = get_agent_request_topic(self.path.namespace, call.agent)
         loop = asyncio.get_running_loop()
-        until = call._deadline or loop.time() + (call.props.message_expiry_s or 3600)
-        self.path._resend(call, until)
+        until = call.deadline or loop.time() + (call.props.message_expiry_s or 3600)
+        self.path.resend(call, until)
         return True
 
     def back(self, agent: str, instance: str) -> None:
@@ -184,4 +184,4 @@ class Owners:
 
 def _unresolved(call: Call) -> bool:
     """A call still open whose owner no answer has told (re-read after every await)."""
-    return call.instance is None and call._state == "open"
+    return call.instance is None and call.state == "open"

@@ -316,8 +316,10 @@ class CallPath:
         if not ack.cancelled() and ack.exception() is not None:
             log.debug("%s: a tasks/cancel was refused: %s", self.owner, ack.exception())
 
-    async def _send(self, call: Call) -> None:
-        if call._state != "new":
+    async def send(self, call: Call) -> None:
+        """Publish ``call``'s request (``Call.__aenter__``): to the agent's shared topic for a new
+        task, to the replica that owns it for a follow-up."""
+        if call.state != "new":
             raise RuntimeError(f"{call!r} was already sent; make a new call with CallPath.call()")
         # A new task goes to the agent's (shared) topic; a follow-up to the replica that owns it.
         topic = self.owners.route(call, call.method not in SEND_METHODS or call.task_id != call.key)
@@ -350,13 +352,11 @@ class CallPath:
             )
             props.traceparent = tracing.traceparent_of(span)
         loop = asyncio.get_running_loop()
-        if options.deadline_s is not None:
-            call._deadline = loop.time() + options.deadline_s
         call.sent_at = time.perf_counter()
         # Registered before the publish: an answer can come back before publish_nowait returns.
         self._calls[call.correlation] = call
         self._by_agent.setdefault(call.agent, set()).add(call)
-        call._state = "open"
+        call.opened(loop.time() + options.deadline_s if options.deadline_s is not None else None)
         if (gone := self._gone_idle.get(call.agent)) is not None:
             when, why = gone
             if time.monotonic() - when < GONE_IDLE_S:
@@ -365,29 +365,31 @@ class CallPath:
                 del self._gone_idle[call.agent]
         call.topic, call.props = topic, props
         try:
-            ack = self.transport.publish_nowait(topic, call._payload, properties=props, require_subscriber=True)
+            ack = self.transport.publish_nowait(topic, call.payload, properties=props, require_subscriber=True)
         except BaseException as exc:
-            self._close(call)
+            self.close(call)
             call.end_span(exc)
             raise
         ack.add_done_callback(lambda done: _fail_on_refusal(call, done))
 
-    def _resend(self, call: Call, until: float) -> None:
-        """Publish ``call``'s request again (the agent was busy), expiring at ``until`` (loop time)."""
-        if call._state != "open" or call._failure is not None:
+    def resend(self, call: Call, until: float) -> None:
+        """Publish ``call``'s request again (the agent was busy, its replica gone, the broker
+        restarted), expiring at ``until`` (loop time)."""
+        if call.state != "open" or call.failed:
             return
         props = dataclasses.replace(call.props)
         props.timestamp_ms = int(time.time() * 1000)
         props.message_expiry_s = max(1, math.ceil(until - asyncio.get_running_loop().time()))
         try:
-            ack = self.transport.publish_nowait(call.topic, call._payload, properties=props, require_subscriber=True)
+            ack = self.transport.publish_nowait(call.topic, call.payload, properties=props, require_subscriber=True)
         except (MeshError, ValueError) as exc:
             call.fail(exc)
             return
         ack.add_done_callback(lambda done: _fail_on_refusal(call, done))
 
-    def _close(self, call: Call) -> None:
-        call._state = "closed"
+    def close(self, call: Call) -> None:
+        """Forget ``call`` (``Call.__aexit__``): its answers from now on match no open call."""
+        call.closed()
         self.resync.forget(call)
         if self._calls.get(call.correlation) is call:
             del self._calls[call.correlation]
@@ -415,7 +417,7 @@ class CallPath:
             return
         if final and self.metrics is not None:
             self.metrics.round_trip(call.agent, call.method, time.perf_counter() - call.sent_at)
-        call._deliver(final, message)
+        call.deliver(final, message)
 
 
 def _fail_on_refusal(call: Call, ack: asyncio.Future[None]) -> None:

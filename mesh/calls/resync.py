@@ -70,7 +70,7 @@ class Resync:
         self._unsynced.update(
             call
             for call in self.path.open_call_list()
-            if call._state == "open" and call.method in _RESYNC_METHODS and call.sent_at < offline_since
+            if call.state == "open" and call.method in _RESYNC_METHODS and call.sent_at < offline_since
         )
         if self._unsynced and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -100,7 +100,7 @@ class Resync:
         """
         while self._unsynced:
             for call in list(self._unsynced):
-                if call._state != "open":
+                if call.state != "open":
                     self._unsynced.discard(call)
                 elif call.task_id is not None:
                     self._ask(call, call.task_id)
@@ -141,13 +141,13 @@ class Resync:
 
     def _answered(self, call: Call, message: InboundMessage) -> None:
         """The owner's answer about ``call``'s task: its outcome, or a request to send again."""
-        if call._state != "open" or call not in self._unsynced:
+        if call.state != "open" or call not in self._unsynced:
             return
         self._unsynced.discard(call)
         try:
             answer = read_answer(message.payload, message.properties, final=True)
         except TaskNotFound:
-            if call._new_task:  # the request never reached the agent (lost with the broker): again
+            if call.starts_task:  # the request never reached the agent (lost with the broker): again
                 log.info(
                     "%s: request %s to %s was lost in the broker; sending it again",
                     self.path.owner,
@@ -155,8 +155,8 @@ class Resync:
                     call.agent,
                 )
                 loop = asyncio.get_running_loop()
-                until = call._deadline if call._deadline is not None else loop.time() + call.options.idle_timeout_s
-                self.path._resend(call, until)
+                until = call.deadline if call.deadline is not None else loop.time() + call.options.idle_timeout_s
+                self.path.resend(call, until)
             return
         except (RpcError, MeshError) as exc:
             log.debug("%s: resynchronising %s: %s", self.path.owner, call.key, exc)
@@ -169,7 +169,7 @@ class Resync:
                 task.id,
                 call.agent,
             )
-            call._deliver(True, message)
+            call.deliver(True, message)
 
 
 def _ignore_failure(ack: asyncio.Future[None]) -> None:

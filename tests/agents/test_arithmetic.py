@@ -21,6 +21,7 @@ from agents.builtin.arithmetic import (
     extract_expression,
     format_number,
 )
+from tests.support import within
 
 KNOWN = "; known functions: abs, ceil, cos, exp, floor, ln, log, max, min, round, sin, sqrt, tan; constants: e, pi"
 
@@ -405,10 +406,12 @@ def test_long_chains_need_no_stack() -> None:
     ],
 )
 def test_adversarial_inputs_finish_fast(expression: str) -> None:
+    # The guard bounds the work (a naive evaluator spends minutes or all memory on these);
+    # the test asserts only that it ends far from that.
     start = time.perf_counter()
     with contextlib.suppress(ArithmeticInputError):
         evaluate(expression)
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < within(0.5)
 
 
 # --- properties ---------------------------------------------------------------------------

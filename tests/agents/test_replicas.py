@@ -17,7 +17,7 @@ from mesh.discovery.registry import DiscoveryRegistry
 from mesh.errors import AgentUnavailableError
 from tests.agents.service_agents import Asker
 from tests.conftest import ServeAgent, TransportFactory
-from tests.support import start_replica_script, wait_until
+from tests.support import start_replica_script, wait_until, within
 
 
 def owner(client: MeshClient, agent: str, task: Task) -> str:
@@ -190,8 +190,8 @@ async def test_a_blocking_send_learns_within_two_seconds_that_its_unknown_owner_
         procs[victim].send_signal(signal.SIGKILL)
         for text in lost:
             with pytest.raises(AgentUnavailableError, match=victim):
-                await asyncio.wait_for(sends[text], 5)
-            assert time.monotonic() - killed_at <= 2.0
+                await asyncio.wait_for(sends[text], 10)
+            assert time.monotonic() - killed_at <= within(2.0)  # DESIGN: within 2 s (bench/takeover.py)
         # The others still wait, now with their owner known (each live replica was asked).
         kept = [text for text in runs if text not in lost]
         assert kept and not any(sends[text].done() for text in kept)

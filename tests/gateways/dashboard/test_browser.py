@@ -27,6 +27,7 @@ from tests.agents.workflow_agents import Holder, Upper
 from tests.conftest import ServeAgent
 from tests.gateways.browser import headless_chromium, needs_chromium
 from tests.gateways.chat_agents import booker
+from tests.support import within
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -102,17 +103,13 @@ async def test_the_page_lists_the_agents_and_follows_one_that_comes_and_goes(
     await open_page(browser, dashboard_url, {"echo"})
 
     service = await serve_agent(CountdownAgent())  # started: its card is on the broker
-    started = time.monotonic()
-    await until(lambda: "countdown" in cards(browser), 1.0, "the countdown card")
-    appeared_after = time.monotonic() - started
+    await until(lambda: "countdown" in cards(browser), within(1.0), "the countdown card")
     (tile,) = await asyncio.to_thread(texts, browser, '[data-agent="countdown"]')
     assert "streaming" in tile and "unsigned" in tile and "Countdown" in tile
 
-    stopping = time.monotonic()
     await service.stop()  # clean: its card is cleared
-    await until(lambda: "countdown" not in cards(browser), 2.0, "the countdown card to leave")
+    await until(lambda: "countdown" not in cards(browser), within(2.0), "the countdown card to leave")
     assert cards(browser) == ["echo"]
-    assert appeared_after < 1.0 and time.monotonic() - stopping < 2.0
 
 
 async def test_a_task_sent_from_the_page_streams_its_events_into_the_timeline(

@@ -17,7 +17,7 @@ from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent, TransportFactory
 from tests.gateways.conftest import StartGateway
 from tests.gateways.jsonrpc_http import V1, call, error_of, message, message_v1, result_of, rpc, stream_events
-from tests.support import publish_stale_card
+from tests.support import publish_stale_card, within
 from topics import get_agent_request_topic
 
 # ---------------------------------------------------------------- content type
@@ -79,18 +79,18 @@ async def test_a_client_that_sends_its_headers_slowly_is_closed(start_gateway: S
     sent = iter(head)
     try:
         # One byte every 0.2 s: a connection that is never silent, whose head never ends.
-        elapsed = await _closed_after(reader, lambda: writer.write(bytes([next(sent)])), 5)
+        elapsed = await _closed_after(reader, lambda: writer.write(bytes([next(sent)])), within(2))
     finally:
         writer.close()
-    assert 0.9 <= elapsed < 3, elapsed
+    assert elapsed >= 0.9, elapsed  # by the read timeout, not before it
 
     # A connection that sends nothing at all is closed too.
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     try:
-        elapsed = await _closed_after(reader, lambda: None, 5)
+        elapsed = await _closed_after(reader, lambda: None, within(2))
     finally:
         writer.close()
-    assert 0.9 <= elapsed < 3, elapsed
+    assert elapsed >= 0.9, elapsed
 
 
 async def test_a_body_that_comes_slowly_is_408(start_gateway: StartGateway) -> None:
@@ -117,10 +117,9 @@ async def test_a_keep_alive_connection_that_stays_quiet_after_a_request_is_close
         length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))[15:])
         await reader.readexactly(length)
         writer.write(b"GET /a2a/he")  # the next request's head starts, and never ends
-        elapsed = await _closed_after(reader, lambda: None, 5)
+        await _closed_after(reader, lambda: None, within(2))  # closed: else the wait runs out
     finally:
         writer.close()
-    assert elapsed < 3, elapsed
 
 
 # ---------------------------------------------------------------- hostile answers

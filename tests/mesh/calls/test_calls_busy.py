@@ -13,6 +13,7 @@ from mesh.calls import CallOptions, CallPath
 from mesh.properties import MessageProperties
 from mesh.transport import InboundMessage, Transport
 from tests.conftest import TransportFactory
+from tests.support import within
 from topics import get_agent_request_topic
 
 BUSY = {"code": -32050, "message": "Agent busy", "data": {"maxConcurrentTasks": 1}}
@@ -63,5 +64,6 @@ async def test_busy_is_raised_once_the_deadline_leaves_no_room_to_retry(
     started = time.monotonic()
     with pytest.raises(AgentBusy):
         await calls.request("worker", "message/send", params(), CallOptions(deadline_s=1.5))
-    assert time.monotonic() - started < 1.5 + 0.5  # within the deadline, not after a timeout
+    # Raised at the deadline, not after the 60 s idle timeout.
+    assert time.monotonic() - started < within(1.5)
     assert 2 <= len(arrivals) < 30
