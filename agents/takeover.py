@@ -28,6 +28,7 @@ from agents.runner import TaskRunner
 from agents.sharedtasks import SharedTask, SharedTasks
 from agents.tasks import TaskRecord, TaskStore
 from mesh.a2a import INTERRUPTED_STATES, TaskState, TextPart
+from mesh.background import BackgroundTasks
 from mesh.telemetry.metrics import ComponentMetrics
 
 __all__ = ["Takeover"]
@@ -57,30 +58,27 @@ class Takeover:
         self.resume = resume  # None: the agent cannot resume a task
         self.metrics = metrics
         self._sweeper: asyncio.Task[None] | None = None
-        self._claims: set[asyncio.Task[int]] = set()
+        self._claims = BackgroundTasks(log, f"agent {self.agent_name} takeover")
 
     def start(self) -> None:
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def stop(self) -> None:
-        for job in [self._sweeper, *self._claims]:
-            if job is not None:
-                job.cancel()
-        await asyncio.gather(*(j for j in [self._sweeper, *self._claims] if j is not None), return_exceptions=True)
-        self._sweeper = None
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+        await asyncio.gather(*([sweeper] if sweeper else []), self._claims.cancel_all(), return_exceptions=True)
 
     def replica_gone(self, instance: str) -> None:
         """Replica ``instance``'s card went empty (its will): claim its tasks now."""
         if instance == self.shared.instance:
             return
-        job = asyncio.get_running_loop().create_task(self.claim(dead=instance, how="its connection ended"))
-        self._claims.add(job)
-        job.add_done_callback(self._claims.discard)
+        self._claims.spawn(self.claim(dead=instance, how="its connection ended"), name=f"claim {instance}")
 
     async def settled(self) -> None:
         """Return once the claims under way here (a will's) have settled their tasks."""
         if self._claims:
-            await asyncio.gather(*list(self._claims), return_exceptions=True)
+            await asyncio.gather(*self._claims, return_exceptions=True)
 
     async def claim(self, *, dead: str | None, how: str, task_id: str | None = None) -> int:
         """Claim and settle what ``dead`` ran (None: every lapsed lease); how many were claimed."""

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mesh.background import BackgroundTasks
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
 from mesh.config.credentials import DEFAULT_CLIENT
@@ -72,7 +73,7 @@ class Scheduler:
         #: The runs' outcomes in this process, newest last (the claims lost too; the last 100), for tests.
         self.outcomes: list[tuple[str, RunOutcome]] = []
         self._loops: list[asyncio.Task[None]] = []
-        self._runs: set[asyncio.Task[None]] = set()
+        self._runs = BackgroundTasks(log, "scheduler")
         self.ran = asyncio.Condition()
 
     async def start(self) -> None:
@@ -102,9 +103,9 @@ class Scheduler:
         log.info("%s: running %s; runs claimed in %s", self.name, names, self.store.where)
 
     async def stop(self) -> None:
-        for task in [*self._loops, *self._runs]:
+        for task in self._loops:
             task.cancel()
-        await asyncio.gather(*self._loops, *self._runs, return_exceptions=True)
+        await asyncio.gather(*self._loops, self._runs.cancel_all(), return_exceptions=True)
         if self.client is not None:
             await self.client.calls.flush()
             await self.client.transport.close()
@@ -162,9 +163,7 @@ class Scheduler:
 
     def _launch(self, spec: ScheduleSpec, tick: datetime) -> None:
         """Run the tick beside the loop: a long run does not delay the next tick (max_concurrent bounds them)."""
-        task = asyncio.create_task(self._run(spec, tick), name=f"schedule {spec.name} {tick.isoformat()}")
-        self._runs.add(task)
-        task.add_done_callback(self._runs.discard)
+        self._runs.spawn(self._run(spec, tick), name=f"schedule {spec.name} {tick.isoformat()}")
 
     async def _run(self, spec: ScheduleSpec, tick: datetime) -> None:
         assert self.client is not None  # noqa: S101 - loops run only between start and stop
