@@ -220,54 +220,76 @@ class _PgWriter:
             error: str | None = None
             try:
                 pool = await journal.connected()
-                async with pool.connection() as db, db.transaction():
-                    await _commit(db, journal, [batch for _number, batch in batches])
+                group = _Group.of(journal, [batch for _number, batch in batches])
+                async with pool.connection() as db:
+                    if group.deleted or group.pushes:
+                        async with db.transaction():
+                            await group.commit(db, journal)
+                    else:  # one statement, its own transaction: one round trip, not three (BEGIN, COMMIT)
+                        await group.commit(db, journal)
             except Exception as exc:  # the store is away: reported, acknowledged all the same (as a failed disk)
                 error = f"{type(exc).__name__}: {exc}"
             journal.stored_up_to(batches[-1][0], error)
 
 
-async def _commit(db: Any, journal: PostgresJournal, batches: list[tuple[Any, ...]]) -> None:
-    key = (journal.namespace, journal.agent_name)
-    rows: dict[str, tuple[Any, ...]] = {}
-    deleted: list[str] = []
-    pushes: dict[str, list[bytes]] = {}
-    for batch_rows, batch_deleted, _deleted_seqs, batch_pushes in batches:
-        for task_id in batch_deleted:
-            rows.pop(task_id, None)
-        deleted.extend(batch_deleted)
-        for row in batch_rows:
-            rows[row[1]] = row  # a later state of the task replaces an earlier one
-        for task_id in batch_deleted:
-            pushes.pop(task_id, None)
-        pushes.update(batch_pushes)
-    if deleted:
-        await db.execute("DELETE FROM mesh_tasks WHERE namespace = %s AND agent = %s AND id = ANY(%s)", (*key, deleted))
-        await db.execute(
-            "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = ANY(%s)", (*key, deleted)
-        )
-    if rows:
-        columns = list(zip(*rows.values(), strict=True))  # seq, id, request_key, terminal, changed_at, ...
-        terminal = [bool(flag) for flag in columns[3]]
-        arrays = [list(columns[1]), list(columns[2]), terminal, *(list(column) for column in columns[4:9])]
-        cursor = await db.execute(_UPSERT, (*key, journal.instance, journal.lease_s, *arrays))
-        if 0 <= cursor.rowcount < len(rows):  # fenced out: another replica owns them, or they ended
-            log.info(
-                "%s (replica %s): %d task change(s) not stored: the store holds another replica's outcome",
-                journal.agent_name,
-                journal.instance,
-                len(rows) - cursor.rowcount,
-            )
-    for task_id, configs in pushes.items():
-        await db.execute(
-            "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = %s", (*key, task_id)
-        )
-        for position, config in enumerate(configs):
+class _Group:
+    """What the batches waiting to be committed come to: each task's latest row, the deleted
+    tasks, and the push configs set."""
+
+    __slots__ = ("deleted", "pushes", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[Any, ...]] = {}
+        self.deleted: list[str] = []
+        self.pushes: dict[str, list[bytes]] = {}
+
+    @classmethod
+    def of(cls, journal: PostgresJournal, batches: list[tuple[Any, ...]]) -> _Group:
+        group = cls()
+        rows, pushes = group.rows, group.pushes
+        for batch_rows, batch_deleted, _deleted_seqs, batch_pushes in batches:
+            for task_id in batch_deleted:
+                rows.pop(task_id, None)
+                pushes.pop(task_id, None)
+            group.deleted.extend(batch_deleted)
+            for row in batch_rows:
+                rows[row[1]] = row  # a later state of the task replaces an earlier one
+            pushes.update(batch_pushes)
+        return group
+
+    async def commit(self, db: Any, journal: PostgresJournal) -> None:
+        key = (journal.namespace, journal.agent_name)
+        rows, deleted = self.rows, self.deleted
+        if deleted:
             await db.execute(
-                "INSERT INTO mesh_push_configs (namespace, agent, task_id, position, config) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                (*key, task_id, position, config),
+                "DELETE FROM mesh_tasks WHERE namespace = %s AND agent = %s AND id = ANY(%s)", (*key, deleted)
             )
+            await db.execute(
+                "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = ANY(%s)",
+                (*key, deleted),
+            )
+        if rows:
+            columns = list(zip(*rows.values(), strict=True))  # seq, id, request_key, terminal, changed_at, ...
+            terminal = [bool(flag) for flag in columns[3]]
+            arrays = [list(columns[1]), list(columns[2]), terminal, *(list(column) for column in columns[4:9])]
+            cursor = await db.execute(_UPSERT, (*key, journal.instance, journal.lease_s, *arrays))
+            if 0 <= cursor.rowcount < len(rows):  # fenced out: another replica owns them, or they ended
+                log.info(
+                    "%s (replica %s): %d task change(s) not stored: the store holds another replica's outcome",
+                    journal.agent_name,
+                    journal.instance,
+                    len(rows) - cursor.rowcount,
+                )
+        for task_id, configs in self.pushes.items():
+            await db.execute(
+                "DELETE FROM mesh_push_configs WHERE namespace = %s AND agent = %s AND task_id = %s", (*key, task_id)
+            )
+            for position, config in enumerate(configs):
+                await db.execute(
+                    "INSERT INTO mesh_push_configs (namespace, agent, task_id, position, config) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (*key, task_id, position, config),
+                )
 
 
 def _read(db: Any, namespace: str, agent: str) -> LoadedTasks:
