@@ -121,6 +121,25 @@ async def answer_of(
     return answer
 
 
+async def round_trip(transport: Transport, topic: str, *, publish: bool = False) -> None:
+    """A round trip on ``transport``'s connection: SUBSCRIBE/SUBACK on ``topic`` (one it may read
+    and does not read yet), or with ``publish`` an empty QoS 1 PUBLISH/PUBACK (one it may write).
+
+    An absence is proven by it rather than by a sleep: the broker answers a connection's packets in
+    order, so once the answer is in, whatever the broker sent this connection before (a message, a
+    DISCONNECT) has arrived too; a connection the broker closed never gets it.
+    """
+    if publish:
+        await transport.publish(topic, b"")
+        return
+    subscription = await transport.subscribe(topic, _ignore)
+    await transport.unsubscribe(subscription)
+
+
+def _ignore(_message: InboundMessage) -> None:
+    return None
+
+
 #: How much room a test gives one of DESIGN's guarantees (a caller learns within 2 s that its
 #: callee is gone): bench/ measures the figure; a test asserts the bound times this, so a loaded CI
 #: machine passes while a wait that ran into a 30 s timeout still fails.

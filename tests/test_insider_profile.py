@@ -36,7 +36,7 @@ from mesh.properties import MessageProperties
 from mesh.telemetry import METRICS
 from mesh.transport import InboundMessage, MqttTransport
 from tests.agents.service_agents import Echo
-from tests.support import Inbox, within
+from tests.support import Inbox, round_trip, within
 from tests.test_broker_rules import RuledBroker, broker_under_rules
 
 UNIT = "lab"
@@ -139,7 +139,8 @@ async def test_a_replicas_profile_user_cannot_read_another_agents_requests(
             await caller.publish(f"{requests}/pecho", json.dumps(request).encode(), properties=props)
             [reply] = await replies.wait_for(1, timeout=10)
             assert "for pecho only" in reply.payload.decode()
-        await asyncio.sleep(0.2)
+        # The request was routed before pecho had it, so before this round trip: none reached the attacker.
+        await round_trip(attacker, card_topic(org, "prep-0"))
     assert stolen.messages == []
 
 
@@ -187,7 +188,8 @@ async def test_a_replicas_profile_user_connects_only_under_its_slots_client_id(
     for settings, client_id in ((slot0, f"{org}/{UNIT}/prep-0"), (slot1, f"{org}/{UNIT}/prep-1")):
         async with MqttTransport(settings, client_id=client_id):  # its own slot's id: taken
             pass
-    await asyncio.sleep(0.2)
+    # A takeover's DISCONNECT would come before this round trip's SUBACK (or instead of it).
+    await round_trip(pecho.profile.transport, f"$a2a/v1/event/{org}/{UNIT}/pecho", publish=True)
     assert not lost.is_set() and pecho.profile.transport.is_connected
 
 
@@ -252,8 +254,7 @@ async def test_a_cleared_forged_or_offline_profile_card_is_back_within_a_second(
         assert late.payload == original.payload and late.properties.get_extra(STATUS) == "online"
     finally:
         await service.stop()
-    # A clean stop's offline card is the agent's last word: not healed.
-    await asyncio.sleep(0.6)
+    # A clean stop's offline card is the agent's last word: stopped, it publishes nothing more.
     stopped = await retained_card(broker_settings, None, topic)
     assert stopped.properties.get_extra(STATUS) == "offline"
     # The next start finds that card on the broker: it publishes its own, and counts no heal.
@@ -261,7 +262,10 @@ async def test_a_cleared_forged_or_offline_profile_card_is_back_within_a_second(
     again = AgentService(Pecho(), namespace=namespace, broker=broker_settings, settings=emqx_settings(org))
     await again.start()
     try:
-        await asyncio.sleep(0.6)
+        assert again.profile is not None
+        # The old card came on its subscription before this round trip's answer: seen, not healed.
+        await round_trip(again.profile.transport, f"$a2a/v1/event/{org}/{UNIT}/pecho", publish=True)
+        assert not again.profile.healer.pending
         assert metrics.cards_healed == healed_before
         assert (await retained_card(broker_settings, None, topic)).properties.get_extra(STATUS) == "online"
     finally:

@@ -33,6 +33,7 @@ from mesh.a2a import (
     TaskIdParams,
     TaskNotFound,
     TaskPushNotificationConfig,
+    TaskQueryParams,
     TaskState,
     TaskStatus,
     request_bytes,
@@ -46,6 +47,7 @@ from mesh.trust.config import TrustSettings, resolve
 from mesh.trust.keys import PrivateKey, load_private_key, private_key_path
 from tests.http_receiver import Receiver
 from tests.http_receiver import serve as serve_http
+from tests.support import Inbox
 from tests.test_broker_rules import RuledBroker, ruled_broker  # noqa: F401  (the fixture)
 
 
@@ -306,14 +308,30 @@ async def _attack(
                 await calculator.transport.publish(
                     f"{ns}/a2a/v1/agent/request/echo", request_bytes(method, key, params), properties=props
                 )
-        # Each attack went through echo's queue before this request of the CLI's, on the same topic.
-        await asyncio.sleep(0.5)
+        # Calculator's own request, on the same topic after its attacks, is answered after them.
+        answers = Inbox()
+        await calculator.transport.subscribe(f"{ns}/a2a/v1/agent/response/calculator/barrier", answers)
+        await calculator.transport.publish(
+            f"{ns}/a2a/v1/agent/request/echo",
+            request_bytes("tasks/get", "barrier", TaskQueryParams(id=task.id)),
+            properties=MessageProperties(
+                reply_to=f"{ns}/a2a/v1/agent/response/calculator/barrier",
+                correlation_data=b"barrier",
+                content_type=JSON_CONTENT_TYPE,
+                payload_format_utf8=True,
+            ),
+        )
+        [refused] = await answers.wait_for(1)
+        assert b"has no task" in refused.payload  # calculator cannot read the CLI's task either
         assert (await cli.get_task("echo", task.id)).status.state is TaskState.working
         assert (await cli.list_push_configs("echo", task.id)) == []
         assert attacker.requests == []
+        # The CLI's own push config: the cancel's notification reaches it, and would reach the
+        # attacker's URL in the same round (set first, sent first) had an attack stored one.
+        await cli.set_push_config("echo", task.id, PushNotificationConfig(id="cli", url=attacker.url("/cli")))
         assert (await cli.cancel_task("echo", task.id)).status.state is TaskState.canceled
-        await asyncio.sleep(0.3)  # a push set by the attacker would be sent on this change
-        assert attacker.requests == []
+        pushed = await attacker.wait_for(1)
+        assert [(r.path, r.task.status.state) for r in pushed] == [("/cli", TaskState.canceled)]
 
 
 def test_a_journal_of_an_older_version_gets_the_owner_column(tmp_path: Path) -> None:

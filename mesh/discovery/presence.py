@@ -203,6 +203,11 @@ class CardHealer:
         self.heals = 0
         self._republishing = BackgroundTasks(log, f"card healer of {topic}")
 
+    @property
+    def pending(self) -> bool:
+        """Whether a heal is scheduled or its republish under way."""
+        return self._healing is not None or len(self._republishing) > 0
+
     def schedule(self, *, cleared: bool) -> None:
         """Another connection's message is on the topic (``cleared``: an empty one): republish soon."""
         if self._stopped or self._healing is not None:
