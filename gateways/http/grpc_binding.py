@@ -45,9 +45,14 @@ from mesh.limits import check_message_limits
 if TYPE_CHECKING:
     from gateways.http.server import HttpGateway
 
-__all__ = ["GrpcServer"]
+__all__ = ["GrpcServer", "grpc_code"]
 
 #: HTTP status (of the REST mapping) -> gRPC status code.
+#: A2A errors whose gRPC status is UNIMPLEMENTED: -32003 PushNotificationNotSupported, -32004
+#: UnsupportedOperation, -32009 VersionNotSupported, as A2A 1.0.0's table (section 5.4) and the
+#: 1.0 TCK (GRPC-ERR-002) say. A2A 1.0.1 moved them to FAILED_PRECONDITION (which REST's
+#: google.rpc status keeps); clients tell the error by the ErrorInfo reason, on which both agree.
+_UNIMPLEMENTED_ERRORS: Final = frozenset({-32003, -32004, -32009})
 _CODES: Final[dict[str, grpc.StatusCode]] = {
     "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
     "NOT_FOUND": grpc.StatusCode.NOT_FOUND,
@@ -60,10 +65,17 @@ _CODES: Final[dict[str, grpc.StatusCode]] = {
 }
 
 
+def grpc_code(error: RpcError) -> grpc.StatusCode:
+    """The gRPC status of ``error``."""
+    if error.code in _UNIMPLEMENTED_ERRORS:
+        return grpc.StatusCode.UNIMPLEMENTED
+    return _CODES.get(status_of(error)[1], grpc.StatusCode.UNKNOWN)
+
+
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: RpcError) -> NoReturn:
     obj = error.error
     message, data = standard_error(obj.code, obj.message, obj.data)
-    code = _CODES.get(status_of(error)[1], grpc.StatusCode.UNKNOWN)
+    code = grpc_code(error)
     status = status_pb2.Status(code=code.value[0], message=message)
     for detail in error_v1(obj.code, message, data, reason=jaf_reason(error)).get("data", []):
         if detail.get("@type", "").endswith("google.rpc.ErrorInfo"):

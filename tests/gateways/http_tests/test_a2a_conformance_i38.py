@@ -24,6 +24,7 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.types import Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
+from gateways.http.grpc_binding import grpc_code
 from gateways.http.rest_errors import status_of
 from mesh.a2a import AgentCard as MeshAgentCard
 from mesh.a2a import RpcError
@@ -243,5 +244,19 @@ GRPC_STATUS_1_0_1 = {
 }
 
 
-def test_a2a_errors_map_to_the_grpc_statuses_of_the_1_0_1_spec() -> None:
+def test_a2a_errors_map_to_the_google_rpc_statuses_of_the_1_0_1_spec_on_rest() -> None:
     assert {code: status_of(RpcError("x", code=code))[1] for code in GRPC_STATUS_1_0_1} == GRPC_STATUS_1_0_1
+
+
+#: What the 1.0 TCK's GRPC-ERR-002 checks (tck/requirements/binding_grpc.py on its 1.0-dev branch:
+#: A2A 1.0.0's table): the gRPC binding answers these.
+GRPC_STATUS_TCK = {
+    **GRPC_STATUS_1_0_1,
+    -32003: "UNIMPLEMENTED",
+    -32004: "UNIMPLEMENTED",
+    -32009: "UNIMPLEMENTED",
+}
+
+
+def test_a2a_errors_map_to_the_grpc_statuses_the_1_0_tck_checks() -> None:
+    assert {code: grpc_code(RpcError("x", code=code)).name for code in GRPC_STATUS_TCK} == GRPC_STATUS_TCK

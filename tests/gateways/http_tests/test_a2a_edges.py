@@ -14,6 +14,9 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc
+from a2a.utils.grpc_status import status_from_call
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2
 from pydantic import ValidationError
 
 from gateways.http.protection import resource_exhausted
@@ -54,6 +57,12 @@ async def test_rest_refuses_an_a2a_version_it_does_not_serve(
     assert served.status_code == 200 and served.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
+def _error_info(detail: any_pb2.Any) -> error_details_pb2.ErrorInfo:
+    info = error_details_pb2.ErrorInfo()
+    assert detail.Unpack(info), detail
+    return info
+
+
 async def test_grpc_refuses_an_a2a_version_it_does_not_serve(
     serve_agent: ServeAgent, start_gateway: StartGateway
 ) -> None:
@@ -67,8 +76,14 @@ async def test_grpc_refuses_an_a2a_version_it_does_not_serve(
         stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await stub.SendMessage(request, metadata=(("a2a-version", "99.0"),))
-        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        # UNIMPLEMENTED, as the 1.0 TCK's GRPC-ERR-002 checks; the error itself is in the ErrorInfo
+        # (a2a-sdk's client raises VersionNotSupportedError from its reason, whatever the status).
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
         assert refused.value.details() == "Version not supported"
+        status = status_from_call(refused.value)  # what the a2a-sdk client reads
+        assert status is not None
+        [info] = [_error_info(detail) for detail in status.details]
+        assert (info.reason, info.domain) == ("VERSION_NOT_SUPPORTED", "a2a-protocol.org")
         assert len(echo.tasks) == 0
         served = await stub.SendMessage(request, metadata=(("a2a-version", "1.0"),))
     assert served.task.status.state == pb.TaskState.TASK_STATE_COMPLETED
