@@ -64,7 +64,7 @@ def _rows(args: argparse.Namespace, since: float) -> list[UsageRow] | None:
     """The rows since ``since`` of the store ``--store`` names, else of this host's file (None: no file)."""
     from mesh.errors import ConfigError
     from mesh.store import is_postgres_url
-    from mesh.telemetry.usage import open_usage_store, usage_path
+    from mesh.telemetry.usage import SqliteUsageStore, open_usage_store, usage_path
 
     if args.store and not is_postgres_url(args.store):
         raise ConfigError(
@@ -72,7 +72,8 @@ def _rows(args: argparse.Namespace, since: float) -> list[UsageRow] | None:
         )
     if not args.store and not os.path.exists(usage_path(args.namespace)):
         return None
-    store = open_usage_store(args.namespace, args.store, environ={})  # --store alone decides (its default: $MESH_STORE)
+    # --store alone decides (its default is $MESH_STORE): none is this host's file.
+    store = open_usage_store(args.namespace, args.store) if args.store else SqliteUsageStore(usage_path(args.namespace))
     try:
         return store.rows(since)
     except ConfigError:

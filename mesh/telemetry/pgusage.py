@@ -142,7 +142,7 @@ class PgUsageStore:
             for key in write.keys:
                 cached = self._cache.get(key)
                 if cached is None:  # counted before any check read it: read it too
-                    cached = self._cache[key] = _Cached()
+                    cached = self._cache[key] = _Cached(used_at=time.monotonic())
                     self._reads.add(key)
                 cached.unwritten += row.tokens
             self._writes.append(write)
@@ -386,8 +386,8 @@ class PgUsageStore:
                 while self._writes:
                     self._drop(self._writes.popleft(), quiet=True)
                 log.error(
-                    "usage store %s: stopped unreachable, %d usage row(s) not written (%d lost in all); "
-                    "mesh usage and the budgets of other replicas miss them",
+                    "usage store %s: stopped with %d usage row(s) not written, the store out of reach (%d lost "
+                    "in all); mesh usage and the budgets of other replicas miss them",
                     self.where,
                     left,
                     self.lost,
