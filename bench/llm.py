@@ -15,7 +15,8 @@ offered: its artifact tools and its peer tools, and the same empty history):
   peer's own round trip from a client (bound: at most 1,500 us). ``peer_call_naive_added_us``
   is the plain difference of the two agents' round trips (engine work included), as before.
 - ``budget_check_us``: the budget check before each model request (issue 44: a per-user and a
-  per-agent budget, each one primary-key read of the usage store's SQLite counters; bound:
+  per-agent budget, each one primary-key read of the usage store's SQLite counters, or of the
+  PostgreSQL store's cache with ``--usage-store``, after the prefetch call the capability makes; bound:
   under 50 us), and ``usage_record_us``, storing one response's usage (a row and the counters),
   both measured alone over ``--requests`` x 20 calls; ``budgeted_rtt_us`` is the round trip of
   an agent with both budgets, against ``rtt_us`` (its agent has no budget and no ``approve:``;
