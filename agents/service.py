@@ -290,6 +290,8 @@ class AgentService(MeshMember):
         self.agent.leave_mesh = self.stop
         if hasattr(self.agent, "announce"):  # an agent whose card comes and goes (agents.remote)
             self.agent.announce = self.announce
+        if hasattr(self.agent, "task_store"):  # an agent keeping records beside its tasks (agents.llm's usage)
+            self.agent.task_store = self.settings.store
         # Before our own connection exists: connecting under the owner's client id would take
         # its session over, and no will of ours can clear the live owner's card.
         timeout_s = self.settings.name_check_timeout_s

@@ -15,7 +15,8 @@ offered: its artifact tools and its peer tools, and the same empty history):
   peer's own round trip from a client (bound: at most 1,500 us). ``peer_call_naive_added_us``
   is the plain difference of the two agents' round trips (engine work included), as before.
 - ``budget_check_us``: the budget check before each model request (issue 44: a per-user and a
-  per-agent budget, each one primary-key read of the usage store's SQLite counters; bound:
+  per-agent budget, each one primary-key read of the usage store's SQLite counters, or of the
+  PostgreSQL store's cache with ``--usage-store``, after the prefetch call the capability makes; bound:
   under 50 us), and ``usage_record_us``, storing one response's usage (a row and the counters),
   both measured alone over ``--requests`` x 20 calls; ``budgeted_rtt_us`` is the round trip of
   an agent with both budgets, against ``rtt_us`` (its agent has no budget and no ``approve:``;
@@ -33,9 +34,13 @@ Last line on stdout::
 
 ``--memory-journal`` keeps the agents' tasks in memory instead of their SQLite journals, to show
 the journal's share: its writer process commits the accepted task while a handler computes (an
-LLM run is long enough for that to overlap, an echo is not).
+LLM run is long enough for that to overlap, an echo is not). ``--usage-store postgresql://...``
+keeps the budgets and usage in PostgreSQL (:mod:`mesh.telemetry.pgusage`: the check reads the
+process's cache, the writes go in the store's thread) for ``budget_check_us``,
+``usage_record_us`` and the budgeted agent; its password in ``$MESH_STORE_PASSWORD``.
 
-Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS] [--memory-journal]``.
+Run: ``python bench/llm.py [--broker URL] [--requests N] [--token-ms MS] [--memory-journal]
+[--usage-store URL]``.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ from mesh.a2a import (
 from mesh.broker import BrokerSettings
 from mesh.cli.gctuning import tune_for_serving
 from mesh.client import MeshClient
-from mesh.telemetry.usage import SqliteUsageStore
+from mesh.telemetry.usage import open_usage_store
 
 TEXT = "What is the weather in Paris?"
 TOKENS = 2000
@@ -123,9 +128,10 @@ def llm(name: str, model: FunctionModel, peers: tuple[str, ...] = (), **config: 
 BUDGETS = Budgets(per_user=Budget(tokens=10**12, period="1d"), per_agent=Budget(tokens=10**12, period="1d"))
 
 
-def budget_figures(n: int, directory: Path) -> tuple[float, float]:
+def budget_figures(n: int, directory: Path, usage_store: str = "") -> tuple[float, float]:
     """The median of one budget check (two budgets) and of one usage record, in seconds."""
-    store = SqliteUsageStore(directory / "bench-usage.sqlite3")
+    # A namespace of its own: the counters of a shared store start at 0.
+    store = open_usage_store(f"bench-{uuid.uuid4().hex[:8]}", usage_store or str(directory / "bench-usage.sqlite3"))
     config = LlmConfig(model="test", budgets=BUDGETS)
     ctx = TaskContext(task_id="t", context_id="c", agent_name="budgeted", caller="client:bench")
     meter = Meter.of(store, config, ctx)
@@ -137,8 +143,11 @@ def budget_figures(n: int, directory: Path) -> tuple[float, float]:
             meter.record(response)
             records.append(time.perf_counter() - start)
             start = time.perf_counter()
+            unread = meter.unread()  # what the capability does first (None once the counters are known)
             meter.check()
             checks.append(time.perf_counter() - start)
+            if unread is not None:
+                unread.result()
     finally:
         store.close()
     return statistics.median(checks), statistics.median(records)
@@ -209,6 +218,12 @@ async def main() -> None:
         action="store_true",
         help="keep the agents' tasks in memory, not in their SQLite journals (to see the journal's share)",
     )
+    parser.add_argument(
+        "--usage-store",
+        default="",
+        metavar="URL",
+        help="the budgets' and usage's store: a postgresql:// URL (default: a SQLite file)",
+    )
     args = parser.parse_args()
     n = args.requests
     with broker_url(args.broker) as url:
@@ -220,7 +235,7 @@ async def main() -> None:
             llm("plain", FunctionModel(stream_function=answer)),
             llm("caller", FunctionModel(stream_function=ask_echo), peers=("echo",)),
             llm("streamer", FunctionModel(stream_function=streamer)),
-            llm("budgeted", FunctionModel(stream_function=answer), budgets=BUDGETS),
+            llm("budgeted", FunctionModel(stream_function=answer), budgets=BUDGETS, usage_store=args.usage_store),
             llm("gated", FunctionModel(stream_function=answer), approve=("no-such-tool",)),
         ]
         journal = AgentSettings(task_store=":memory:") if args.memory_journal else None
@@ -250,7 +265,7 @@ async def main() -> None:
                 await service.stop()
     progress(f"the budget check and the usage record, {n * 20} each")
     with tempfile.TemporaryDirectory() as scratch:
-        check_s, record_s = budget_figures(n * 20, Path(scratch))
+        check_s, record_s = budget_figures(n * 20, Path(scratch), args.usage_store)
     inprocess, plain = median_us(figures["inprocess"]), median_us(figures["plain"])
     echo, caller = median_us(figures["echo"]), median_us(figures["caller"])
     caller_ip = median_us(figures["caller_ip"])
@@ -278,6 +293,7 @@ async def main() -> None:
             "stream_latency_p99_ms": round(p99_us(latencies) / 1000, 1),
             "requests": n,
             "journal": "memory" if args.memory_journal else "sqlite",
+            "usage_store": "postgresql" if args.usage_store else "sqlite",
         }
     )
 

@@ -52,6 +52,10 @@ async def ask_user(ctx: RunContext[RunDeps], question: str) -> str:
 class LlmAgent(Agent):
     """A mesh agent whose handler is one pydantic-ai run per task."""
 
+    #: The agent's task store (``store:``), set by its service: a PostgreSQL one holds the
+    #: budgets and usage too, shared by the replicas, unless ``usage_store`` says otherwise.
+    task_store: str = ""
+
     def __init__(
         self,
         *,
@@ -121,7 +125,7 @@ class LlmAgent(Agent):
                 await self.engine.__aexit__(None, None, None)
             except Exception as exc:
                 log.warning("agent %s: stopping its tool servers failed: %s", self.name, exc)
-        self._usage.close()
+        await asyncio.to_thread(self._usage.close)  # a shared store writes what waits first
         client, self._own_client = self._own_client, None
         if client is not None:
             await client.close()
@@ -143,7 +147,7 @@ class LlmAgent(Agent):
                     incoming = yield pending.question(self.llm.approval_timeout_s)
                     continue
                 resume = (pending, results)
-            meter = Meter.of(self._usage.get(_namespace(ctx)), self.llm, ctx)
+            meter = Meter.of(self._usage.get(_namespace(ctx), self.task_store), self.llm, ctx)
             run = LlmRun(self.engine, self.llm, message, ctx, self._metrics(ctx), resume=resume, meter=meter)
             run.start()
             try:

@@ -1,7 +1,8 @@
 """Token budgets per user and per agent, and the usage record (``mesh usage``), at each model request.
 
 :class:`Metering` is a pydantic-ai capability: before each model request it checks the run's
-budgets against the usage store's counters (one primary-key read each, :mod:`mesh.telemetry.usage`), and
+budgets against the usage store's counters (one primary-key read each, :mod:`mesh.telemetry.usage`;
+from a cache the store refreshes in its thread when it is PostgreSQL, :mod:`mesh.telemetry.pgusage`), and
 after each response it stores what the response used (tokens, and the cost genai-prices gives
 where it knows the model) and adds it to the counters. Over a budget the request is not made
 and the task fails naming the budget, its period and when it resets.
@@ -12,9 +13,11 @@ component the broker or its token proved (``client:cli``), never a ``userId`` th
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -24,7 +27,7 @@ from pydantic_ai.messages import ModelResponse
 from pydantic_ai.tools import RunContext
 
 from agents.llm.config import Budget, LlmConfig
-from mesh.telemetry.usage import Counter, SqliteUsageStore, UsageRow, UsageStore, usage_path, window_of
+from mesh.telemetry.usage import Counter, UsageRow, UsageStore, open_usage_store, window_of
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -79,6 +82,13 @@ class Meter:
             meter.budgets.append(("per_agent", b, Counter("agent", ctx.agent_name, b.period_s)))
         return meter
 
+    def unread(self, now: float | None = None) -> Future[None] | None:
+        """None, else a future done once the store read the counters it did not know (a shared
+        store's first check of a counter: awaited, so the loop never waits on the network)."""
+        if not self.budgets:
+            return None
+        return self.store.prefetch((c for _name, _budget, c in self.budgets), time.time() if now is None else now)
+
     def check(self, now: float | None = None) -> None:
         """Raise :class:`BudgetExceeded` if a budget of this run is spent."""
         if not self.budgets:
@@ -116,6 +126,7 @@ class Meter:
             self.store.add(row, tuple(c for _name, _budget, c in self.budgets))
         except Exception as exc:  # a full disk must not fail the task the tokens were spent on
             log.warning("agent %s: the usage store did not take a record: %s", self.agent, exc)
+            # (A shared store takes rows into memory and writes them in its thread; it logs its own outages.)
 
 
 class Metering(AbstractCapability[Any]):
@@ -124,7 +135,10 @@ class Metering(AbstractCapability[Any]):
     async def before_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> Any:
         meter = getattr(ctx.deps, "meter", None)
         if meter is not None:
-            meter.check()
+            now = time.time()  # one window for both (a shared store reads it before the check)
+            if (unread := meter.unread(now)) is not None:
+                await asyncio.wrap_future(unread)
+            meter.check(now)
         return request_context
 
     async def after_model_request(
@@ -141,15 +155,16 @@ class Metering(AbstractCapability[Any]):
 
 
 class UsageStores:
-    """The agent's usage store, opened at its first use (its namespace is known then)."""
+    """The agent's usage store, opened at its first use (its namespace and task store are known then)."""
 
     def __init__(self, setting: str) -> None:
         self.setting = setting
         self.store: UsageStore | None = None
 
-    def get(self, namespace: str) -> UsageStore:
+    def get(self, namespace: str, task_store: str = "") -> UsageStore:
+        """The store ``usage_store`` names, else the agent's ``store:`` or ``$MESH_STORE`` when PostgreSQL."""
         if self.store is None:
-            self.store = SqliteUsageStore(usage_path(namespace, self.setting))
+            self.store = open_usage_store(namespace, self.setting, task_store=task_store)
         return self.store
 
     def close(self) -> None:

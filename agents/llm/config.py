@@ -110,7 +110,9 @@ class LlmConfig(_Strict):
     approval_timeout_s: float | None = Field(None, gt=0, description="fail the task when no approval comes this long")
     budgets: Budgets = Field(default_factory=Budgets, description="tokens per user and per agent per period")
     usage_store: str = Field(
-        "", description="where usage and budget counters are kept: a SQLite path, ':memory:' (default: the state dir)"
+        "",
+        description="where usage and budget counters are kept: a postgresql:// URL (shared by hosts), a SQLite path, "
+        "':memory:' (default: the agent's store: or $MESH_STORE when PostgreSQL, else the state dir)",
     )
 
 

@@ -1,8 +1,10 @@
-"""``mesh usage``: what the LLM agents of a namespace spent, from the usage store on this host.
+"""``mesh usage``: what the LLM agents of a namespace spent, from their usage store.
 
-It reads ``<state dir>/<namespace>/llm-usage.sqlite3`` (:mod:`mesh.telemetry.usage`), where every LLM
-agent started on this host with the same state dir writes a row per model response; it asks no
-agent (an agent on another host keeps its own file: run ``mesh usage`` there).
+With ``--store postgresql://...`` (or ``$MESH_STORE``) it reads the record the agents whose
+tasks or ``usage_store`` are in that database share, from every host (:mod:`mesh.telemetry.pgusage`).
+Else it reads ``<state dir>/<namespace>/llm-usage.sqlite3`` (:mod:`mesh.telemetry.usage`), where
+every LLM agent started on this host with the same state dir writes a row per model response. It
+asks no agent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ import argparse
 import json
 import os
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mesh.telemetry.usage import UsageRow
 
 from mesh.cli.common import DEFAULT_NAMESPACE, NAMESPACE_ENV
 
@@ -23,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "usage",
         help="print the tokens and cost LLM agents spent",
         description="Print the tokens (input, output, cache) and the cost in USD (where genai-prices knows the "
-        "model) the LLM agents of a namespace spent, from the usage store in this host's state directory.",
+        "model) the LLM agents of a namespace spent, from the PostgreSQL store they share (--store), else from the "
+        "usage store in this host's state directory.",
     )
     usage.add_argument("--by", choices=("agent", "user", "model"), default="agent", help="one line per (default agent)")
     usage.add_argument(
@@ -37,32 +44,64 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE),
         help=f"topic namespace (default: ${NAMESPACE_ENV}, then {DEFAULT_NAMESPACE!r})",
     )
+    usage.add_argument(
+        "--store",
+        metavar="URL",
+        default=os.environ.get("MESH_STORE", ""),
+        help="the postgresql:// store the agents share (default: $MESH_STORE; none: this host's state directory; "
+        "the password from $MESH_STORE_PASSWORD or $MESH_STORE_PASSWORD_FILE)",
+    )
     usage.set_defaults(handler=_usage)
 
 
 async def _usage(args: argparse.Namespace) -> int:
-    return _report(args)  # a local SQLite read: nothing else runs on this loop
+    import asyncio
+
+    return await asyncio.to_thread(_report, args)  # a blocking read (of a file, or across the network)
+
+
+def _rows(args: argparse.Namespace, since: float) -> list[UsageRow] | None:
+    """The rows since ``since`` of the store ``--store`` names, else of this host's file (None: no file)."""
+    from mesh.errors import ConfigError
+    from mesh.store import is_postgres_url
+    from mesh.telemetry.usage import SqliteUsageStore, open_usage_store, usage_path
+
+    if args.store and not is_postgres_url(args.store):
+        raise ConfigError(
+            f"--store {args.store!r} is not a postgresql:// URL (leave it and $MESH_STORE unset for this host's file)"
+        )
+    if not args.store and not os.path.exists(usage_path(args.namespace)):
+        return None
+    # --store alone decides (its default is $MESH_STORE): none is this host's file.
+    store = open_usage_store(args.namespace, args.store) if args.store else SqliteUsageStore(usage_path(args.namespace))
+    try:
+        return store.rows(since)
+    except ConfigError:
+        raise
+    except Exception as exc:  # psycopg's OperationalError and kin: the first line says why
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(
+            f"cannot read the usage store {getattr(store, 'where', args.store)}: {first}; check its host, port, "
+            "database and password ($MESH_STORE_PASSWORD or $MESH_STORE_PASSWORD_FILE): `mesh doctor --store URL`"
+        ) from None
+    finally:
+        store.close()
 
 
 def _report(args: argparse.Namespace) -> int:
     import time
 
     from mesh.errors import ConfigError
-    from mesh.telemetry.usage import SqliteUsageStore, usage_path
+    from mesh.telemetry.usage import usage_path
 
     found = _SINCE.match(args.since)
     if found is None:
         raise ConfigError(f"--since {args.since!r}: give a number and s, m, h, d or w, e.g. --since 7d")
     since = time.time() - int(found[1]) * _UNITS[found[2]]
-    path = usage_path(args.namespace)
-    if not os.path.exists(path):
-        print(f"no LLM usage recorded in namespace {args.namespace!r} on this host (no {path})")
+    rows = _rows(args, since)
+    if rows is None:
+        print(f"no LLM usage recorded in namespace {args.namespace!r} on this host (no {usage_path(args.namespace)})")
         return 0
-    store = SqliteUsageStore(path)
-    try:
-        rows = store.rows(since)
-    finally:
-        store.close()
     lines: dict[str, dict[str, float | int | None]] = {}
     for row in rows:
         line = lines.setdefault(

@@ -9,22 +9,39 @@ journals), shared by every agent and replica on the host (WAL, a busy timeout). 
   with one primary-key lookup (windows are aligned to the epoch: a ``1d`` budget resets at
   00:00 UTC).
 
-:class:`UsageStore` is the interface (issue 42 adds PostgreSQL beside :class:`SqliteUsageStore`).
+:class:`UsageStore` is the interface; :mod:`mesh.telemetry.pgusage` keeps the same record in
+PostgreSQL, shared by the hosts. :func:`open_usage_store` chooses: the ``usage_store`` setting
+when set (a ``postgresql://`` URL, a SQLite path or ``:memory:``), else the agent's task store
+(``store:``) when it is PostgreSQL, else ``$MESH_STORE`` when it is, else this file.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from mesh.config.statedir import namespace_state_dir
 
-__all__ = ["MEMORY", "Counter", "SqliteUsageStore", "UsageRow", "UsageStore", "usage_path", "window_of"]
+__all__ = [
+    "MEMORY",
+    "STORE_ENV",
+    "Counter",
+    "SqliteUsageStore",
+    "UsageRow",
+    "UsageStore",
+    "open_usage_store",
+    "usage_path",
+    "window_of",
+]
 
 MEMORY = ":memory:"
+STORE_ENV = "MESH_STORE"
 _FILE = "llm-usage.sqlite3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_usage (
@@ -82,8 +99,17 @@ class UsageStore(Protocol):
         """Tokens counted in the counter's window holding ``now``."""
         ...
 
+    def prefetch(self, counters: Iterable[Counter], now: float) -> Future[None] | None:
+        """None when :meth:`spent` can answer every counter at once, else a future done when it can
+        (a store across the network reads them off the loop)."""
+        ...
+
     def rows(self, since: float) -> list[UsageRow]:
         """The rows stored since ``since`` (epoch seconds), oldest first."""
+        ...
+
+    def flush(self, timeout: float = ...) -> bool:
+        """Wait until what :meth:`add` took is stored; False if it could not be within ``timeout``."""
         ...
 
     def close(self) -> None: ...
@@ -141,6 +167,12 @@ class SqliteUsageStore:
             ).fetchone()
         return int(found[0]) if found else 0
 
+    def prefetch(self, counters: Iterable[Counter], now: float) -> Future[None] | None:
+        return None  # a local read: spent() answers at once
+
+    def flush(self, timeout: float = 0.0) -> bool:
+        return True  # add() wrote before it returned
+
     def rows(self, since: float) -> list[UsageRow]:
         with self._lock:
             found = self._db.execute("SELECT * FROM llm_usage WHERE at >= ? ORDER BY at", (since,)).fetchall()
@@ -158,3 +190,22 @@ def usage_path(namespace: str, store: str = "") -> Path | str:
     if store:
         return Path(store).expanduser()
     return namespace_state_dir(namespace) / _FILE
+
+
+def open_usage_store(
+    namespace: str, setting: str = "", *, task_store: str = "", environ: Mapping[str, str] | None = None
+) -> UsageStore:
+    """The usage store of ``namespace`` (see the module doc for which); ConfigError for a bad URL.
+
+    ``setting`` wins, so an agent can keep its usage apart from its tasks; an agent whose
+    tasks are shared in PostgreSQL shares its budgets there too with no setting of its own.
+    """
+    from mesh.store import is_postgres_url, parse_store_url
+
+    env = os.environ if environ is None else environ
+    shared = next((v for v in (setting, task_store, env.get(STORE_ENV, "")) if is_postgres_url(v)), "")
+    if shared and (shared == setting or not setting):
+        from mesh.telemetry.pgusage import PgUsageStore
+
+        return PgUsageStore(parse_store_url(shared, dict(env)), namespace)
+    return SqliteUsageStore(usage_path(namespace, setting))
