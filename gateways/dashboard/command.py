@@ -47,6 +47,7 @@ async def _dashboard(args: argparse.Namespace) -> int:
 
     from gateways.dashboard.service import Dashboard
     from gateways.http.dashboard import DashboardServer
+    from mesh.schedules.store import open_schedule_store
 
     configure_logging(args.log_level)
     namespace = validate_namespace(args.namespace)
@@ -54,8 +55,10 @@ async def _dashboard(args: argparse.Namespace) -> int:
         fail(f"--port {args.port} is no port; give 0-65535 (0 picks a free one)")
         return EXIT_USAGE
     settings = client_settings(args)
+    # The agents' next scheduled runs: from $MESH_STORE's record, else the machine's (docs/schedules.md).
+    schedules = open_schedule_store(namespace)
     # Under trust (a secured mesh up): signed cards only; the others shown as refused.
-    dashboard = Dashboard(settings, namespace, verifier=card_verifier(settings, namespace))
+    dashboard = Dashboard(settings, namespace, verifier=card_verifier(settings, namespace), schedules=schedules)
     await dashboard.start()  # fails now if the broker cannot be reached
     server = DashboardServer(dashboard, host=args.host, port=args.port)
     try:
@@ -71,5 +74,8 @@ async def _dashboard(args: argparse.Namespace) -> int:
             await stop.wait()
     finally:
         await server.stop()
+        close = getattr(schedules, "close", None)  # a PostgreSQL record's connection
+        if close is not None:
+            await asyncio.to_thread(close)
     print("dashboard stopped", file=sys.stderr)
     return EXIT_OK

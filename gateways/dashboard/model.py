@@ -86,6 +86,8 @@ class MeshView:
         self._calls: OrderedDict[str, str] = OrderedDict()  # key of a non-task request -> agent
         self.rates = Rates(self.bounds.rate_window_s, clock)
         self.usage = UsageTotals()
+        #: Each agent's schedules as the schedules' record has them (:mod:`gateways.dashboard.schedules`).
+        self.schedules: dict[str, list[dict[str, Any]]] = {}
         self._listeners: list[ChangeListener] = []
 
     def add_listener(self, listener: ChangeListener) -> None:
@@ -253,6 +255,12 @@ class MeshView:
         if key in self.tasks:
             self._emit("task", {"task": record.header(), "event": record.events[-1]})
 
+    def schedules_read(self, by_agent: dict[str, list[dict[str, Any]]]) -> None:
+        """The schedules' record read again: sent on when it changed (a pause, a next tick)."""
+        if by_agent != self.schedules:
+            self.schedules = by_agent
+            self._emit("schedules", {"schedules": by_agent})
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "cards": list(self.cards.values()),
@@ -260,6 +268,7 @@ class MeshView:
             "tasks": [t.to_json_dict() for t in self.tasks.values()],
             "rates": self.rates.snapshot(),
             "usage": self.usage.by_agent,
+            "schedules": self.schedules,
             "bounds": self.bounds.to_json_dict(),
         }
 

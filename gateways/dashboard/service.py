@@ -16,7 +16,8 @@ while watching, plus those the agents list (``tasks/list``, the newest ``LISTED_
 when watching starts: a first page load shows the work done before it. A follower gets a
 snapshot, then every change; one that falls ``max_backlog`` changes behind is ended (a
 browser's EventSource reconnects and gets a fresh snapshot) rather than held in memory. Rates
-go out every half second when they changed.
+go out every half second when they changed; the agents' schedules (``schedules``: the schedules'
+record, :mod:`gateways.dashboard.schedules`) when a read of the record finds them changed.
 
 Sending goes through :class:`mesh.client.MeshClient` (the mesh's one call path), connected on
 the first send.
@@ -33,6 +34,7 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from gateways.dashboard.model import Bounds, Change, MeshView
+from gateways.dashboard.schedules import SCHEDULES_EVERY_S, ScheduleFeed
 from gateways.dashboard.watcher import MeshWatcher
 from mesh.background import wait_ended
 from mesh.broker import BrokerSettings
@@ -41,6 +43,7 @@ from mesh.clientids import connect_as_role, own_client_id
 from mesh.errors import MeshError
 
 if TYPE_CHECKING:
+    from mesh.schedules.store import ScheduleStore
     from mesh.trust import CardVerifier
 
 __all__ = ["Dashboard", "FollowerTooSlow"]
@@ -70,6 +73,8 @@ class Dashboard:
         bounds: Bounds | None = None,
         idle_stop_s: float = 60.0,
         max_backlog: int = 1000,
+        schedules: ScheduleStore | None = None,
+        schedules_every_s: float = SCHEDULES_EVERY_S,
     ) -> None:
         self.broker = broker
         self.namespace = namespace
@@ -85,6 +90,9 @@ class Dashboard:
         self._followers: set[asyncio.Queue[Change | None]] = set()
         self._idle_stop: asyncio.TimerHandle | None = None
         self._ticker: asyncio.Task[None] | None = None
+        #: The schedules' record the agents' tiles show (None: no schedules shown).
+        self._schedules = ScheduleFeed(schedules, schedules_every_s) if schedules is not None else None
+        self._schedules_task: asyncio.Task[None] | None = None
         self._client: MeshClient | None = None
         self._client_lock = asyncio.Lock()
         self._pinned = False
@@ -111,6 +119,8 @@ class Dashboard:
             self._idle_stop = None
         try:
             await self._ensure_watching()
+            if self._schedules is not None:
+                self._schedules.want()  # a new page: the record as it is now, not as it was seconds ago
             yield "snapshot", self.snapshot()
             while True:
                 change = await queue.get()
@@ -171,6 +181,8 @@ class Dashboard:
             raise
         self._watcher = watcher
         self._ticker = asyncio.get_running_loop().create_task(self._tick_rates())
+        if self._schedules is not None:
+            self._schedules_task = asyncio.get_running_loop().create_task(self._schedules.run(self.view))
         await self._load_recent_tasks(watcher)
 
     async def _load_recent_tasks(self, watcher: MeshWatcher) -> None:
@@ -215,11 +227,12 @@ class Dashboard:
         starting, self._starting = self._starting, None
         if starting is not None:
             await wait_ended(starting)
-        ticker, self._ticker = self._ticker, None
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+        for task in (self._ticker, self._schedules_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._ticker = self._schedules_task = None
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             await watcher.stop()

@@ -5,7 +5,8 @@
 ``GET /ui/static/{file}``       its assets, from the package (nothing from a CDN)
 ``GET /favicon.ico``            the icon browsers ask for on their own (public)
 ``GET /ui/api/events``          SSE: ``snapshot`` first, then ``card``, ``gone``, ``refused``, ``task``,
-                                ``taskGone``, ``rates`` (see :mod:`gateways.dashboard.model`)
+                                ``taskGone``, ``rates``, ``usage``, ``schedules``
+                                (see :mod:`gateways.dashboard.model`)
 ``POST /ui/api/send``           ``{"agent": ..., "text": ...}``: ``message/stream`` to the
                                 agent; SSE of its events (``item``), then ``end`` or ``error``;
                                 on the HTTP gateway, sent as the signed-in caller through the

@@ -62,16 +62,23 @@ class HttpGateway:
             response_log=response_log,
             trust=trust,
         )
+        #: The schedules' record (``schedules_store``: as the file's schedules have it, else $MESH_STORE's,
+        #: else the machine's): the chat's scheduled runs, the dashboard's next runs.
+        schedules = open_schedule_store(namespace, schedules_store)
         #: The live dashboard at /ui; it watches the mesh only while a page follows it.
         self.dashboard = Dashboard(
-            broker, namespace, owner=settings.id, verifier=trust.card_verifier() if trust is not None else None
+            broker,
+            namespace,
+            owner=settings.id,
+            verifier=trust.card_verifier() if trust is not None else None,
+            schedules=schedules,
         )
         #: Uploads stored, downloads served (/a2a/artifacts); the store opens on first use.
         self.artifacts = ArtifactEdge(artifacts, namespace)
         #: The chat's conversations (/chat); the SQLite file opens on first use. Each user's scheduled
-        #: runs join them, from the schedules' record (``schedules_store``: as the file's schedules have it).
+        #: runs join them, from the schedules' record (closed with the chat, after the dashboard).
         self.chat: Conversations = ScheduledConversations(
-            chat_store(settings.chat_store, namespace, settings.id), open_schedule_store(namespace, schedules_store)
+            chat_store(settings.chat_store, namespace, settings.id), schedules
         )
         self.app = build_app(self)
         config = uvicorn.Config(

@@ -1,4 +1,5 @@
-"""What ``mesh schedule ...`` does (its arguments: :mod:`mesh.cli.schedule_command`)."""
+"""What ``mesh schedule ...`` does (its arguments: :mod:`mesh.cli.schedule_command`), and the next
+runs ``mesh agents`` and the dashboard show (:func:`upcoming_runs`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from mesh.cli.common import EXIT_OK, EXIT_TASK_NOT_COMPLETED
@@ -15,7 +17,7 @@ from mesh.errors import ConfigError
 from mesh.schedules.spec import ScheduleSpec
 from mesh.schedules.store import RunRecord, ScheduleRecord, ScheduleStore, open_schedule_store
 
-__all__ = ["ACTIONS"]
+__all__ = ["ACTIONS", "NextRun", "next_runs", "upcoming_runs"]
 
 #: How late a next tick may be before `list` says no scheduler runs it (a run takes a moment to claim).
 _STALE_S = 5.0
@@ -53,19 +55,43 @@ def _next(ms: int | None) -> str:
     return _when(ms)
 
 
+@dataclass(frozen=True, slots=True)
+class NextRun:
+    """A schedule a scheduler runs now, with its next tick (what ``mesh agents`` and the dashboard show)."""
+
+    schedule: str
+    agent: str
+    #: How it is timed, for people: ``every 15m``, ``cron 0 7 * * 1-5 Europe/Paris``.
+    when: str
+    next_tick_ms: int
+    #: Paused (``mesh schedule pause``): its scheduler keeps the next tick, and skips it.
+    paused: bool
+
+
+def upcoming_runs(store: ScheduleStore, agents: Collection[str] | None = None) -> list[NextRun]:
+    """The enabled schedules in ``store`` (of ``agents``, else all) whose next tick a scheduler waits
+    for, paused ones included, by name. No record yet: none (reading creates nothing). Blocking."""
+    if not store.exists():  # no schedule ever ran here: nothing to read, nothing to create
+        return []
+    stale_ms = (time.time() - _STALE_S) * 1000
+    found = []
+    for record in store.schedules():
+        spec = ScheduleSpec.model_validate(record.spec)
+        tick = record.next_tick_ms
+        if (agents is None or spec.agent in agents) and spec.enabled and tick is not None and tick >= stale_ms:
+            found.append(NextRun(record.name, spec.agent, spec.when, tick, record.paused))
+    return found
+
+
 def next_runs(namespace: str, agents: set[str], store_setting: str = "") -> list[str]:
     """For ``mesh agents``: a line per running, unpaused schedule of one of ``agents``, with its next tick
     (from the record ``store_setting`` names, else ``$MESH_STORE``'s, else the machine's)."""
-    store = open_schedule_store(namespace, store_setting)
-    if not store.exists():  # no schedule ever ran here: nothing to read, nothing to create
-        return []
-    lines = []
-    for record in store.schedules():
-        spec = ScheduleSpec.model_validate(record.spec)
-        when = _next(record.next_tick_ms)
-        if spec.agent in agents and spec.enabled and not record.paused and not when.startswith("-"):
-            lines.append(f"scheduled: {spec.agent} by {record.name} ({spec.when}), next {when}")
-    return lines
+    runs = upcoming_runs(open_schedule_store(namespace, store_setting), agents)
+    return [
+        f"scheduled: {run.agent} by {run.schedule} ({run.when}), next {_when(run.next_tick_ms)}"
+        for run in runs
+        if not run.paused
+    ]
 
 
 async def list_schedules(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 // The dashboard page: follows /ui/api/events (SSE) and keeps the picture in step; sends with
 // /ui/api/send and shows that stream as it comes. Same-origin requests carry the credentials
 // the browser holds for the gateway (its Basic authentication, say).
-import { age, cardTile, delegationTree, el, shortId, taskRow, timelineItems, workflowGraph } from "./render.js";
+import { age, cardTile, delegationTree, el, inTime, shortId, taskRow, timelineItems, workflowGraph } from "./render.js";
 
 const state = {
   cards: new Map(), // "kind/name" -> card
@@ -9,6 +9,7 @@ const state = {
   tasks: new Map(), // key -> task (events included)
   rates: {},
   usage: {},
+  schedules: {}, // agent -> [{name, when, nextTick (Unix ms), paused}]: its schedules a scheduler runs
   skew: 0, // server clock minus ours, seconds
   selected: null,
   follow: null, // the task id of the message just sent: selected as soon as it shows
@@ -32,6 +33,7 @@ function connect() {
     state.tasks = new Map(snap.tasks.map((t) => [t.key, withLast(t)]));
     state.rates = snap.rates;
     state.usage = snap.usage || {};
+    state.schedules = snap.schedules || {};
     state.maxTasks = snap.bounds.maxTasks;
     state.maxEvents = snap.bounds.maxEventsPerTask;
     $("bounds").textContent = `keeps ${snap.bounds.maxTasks} tasks · ${snap.bounds.maxEventsPerTask} events each · rates over ${snap.bounds.rateWindowS}s`;
@@ -59,6 +61,7 @@ function connect() {
   on("taskGone", ({ key }) => { state.tasks.delete(key); scheduleTasks(); });
   on("rates", ({ rates }) => { state.rates = rates; drawCards(); });
   on("usage", ({ agent, usage }) => { state.usage[agent] = usage; drawCards(); });
+  on("schedules", ({ schedules }) => { state.schedules = schedules; drawCards(); });
   on("restart", () => { source.close(); connect(); });
   on("problem", ({ reason }) => setConnection("down", reason));
 }
@@ -93,7 +96,7 @@ function drawCards() {
     const mine = cards.filter((c) => c.kind === kind);
     const box = $(kind === "agent" ? "agents" : "gateways");
     $(kind === "agent" ? "agent-count" : "gateway-count").textContent = mine.length;
-    box.replaceChildren(...(mine.length ? mine.map((c) => cardTile(c, state.rates[c.name], state.usage[c.name])) : [el("p", { class: "empty", text: kind === "agent" ? "No agents on the mesh." : "No gateways." })]));
+    box.replaceChildren(...(mine.length ? mine.map((c) => cardTile(c, state.rates[c.name], state.usage[c.name], state.schedules[c.name], now())) : [el("p", { class: "empty", text: kind === "agent" ? "No agents on the mesh." : "No gateways." })]));
   }
   drawSendTargets();
 }
@@ -138,10 +141,11 @@ function drawDetail() {
   $("workflow").replaceChildren(workflowGraph(state.tasks, state.cards, state.selected, select));
 }
 
-// Ages move on their own: only those cells change every second.
+// Ages and times to the next runs move on their own: only those cells change every second.
 function tickAges() {
   const t = now();
   for (const cell of document.querySelectorAll("#tasks [data-started]")) cell.textContent = age(t - Number(cell.dataset.started));
+  for (const cell of document.querySelectorAll("#agents [data-next-tick]")) cell.textContent = inTime(Number(cell.dataset.nextTick) / 1000 - t);
 }
 
 function select(key) {

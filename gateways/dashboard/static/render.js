@@ -24,6 +24,33 @@ export function age(seconds) {
   return `${s}s`;
 }
 
+// How long until a next run: "in 42 s", "in 5 min", "in 3 h 20 min", "in 2 d 4 h".
+export function inTime(seconds) {
+  const s = Math.round(seconds);
+  if (s <= 0) return "due now";
+  if (s < 60) return `in ${s} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `in ${m} min`;
+  if (m < 1440) return `in ${Math.floor(m / 60)} h ${m % 60} min`;
+  return `in ${Math.floor(m / 1440)} d ${Math.floor((m % 1440) / 60)} h`;
+}
+
+export function utcTime(ms) {
+  return `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+// An agent's schedules (the schedules' record): each with its timing, then its next run, or "paused".
+function scheduleList(schedules, now) {
+  return el("ul", { class: "schedules", title: "scheduled runs" }, schedules.map((s) =>
+    el("li", { class: "schedule", "data-schedule": s.name, "data-paused": s.paused ? "true" : null },
+      el("span", { class: "schedule-name", text: s.name }),
+      el("span", { class: "schedule-when", text: s.when }),
+      s.paused
+        ? el("span", { class: "badge plain", text: "paused" })
+        : el("span", { class: "schedule-next", title: "the next tick a scheduler waits for" },
+          `next ${utcTime(s.nextTick)} (`, el("span", { "data-next-tick": s.nextTick, text: inTime(s.nextTick / 1000 - now) }), ")"))));
+}
+
 // Long ids keep both ends: generated ids share their prefix (a2a_subtask_...), not their end.
 export function shortId(id) {
   return id.length <= 14 ? id : `${id.slice(0, 5)}…${id.slice(-7)}`;
@@ -31,7 +58,7 @@ export function shortId(id) {
 
 const RATE_LABELS = [["requests", "req"], ["answers", "ans"], ["errors", "err"], ["refusals", "ref"]];
 
-export function cardTile(card, rates, usage) {
+export function cardTile(card, rates, usage, schedules, now) {
   const badges = [];
   badges.push(el("span", { class: card.streaming ? "badge good" : "badge plain", text: card.streaming ? "streaming" : "no streaming" }));
   if (card.replicas > 1) badges.push(el("span", { class: "badge", text: `${card.replicas} replicas` }));
@@ -59,6 +86,7 @@ export function cardTile(card, rates, usage) {
       const cost = typeof usage.costUsd === "number" ? ` · $${usage.costUsd.toFixed(4)}` : "";
       tile.append(el("p", { class: "usage", "data-usage": card.name, title: "LLM tokens and cost of the answers seen", text: `${usage.tokens} tokens${cost}` }));
     }
+    if (schedules && schedules.length) tile.append(scheduleList(schedules, now));
   }
   return tile;
 }

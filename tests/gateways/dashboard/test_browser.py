@@ -11,6 +11,7 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,6 +24,8 @@ from gateways.http.dashboard import DashboardServer
 from mesh.a2a import TaskState
 from mesh.broker import BrokerSettings
 from mesh.client import MeshClient
+from mesh.schedules import ScheduleSpec
+from mesh.schedules.store import SqliteScheduleStore
 from tests.agents.workflow_agents import Holder, Upper
 from tests.conftest import ServeAgent
 from tests.gateways.browser import headless_chromium, needs_chromium
@@ -47,7 +50,9 @@ def browser() -> Iterator[WebDriver]:
 
 @pytest.fixture
 async def dashboard_url(broker_settings: BrokerSettings, namespace: str) -> AsyncIterator[str]:
-    server = DashboardServer(Dashboard(broker_settings, namespace), port=0)
+    # The test's own schedules' record (its namespace's SQLite file), read every half second.
+    schedules = SqliteScheduleStore.of(namespace)
+    server = DashboardServer(Dashboard(broker_settings, namespace, schedules=schedules, schedules_every_s=0.5), port=0)
     await server.start()
     yield server.url
     await server.stop()
@@ -287,3 +292,26 @@ async def answered_after_the_page_lists_it(browser: WebDriver, client: MeshClien
 
     shown = await until(usage, 10, "the agent's tokens on its card")
     assert re.fullmatch(r"\d+ tokens", shown), shown
+
+
+async def test_an_agents_schedule_shows_on_its_tile_with_its_next_run_then_paused(
+    browser: WebDriver, dashboard_url: str, serve_agent: ServeAgent, namespace: str
+) -> None:
+    await serve_agent(EchoAgent())
+    await open_page(browser, dashboard_url, {"echo"})
+    store = SqliteScheduleStore.of(namespace)  # the record a running scheduler writes
+    spec = ScheduleSpec.model_validate({"name": "often", "agent": "echo", "message": "hi", "every": "5m"})
+    tick = int(time.time() * 1000) + 300_000
+    await asyncio.to_thread(store.register, "often", spec.model_dump(mode="json"), "often.yaml", tick)
+    utc = datetime.fromtimestamp(tick / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    def shown(paused: bool) -> str | None:
+        found = texts(browser, '[data-agent="echo"] [data-schedule="often"]')
+        marked = texts(browser, '[data-agent="echo"] [data-schedule="often"]', "data-paused") == ["true"]
+        return found[0] if found and marked == paused else None
+
+    line = await until(lambda: shown(False), 10, "the schedule on the echo tile")
+    assert "every 5m" in line and f"next {utc}" in line and re.search(r"\((in [45] min)\)", line), line
+    await asyncio.to_thread(store.set_paused, "often", True)  # as `mesh schedule pause often` does
+    line = await until(lambda: shown(True), 10, "the schedule marked paused")
+    assert "often" in line and "paused" in line and "next" not in line, line
