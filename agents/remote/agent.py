@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
 
@@ -49,30 +51,23 @@ DRAIN_S = 2.0
 
 def _bindings(preferred: str | None) -> list[str]:
     bindings = ["JSONRPC", "HTTP+JSON"]
-    if _grpc_channels(RemoteConfig(url="http://x/")) is not None:
+    if importlib.util.find_spec("grpc") is not None:  # the grpc extra
         bindings.append("GRPC")
     if preferred is not None:
         bindings = [preferred, *(b for b in bindings if b != preferred)]
     return bindings
 
 
-def _grpc_channels(remote: RemoteConfig) -> Callable[[str], Any] | None:
-    """How the a2a-sdk's gRPC transport opens its channel (the grpc extra), or None without it:
-    TLS (the entry's CA) unless the remote's own URL is plain http."""
+def _grpc_channels(
+    remote: RemoteConfig, http: httpx.AsyncClient, auth: httpx.Auth | None
+) -> Callable[[str], Any] | None:
+    """How the a2a-sdk's gRPC transport opens its channel (:mod:`agents.remote.grpc_channel`),
+    or None without the grpc extra."""
     try:
-        import grpc
+        from agents.remote.grpc_channel import grpc_channels
     except ImportError:
         return None
-    plain = remote.where.startswith("http://")
-    ca = remote.tls.ca_file.read_bytes() if remote.tls.ca_file is not None else None
-
-    def channel(target: str) -> Any:
-        target = target.removeprefix("grpc://").removeprefix("grpcs://")
-        if plain:
-            return grpc.aio.insecure_channel(target)
-        return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca))
-
-    return channel
+    return grpc_channels(remote, http, auth)
 
 
 def _shown(url: str) -> str:
@@ -139,7 +134,7 @@ class RemoteAgent(Agent):
             httpx_client=self._http,
             supported_protocol_bindings=_bindings(self.remote.binding),
             use_client_preference=self.remote.binding is not None,  # binding: is a preference; else the card's
-            grpc_channel_factory=_grpc_channels(self.remote),
+            grpc_channel_factory=_grpc_channels(self.remote, self._http, self.auth),
         )
         try:
             client = ClientFactory(config).create(card)

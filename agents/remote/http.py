@@ -30,11 +30,13 @@ TOKEN_MARGIN_S = 5.0
 
 
 class ApiKey(httpx.Auth):
-    def __init__(self, header: str, key: str) -> None:
-        self._header, self._key = header, key
+    """A fixed header (an API key, or ``Authorization: Bearer`` with a token); gRPC sends it as metadata."""
+
+    def __init__(self, header: str, value: str) -> None:
+        self.header, self.value = header, value
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers[self._header] = self._key
+        request.headers[self.header] = self.value
         yield request
 
 
@@ -56,7 +58,7 @@ class OAuth2ClientCredentials(httpx.Auth):
         pair = base64.b64encode(f"{self._client_id}:{self._secret}".encode()).decode("ascii")
         return httpx.Request("POST", self.token_url, data=form, headers={"Authorization": f"Basic {pair}"})
 
-    def _take(self, response: httpx.Response) -> None:
+    def _take(self, response: httpx.Response) -> str:
         if response.status_code != 200:
             raise RemoteError(
                 f"token endpoint {self.token_url} answered HTTP {response.status_code}; "
@@ -70,6 +72,16 @@ class OAuth2ClientCredentials(httpx.Auth):
         self._token = token
         self._expires = time.monotonic() + float(body.get("expires_in") or 3600) - TOKEN_MARGIN_S
         self.fetched += 1
+        return token
+
+    async def bearer(self, http: httpx.AsyncClient, *, refused: str | None = None) -> str:
+        """The token to send outside httpx (gRPC metadata), fetched with ``http`` when there is
+        none yet, it expires, or it is ``refused`` (the one the remote just refused)."""
+        async with self._lock:
+            token = self._token
+            if token is None or time.monotonic() >= self._expires or token == refused:
+                token = self._take(await http.send(self._token_request(), auth=None))  # not through this flow
+            return token
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         async with self._lock:

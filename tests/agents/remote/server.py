@@ -8,6 +8,7 @@ agent does depends on the text it gets:
 - ``ask``: input-required ("Which city?"), then completes with ``weather in <answer>``;
 - ``slow``: works until canceled;
 - ``file <n>``: an artifact of one inline file of ``n`` bytes, then completes;
+- ``hold``: waits for a release (``passes``; ``in_flight`` and ``peak`` count them), then completes;
 - ``steps``: three status updates and a two-chunk text artifact, then completes;
 - anything else: completes with ``echo: <text>``.
 
@@ -23,8 +24,10 @@ import base64
 import contextlib
 import secrets
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -47,6 +50,7 @@ CLIENT_SECRET = "s3cret-client"  # a test credential of this test server only
 class Weather(AgentExecutor):
     async def execute(self, ctx: RequestContext, queue: EventQueue) -> None:
         text = ctx.get_user_input().strip()
+        self.arrivals.append(time.monotonic())
         self.received.append(text)
         self.changed.set()
         updater = TaskUpdater(queue, ctx.task_id or "", ctx.context_id or "")
@@ -67,6 +71,9 @@ class Weather(AgentExecutor):
             await updater.requires_input(message=updater.new_agent_message([Part(text="Which city?")]))
         elif text == "slow":
             await asyncio.Event().wait()  # until canceled
+        elif text == "hold":
+            await self._held()
+            await updater.complete(message=updater.new_agent_message([Part(text="released")]))
         elif text.startswith("file "):
             size = int(text.split()[1])
             await updater.add_artifact(
@@ -86,10 +93,23 @@ class Weather(AgentExecutor):
         self.canceled.append(ctx.task_id or "")
         await TaskUpdater(queue, ctx.task_id or "", ctx.context_id or "").cancel()
 
+    async def _held(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        self.changed.set()
+        try:
+            await self.passes.acquire()
+        finally:
+            self.in_flight -= 1
+            self.changed.set()
+
     def __init__(self) -> None:
         self.canceled: list[str] = []
         self.received: list[str] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each message received
         self.changed = asyncio.Event()  # set at each message received (tests wait on it)
+        self.passes = asyncio.Semaphore(0)  # one release lets one ``hold`` go on
+        self.in_flight = self.peak = 0  # ``hold`` calls held now, and the most at once
 
 
 @dataclass
@@ -195,13 +215,17 @@ async def serving(application: Starlette, port: int) -> AsyncIterator[uvicorn.Se
 
 
 @contextlib.asynccontextmanager
-async def serving_grpc(handler: DefaultRequestHandler, port: int) -> AsyncIterator[None]:
-    """The same agent over gRPC (the a2a-sdk's GrpcHandler on grpc.aio) on 127.0.0.1:``port``."""
+async def serving_grpc(
+    handler: DefaultRequestHandler, port: int, admits: Callable[[dict[str, str]], bool] | None = None
+) -> AsyncIterator[None]:
+    """The same agent over gRPC (the a2a-sdk's GrpcHandler on grpc.aio) on 127.0.0.1:``port``;
+    with ``admits``, a call whose metadata it refuses ends ``UNAUTHENTICATED`` before the agent."""
     import grpc
     from a2a.server.request_handlers import GrpcHandler
     from a2a.types import a2a_pb2_grpc
 
-    server = grpc.aio.server()
+    interceptors = [_grpc_guard(admits)] if admits is not None else None
+    server = grpc.aio.server(interceptors=interceptors)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
@@ -209,6 +233,31 @@ async def serving_grpc(handler: DefaultRequestHandler, port: int) -> AsyncIterat
         yield
     finally:
         await server.stop(0)
+
+
+def _grpc_guard(admits: Callable[[dict[str, str]], bool]) -> Any:
+    import grpc
+
+    async def refuse_unary(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
+
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
+        yield  # an async generator, as a server-streaming method is
+
+    class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            served = await continuation(details)
+            if served is None or admits({key: value for key, value in details.invocation_metadata}):
+                return served
+            refuse, make = (
+                (refuse_stream, grpc.unary_stream_rpc_method_handler)
+                if served.response_streaming
+                else (refuse_unary, grpc.unary_unary_rpc_method_handler)
+            )
+            return make(refuse, served.request_deserializer, served.response_serializer)
+
+    return Guard()
 
 
 async def main(port: int) -> None:
