@@ -306,9 +306,13 @@ async def test_an_agents_schedule_shows_on_its_tile_with_its_next_run_then_pause
     utc = datetime.fromtimestamp(tick / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
     def shown(paused: bool) -> str | None:
-        found = texts(browser, '[data-agent="echo"] [data-schedule="often"]')
-        marked = texts(browser, '[data-agent="echo"] [data-schedule="often"]', "data-paused") == ["true"]
-        return found[0] if found and marked == paused else None
+        # The text and the mark read in one go: the tiles are redrawn as the rates change.
+        script = (
+            'const e = document.querySelector(\'[data-agent="echo"] [data-schedule="often"]\');'
+            'return e ? [e.innerText, e.getAttribute("data-paused") === "true"] : null'
+        )
+        found = browser.execute_script(script)
+        return str(found[0]) if found and found[1] == paused else None
 
     line = await until(lambda: shown(False), 10, "the schedule on the echo tile")
     assert "every 5m" in line and f"next {utc}" in line and re.search(r"\((in [45] min)\)", line), line
