@@ -51,8 +51,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
-import pstats
 import signal
 import sys
 import tempfile
@@ -71,6 +69,7 @@ from bench.harness import (
     medians,
     progress,
     ratio,
+    report_profile,
     secured_broker,
     secured_figures,
 )
@@ -232,7 +231,7 @@ def run_sides(args: argparse.Namespace) -> dict[str, object]:
         progress(f"gateway grpc: {grpc_figures}")
         secured = secured_side(args, script, bench_keys(keys_dir.name) if args.secured else None, gateway_port)
     if args.profile_gateway:
-        report_profile(args.profile_gateway)
+        report_profile(args.profile_gateway, "gateway")
     if args.profile_echo:
         report_profile(args.profile_echo, "echo agent")
     return figures(args, gateway, a2a, rest, grpc_figures, secured)
@@ -358,14 +357,6 @@ async def profiled_echo(url: str, namespace: str, task_store: str, keys: str | N
     profiler.disable()
     profiler.dump_stats(profile_file)
     serving.cancel()
-
-
-def report_profile(path: str, name: str = "gateway", top: int = 30) -> None:
-    out = io.StringIO()
-    stats = pstats.Stats(path, stream=out)
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
-    progress(f"{name} profile ({path}):\n{out.getvalue()}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import io
 import json
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -86,6 +88,15 @@ def child(args: Sequence[str], ready_line: str = "ready", timeout: float = 30.0)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def report_profile(path: str, name: str, top: int = 30) -> None:
+    """The top functions of a cProfile stats file (by own time, then cumulative) to stderr."""
+    out = io.StringIO()
+    stats = pstats.Stats(path, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    progress(f"{name} profile ({path}):\n{out.getvalue()}")
 
 
 def median_us(samples_s: Sequence[float]) -> float:

@@ -6,7 +6,8 @@ process of its own. Two clients, taking turns in rounds (medians):
 - mesh: ``MeshClient.send`` -> Mosquitto -> the proxy (``agents.remote``, its own process) ->
   the a2a-sdk client -> the remote, and the Task back the same way;
 - direct: the a2a-sdk client, configured as the proxy configures it (streaming, JSON-RPC), sending
-  to the remote from this process.
+  to the remote from this process. Both sides stream: the proxy streams ``message/send`` too,
+  so that a cancel during the call reaches the remote task (docs/remote-agents.md, "Tasks").
 
 ``mesh_added_us`` is what the mesh adds to a round trip (the medians' difference); to tell the
 mesh's own hop from the proxy's work, ``mesh_echo_rtt_us`` is a local echo agent served in the
@@ -16,13 +17,18 @@ Last line on stdout::
     {"mesh_rtt_us": ..., "direct_rtt_us": ..., "mesh_added_us": ..., "mesh_echo_rtt_us": ...,
      "proxy_added_us": ..., "rtt_ratio": ...}
 
-Run: ``python bench/remote.py [--broker URL] [--requests N]``.
+``--profile-proxy FILE`` runs the proxy's process under cProfile (from ready to the end) and
+writes the stats to FILE (read with ``python -m pstats FILE``); the top functions go to stderr.
+The profiler slows the proxy, so the figures of such a run are not comparable.
+
+Run: ``python bench/remote.py [--broker URL] [--requests N] [--profile-proxy FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 import time
 import uuid
@@ -30,15 +36,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import base_arguments, broker_url, child, emit, median_us, progress, ratio
+from bench.harness import base_arguments, broker_url, child, emit, median_us, progress, ratio, report_profile
 from mesh.brokertools.localbroker import free_port
 from mesh.client import MeshClient
 
 ROUNDS = 5
 
 
-async def serve_proxy(broker: str, namespace: str, card_url: str) -> None:
-    """The child: the proxy agent for the remote at ``card_url``, until killed."""
+async def serve_proxy(broker: str, namespace: str, card_url: str, profile_file: str | None = None) -> None:
+    """The child: the proxy agent for the remote at ``card_url``, until SIGTERM."""
     from agents.remote.agent import RemoteAgent
     from agents.remote.config import RemoteConfig
     from agents.service import AgentService
@@ -65,8 +71,19 @@ async def serve_proxy(broker: str, namespace: str, card_url: str) -> None:
     from mesh.cli.gctuning import tune_for_serving
 
     tune_for_serving()  # as mesh run does
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+    profiler = None
+    if profile_file:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     print("ready", flush=True)
-    await asyncio.Event().wait()
+    await stopping.wait()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile_file)
 
 
 async def mesh_round(client: MeshClient, requests: int, agent: str = "remote-echo") -> list[float]:
@@ -126,21 +143,26 @@ async def measure(broker: str, namespace: str, card_url: str, requests: int) -> 
 def main() -> None:
     parser = base_arguments(__doc__ or "")
     parser.add_argument("--requests", type=int, default=200, help="sequential requests per round and side")
+    parser.add_argument("--profile-proxy", metavar="FILE", help="run the proxy under cProfile; stats to FILE")
     parser.add_argument("--serve-proxy", nargs=3, metavar=("BROKER", "NAMESPACE", "CARD_URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_proxy:
-        asyncio.run(serve_proxy(*args.serve_proxy))
+        asyncio.run(serve_proxy(*args.serve_proxy, args.profile_proxy))
         return
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     port = free_port()
     card_url = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
     here = str(Path(__file__).resolve())
+    profile = ["--profile-proxy", str(Path(args.profile_proxy).resolve())] if args.profile_proxy else []
     with (
         broker_url(args.broker) as broker,
         child([str(Path(__file__).with_name("a2a_http_echo.py")), str(port)]),
-        child([here, "--serve-proxy", broker, namespace, card_url]),
+        child([here, "--serve-proxy", broker, namespace, card_url, *profile]),
     ):
-        emit(asyncio.run(measure(broker, namespace, card_url, args.requests)))
+        result = asyncio.run(measure(broker, namespace, card_url, args.requests))
+    if args.profile_proxy:
+        report_profile(args.profile_proxy, "proxy")
+    emit(result)
 
 
 if __name__ == "__main__":

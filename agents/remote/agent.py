@@ -33,7 +33,7 @@ from agents.context import TaskContext
 from agents.remote.config import RemoteConfig
 from agents.remote.health import CardWatch
 from agents.remote.http import RateLimit, RemoteError, describe, http_client
-from agents.remote.translate import REMOTE_EXTENSION, RemoteIds, incoming, mesh_card, outgoing, translate
+from agents.remote.translate import REMOTE_EXTENSION, RemoteIds, mesh_card, outgoing, updates_of
 from agents.updates import AuthRequired, Ending, InputRequired, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentExtension, Message
 from mesh.discovery.remote_cards import fetch_remote_card
@@ -248,7 +248,7 @@ class RemoteAgent(Agent):
         """The remote's events as updates into ``events``, then ``None`` (or the error that ended them)."""
         try:
             async for event in client.send_message(outgoing(message, ids)):
-                for update in translate(incoming(event, self.limits), ids, with_artifacts=True):
+                for update in updates_of(event, ids, self.limits):
                     events.put_nowait(update)
                 if ids.task_id is not None:
                     named.set()
