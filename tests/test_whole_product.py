@@ -830,9 +830,13 @@ async def test_mesh_send_answers_an_llm_agents_tool_approval_and_mesh_usage_coun
     assert llm["modelCalls"] == 2 and llm["inputTokens"] > 0 and llm["outputTokens"] > 0, shown(step, done)
     approved = await product.mesh("send", "careful", "echo there", "--approve", "all", timeout=90)
     assert approved.code == 0 and "there" in approved.stdout, shown("step 3: mesh send --approve all", approved)
-    usage = await product.mesh("usage", "--by", "agent")
-    line = re.search(r"^careful\s+(\d+)\s+(\d+)\s+(\d+)", usage.stdout, re.M)
-    assert usage.code == 0 and line and int(line[1]) >= 4, shown("step 4: mesh usage --by agent", usage)
+
+    async def counted() -> tuple[bool, str]:  # the agent writes its usage rows within 50 ms of the answer
+        usage = await product.mesh("usage", "--by", "agent")
+        line = re.search(r"^careful\s+(\d+)\s+(\d+)\s+(\d+)", usage.stdout, re.M)
+        return usage.code == 0 and bool(line) and int(line[1] if line else 0) >= 4, shown("", usage)
+
+    await eventually(counted, timeout=30, what="step 4: mesh usage --by agent counts the 4 model calls")
 
 
 # ---------------------------------------------------------------- 9. mesh send with data and files

@@ -27,7 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from agents.agent import Agent
 from agents.context import TaskContext
 from agents.llm.approvals import Pending, approval_label, guarded, pending_in
-from agents.llm.budgets import Meter, Metering, UsageStores
+from agents.llm.budgets import Meter, MeteredModel, UsageStores
 from agents.llm.config import LlmConfig
 from agents.llm.model import RetryingModel, build_model
 from agents.llm.run import LlmRun
@@ -89,14 +89,13 @@ class LlmAgent(Agent):
         self._starting: asyncio.Task[None] | None = None
         self._entered = False
         self.engine: Engine[RunDeps, Any] = Engine(
-            RetryingModel(base, retries=llm.retries),
+            MeteredModel(RetryingModel(base, retries=llm.retries)),
             instructions=llm.instructions or None,
             deps_type=RunDeps,
             output_type=output,
             toolsets=[traced(t) for t in toolsets],
             name=self.name,
             retries=MAX_RETRIES,  # a malformed tool call or answer is sent back to the model twice
-            capabilities=[Metering()],
         )
         self._usage = UsageStores(llm.usage_store)
 

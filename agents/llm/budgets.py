@@ -1,6 +1,6 @@
 """Token budgets per user and per agent, and the usage record (``mesh usage``), at each model request.
 
-:class:`Metering` is a pydantic-ai capability: before each model request it checks the run's
+:class:`MeteredModel` wraps the agent's model: before each model request it checks the run's
 budgets against the usage store's counters (one primary-key read each, :mod:`mesh.telemetry.usage`;
 from a cache the store refreshes in its thread when it is PostgreSQL, :mod:`mesh.telemetry.pgusage`), and
 after each response it stores what the response used (tokens, and the cost genai-prices gives
@@ -17,24 +17,27 @@ import asyncio
 import datetime
 import logging
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import Future
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
 from agents.llm.config import Budget, LlmConfig
 from mesh.telemetry.usage import Counter, UsageRow, UsageStore, open_usage_store, window_of
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import ModelRequestContext
-
     from agents.context import TaskContext
 
-__all__ = ["BudgetExceeded", "Meter", "Metering", "UsageStores", "cost_of", "who"]
+__all__ = ["CURRENT_METER", "BudgetExceeded", "Meter", "MeteredModel", "UsageStores", "cost_of", "who"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,16 @@ class Meter:
                     f"({used} used); it resets at {when} (llm.budgets.{name})"
                 )
 
+    async def admit(self) -> None:
+        """Before a model request: raise :class:`BudgetExceeded` if a budget of this run is spent
+        (a shared store's first read of a counter awaited off the loop)."""
+        if not self.budgets:
+            return
+        now = time.time()  # one window for both
+        if (unread := self.unread(now)) is not None:
+            await asyncio.wrap_future(unread)
+        self.check(now)
+
     def record(self, response: ModelResponse) -> None:
         usage = response.usage
         cost = cost_of(response)
@@ -129,29 +142,47 @@ class Meter:
             # (A shared store takes rows into memory and writes them in its thread; it logs its own outages.)
 
 
-class Metering(AbstractCapability[Any]):
-    """The capability: the budget check before each model request, the record after its response."""
+#: The meter of the run this task is in (set by :class:`~agents.llm.run.LlmRun` around its run;
+#: the model requests run in that task or in tasks it starts, which inherit it).
+CURRENT_METER: ContextVar[Meter | None] = ContextVar("llm_meter", default=None)
 
-    async def before_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> Any:
-        meter = getattr(ctx.deps, "meter", None)
-        if meter is not None:
-            now = time.time()  # one window for both (a shared store reads it before the check)
-            if (unread := meter.unread(now)) is not None:
-                await asyncio.wrap_future(unread)
-            meter.check(now)
-        return request_context
 
-    async def after_model_request(
-        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+class MeteredModel(WrapperModel):
+    """The budget check before each model request and the usage record after its response.
+
+    A model wrapper, not a pydantic-ai capability: a capability's hooks copy the run's context
+    at each step of every run (some 45 us a run), a wrapper costs only the check and the record.
+    """
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        meter = getattr(ctx.deps, "meter", None)
+        meter = CURRENT_METER.get()
+        if meter is not None:
+            await meter.admit()
+        response = await self.wrapped.request(messages, model_settings, model_request_parameters)
         if meter is not None:
             meter.record(response)
         return response
 
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        return None
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        meter = CURRENT_METER.get()
+        if meter is not None:
+            await meter.admit()
+        async with self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as s:
+            yield s
+        if meter is not None:  # the whole response streamed: its usage is known
+            meter.record(s.get())
 
 
 class UsageStores:

@@ -26,7 +26,7 @@ from pydantic_ai import messages as pm
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from agents.llm.approvals import Pending, is_approval_answer
-from agents.llm.budgets import Meter
+from agents.llm.budgets import CURRENT_METER, Meter
 from agents.llm.config import LlmConfig
 from agents.llm.model import explain
 from agents.llm.tools import RunDeps
@@ -96,7 +96,8 @@ class LlmRun:
 
     async def _main(self) -> None:
         config = self.config
-        deps = RunDeps(task=self.ctx, ask=self._ask, meter=self.meter)
+        CURRENT_METER.set(self.meter)  # this task's context (its own copy): the model wrapper reads it
+        deps = RunDeps(task=self.ctx, ask=self._ask)
         limits = UsageLimits(
             request_limit=config.max_model_calls,
             tool_calls_limit=config.max_tool_calls,

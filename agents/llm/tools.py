@@ -81,8 +81,6 @@ class RunDeps:
 
     task: TaskContext
     ask: Callable[[str], Any] | None = None
-    #: The run's budgets and usage record (agents.llm.budgets.Meter).
-    meter: Any = None
     tool_calls: int = 0
     peer_calls: list[str] = field(default_factory=list)
 

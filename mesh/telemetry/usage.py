@@ -17,6 +17,8 @@ when set (a ``postgresql://`` URL, a SQLite path or ``:memory:``), else the agen
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import sqlite3
 import threading
@@ -29,6 +31,7 @@ from typing import Protocol
 from mesh.config.statedir import namespace_state_dir
 
 __all__ = [
+    "COMMIT_DELAY_S",
     "MEMORY",
     "STORE_ENV",
     "Counter",
@@ -40,6 +43,10 @@ __all__ = [
     "window_of",
 ]
 
+log = logging.getLogger(__name__)
+
+#: How long rows wait to be written together (the rows a crash can lose).
+COMMIT_DELAY_S = 0.05
 MEMORY = ":memory:"
 STORE_ENV = "MESH_STORE"
 _FILE = "llm-usage.sqlite3"
@@ -116,14 +123,30 @@ class UsageStore(Protocol):
 
 
 class SqliteUsageStore:
-    """The usage store in one SQLite file (or in memory)."""
+    """The usage store in one SQLite file (or in memory).
+
+    Group commit: on an event loop, :meth:`add` queues the row and counts its tokens as
+    unwritten, and what is queued is written in one transaction :data:`COMMIT_DELAY_S` later, so
+    a model response's record costs the loop an append, not a commit (off a loop it is written
+    at once). :meth:`spent` is the file's total plus this process's unwritten tokens, under the
+    lock the writes hold, so a check never counts a row twice or misses one. A crash loses at
+    most the rows of that delay; :meth:`close` writes what waits. (A thread writing instead
+    costs more: its wake-ups contend with the loop for the interpreter.)
+    """
 
     def __init__(self, path: Path | str) -> None:
         if str(path) != MEMORY:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.where = str(path)
+        #: Rows never written (the disk refused them); logged.
+        self.lost = 0
         # Shared by threads (mesh usage reads from its own); a lock keeps one statement at a time.
         self._db = sqlite3.connect(str(path), timeout=5.0, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._queue: list[tuple[UsageRow, tuple[Counter, ...]]] = []
+        self._unwritten: dict[_Key, int] = {}
+        self._commit: asyncio.TimerHandle | None = None
+        self._commit_loop: asyncio.AbstractEventLoop | None = None
         with self._lock:
             if str(path) != MEMORY:
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -131,56 +154,116 @@ class SqliteUsageStore:
             self._db.executescript(_SCHEMA)
 
     def add(self, row: UsageRow, counters: tuple[Counter, ...] = ()) -> None:
-        values = (
-            row.at,
-            row.agent,
-            row.user,
-            row.model,
-            row.requests,
-            row.input_tokens,
-            row.output_tokens,
-            row.cache_read_tokens,
-            row.cache_write_tokens,
-            row.cost_usd,
-        )
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            for key in _keys(counters, row.at):
+                self._unwritten[key] = self._unwritten.get(key, 0) + row.tokens
+            self._queue.append((row, counters))
             try:
-                self._db.execute("INSERT INTO llm_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
-                for c in counters:
-                    self._db.execute(
-                        "INSERT INTO llm_budget VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, key, period_s, window) "
-                        "DO UPDATE SET tokens = tokens + excluded.tokens",
-                        (c.scope, c.key, c.period_s, window_of(c.period_s, row.at), row.tokens),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop: nothing waits on this thread but the caller
+                loop = None
+            if loop is not None and self._commit is not None and self._commit_loop is loop:
+                return  # a commit is due on this loop
+            if loop is not None:  # (a commit due on a loop that is gone would never come)
+                if self._commit is not None:
+                    self._commit.cancel()
+                self._commit, self._commit_loop = loop.call_later(COMMIT_DELAY_S, self._commit_queued), loop
+                return
+        self.flush()
 
     def spent(self, counter: Counter, now: float) -> int:
-        window = window_of(counter.period_s, now)
+        key = _key(counter, now)
         with self._lock:
             found = self._db.execute(
-                "SELECT tokens FROM llm_budget WHERE scope = ? AND key = ? AND period_s = ? AND window = ?",
-                (counter.scope, counter.key, counter.period_s, window),
+                "SELECT tokens FROM llm_budget WHERE scope = ? AND key = ? AND period_s = ? AND window = ?", key
             ).fetchone()
-        return int(found[0]) if found else 0
+            return (int(found[0]) if found else 0) + self._unwritten.get(key, 0)
 
     def prefetch(self, counters: Iterable[Counter], now: float) -> Future[None] | None:
         return None  # a local read: spent() answers at once
 
     def flush(self, timeout: float = 0.0) -> bool:
-        return True  # add() wrote before it returned
+        """Write what is queued now (``timeout`` is the interface's: this never waits on others)."""
+        with self._lock:
+            if self._commit is not None:
+                self._commit.cancel()
+                self._commit = self._commit_loop = None
+            batch, self._queue = self._queue, []
+            try:
+                self._write(batch)
+            except BaseException:
+                self.lost += len(batch)
+                raise
+            finally:
+                for row, counters in batch:  # written or lost: no longer unwritten
+                    for key in _keys(counters, row.at):
+                        if left := self._unwritten.pop(key) - row.tokens:
+                            self._unwritten[key] = left
+        return True
 
     def rows(self, since: float) -> list[UsageRow]:
+        self.flush()
         with self._lock:
             found = self._db.execute("SELECT * FROM llm_usage WHERE at >= ? ORDER BY at", (since,)).fetchall()
         return [UsageRow(*r) for r in found]
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._db.close()
+
+    def _commit_queued(self) -> None:
+        try:
+            self.flush()
+        except sqlite3.Error as exc:  # a full disk must not fail the tasks the tokens were spent on
+            log.warning("usage store %s did not take usage rows: %s (%d lost so far)", self.where, exc, self.lost)
+
+    def _write(self, batch: list[tuple[UsageRow, tuple[Counter, ...]]]) -> None:
+        """(Holding the lock.) ``batch`` in one transaction."""
+        if not batch:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(
+                "INSERT INTO llm_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [_values(row) for row, _ in batch]
+            )
+            self._db.executemany(
+                "INSERT INTO llm_budget VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, key, period_s, window) "
+                "DO UPDATE SET tokens = tokens + excluded.tokens",
+                [(*key, row.tokens) for row, counters in batch for key in _keys(counters, row.at)],
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+
+_Key = tuple[str, str, int, int]  # scope, key, period_s, window start
+
+
+def _key(counter: Counter, at: float) -> _Key:
+    return (counter.scope, counter.key, counter.period_s, window_of(counter.period_s, at))
+
+
+def _keys(counters: Iterable[Counter], at: float) -> list[_Key]:
+    return [_key(c, at) for c in counters]
+
+
+def _values(row: UsageRow) -> tuple[object, ...]:
+    return (
+        row.at,
+        row.agent,
+        row.user,
+        row.model,
+        row.requests,
+        row.input_tokens,
+        row.output_tokens,
+        row.cache_read_tokens,
+        row.cache_write_tokens,
+        row.cost_usd,
+    )
 
 
 def usage_path(namespace: str, store: str = "") -> Path | str:

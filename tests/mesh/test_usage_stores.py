@@ -18,7 +18,16 @@ from mesh.cli import main
 from mesh.store import parse_store_url
 from mesh.store.checks import store_findings
 from mesh.telemetry.pgusage import PgUsageStore
-from mesh.telemetry.usage import Counter, SqliteUsageStore, UsageRow, UsageStore, open_usage_store, window_of
+from mesh.telemetry.usage import (
+    COMMIT_DELAY_S,
+    Counter,
+    SqliteUsageStore,
+    UsageRow,
+    UsageStore,
+    open_usage_store,
+    window_of,
+)
+from tests.support import within
 from tests.whole_product_clients import eventually
 
 Replica = Callable[[], UsageStore]
@@ -239,3 +248,38 @@ async def test_rows_that_waited_through_an_outage_are_written_once_the_store_is_
     finally:
         await asyncio.to_thread(store.close)
         await hop.down()
+
+
+async def test_on_a_loop_rows_are_committed_together_and_counted_meanwhile(tmp_path: Path) -> None:
+    writer, reader = SqliteUsageStore(tmp_path / "u.sqlite3"), SqliteUsageStore(tmp_path / "u.sqlite3")
+    counter = Counter("user", "alice", 3600)
+    now = time.time()
+    try:
+        for _ in range(3):
+            writer.add(row(now), (counter,))
+        # Queued, not committed: this process counts them, another sees them after the commit.
+        assert writer.spent(counter, now) == 300 and reader.spent(counter, now) == 0
+
+        async def committed() -> tuple[bool, str]:
+            return reader.spent(counter, now) == 300, f"the other store's total: {reader.spent(counter, now)}"
+
+        await eventually(committed, timeout=within(COMMIT_DELAY_S + 1), what="the rows committed", every=0.01)
+        assert len(reader.rows(0)) == 3 and writer.spent(counter, now) == 300  # once, not twice
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_rows_queued_on_a_loop_that_ended_are_written_by_the_next_add_or_close(tmp_path: Path) -> None:
+    path = tmp_path / "u.sqlite3"
+    store = SqliteUsageStore(path)
+
+    async def add_one() -> None:
+        store.add(row(time.time()))
+
+    asyncio.run(add_one())  # its loop ends before the commit is due
+    store.add(row(time.time(), user="bob"))  # off a loop: written at once, with what waited
+    assert [r.user for r in SqliteUsageStore(path).rows(0)] == ["alice", "bob"]
+    asyncio.run(add_one())
+    store.close()  # writes what waits
+    assert len(SqliteUsageStore(path).rows(0)) == 3

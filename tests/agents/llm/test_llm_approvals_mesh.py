@@ -17,10 +17,12 @@ from agents.llm import LlmAgent, parse_llm
 from mesh.a2a import DataPart, Message, Role, Task, TaskState, TextPart, get_text_from_message, new_id
 from mesh.client import MeshClient
 from mesh.telemetry.exposition import render
-from mesh.telemetry.usage import SqliteUsageStore
+from mesh.telemetry.usage import COMMIT_DELAY_S, SqliteUsageStore
 from tests.agents.llm.fake_openai import FakeOpenAI, Turn
 from tests.agents.service_agents import Echo
 from tests.conftest import ServeAgent
+from tests.support import within
+from tests.whole_product_clients import eventually
 
 HERE = Path(__file__).parent
 
@@ -93,11 +95,18 @@ async def test_usage_and_cost_are_the_servers_figures(
         for i, o, c in [(1200, 30, 1000), (1300, 20, 1100)]
     )
     assert price > 0 and meta["costUsd"] == pytest.approx(float(price))
-    rows = SqliteUsageStore(store).rows(0)
-    assert [(r.agent, r.model, r.input_tokens, r.output_tokens) for r in rows] == [
-        ("assistant", "gpt-4o-mini", 1200, 30),
-        ("assistant", "gpt-4o-mini", 1300, 20),
-    ]
+    expected = [("assistant", "gpt-4o-mini", 1200, 30), ("assistant", "gpt-4o-mini", 1300, 20)]
+    reader = SqliteUsageStore(store)  # another process's view: the agent commits its rows within 50 ms
+
+    async def stored() -> tuple[bool, str]:
+        rows = [(r.agent, r.model, r.input_tokens, r.output_tokens) for r in reader.rows(0)]
+        return rows == expected, f"the usage rows: {rows}"
+
+    try:
+        await eventually(stored, timeout=within(COMMIT_DELAY_S + 1), what="the answer's usage rows in the file")
+        rows = reader.rows(0)
+    finally:
+        reader.close()
     assert sum(r.cost_usd or 0 for r in rows) == pytest.approx(float(price))
     scraped = {
         (s.name, frozenset(s.labels.items())): s.value
