@@ -158,15 +158,10 @@ class SqliteUsageStore:
             for key in _keys(counters, row.at):
                 self._unwritten[key] = self._unwritten.get(key, 0) + row.tokens
             self._queue.append((row, counters))
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop: nothing waits on this thread but the caller
-                loop = None
+            loop = _running_loop()  # none: nothing waits on this thread but the caller
             if loop is not None and self._commit is not None and self._commit_loop is loop:
                 return  # a commit is due on this loop
-            if loop is not None:  # (a commit due on a loop that is gone would never come)
-                if self._commit is not None:
-                    self._commit.cancel()
+            if loop is not None:  # (a commit due on another loop, maybe gone, is left to it)
                 self._commit, self._commit_loop = loop.call_later(COMMIT_DELAY_S, self._commit_queued), loop
                 return
         self.flush()
@@ -185,9 +180,9 @@ class SqliteUsageStore:
     def flush(self, timeout: float = 0.0) -> bool:
         """Write what is queued now (``timeout`` is the interface's: this never waits on others)."""
         with self._lock:
-            if self._commit is not None:
-                self._commit.cancel()
-                self._commit = self._commit_loop = None
+            if self._commit is not None and _running_loop() is self._commit_loop:
+                self._commit.cancel()  # (from another thread it fires later and finds nothing to write)
+            self._commit = self._commit_loop = None
             batch, self._queue = self._queue, []
             try:
                 self._write(batch)
@@ -210,6 +205,8 @@ class SqliteUsageStore:
     def close(self) -> None:
         try:
             self.flush()
+        except sqlite3.Error as exc:
+            log.warning("usage store %s did not take usage rows at its close: %s", self.where, exc)
         finally:
             with self._lock:
                 self._db.close()
@@ -241,6 +238,13 @@ class SqliteUsageStore:
 
 
 _Key = tuple[str, str, int, int]  # scope, key, period_s, window start
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _key(counter: Counter, at: float) -> _Key:
