@@ -377,6 +377,27 @@ async def test_retention_forgets_in_the_store_too(engine: Opener) -> None:
     await journal.close()
 
 
+async def test_a_task_forgotten_and_added_again_before_the_commit_is_kept(engine: Opener) -> None:
+    """One commit deletes a task (retention) and writes a new task of its id: the new row stays."""
+    journal, store, _, _ = await reopened(engine)
+    store.max_finished = 1
+    for task_id in ("t-1", "t-2"):  # t-2 finishing forgets t-1
+        record = TaskRecord.new(task_id, "ctx")
+        store.add(record)
+        record.set_status(TaskState.completed)
+        store.finished(record)
+    assert store.get("t-1") is None
+    store.add(TaskRecord.new("t-1", "ctx"))  # a new task of that id, in the same commit
+    await journal.close()
+    journal = engine()
+    loaded = await asyncio.to_thread(journal.load)
+    assert sorted((t.task.id, t.task.status.state.value) for t in loaded.tasks) == [
+        ("t-1", "submitted"),
+        ("t-2", "completed"),
+    ]
+    await journal.close()
+
+
 async def test_migrations_are_versioned_and_run_once(postgres_url: str) -> None:
     from mesh.store import Migration
     from mesh.store import postgres as pg
