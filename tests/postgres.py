@@ -92,7 +92,10 @@ def postgres_server() -> Iterator[PostgresServer]:
     _run([*args, "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync"], user=user)
     with (data / "pg_hba.conf").open("a") as hba:  # the test hosts' veth addresses (tests/netns.py)
         hba.write("host all all 10.0.0.0/8 scram-sha-256\n")
-    options = f"-p {port} -k {sockets} -c listen_addresses=* -c fsync=off -c max_connections=200"
+    # autovacuum_naptime as docs/operations.md recommends for a store of busy agents.
+    options = (
+        f"-p {port} -k {sockets} -c listen_addresses=* -c fsync=off -c max_connections=200 -c autovacuum_naptime=10s"
+    )
     _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start"], user=user)
     try:
         _run([str(bin_dir / "createdb"), "-h", str(sockets), "-p", str(port), "-U", "mesh", "mesh"], user=user)
