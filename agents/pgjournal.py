@@ -76,7 +76,7 @@ MIGRATIONS = (
     ),
     Migration(2, ("CREATE INDEX IF NOT EXISTS mesh_tasks_changed ON mesh_tasks (namespace, agent, changed_at)",)),
     # Every task is written two or three times and deleted by retention: the table is a queue, and
-    # the default vacuum (at 20% dead rows, throttled) lets its dead rows halve the throughput.
+    # the default vacuum (at 20% dead rows, throttled) lets its dead rows cut the throughput by a third.
     Migration(
         3,
         (
