@@ -16,7 +16,7 @@ offered: its artifact tools and its peer tools, and the same empty history):
   is the plain difference of the two agents' round trips (engine work included), as before.
 - ``budget_check_us``: the budget check before each model request (issue 44: a per-user and a
   per-agent budget, each one primary-key read of the usage store's SQLite counters, or of the
-  PostgreSQL store's cache with ``--usage-store``, after the prefetch call the capability makes; bound:
+  PostgreSQL store's cache with ``--usage-store``, after the prefetch call the model wrapper makes; bound:
   under 50 us), and ``usage_record_us``, storing one response's usage (a row and the counters:
   the mean, with its share of the group commits of ten rows), both measured alone over
   ``--requests`` x 20 calls; ``budgeted_rtt_us`` is the round trip of
@@ -148,7 +148,7 @@ def budget_figures(n: int, directory: Path, usage_store: str = "") -> tuple[floa
                 store.flush()
             records.append(time.perf_counter() - start)
             start = time.perf_counter()
-            unread = meter.unread()  # what the capability does first (None once the counters are known)
+            unread = meter.unread()  # what the model wrapper does first (None once the counters are known)
             meter.check()
             checks.append(time.perf_counter() - start)
             if unread is not None:

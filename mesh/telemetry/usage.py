@@ -143,7 +143,7 @@ class SqliteUsageStore:
         # Shared by threads (mesh usage reads from its own); a lock keeps one statement at a time.
         self._db = sqlite3.connect(str(path), timeout=5.0, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
-        self._queue: list[tuple[UsageRow, tuple[Counter, ...]]] = []
+        self._queue: list[tuple[UsageRow, list[_Key]]] = []  # each row with its counters' windows
         self._unwritten: dict[_Key, int] = {}
         self._commit: asyncio.TimerHandle | None = None
         self._commit_loop: asyncio.AbstractEventLoop | None = None
@@ -155,16 +155,17 @@ class SqliteUsageStore:
 
     def add(self, row: UsageRow, counters: tuple[Counter, ...] = ()) -> None:
         with self._lock:
-            for key in _keys(counters, row.at):
+            keys = _keys(counters, row.at)
+            for key in keys:
                 self._unwritten[key] = self._unwritten.get(key, 0) + row.tokens
-            self._queue.append((row, counters))
-            loop = _running_loop()  # none: nothing waits on this thread but the caller
-            if loop is not None and self._commit is not None and self._commit_loop is loop:
-                return  # a commit is due on this loop
-            if loop is not None:  # (a commit due on another loop, maybe gone, is left to it)
-                self._commit, self._commit_loop = loop.call_later(COMMIT_DELAY_S, self._commit_queued), loop
+            self._queue.append((row, keys))
+            loop = _running_loop()
+            if loop is not None:
+                # A commit due on another loop (maybe gone) is left to it: this loop gets its own.
+                if self._commit is None or self._commit_loop is not loop:
+                    self._commit, self._commit_loop = loop.call_later(COMMIT_DELAY_S, self._commit_queued), loop
                 return
-        self.flush()
+        self.flush()  # no loop: nothing waits on this thread but the caller
 
     def spent(self, counter: Counter, now: float) -> int:
         key = _key(counter, now)
@@ -190,8 +191,8 @@ class SqliteUsageStore:
                 self.lost += len(batch)
                 raise
             finally:
-                for row, counters in batch:  # written or lost: no longer unwritten
-                    for key in _keys(counters, row.at):
+                for row, keys in batch:  # written or lost: no longer unwritten
+                    for key in keys:
                         if left := self._unwritten.pop(key) - row.tokens:
                             self._unwritten[key] = left
         return True
@@ -217,7 +218,7 @@ class SqliteUsageStore:
         except sqlite3.Error as exc:  # a full disk must not fail the tasks the tokens were spent on
             log.warning("usage store %s did not take usage rows: %s (%d lost so far)", self.where, exc, self.lost)
 
-    def _write(self, batch: list[tuple[UsageRow, tuple[Counter, ...]]]) -> None:
+    def _write(self, batch: list[tuple[UsageRow, list[_Key]]]) -> None:
         """(Holding the lock.) ``batch`` in one transaction."""
         if not batch:
             return
@@ -229,7 +230,7 @@ class SqliteUsageStore:
             self._db.executemany(
                 "INSERT INTO llm_budget VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, key, period_s, window) "
                 "DO UPDATE SET tokens = tokens + excluded.tokens",
-                [(*key, row.tokens) for row, counters in batch for key in _keys(counters, row.at)],
+                [(*key, row.tokens) for row, keys in batch for key in keys],
             )
             self._db.execute("COMMIT")
         except BaseException:

@@ -277,9 +277,16 @@ def test_rows_queued_on_a_loop_that_ended_are_written_by_the_next_add_or_close(t
     async def add_one() -> None:
         store.add(row(time.time()))
 
+    def users() -> list[str]:  # as another process reads the file
+        reader = SqliteUsageStore(path)
+        try:
+            return [r.user for r in reader.rows(0)]
+        finally:
+            reader.close()
+
     asyncio.run(add_one())  # its loop ends before the commit is due
     store.add(row(time.time(), user="bob"))  # off a loop: written at once, with what waited
-    assert [r.user for r in SqliteUsageStore(path).rows(0)] == ["alice", "bob"]
+    assert users() == ["alice", "bob"]
     asyncio.run(add_one())
     store.close()  # writes what waits
-    assert len(SqliteUsageStore(path).rows(0)) == 3
+    assert len(users()) == 3
