@@ -34,7 +34,7 @@ from agents.remote.config import RemoteConfig
 from agents.remote.health import CardWatch
 from agents.remote.http import RateLimit, RemoteError, describe, http_client
 from agents.remote.translate import REMOTE_EXTENSION, RemoteIds, mesh_card, outgoing, updates_of
-from agents.updates import AuthRequired, Ending, InputRequired, TaskFailed, Update
+from agents.updates import AuthRequired, Ending, InputRequired, Rejected, Reply, TaskFailed, Update
 from mesh.a2a import AgentCard, AgentExtension, Message
 from mesh.discovery.remote_cards import fetch_remote_card
 from mesh.limits import MessageLimits
@@ -94,6 +94,7 @@ class RemoteAgent(Agent):
         self._http, self.auth = http_client(remote)
         self.remote_card: pb.AgentCard | None = None
         self.watch = CardWatch(self)
+        self.draining: set[asyncio.Task[None]] = set()  # streams read to their end after the answer
         #: Set by the runtime (AgentService.start): publish (True) or withdraw (False) the card.
         self.announce: Callable[[bool], Awaitable[None]] | None = None
 
@@ -111,6 +112,9 @@ class RemoteAgent(Agent):
 
     async def teardown(self) -> None:
         await self.watch.stop()
+        for task in list(self.draining):
+            task.cancel()
+        await asyncio.gather(*self.draining, return_exceptions=True)
         await self._http.aclose()
 
     async def fetch_card(self) -> pb.AgentCard:
@@ -182,11 +186,15 @@ class RemoteAgent(Agent):
         ids = self._known_ids(ctx)
         while True:
             ending: Update | None = None
-            # Read to the end of the remote's stream (its connection goes back to the pool), holding
-            # the ending back: the runtime closes the handler as soon as it sees one. A later event
-            # supersedes it (a continued task is first announced as it was: input-required).
+            # A terminal answer goes to the caller as it arrives (the rest of the remote's stream
+            # is read in the background: see _segment). An interrupted state is held back until the
+            # stream ends, as a later event may supersede it: a continued task is first announced
+            # as it was (input-required), then goes on.
             async with contextlib.aclosing(self._segment(message, ids, ctx)) as updates:
                 async for update in updates:
+                    if isinstance(update, Reply | Rejected):
+                        yield update
+                        return
                     if isinstance(update, Ending):
                         ending = update
                     else:
@@ -223,10 +231,12 @@ class RemoteAgent(Agent):
             events: asyncio.Queue[Any] = asyncio.Queue()
             named = asyncio.Event()
             pump = asyncio.get_running_loop().create_task(self._pump(client, message, ids, events, named))
+            answered = False
             try:
                 while (item := await events.get()) is not None:
                     if isinstance(item, BaseException):
                         raise item
+                    answered = isinstance(item, Reply | Rejected)
                     yield item
             except asyncio.CancelledError:
                 with contextlib.suppress(TimeoutError):
@@ -238,9 +248,24 @@ class RemoteAgent(Agent):
                     await asyncio.wait_for(asyncio.shield(pump), DRAIN_S)
                 raise
             finally:
-                pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
+                if answered and not pump.done():
+                    self._drain(pump)
+                else:
+                    pump.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pump
+
+    def _drain(self, pump: asyncio.Task[None]) -> None:
+        """Let ``pump`` read the remote's stream to its end (its connection goes back to the pool),
+        within ``DRAIN_S``, after the task was answered: the remote ends its stream with the task."""
+
+        async def drain() -> None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(pump, DRAIN_S)
+
+        task = asyncio.get_running_loop().create_task(drain(), name=f"{self.name}: end of a remote stream")
+        self.draining.add(task)
+        task.add_done_callback(self.draining.discard)
 
     async def _pump(
         self, client: Client, message: Message, ids: RemoteIds, events: asyncio.Queue[Any], named: asyncio.Event
