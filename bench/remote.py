@@ -12,10 +12,18 @@ process of its own. Two clients, taking turns in rounds (medians):
 ``mesh_added_us`` is what the mesh adds to a round trip (the medians' difference); to tell the
 mesh's own hop from the proxy's work, ``mesh_echo_rtt_us`` is a local echo agent served in the
 proxy's process, and ``proxy_added_us`` what is left (``mesh_added_us`` minus it).
+
+A round of one kind of call back to back keeps its processes' code in the CPU caches; the mesh
+path runs four processes in turn (client, broker, proxy, remote), the direct one two, so on a
+small machine the rounds flatter the direct side. The ``interleaved_*`` figures take the three
+calls in turn, request by request, so that each runs after the others, as calls from
+different places would: the same three measures in the same conditions.
 Last line on stdout::
 
     {"mesh_rtt_us": ..., "direct_rtt_us": ..., "mesh_added_us": ..., "mesh_echo_rtt_us": ...,
-     "proxy_added_us": ..., "rtt_ratio": ...}
+     "proxy_added_us": ..., "rtt_ratio": ..., "interleaved_mesh_rtt_us": ...,
+     "interleaved_direct_rtt_us": ..., "interleaved_mesh_added_us": ...,
+     "interleaved_mesh_echo_rtt_us": ..., "interleaved_proxy_added_us": ..., "requests": ...}
 
 ``--profile-proxy FILE`` runs the proxy's process under cProfile (from ready to the end) and
 writes the stats to FILE (read with ``python -m pstats FILE``); the top functions go to stderr.
@@ -28,10 +36,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -86,16 +96,25 @@ async def serve_proxy(broker: str, namespace: str, card_url: str, profile_file: 
         profiler.dump_stats(profile_file)
 
 
-async def mesh_round(client: MeshClient, requests: int, agent: str = "remote-echo") -> list[float]:
+Send = Callable[[str], Awaitable[object]]
+
+
+async def timed(send: Send, requests: int) -> list[float]:
     samples = []
     for i in range(requests):
         start = time.perf_counter()
-        await client.send(agent, f"hello {i}")
+        await send(f"hello {i}")
         samples.append(time.perf_counter() - start)
     return samples
 
 
-async def direct_round(card_url: str, requests: int) -> list[float]:
+def mesh_sender(client: MeshClient, agent: str) -> Send:
+    return lambda text: client.send(agent, text)
+
+
+@contextlib.asynccontextmanager
+async def direct_sender(card_url: str) -> AsyncIterator[Send]:
+    """The a2a-sdk client as the proxy configures it (streaming, JSON-RPC), on a keep-alive client."""
     import httpx
     from a2a.client import ClientConfig, ClientFactory
     from a2a.types import a2a_pb2 as pb
@@ -105,37 +124,52 @@ async def direct_round(card_url: str, requests: int) -> list[float]:
     async with httpx.AsyncClient() as http:
         card = await fetch_remote_card(http, card_url)
         client = ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create(card)
-        samples = []
-        for i in range(requests):
-            message = pb.Message(message_id=uuid.uuid4().hex, role=pb.ROLE_USER, parts=[pb.Part(text=f"hello {i}")])
-            start = time.perf_counter()
+
+        async def send(text: str) -> None:
+            message = pb.Message(message_id=uuid.uuid4().hex, role=pb.ROLE_USER, parts=[pb.Part(text=text)])
             async for _ in client.send_message(pb.SendMessageRequest(message=message)):
                 pass
-            samples.append(time.perf_counter() - start)
-    return samples
+
+        yield send
+
+
+def figures(mesh: list[float], direct: list[float], echo: list[float], prefix: str = "") -> dict[str, object]:
+    mesh_us, direct_us, echo_us = median_us(mesh), median_us(direct), median_us(echo)
+    return {
+        f"{prefix}mesh_rtt_us": round(mesh_us, 1),
+        f"{prefix}direct_rtt_us": round(direct_us, 1),
+        f"{prefix}mesh_added_us": round(mesh_us - direct_us, 1),
+        f"{prefix}mesh_echo_rtt_us": round(echo_us, 1),
+        f"{prefix}proxy_added_us": round(mesh_us - direct_us - echo_us, 1),
+    }
 
 
 async def measure(broker: str, namespace: str, card_url: str, requests: int) -> dict[str, object]:
-    mesh_samples: list[float] = []
-    direct_samples: list[float] = []
-    echo_samples: list[float] = []
+    mesh: list[float] = []
+    direct: list[float] = []
+    echo: list[float] = []
     async with MeshClient.connect(broker, namespace) as client:
         await client.wait_for_agent("remote-echo", timeout=10)
-        await mesh_round(client, 20)  # warm both paths
-        await direct_round(card_url, 20)
+        through_proxy, local_echo = mesh_sender(client, "remote-echo"), mesh_sender(client, "local-echo")
+        await timed(through_proxy, 20)  # warm both paths
+        async with direct_sender(card_url) as straight:
+            await timed(straight, 20)
         for index in range(ROUNDS):
             progress(f"round {index + 1}/{ROUNDS}")
-            mesh_samples += await mesh_round(client, requests)
-            direct_samples += await direct_round(card_url, requests)
-            echo_samples += await mesh_round(client, requests, "local-echo")
-    mesh_us, direct_us, echo_us = median_us(mesh_samples), median_us(direct_samples), median_us(echo_samples)
+            mesh += await timed(through_proxy, requests)
+            async with direct_sender(card_url) as straight:
+                direct += await timed(straight, requests)
+            echo += await timed(local_echo, requests)
+        progress(f"interleaved: {requests * 2} of each in turn")
+        turns: tuple[list[float], list[float], list[float]] = ([], [], [])
+        async with direct_sender(card_url) as straight:
+            for _ in range(requests * 2):
+                for samples, send in zip(turns, (through_proxy, straight, local_echo), strict=True):
+                    samples += await timed(send, 1)
     return {
-        "mesh_rtt_us": round(mesh_us, 1),
-        "direct_rtt_us": round(direct_us, 1),
-        "mesh_added_us": round(mesh_us - direct_us, 1),
-        "mesh_echo_rtt_us": round(echo_us, 1),
-        "proxy_added_us": round(mesh_us - direct_us - echo_us, 1),
-        "rtt_ratio": ratio(mesh_us, direct_us),
+        **figures(mesh, direct, echo),
+        "rtt_ratio": ratio(median_us(mesh), median_us(direct)),
+        **figures(*turns, prefix="interleaved_"),
         "requests": requests * ROUNDS,
     }
 
