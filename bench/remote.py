@@ -13,11 +13,12 @@ process of its own. Two clients, taking turns in rounds (medians):
 mesh's own hop from the proxy's work, ``mesh_echo_rtt_us`` is a local echo agent served in the
 proxy's process, and ``proxy_added_us`` what is left (``mesh_added_us`` minus it).
 
-A round of one kind of call back to back keeps its processes' code in the CPU caches; the mesh
-path runs four processes in turn (client, broker, proxy, remote), the direct one two, so on a
-small machine the rounds flatter the direct side. The ``interleaved_*`` figures take the three
-calls in turn, request by request, so that each runs after the others, as calls from
-different places would: the same three measures in the same conditions.
+A round of one kind of call back to back flatters the direct side: on a VM, a process that
+slept a few milliseconds wakes slowly (the echo hop costs ~0.6-1 ms more after 3 ms of idle),
+and on the mesh path the caller and the broker sleep while the remote works, while the direct
+path has no one else to wake. The ``interleaved_*`` figures take the three calls in turn,
+request by request, so that each runs after the others, as calls from different places
+would: the same three measures in the same conditions.
 Last line on stdout::
 
     {"mesh_rtt_us": ..., "direct_rtt_us": ..., "mesh_added_us": ..., "mesh_echo_rtt_us": ...,
