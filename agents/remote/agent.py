@@ -45,8 +45,10 @@ log = logging.getLogger(__name__)
 
 #: How long ``tasks/cancel`` waits for the remote to confirm before the mesh task ends anyway.
 CANCEL_TIMEOUT_S = 5.0
-#: After a cancel, how long the remote's stream may take to end before it is cut.
+#: After a cancel or an answer, how long the remote's stream may take to end before it is cut.
 DRAIN_S = 2.0
+#: The terminal answers relayed as they arrive (the rest of the stream is read in the background).
+Answer = Reply | Rejected
 
 
 def _bindings(preferred: str | None) -> list[str]:
@@ -192,7 +194,7 @@ class RemoteAgent(Agent):
             # as it was (input-required), then goes on.
             async with contextlib.aclosing(self._segment(message, ids, ctx)) as updates:
                 async for update in updates:
-                    if isinstance(update, Reply | Rejected):
+                    if isinstance(update, Answer):
                         yield update
                         return
                     if isinstance(update, Ending):
@@ -236,7 +238,7 @@ class RemoteAgent(Agent):
                 while (item := await events.get()) is not None:
                     if isinstance(item, BaseException):
                         raise item
-                    answered = isinstance(item, Reply | Rejected)
+                    answered = isinstance(item, Answer)
                     yield item
             except asyncio.CancelledError:
                 with contextlib.suppress(TimeoutError):
