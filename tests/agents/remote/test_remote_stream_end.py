@@ -20,9 +20,9 @@ from tests.agents.remote.server import Weather, app, serving
 Asgi = Any
 
 
-def lingering(application: Asgi, seconds: float) -> Asgi:
-    """``application`` whose JSON-RPC responses end ``seconds`` after their last event (as behind
-    a proxy that is slow to close): the end of the body waits, the events before it do not."""
+def held_open(application: Asgi, release: asyncio.Event) -> Asgi:
+    """``application`` whose JSON-RPC responses end only once ``release`` is set (as behind a
+    proxy that is slow to close): the end of the body waits, the events before it do not."""
 
     async def serve(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/":
@@ -31,7 +31,7 @@ def lingering(application: Asgi, seconds: float) -> Asgi:
 
         async def send_late_end(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.body" and not message.get("more_body", False):
-                await asyncio.sleep(seconds)
+                await release.wait()
             await send(message)
 
         await application(scope, receive, send_late_end)
@@ -49,36 +49,47 @@ def answer_of(task: Task) -> str:
 async def test_the_answer_is_relayed_before_the_remote_stream_ends(
     serve_remote: ServeRemote, client: MeshClient
 ) -> None:
-    linger = 1.5
+    release = asyncio.Event()
     port = free_port()
-    async with serving(lingering(app(port, Weather()), linger), port):  # type: ignore[arg-type]
-        agent, _ = await serve_remote(url=f"http://127.0.0.1:{port}/", binding="JSONRPC")
-        await client.wait_for_agent("weather", timeout=5)
-        started = time.monotonic()
-        task = await client.send("weather", "hello")
-        took = time.monotonic() - started
-        assert answer_of(task) == "echo: hello"
-        assert took < linger - 0.5, f"the answer waited for the end of the remote's stream ({took:.2f} s)"
-        assert len(agent.draining) == 1  # the stream is still being read
-        done, _ = await asyncio.wait(set(agent.draining), timeout=linger + 1)
-        assert done and not agent.draining
-        assert agent.watch.alive
-        assert answer_of(await client.send("weather", "again")) == "echo: again"
+    async with serving(held_open(app(port, Weather()), release), port):  # type: ignore[arg-type]
+        try:
+            agent, _ = await serve_remote(url=f"http://127.0.0.1:{port}/", binding="JSONRPC")
+            await client.wait_for_agent("weather", timeout=5)
+            started = time.monotonic()
+            try:
+                task = await asyncio.wait_for(client.send("weather", "hello"), 5)
+            except TimeoutError:
+                pytest.fail("the answer waited for the end of the remote's stream")
+            took = time.monotonic() - started
+            assert answer_of(task) == "echo: hello"
+            assert took < 1.0, f"the answer was slow ({took:.2f} s)"
+            assert len(agent.draining) == 1  # the stream is still being read: its end is held
+            release.set()
+            done, _ = await asyncio.wait(set(agent.draining), timeout=5)
+            assert done and not agent.draining
+            assert agent.watch.alive
+            assert answer_of(await client.send("weather", "again")) == "echo: again"
+        finally:
+            release.set()  # the server's handlers end before it stops, whatever happened
 
 
 async def test_a_stream_that_does_not_end_is_cut_after_drain_s(
     serve_remote: ServeRemote, client: MeshClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(remote_agent, "DRAIN_S", 0.3)
+    release = asyncio.Event()  # set only at the end: until then the remote never ends a stream
     port = free_port()
-    async with serving(lingering(app(port, Weather()), 30), port):  # type: ignore[arg-type]
-        agent, _ = await serve_remote(url=f"http://127.0.0.1:{port}/", binding="JSONRPC")
-        await client.wait_for_agent("weather", timeout=5)
-        assert answer_of(await client.send("weather", "hello")) == "echo: hello"
-        draining = set(agent.draining)
-        assert len(draining) == 1
-        started = time.monotonic()
-        await asyncio.wait(draining, timeout=5)
-        assert not agent.draining and time.monotonic() - started < 2, "the stream was not cut at DRAIN_S"
-        assert agent.watch.alive  # cutting a stream after its answer is not the remote failing
-        assert answer_of(await client.send("weather", "again")) == "echo: again"
+    async with serving(held_open(app(port, Weather()), release), port):  # type: ignore[arg-type]
+        try:
+            agent, _ = await serve_remote(url=f"http://127.0.0.1:{port}/", binding="JSONRPC")
+            await client.wait_for_agent("weather", timeout=5)
+            assert answer_of(await client.send("weather", "hello")) == "echo: hello"
+            draining = set(agent.draining)
+            assert len(draining) == 1
+            started = time.monotonic()
+            await asyncio.wait(draining, timeout=5)
+            assert not agent.draining and time.monotonic() - started < 2, "the stream was not cut at DRAIN_S"
+            assert agent.watch.alive  # cutting a stream after its answer is not the remote failing
+            assert answer_of(await client.send("weather", "again")) == "echo: again"
+        finally:
+            release.set()  # the server's handlers end before it stops
